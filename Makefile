@@ -1,0 +1,35 @@
+# senseforge: set-up, demo, tests and lint. Everything installs into ./.venv.
+# torch is pinned to the CPU wheel by constraints.txt; always install with -c constraints.txt.
+PYTHON ?= python3
+VENV ?= .venv
+PIP := $(VENV)/bin/pip
+# llama.cpp is compiled for a portable x86-64-v3 CPU (AVX2/FMA/F16C): a native build enables
+# AMX on CPUs that have it, and that build crashes in VMs that do not grant AMX state.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS)
+export PIP_DISABLE_PIP_VERSION_CHECK = 1
+
+.PHONY: demo test lint install-local install-dev clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+install-local: $(VENV)/bin/python
+	$(PIP) install -q -c constraints.txt -e '.[local]'
+
+install-dev: $(VENV)/bin/python
+	$(PIP) install -q -c constraints.txt -e '.[dev]'
+
+demo: install-local
+	HF_HUB_OFFLINE=1 $(VENV)/bin/senseforge demo
+
+lint: install-dev
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy src
+
+test: lint
+	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

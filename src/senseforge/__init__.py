@@ -1,0 +1,30 @@
+"""senseforge: build and evaluate commonsense-reasoning benchmarks grounded in a language and its culture."""
+
+from senseforge.data.schema import BinaryExample, Choice, Judgement, MCItem, Provenance, QuestionSet, Triple
+from senseforge.errors import (
+    BackendError,
+    ConfigError,
+    DataValidationError,
+    MissingDependencyError,
+    SenseforgeError,
+    StoreError,
+)
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "BackendError",
+    "BinaryExample",
+    "Choice",
+    "ConfigError",
+    "DataValidationError",
+    "Judgement",
+    "MCItem",
+    "MissingDependencyError",
+    "Provenance",
+    "QuestionSet",
+    "SenseforgeError",
+    "StoreError",
+    "Triple",
+    "__version__",
+]

@@ -1,0 +1,164 @@
+"""``senseforge llm``: list providers, generate, and score choices by log-likelihood."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import typer
+from rich.table import Table
+
+from senseforge.cli._common import (
+    BaseUrlOption,
+    ModelOption,
+    NoCacheOption,
+    ProviderOptions,
+    StoreOption,
+    describe_stats,
+    err,
+    out,
+    parse_options,
+    progress_bar,
+)
+from senseforge.errors import BackendError, ConfigError
+
+app = typer.Typer(help="Language models: list providers, generate text, score choices.", no_args_is_help=True)
+
+
+@app.command("models")
+def models() -> None:
+    """List the providers, whether each is installed, and example model strings."""
+    from senseforge.llm.registry import DEFAULT_MODEL, PROVIDERS
+
+    table = Table(title=f"providers (default model: {DEFAULT_MODEL})")
+    for column in ("provider", "status", "what", "examples"):
+        table.add_column(column)
+    for info in PROVIDERS.values():
+        missing = info.missing()
+        status = "[green]ready[/]" if not missing else f"[yellow]missing {', '.join(missing)}[/]: {info.install_hint()}"
+        table.add_row(info.name, status, info.summary, "\n".join(info.examples))
+    out.print(table)
+
+
+@app.command("generate")
+def generate(
+    prompts: list[str] = typer.Argument(..., help="One or more prompts; each is one request."),
+    model: str = ModelOption,
+    system: str | None = typer.Option(None, "--system", help="System message (implies --chat)."),
+    chat: bool = typer.Option(False, "--chat/--plain", help="Send the prompt as a chat turn, or as plain text."),
+    temperature: float = typer.Option(0.0, "--temperature", "-t", min=0.0, max=2.0, help="0 = greedy."),
+    top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0),
+    seed: int = typer.Option(0, "--seed"),
+    max_tokens: int = typer.Option(128, "--max-tokens", min=1),
+    stop: list[str] = typer.Option([], "--stop", help="Stop string; repeatable."),
+    json_mode: bool = typer.Option(False, "--json", help="Ask for a JSON object and print the parsed value."),
+    base_url: str | None = BaseUrlOption,
+    option: list[str] | None = ProviderOptions,
+    store: str | None = StoreOption,
+    no_cache: bool = NoCacheOption,
+) -> None:
+    """Generate text for each prompt and print it (status and cost go to stderr)."""
+    from senseforge.llm.base import GenerateRequest
+    from senseforge.llm.cache import open_llm
+    from senseforge.store.db import Store
+
+    sampling = {
+        "temperature": temperature,
+        "top_p": top_p,
+        "seed": seed,
+        "max_tokens": max_tokens,
+        "stop": tuple(stop),
+        "json_mode": json_mode,
+    }
+    requests = [
+        GenerateRequest.chat(p, system=system, **sampling) if chat or system else GenerateRequest(prompt=p, **sampling)
+        for p in prompts
+    ]
+    llm = open_llm(model, parse_options(option, base_url), store=Store(store), read_cache=not no_cache)
+    try:
+        with progress_bar(f"generating with {model}", len(requests)) as advance:
+            results = llm.generate(requests, progress=advance)
+    finally:
+        llm.close()
+    failed = 0
+    for index, result in enumerate(results):
+        if len(results) > 1:
+            out.print(f"[bold]--- {index + 1}[/]")
+        if result.failure is not None:
+            failed += 1
+            err.print(f"[red]failed[/] ({result.failure.kind}): {result.failure.message}")
+            continue
+        if json_mode:
+            try:
+                out.print_json(json.dumps(result.json(), ensure_ascii=False))
+            except ValueError as exc:
+                err.print(f"[yellow]no JSON in the output[/] ({exc}); raw text follows")
+                out.print(result.text, markup=False)
+        else:
+            out.print(result.text, markup=False)
+    err.print(describe_stats(llm))
+    if failed:
+        raise BackendError(f"{failed} of {len(results)} requests failed")
+
+
+@app.command("score")
+def score(
+    context: str = typer.Option(..., "--context", "-c", help="Text before each choice."),
+    choices: list[str] = typer.Option(..., "--choice", help="A continuation to score; repeat for each choice."),
+    model: str = ModelOption,
+    sep: str = typer.Option(
+        " ", "--sep", help="Put between context and choice (skipped when the context is empty or ends in whitespace)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the scores as JSON."),
+    base_url: str | None = BaseUrlOption,
+    option: list[str] | None = ProviderOptions,
+    store: str | None = StoreOption,
+    no_cache: bool = NoCacheOption,
+) -> None:
+    """Score each choice by its log-likelihood after the context; the best is marked."""
+    from senseforge.llm.base import LoglikelihoodRequest
+    from senseforge.llm.cache import open_llm
+    from senseforge.store.db import Store
+
+    if len(choices) < 1:
+        raise ConfigError("give at least one --choice")
+    joiner = "" if not context or context[-1].isspace() else sep
+    requests = [LoglikelihoodRequest(context=context, continuation=joiner + choice) for choice in choices]
+    llm = open_llm(model, parse_options(option, base_url), store=Store(store), read_cache=not no_cache)
+    try:
+        with progress_bar(f"scoring with {model}", len(requests)) as advance:
+            results = llm.loglikelihood(requests, progress=advance)
+    finally:
+        llm.close()
+    failures = [r.failure for r in results if r.failure is not None]
+    if failures:
+        raise BackendError(f"scoring failed ({failures[0].kind}): {failures[0].message}")
+    rows = [
+        {
+            "choice": choice,
+            "logprob": result.logprob,
+            "logprob_per_char": (result.logprob or 0.0) / max(1, len(choice)),
+            "prob": math.exp(result.logprob or -math.inf),
+            "is_greedy": result.is_greedy,
+            "n_tokens": result.n_tokens,
+        }
+        for choice, result in zip(choices, results, strict=True)
+    ]
+    best = max(range(len(rows)), key=lambda i: rows[i]["logprob"] or -math.inf)
+    if as_json:
+        out.print_json(json.dumps({"model": model, "context": context, "best": choices[best], "scores": rows}))
+    else:
+        table = Table(title=f"{model}: log-likelihood of each choice")
+        for column in ("", "choice", "logprob", "per char", "tokens", "greedy"):
+            table.add_column(column, justify="right" if column in ("logprob", "per char", "tokens") else "left")
+        for index, row in enumerate(rows):
+            table.add_row(
+                "→" if index == best else "",
+                str(row["choice"]),
+                f"{row['logprob']:.4f}",
+                f"{row['logprob_per_char']:.4f}",
+                str(row["n_tokens"]),
+                "yes" if row["is_greedy"] else "no",
+            )
+        out.print(table)
+    err.print(describe_stats(llm))

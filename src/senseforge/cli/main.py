@@ -1,0 +1,77 @@
+"""The ``senseforge`` command: a thin Typer layer, one module per noun."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+
+from senseforge import __version__
+from senseforge.cli import demo as demo_cli
+from senseforge.cli import llm as llm_cli
+from senseforge.cli._common import err
+from senseforge.errors import SenseforgeError
+
+app = typer.Typer(
+    name="senseforge",
+    help="Build and evaluate commonsense-reasoning benchmarks grounded in a language and its culture.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(llm_cli.app, name="llm")
+app.command("demo")(demo_cli.demo)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"senseforge {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks and debug logs."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """senseforge: LMs write, humans judge, models are measured."""
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: one clear line for user errors, tracebacks only with ``--debug``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        app(args=args, prog_name="senseforge", standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except typer.TyperException as exc:  # bad flags, missing arguments (click's usage errors)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()
+            sys.exit(0)
+        if debug:
+            raise
+        hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) else ""
+        err.print(f"error: {_one_line(exc.format_message())}{hint}", markup=False)
+        sys.exit(exc.exit_code)
+    except SenseforgeError as exc:
+        if debug:
+            raise
+        err.print(f"error: {_one_line(str(exc))}", markup=False)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

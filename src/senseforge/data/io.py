@@ -1,0 +1,119 @@
+"""JSON Lines, the canonical on-disk form of records, and atomic writes.
+
+Files are written atomically (a temporary file in the same folder, then a rename), so
+an interrupted write leaves either the old file or the new one, never half of it.
+Reading reports the first bad row as ``file:line: field: problem``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from senseforge.errors import DataValidationError
+
+R = TypeVar("R", bound=BaseModel)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
+    """Open ``path`` for writing so that it appears complete or not at all.
+
+    Args:
+        path: destination file; its folder is created when missing.
+        mode: ``"w"`` (UTF-8 text) or ``"wb"``.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError("atomic_open supports 'w' and 'wb' only")
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        encoding = None if "b" in mode else "utf-8"
+        newline = None if "b" in mode else "\n"
+        with os.fdopen(fd, mode, encoding=encoding, newline=newline) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def dump_record(record: BaseModel) -> str:
+    """One record as a single JSON line (no trailing newline)."""
+    return record.model_dump_json()
+
+
+def write_jsonl(path: str | os.PathLike[str], records: Iterable[BaseModel]) -> int:
+    """Write records one per line, atomically. Returns how many were written."""
+    count = 0
+    with atomic_open(path) as handle:
+        for record in records:
+            handle.write(dump_record(record))
+            handle.write("\n")
+            count += 1
+    return count
+
+
+def iter_json_rows(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, row)`` for each non-blank line of a JSON Lines file.
+
+    Raises:
+        DataValidationError: on a line that is not UTF-8, not JSON, or not an object.
+    """
+    where = Path(path)
+    try:
+        handle = where.open("rb")
+    except OSError as exc:
+        raise DataValidationError(f"{where}: cannot read: {exc.strerror or exc}") from exc
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataValidationError(f"{where}:{number}: not UTF-8 ({exc.reason})") from exc
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataValidationError(f"{where}:{number}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
+            if not isinstance(row, dict):
+                raise DataValidationError(f"{where}:{number}: expected a JSON object, got {type(row).__name__}")
+            yield number, row
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """The first problem of a pydantic error as ``field: message``."""
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(record)"
+    extra = f" ({exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{field}: {first['msg']}{extra}"
+
+
+def read_jsonl(path: str | os.PathLike[str], model: type[R]) -> list[R]:
+    """Read a JSON Lines file of ``model`` records.
+
+    Raises:
+        DataValidationError: located at the first bad row (``file:line: field: problem``).
+    """
+    return list(iter_jsonl(path, model))
+
+
+def iter_jsonl(path: str | os.PathLike[str], model: type[R]) -> Iterator[R]:
+    """Stream records of ``model`` from a JSON Lines file (see :func:`read_jsonl`)."""
+    for number, row in iter_json_rows(path):
+        try:
+            yield model.model_validate(row)
+        except ValidationError as exc:
+            raise DataValidationError(f"{path}:{number}: {format_validation_error(exc)}") from exc

