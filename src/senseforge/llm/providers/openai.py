@@ -1,0 +1,506 @@
+"""The ``openai/<model>`` backend: any OpenAI-compatible HTTP endpoint.
+
+Works with OpenAI itself and with servers that speak the same protocol (vLLM, the
+llama.cpp server, Ollama …); point ``base_url`` at them. Each batch runs on a fresh
+async client with at most ``max_concurrency`` requests in flight. The SDK's own retries
+are switched off: this module retries rate limits, server errors, timeouts, dropped
+connections and undecodable 200 bodies itself, honours ``Retry-After`` and records
+every request that still fails as a :class:`~senseforge.llm.base.Failure`.
+
+Log-likelihood scoring uses the legacy completions endpoint with ``echo`` and
+``logprobs``, which vLLM and the llama.cpp server offer; chat-only endpoints cannot
+score and answer with a ``unsupported`` failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import email.utils
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import openai
+from openai.types import Completion as SdkCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from pydantic import BaseModel, ConfigDict, Field
+
+from senseforge.errors import ConfigError
+from senseforge.llm.base import (
+    Completion,
+    Failure,
+    FailureKind,
+    GenerateRequest,
+    Loglikelihood,
+    LoglikelihoodRequest,
+    Message,
+    Progress,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from senseforge.store.db import Store
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+"""Where the SDK sends requests when no base URL is configured."""
+
+PLACEHOLDER_API_KEY = "not-needed"
+"""Sent to custom endpoints when no key is set (most local servers ignore the header)."""
+
+SCORING_MAX_TOKENS = 0
+"""Tokens generated while scoring: none, only the echoed prompt is wanted."""
+
+_MESSAGE_CHARS = 300
+_RETRY_AFTER_MAX_S = 60.0
+
+Sleep = Callable[[float], Awaitable[None]]
+"""An awaitable sleep, injectable so that tests need not wait out backoff delays."""
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+class Options(BaseModel):
+    """Settings of the ``openai`` provider."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = None
+    """Endpoint, e.g. ``http://localhost:8000/v1``; default: ``$OPENAI_BASE_URL``, else OpenAI."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable that holds the API key."""
+    max_concurrency: int = Field(default=8, ge=1)
+    """Most requests in flight at once."""
+    max_retries: int = Field(default=5, ge=0)
+    """Retries per request after the first attempt (transient failures only)."""
+    timeout_s: float = Field(default=60.0, gt=0)
+    """Seconds to wait for one HTTP attempt."""
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    """First backoff delay; it doubles on every retry."""
+    backoff_max_s: float = Field(default=30.0, ge=0)
+    """Longest backoff delay (``Retry-After`` from the server may ask for longer, up to a minute)."""
+    api: Literal["chat", "completions"] = "chat"
+    """Endpoint used by :meth:`OpenAILLM.generate`: chat completions or legacy completions."""
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """A classified failure of one attempt."""
+
+    kind: FailureKind
+    message: str
+    status: int | None = None
+    transient: bool = False
+    retry_after_s: float | None = None
+
+    def failure(self) -> Failure:
+        return Failure(kind=self.kind, message=self.message, status=self.status)
+
+
+class _Fatal(Exception):
+    """Raised inside an attempt for an answer that retrying will not change."""
+
+    def __init__(self, problem: _Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+class _Undecodable(Exception):
+    """Raised inside an attempt for a 200 answer whose body is not the expected JSON."""
+
+
+def _one_line(text: object) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= _MESSAGE_CHARS else line[: _MESSAGE_CHARS - 1] + "…"
+
+
+def _parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the server asks us to wait, from ``retry-after-ms`` or ``Retry-After``.
+
+    ``Retry-After`` may be a number of seconds or an HTTP date. Returns None when neither
+    header is present or readable.
+    """
+    lowered = {name.lower(): value for name, value in headers.items()}
+    value = lowered.get("retry-after-ms")
+    if value is not None:
+        try:
+            millis = float(value)
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(millis) and millis >= 0:
+                return millis / 1000.0
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _classify(exc: BaseException) -> _Problem:
+    """Map an exception raised by one attempt to a failure kind, and whether to retry."""
+    if isinstance(exc, _Fatal):
+        return exc.problem
+    if isinstance(exc, openai.APITimeoutError):
+        return _Problem("timeout", _one_line(exc), transient=True)
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        detail = f"{exc} ({type(cause).__name__}: {cause})" if cause is not None else str(exc)
+        return _Problem("connection", _one_line(detail), transient=True)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        message = _one_line(f"HTTP {status}: {exc.message}")
+        retry_after = _parse_retry_after(exc.response.headers)
+        if status == 429:
+            return _Problem("rate_limit", message, status, True, retry_after)
+        if status >= 500:
+            return _Problem("server_error", message, status, True, retry_after)
+        if status == 408:
+            return _Problem("timeout", message, status, True, retry_after)
+        if status in (401, 403):
+            return _Problem("auth", message, status)
+        if status == 404:
+            return _Problem("not_found", message, status)
+        return _Problem("bad_request", message, status)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return _Problem("truncated", _one_line(f"invalid response body: {exc.message}"), exc.status_code, True)
+    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError, _Undecodable)):
+        return _Problem("truncated", _one_line(f"response body could not be decoded: {exc}"), 200, True)
+    return _Problem("backend", _one_line(f"{type(exc).__name__}: {exc}"))
+
+
+def _run_async(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coro`` to completion, also when the caller already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+class OpenAILLM:
+    """A model served behind an OpenAI-compatible HTTP API.
+
+    Args:
+        model: the served model name, as the endpoint knows it.
+        options: provider settings.
+        sleep: the coroutine used to wait between attempts (tests inject a recorder).
+
+    Raises:
+        ConfigError: no API key is set and the endpoint is OpenAI's own.
+    """
+
+    def __init__(self, model: str, options: Options | None = None, *, sleep: Sleep = asyncio.sleep) -> None:
+        self._model = model
+        self._options = options or Options()
+        self._sleep = sleep
+        configured = self._options.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._base_url = (configured or OPENAI_BASE_URL).rstrip("/")
+        key = os.environ.get(self._options.api_key_env) or None
+        if key is None:
+            if self._is_openai():
+                raise ConfigError(
+                    f"no API key for {self._base_url}: set ${self._options.api_key_env}, "
+                    "or give base_url for a server that needs no key"
+                )
+            key = PLACEHOLDER_API_KEY
+        self._api_key = key
+
+    def _is_openai(self) -> bool:
+        host = self._base_url.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0].lower()
+        return host == "openai.com" or host.endswith(".openai.com")
+
+    @property
+    def name(self) -> str:
+        """The ``provider/model`` string."""
+        return f"openai/{self._model}"
+
+    @property
+    def options(self) -> Options:
+        """The provider settings in use."""
+        return self._options
+
+    def identity(self) -> dict[str, str]:
+        """The served model name and the endpoint it is served from."""
+        return {"model": self._model, "base_url": self._base_url}
+
+    def close(self) -> None:
+        """Nothing to release: every batch opens and closes its own client."""
+        return None
+
+    # -- public verbs ------------------------------------------------------------------------
+
+    def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
+        """One completion per request, in order; failed requests carry a :class:`Failure`.
+
+        Args:
+            requests: the generation requests.
+            progress: called with 1 whenever a request finishes.
+
+        Returns:
+            The completions, in the order of ``requests``.
+        """
+        if not requests:
+            return []
+        return _run_async(self._batch(list(requests), self._generate_one, progress))
+
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
+    ) -> list[Loglikelihood]:
+        """Score each continuation after its context via the completions endpoint's echoed log-probabilities.
+
+        Args:
+            requests: the scoring requests.
+            progress: called with 1 whenever a request finishes.
+
+        Returns:
+            The scores, in the order of ``requests``; endpoints that cannot echo
+            log-probabilities give ``unsupported`` failures.
+        """
+        if not requests:
+            return []
+        return _run_async(self._batch(list(requests), self._score_one, progress))
+
+    # -- batching and retries ----------------------------------------------------------------
+
+    async def _batch(
+        self,
+        requests: list[_T],
+        one: Callable[[openai.AsyncOpenAI, _T], Awaitable[_R]],
+        progress: Progress | None,
+    ) -> list[_R]:
+        semaphore = asyncio.Semaphore(self._options.max_concurrency)
+        client = openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            timeout=self._options.timeout_s,
+            max_retries=0,
+        )
+
+        async def run(request: _T) -> _R:
+            async with semaphore:
+                result = await one(client, request)
+            if progress is not None:
+                progress(1)
+            return result
+
+        try:
+            return list(await asyncio.gather(*(run(request) for request in requests)))
+        finally:
+            await client.close()
+
+    def _backoff(self, retry: int, problem: _Problem) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based)."""
+        if problem.retry_after_s is not None:
+            return min(problem.retry_after_s, max(self._options.backoff_max_s, _RETRY_AFTER_MAX_S))
+        delay = min(self._options.backoff_max_s, self._options.backoff_base_s * 2.0 ** min(retry, 60))
+        return delay * random.uniform(0.5, 1.0)
+
+    async def _with_retries(self, attempt: Callable[[], Awaitable[_R]]) -> tuple[_R | _Problem, int]:
+        """Run ``attempt`` until it succeeds, fails for good, or retries run out.
+
+        Returns:
+            The result (or the last problem) and the number of attempts made.
+        """
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return await attempt(), attempts
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                problem = _classify(exc)
+            if not problem.transient or attempts > self._options.max_retries:
+                return problem, attempts
+            await self._sleep(self._backoff(attempts - 1, problem))
+
+    # -- generation --------------------------------------------------------------------------
+
+    async def _generate_one(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
+        started = time.perf_counter()
+        if self._options.api == "completions" and request.messages is not None:
+            return Completion(
+                attempts=0,
+                failure=Failure(
+                    kind="unsupported",
+                    message="chat messages need api='chat'; the completions endpoint takes a plain prompt",
+                ),
+            )
+
+        async def attempt() -> Completion:
+            if self._options.api == "chat":
+                return await self._chat(client, request)
+            return await self._complete(client, request)
+
+        outcome, attempts = await self._with_retries(attempt)
+        latency = time.perf_counter() - started
+        if isinstance(outcome, _Problem):
+            return Completion(latency_s=latency, attempts=attempts, failure=outcome.failure())
+        return outcome.model_copy(update={"latency_s": latency, "attempts": attempts})
+
+    def _sampling(self, request: GenerateRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self._model,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "max_tokens": request.max_tokens,
+        }
+        if request.seed is not None:
+            params["seed"] = request.seed
+        if request.stop:
+            params["stop"] = list(request.stop)
+        return params
+
+    async def _chat(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
+        messages = [_message(message) for message in request.as_messages()]
+        params = self._sampling(request)
+        if request.json_mode:
+            params["response_format"] = {"type": "json_object"}
+        response: object = await client.chat.completions.create(messages=messages, **params)
+        if not isinstance(response, ChatCompletion) or not getattr(response, "choices", None):
+            raise _Undecodable(f"expected a chat.completion object, got {_one_line(response)[:80]!r}")
+        choice = response.choices[0]
+        usage = response.usage
+        return Completion(
+            text=choice.message.content or "",
+            finish_reason=choice.finish_reason,
+            tokens_in=usage.prompt_tokens if usage else None,
+            tokens_out=usage.completion_tokens if usage else None,
+        )
+
+    async def _complete(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
+        assert request.prompt is not None
+        response: object = await client.completions.create(prompt=request.prompt, **self._sampling(request))
+        if not isinstance(response, SdkCompletion) or not getattr(response, "choices", None):
+            raise _Undecodable(f"expected a text_completion object, got {_one_line(response)[:80]!r}")
+        choice = response.choices[0]
+        usage = response.usage
+        return Completion(
+            text=choice.text or "",
+            finish_reason=choice.finish_reason,
+            tokens_in=usage.prompt_tokens if usage else None,
+            tokens_out=usage.completion_tokens if usage else None,
+        )
+
+    # -- scoring -----------------------------------------------------------------------------
+
+    async def _score_one(self, client: openai.AsyncOpenAI, request: LoglikelihoodRequest) -> Loglikelihood:
+        started = time.perf_counter()
+
+        async def attempt() -> Loglikelihood:
+            return await self._score(client, request)
+
+        outcome, attempts = await self._with_retries(attempt)
+        latency = time.perf_counter() - started
+        if isinstance(outcome, _Problem):
+            return Loglikelihood(latency_s=latency, attempts=attempts, failure=outcome.failure())
+        return outcome.model_copy(update={"latency_s": latency, "attempts": attempts})
+
+    async def _score(self, client: openai.AsyncOpenAI, request: LoglikelihoodRequest) -> Loglikelihood:
+        prompt = request.context + request.continuation
+        try:
+            response: object = await client.completions.create(
+                model=self._model,
+                prompt=prompt,
+                echo=True,
+                logprobs=1,
+                max_tokens=SCORING_MAX_TOKENS,
+                temperature=0.0,
+            )
+        except openai.APIStatusError as exc:
+            if exc.status_code in (400, 404, 405, 422, 501):
+                raise _Fatal(_unsupported(f"the server answered HTTP {exc.status_code}: {exc.message}", exc)) from exc
+            raise
+        if not isinstance(response, SdkCompletion) or not getattr(response, "choices", None):
+            raise _Undecodable(f"expected a text_completion object, got {_one_line(response)[:80]!r}")
+        logprobs = response.choices[0].logprobs
+        if logprobs is None or not logprobs.tokens or logprobs.token_logprobs is None:
+            raise _Fatal(_unsupported("the answer has no echoed log-probabilities"))
+        tokens = logprobs.tokens
+        offsets = logprobs.text_offset or _offsets(tokens)
+        values = logprobs.token_logprobs
+        tops: list[dict[str, float] | None] = [None] * len(tokens)
+        if logprobs.top_logprobs is not None:
+            tops = list(logprobs.top_logprobs)
+        if not len(tokens) == len(offsets) == len(values) == len(tops):
+            raise _Undecodable("tokens, offsets and log-probabilities differ in length")
+        start, end = len(request.context), len(prompt)
+        picked = [i for i, offset in enumerate(offsets) if start <= offset < end]
+        if not picked:
+            raise _Fatal(_Problem("backend", "no echoed token falls inside the continuation"))
+        total = 0.0
+        greedy = True
+        for i in picked:
+            value = values[i]
+            if value is None:
+                raise _Fatal(
+                    _Problem("bad_request", "the continuation's first token has no log-probability: give a context")
+                )
+            total += value
+            top = tops[i]
+            if not top:
+                greedy = False
+                continue
+            best = max(top, key=lambda token: top[token])
+            greedy = greedy and (tokens[i] == best or top.get(tokens[i], -math.inf) >= top[best])
+        return Loglikelihood(
+            logprob=total,
+            is_greedy=greedy,
+            n_tokens=len(picked),
+            tokens_in=response.usage.prompt_tokens if response.usage else None,
+            tokens_out=0,
+        )
+
+
+def _unsupported(detail: str, exc: openai.APIStatusError | None = None) -> _Problem:
+    return _Problem(
+        "unsupported",
+        _one_line(
+            "log-likelihood scoring needs a completions endpoint that echoes prompt log-probabilities "
+            "(echo=True, logprobs=1), as vLLM and the llama.cpp server offer; "
+            f"chat-only endpoints cannot score: {detail}"
+        ),
+        exc.status_code if exc is not None else None,
+    )
+
+
+def _message(message: Message) -> ChatCompletionMessageParam:
+    if message.role == "system":
+        return {"role": "system", "content": message.content}
+    if message.role == "assistant":
+        return {"role": "assistant", "content": message.content}
+    return {"role": "user", "content": message.content}
+
+
+def _offsets(tokens: Sequence[str]) -> list[int]:
+    """Character offsets of ``tokens``, for servers that echo tokens but no ``text_offset``."""
+    offsets, position = [], 0
+    for token in tokens:
+        offsets.append(position)
+        position += len(token)
+    return offsets
+
+
+def create(model: str, options: Options, store: Store | None = None) -> OpenAILLM:
+    """Registry factory for ``openai/<model>``."""
+    del store
+    return OpenAILLM(model, options)

@@ -1,0 +1,329 @@
+"""The ``openai`` provider against a real loopback server (see ``conftest.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import socket
+import time
+from typing import Any
+
+import pytest
+
+pytest.importorskip("openai")
+
+from senseforge.errors import ConfigError
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, Message
+from senseforge.llm.providers import openai as provider
+from senseforge.llm.registry import get_llm
+
+
+class RecordingSleep:
+    """Stands in for ``asyncio.sleep``: notes each requested delay and returns at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await asyncio.sleep(0)
+
+
+def make(server: Any, sleep: Any = None, **options: Any) -> provider.OpenAILLM:
+    settings = {"base_url": server.base_url, "backoff_base_s": 0.01, "timeout_s": 5.0, **options}
+    if sleep is None:
+        return provider.OpenAILLM("fake-model", provider.Options(**settings))
+    return provider.OpenAILLM("fake-model", provider.Options(**settings), sleep=sleep)
+
+
+@pytest.fixture(autouse=True)
+def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+
+# -- retries ---------------------------------------------------------------------------------
+
+
+def test_rate_limited_twice_then_ok(fake_openai: Any) -> None:
+    llm = make(fake_openai, backoff_base_s=0.2)  # the real sleep
+    [done] = llm.generate([GenerateRequest.chat("k1 script=429,429,200")])
+    assert done.ok, done.failure
+    assert done.text == "echo: k1 script=429,429,200"
+    assert done.attempts == 3
+    assert (done.tokens_in, done.tokens_out) == (2, 2)
+    assert done.finish_reason == "stop"
+    log = fake_openai.log("k1")
+    assert [a.answer for a in log] == ["429", "429", "200"]
+    # backoff really waited: at least half of base * 2**n (the jitter's lower end)
+    assert log[1].arrived - log[0].arrived >= 0.09
+    assert log[2].arrived - log[1].arrived >= 0.19
+    assert done.latency_s >= log[2].arrived - log[0].arrived
+    assert all(a.authorization == "Bearer sk-test" for a in log)
+
+
+def test_retry_after_seconds_waits_on_the_wire(fake_openai: Any) -> None:
+    llm = make(fake_openai)
+    [done] = llm.generate([GenerateRequest.chat("ra script=429,200 retry_after=1")])
+    assert done.ok and done.attempts == 2
+    first, second = fake_openai.log("ra")
+    assert second.arrived - first.arrived >= 0.9
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [("retry_after=1", 1.0), ("retry_after=2.5", 2.5), ("retry_after_ms=250", 0.25)],
+)
+def test_retry_after_is_the_requested_delay(fake_openai: Any, settings: str, expected: float) -> None:
+    sleep = RecordingSleep()
+    llm = make(fake_openai, sleep=sleep)
+    [done] = llm.generate([GenerateRequest.chat(f"rs script=429,200 {settings}")])
+    assert done.ok and done.attempts == 2
+    assert sleep.delays == [expected]
+
+
+def test_retry_after_http_date() -> None:
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    delay = provider._parse_retry_after({"Retry-After": when})
+    assert delay is not None and 20 <= delay <= 31
+    assert provider._parse_retry_after({"Retry-After": "soon"}) is None
+    assert provider._parse_retry_after({}) is None
+
+
+def test_backoff_grows_and_is_capped(fake_openai: Any) -> None:
+    llm = make(fake_openai, backoff_base_s=0.5, backoff_max_s=2.0)
+    problem = provider._Problem("server_error", "x", 500, True)
+    first = llm._backoff(0, problem)
+    assert 0.25 <= first <= 0.5
+    assert all(1.0 <= llm._backoff(n, problem) <= 2.0 for n in range(2, 12))
+
+
+@pytest.mark.parametrize(
+    ("step", "kind", "status"),
+    [
+        ("timeout", "timeout", None),
+        ("500", "server_error", 500),
+        ("502", "server_error", 502),
+        ("503", "server_error", 503),
+        ("504", "server_error", 504),
+        ("trunc", "truncated", 200),
+        ("429", "rate_limit", 429),
+    ],
+)
+def test_transient_failures_run_out_of_retries(fake_openai: Any, step: str, kind: str, status: int | None) -> None:
+    sleep = RecordingSleep()
+    llm = make(fake_openai, sleep=sleep, max_retries=2, timeout_s=0.5 if step == "timeout" else 5.0)
+    [done] = llm.generate([GenerateRequest.chat(f"t-{step} script={step}")])
+    assert done.failure is not None
+    assert done.failure.kind == kind
+    assert done.failure.status == status
+    assert "\n" not in done.failure.message
+    assert done.attempts == 3
+    assert [a.answer for a in fake_openai.log(f"t-{step}")] == [step] * 3
+    assert len(sleep.delays) == 2
+
+
+@pytest.mark.parametrize("step", ["timeout", "500", "trunc"])
+def test_transient_failures_recover(fake_openai: Any, step: str) -> None:
+    llm = make(fake_openai, sleep=RecordingSleep(), max_retries=2, timeout_s=0.5 if step == "timeout" else 5.0)
+    [done] = llm.generate([GenerateRequest.chat(f"r-{step} script={step},200")])
+    assert done.ok, done.failure
+    assert done.attempts == 2
+    assert [a.answer for a in fake_openai.log(f"r-{step}")] == [step, "200"]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [("400", "bad_request"), ("401", "auth"), ("403", "auth"), ("404", "not_found"), ("422", "bad_request")],
+)
+def test_client_errors_are_not_retried(fake_openai: Any, status: str, kind: str) -> None:
+    sleep = RecordingSleep()
+    llm = make(fake_openai, sleep=sleep, max_retries=3)
+    [done] = llm.generate([GenerateRequest.chat(f"c-{status} script={status},200")])
+    assert done.failure is not None
+    assert done.failure.kind == kind
+    assert done.failure.status == int(status)
+    assert done.attempts == 1
+    assert len(fake_openai.log(f"c-{status}")) == 1
+    assert sleep.delays == []
+
+
+def test_connection_refused_is_retried_then_recorded(fake_openai: Any) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens here once the socket closes
+    sleep = RecordingSleep()
+    llm = provider.OpenAILLM(
+        "fake-model", provider.Options(base_url=f"http://127.0.0.1:{port}/v1", max_retries=2), sleep=sleep
+    )
+    [done] = llm.generate([GenerateRequest.chat("nobody home")])
+    assert done.failure is not None and done.failure.kind == "connection"
+    assert done.attempts == 3
+    assert len(sleep.delays) == 2
+
+
+def test_failures_do_not_sink_the_batch(fake_openai: Any) -> None:
+    llm = make(fake_openai, sleep=RecordingSleep(), max_retries=1)
+    done = llm.generate(
+        [GenerateRequest.chat("b1"), GenerateRequest.chat("b2 script=404"), GenerateRequest.chat("b3 script=500,200")]
+    )
+    assert [d.ok for d in done] == [True, False, True]
+    assert done[0].text == "echo: b1" and done[2].text == "echo: b3 script=500,200"
+
+
+# -- concurrency -----------------------------------------------------------------------------
+
+
+def test_concurrency_is_bounded(fake_openai: Any) -> None:
+    llm = make(fake_openai, max_concurrency=4)
+    ticks: list[int] = []
+    requests = [GenerateRequest.chat(f"p{i} delay=0.1") for i in range(24)]
+    done = llm.generate(requests, progress=ticks.append)
+    assert all(d.ok for d in done)
+    assert [d.text.split()[1] for d in done] == [f"p{i}" for i in range(24)]
+    assert ticks == [1] * 24
+    assert 2 <= fake_openai.max_in_flight <= 4
+
+
+def test_generate_inside_a_running_event_loop(fake_openai: Any) -> None:
+    llm = make(fake_openai)
+
+    async def caller() -> list[Any]:
+        return llm.generate([GenerateRequest.chat("loop")])
+
+    [done] = asyncio.run(caller())
+    assert done.ok and done.text == "echo: loop"
+
+
+# -- request bodies --------------------------------------------------------------------------
+
+
+def test_sampling_and_json_mode_are_sent(fake_openai: Any) -> None:
+    llm = make(fake_openai)
+    request = GenerateRequest.chat(
+        "j1",
+        system="be terse",
+        temperature=0.7,
+        top_p=0.9,
+        seed=42,
+        max_tokens=33,
+        stop=("\n\n", "END"),
+        json_mode=True,
+    )
+    [done] = llm.generate([request])
+    assert done.ok and done.json() == {"ok": True}
+    [attempt] = fake_openai.log("j1")
+    body = attempt.body
+    assert attempt.path == "/v1/chat/completions"
+    assert body["model"] == "fake-model"
+    assert body["messages"] == [{"role": "system", "content": "be terse"}, {"role": "user", "content": "j1"}]
+    assert body["response_format"] == {"type": "json_object"}
+    assert (body["temperature"], body["top_p"], body["seed"], body["max_tokens"]) == (0.7, 0.9, 42, 33)
+    assert body["stop"] == ["\n\n", "END"]
+
+
+def test_empty_stop_and_no_seed_are_omitted(fake_openai: Any) -> None:
+    llm = make(fake_openai)
+    [done] = llm.generate([GenerateRequest(prompt="j2 plain", seed=None)])
+    assert done.ok
+    body = fake_openai.log("j2")[0].body
+    assert body["messages"] == [{"role": "user", "content": "j2 plain"}]
+    assert "stop" not in body and "seed" not in body and "response_format" not in body
+
+
+def test_completions_api(fake_openai: Any) -> None:
+    llm = make(fake_openai, api="completions")
+    chat = GenerateRequest(messages=(Message(role="user", content="j4"),))
+    plain, refused = llm.generate([GenerateRequest(prompt="j3 go", stop=("x",)), chat])
+    assert plain.ok and plain.text == "echo: j3 go"
+    [attempt] = fake_openai.log("j3")
+    assert attempt.path == "/v1/completions"
+    assert attempt.body["prompt"] == "j3 go" and attempt.body["stop"] == ["x"]
+    assert refused.failure is not None and refused.failure.kind == "unsupported"
+    assert fake_openai.log("j4") == []
+
+
+# -- log-likelihood --------------------------------------------------------------------------
+
+
+def test_loglikelihood_from_echoed_logprobs(fake_openai: Any) -> None:
+    llm = make(fake_openai)
+    greedy, not_greedy = llm.loglikelihood(
+        [
+            LoglikelihoodRequest(context="s1 The sky is", continuation=" blue today"),
+            LoglikelihoodRequest(context="s2 The sky is", continuation=" !green"),
+        ]
+    )
+    assert greedy.ok and not_greedy.ok
+    assert greedy.logprob == pytest.approx(-0.4 - 0.5)  # " blue", " today"
+    assert greedy.is_greedy is True and greedy.n_tokens == 2
+    assert not_greedy.logprob == pytest.approx(-0.6)  # " !green"
+    assert not_greedy.is_greedy is False and not_greedy.n_tokens == 1
+    body = fake_openai.log("s1")[0].body
+    assert body["prompt"] == "s1 The sky is blue today"
+    assert body["echo"] is True and body["logprobs"] == 1 and body["max_tokens"] == 0
+
+
+def test_loglikelihood_retries_transients(fake_openai: Any) -> None:
+    llm = make(fake_openai, sleep=RecordingSleep())
+    [score] = llm.loglikelihood([LoglikelihoodRequest(context="s3 a b", continuation=" c")])
+    assert score.ok and score.attempts == 1
+    [score] = llm.loglikelihood([LoglikelihoodRequest(context="s4 script=503,trunc,200 a", continuation=" c")])
+    assert score.ok and score.attempts == 3 and score.logprob == pytest.approx(-0.1)
+
+
+def test_loglikelihood_on_a_chat_only_endpoint(fake_openai: Any) -> None:
+    fake_openai.chat_only = True
+    llm = make(fake_openai, sleep=RecordingSleep())
+    [score] = llm.loglikelihood([LoglikelihoodRequest(context="u1 x", continuation=" y")])
+    assert score.failure is not None and score.failure.kind == "unsupported"
+    assert score.failure.status == 404
+    assert "chat-only" in score.failure.message
+    assert len(fake_openai.log("u1")) == 1
+
+
+def test_loglikelihood_without_logprobs_in_the_answer(fake_openai: Any) -> None:
+    fake_openai.omit_logprobs = True
+    llm = make(fake_openai, sleep=RecordingSleep())
+    [score] = llm.loglikelihood([LoglikelihoodRequest(context="u2 x", continuation=" y")])
+    assert score.failure is not None and score.failure.kind == "unsupported"
+    assert len(fake_openai.log("u2")) == 1
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+def test_missing_key_for_openai_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+    def no_client(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("no client may be built without a key")
+
+    monkeypatch.setattr("openai.AsyncOpenAI", no_client)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        get_llm("openai/gpt-4o-mini")
+    with pytest.raises(ConfigError, match="MY_KEY"):
+        get_llm("openai/gpt-4o-mini", {"base_url": "https://api.openai.com/v1/", "api_key_env": "MY_KEY"})
+
+
+def test_custom_endpoint_needs_no_key(fake_openai: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    llm = get_llm("openai/served/model")
+    assert llm.name == "openai/served/model"
+    assert llm.identity() == {"model": "served/model", "base_url": fake_openai.base_url}
+    [done] = llm.generate([GenerateRequest.chat("n1")])
+    assert done.ok
+    assert fake_openai.log("n1")[0].authorization == "Bearer not-needed"
+
+
+def test_key_from_a_named_variable(fake_openai: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_KEY", "secret-2")
+    llm = get_llm("openai/m", {"base_url": fake_openai.base_url, "api_key_env": "VLLM_KEY"})
+    [done] = llm.generate([GenerateRequest.chat("n2")])
+    assert done.ok and fake_openai.log("n2")[0].authorization == "Bearer secret-2"
+
+
+def test_unknown_option_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="bad options"):
+        get_llm("openai/m", {"base_url": "http://127.0.0.1:9/v1", "concurrency": 3})
