@@ -77,9 +77,7 @@ def test_failures_are_ledgered_but_not_cached(store: Store) -> None:
 
 
 def test_cost_from_price_table_and_unknown_price_is_none(store: Store) -> None:
-    inner = ScriptedLLM(
-        [Completion(text="ok", tokens_in=1000, tokens_out=500)], name="scripted/priced"
-    )
+    inner = ScriptedLLM([Completion(text="ok", tokens_in=1000, tokens_out=500)], name="scripted/priced")
     llm = _wrapped(store, inner, PriceTable({"scripted/priced": Price(input=2.0, output=10.0)}))
     llm.generate([GenerateRequest(prompt="q")])
     assert store.ledger_rows()[0].cost_usd == pytest.approx((1000 * 2.0 + 500 * 10.0) / 1e6)

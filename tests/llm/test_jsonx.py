@@ -15,7 +15,7 @@ from senseforge.llm.jsonx import JSONExtractionError, extract_json
         ('```json\n{"a": [1, 2]}\n```', {"a": [1, 2]}),
         ('Here you go:\n{"a": 1}\nLet me know!', {"a": 1}),
         ('{"a": 1,}', {"a": 1}),
-        ('Sure. [1, 2, 3,] done', [1, 2, 3]),
+        ("Sure. [1, 2, 3,] done", [1, 2, 3]),
         ('prefix {not json} then {"ok": true}', {"ok": True}),
         ('{"q": "日本語の質問？"}', {"q": "日本語の質問？"}),
     ],

@@ -39,7 +39,10 @@ def test_bad_script_line_is_located(tmp_path: Path) -> None:
 
 def test_scores_are_deterministic() -> None:
     llm = ScriptedLLM()
-    requests = [LoglikelihoodRequest(context="c", continuation=" short"), LoglikelihoodRequest(context="c", continuation=" longer one")]
+    requests = [
+        LoglikelihoodRequest(context="c", continuation=" short"),
+        LoglikelihoodRequest(context="c", continuation=" longer one"),
+    ]
     first = [r.logprob for r in llm.loglikelihood(requests)]
     assert first == [r.logprob for r in llm.loglikelihood(requests)]
     assert first[0] is not None and first[1] is not None and first[0] > first[1]

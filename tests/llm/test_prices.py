@@ -35,5 +35,5 @@ def test_user_file_overrides_and_extends(tmp_path: Path, monkeypatch: pytest.Mon
 def test_bad_user_file_is_a_located_config_error(tmp_path: Path, text: str) -> None:
     path = tmp_path / "prices.toml"
     path.write_text(text)
-    with pytest.raises(ConfigError, match="prices.toml"):
+    with pytest.raises(ConfigError, match=r"prices\.toml"):
         PriceTable.load(path)

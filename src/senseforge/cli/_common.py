@@ -73,7 +73,9 @@ def progress_bar(description: str, total: int) -> Iterator[Any]:
 def describe_stats(llm: Any) -> str:
     """One status line: cache hits and misses, and what the calls cost."""
     stats = llm.stats
-    parts = [f"cache: {stats.hits} hit{'s' if stats.hits != 1 else ''}, {stats.misses} miss{'es' if stats.misses != 1 else ''}"]
+    hits = f"{stats.hits} hit{'s' if stats.hits != 1 else ''}"
+    misses = f"{stats.misses} miss{'es' if stats.misses != 1 else ''}"
+    parts = [f"cache: {hits}, {misses}"]
     if stats.misses == 0:
         parts.append("no backend call")
     if stats.cost_unknown_calls:

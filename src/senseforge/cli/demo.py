@@ -43,7 +43,7 @@ def demo(
         out.rule("generation (greedy)")
         out.print(DEMO_PROMPT + (completion.text if completion.ok else f"<failed: {completion.failure}>"), markup=False)
 
-        requests = []
+        requests: list[LoglikelihoodRequest] = []
         for lang, question, choices, _ in DEMO_QUESTIONS:
             cue = "答え:" if lang == "ja" else "Answer:"
             sep = "" if lang == "ja" else " "
@@ -61,7 +61,8 @@ def demo(
     for lang, question, choices, answer in DEMO_QUESTIONS:
         chunk = scores[cursor : cursor + len(choices)]
         cursor += len(choices)
-        pick = max(range(len(choices)), key=lambda i: chunk[i].logprob if chunk[i].logprob is not None else -1e30)
+        logprobs = [s.logprob if s.logprob is not None else float("-inf") for s in chunk]
+        pick = max(range(len(choices)), key=logprobs.__getitem__)
         correct += pick == answer
         table.add_row(lang, question, choices[pick], choices[answer], "✓" if pick == answer else "✗")
     out.print(table)

@@ -56,13 +56,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except typer.TyperException as exc:  # bad flags, missing arguments (click's usage errors)
         if type(exc).__name__ == "NoArgsIsHelpError":
-            exc.show()
+            exc.show()  # type: ignore[attr-defined]
             sys.exit(0)
         if debug:
             raise
-        hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) else ""
-        err.print(f"error: {_one_line(exc.format_message())}{hint}", markup=False)
-        sys.exit(exc.exit_code)
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        err.print(f"error: {_one_line(message)}{hint}", markup=False)
+        sys.exit(getattr(exc, "exit_code", 2))
     except SenseforgeError as exc:
         if debug:
             raise

@@ -158,7 +158,9 @@ class CachedLLM:
         self._record(kind, keys, done, fresh_keys=set(todo))
         return done
 
-    def _record(self, kind: Kind, keys: list[str], results: Sequence[Completion | Loglikelihood], fresh_keys: set[str]) -> None:
+    def _record(
+        self, kind: Kind, keys: list[str], results: Sequence[Completion | Loglikelihood], fresh_keys: set[str]
+    ) -> None:
         price = self.prices.lookup(self.inner.name)
         now = time.time()
         rows = []

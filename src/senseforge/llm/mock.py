@@ -155,7 +155,9 @@ def _load_script(path: Path) -> list[str | Completion]:
             else:
                 items.append(str(row["text"]))
         except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{path}:{number}: a script line needs {{\"text\": ...}} or {{\"failure\": ...}} ({exc})") from exc
+            raise ConfigError(
+                f'{path}:{number}: a script line needs {{"text": ...}} or {{"failure": ...}} ({exc})'
+            ) from exc
     return items
 
 
@@ -166,5 +168,7 @@ def create(model: str, options: Options, store: Store | None = None) -> Scripted
         return ScriptedLLM(responder=echo, name="scripted/echo")
     path = Path(model)
     if not path.is_file():
-        raise ConfigError(f"scripted model {model!r}: use 'scripted/echo' or 'scripted/<responses.jsonl>' (no such file)")
+        raise ConfigError(
+            f"scripted model {model!r}: use 'scripted/echo' or 'scripted/<responses.jsonl>' (no such file)"
+        )
     return ScriptedLLM(_load_script(path), name=f"scripted/{model}")

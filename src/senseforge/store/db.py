@@ -173,7 +173,7 @@ class Store:
         if not values:
             return
         with self.engine.begin() as conn:
-            existing = set()
+            existing: set[str] = set()
             for chunk in _chunks([v["key"] for v in values]):
                 existing.update(conn.scalars(sa.select(llm_cache.c.key).where(llm_cache.c.key.in_(chunk))))
             first: dict[str, dict[str, Any]] = {}

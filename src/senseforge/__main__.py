@@ -1,0 +1,5 @@
+"""``python -m senseforge`` runs the CLI."""
+
+from senseforge.cli.main import main
+
+main()

