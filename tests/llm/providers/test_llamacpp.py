@@ -16,7 +16,13 @@ from llama_cpp import Llama
 
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
-from senseforge.llm.providers.llamacpp import LlamaCppLLM, Options, bundled_model_path, create
+from senseforge.llm.providers.llamacpp import (
+    LlamaCppLLM,
+    Options,
+    _weight_repacking,
+    bundled_model_path,
+    create,
+)
 from senseforge.llm.registry import get_llm
 
 pytestmark = pytest.mark.slow
@@ -89,6 +95,24 @@ def test_loglikelihood_equals_direct_llama_logits(gemma: LlamaCppLLM, direct: Ll
         assert result.n_tokens and result.n_tokens >= 1
 
 
+def test_shared_prefix_scoring_equals_one_pass_on_the_same_kernels(model_path: Path) -> None:
+    shared = create("gemma-3-270m", Options(share_prefix=True))
+    with _weight_repacking(False):
+        reference = Llama(model_path=str(model_path), n_ctx=512, logits_all=True, verbose=False, seed=0)
+    try:
+        requests = [LoglikelihoodRequest(context=c, continuation=x) for c, x in PAIRS]
+        grouped = shared.loglikelihood(requests)
+        one_by_one = [shared.loglikelihood([request])[0] for request in reversed(requests)][::-1]
+        for (context, continuation), result, alone in zip(PAIRS, grouped, one_by_one, strict=True):
+            expected, _ = direct_loglikelihood(reference, context, continuation)
+            # the context and each continuation are separate batches: close to one pass, not bit-equal
+            assert result.logprob == pytest.approx(expected, abs=0.05), (context, continuation)
+            assert result.logprob == alone.logprob  # but never dependent on how requests are grouped
+    finally:
+        shared.close()
+        reference.close()
+
+
 def test_easy_question_prefers_the_right_answer(gemma: LlamaCppLLM) -> None:
     right, wrong = gemma.loglikelihood(
         [LoglikelihoodRequest(context=PAIRS[0][0], continuation=x) for x in (" in water", " in a desert")]
@@ -108,27 +132,41 @@ def test_empty_context_and_long_context(gemma: LlamaCppLLM, direct: Llama) -> No
     assert results[1].logprob == pytest.approx(direct_loglikelihood(direct, long_context, " happy")[0], abs=1e-3)
 
 
-def manual_greedy(llm: Llama, prompt: str, max_tokens: int) -> str:
-    tokens = llm.tokenize(prompt.encode(), add_bos=True)
-    llm.reset()
-    llm.eval(tokens)
-    produced: list[int] = []
-    for _ in range(max_tokens):
-        token = int(llm.scores[llm.n_tokens - 1].argmax())
-        if token == llm.token_eos():
-            break
-        produced.append(token)
-        llm.eval([token])
-    return llm.detokenize(produced).decode("utf-8", errors="ignore")
+def fresh_generator(model_path: Path) -> Llama:
+    """A default llama.cpp instance, as a user would create one for generation."""
+    return Llama(model_path=str(model_path), n_ctx=2048, verbose=False, seed=0)
 
 
-@pytest.mark.parametrize("prompt", ["A short list of fruits:\n1.", "日本の首都は"])
-def test_greedy_generation_equals_argmax_decoding(gemma: LlamaCppLLM, direct: Llama, prompt: str) -> None:
+def manual_greedy(model_path: Path, prompt: str, max_tokens: int) -> str:
+    """Greedy decoding by hand on a fresh instance: argmax of the last logits, one token at a time."""
+    llm = fresh_generator(model_path)
+    try:
+        tokens = llm.tokenize(prompt.encode(), add_bos=True)
+        llm.eval(tokens)
+        produced: list[int] = []
+        for _ in range(max_tokens):
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+            token = int(logits.argmax())
+            if token == llm.token_eos():
+                break
+            produced.append(token)
+            llm.eval([token])
+        return llm.detokenize(produced).decode("utf-8", errors="ignore")
+    finally:
+        llm.close()
+
+
+@pytest.mark.parametrize(
+    "prompt", ["A short list of fruits:\n1.", "日本の首都は", "Question: What is ice made of?\nAnswer:"]
+)
+def test_greedy_generation_equals_llama_cpp_greedy(gemma: LlamaCppLLM, model_path: Path, prompt: str) -> None:
     result = gemma.generate([GenerateRequest(prompt=prompt, temperature=0.0, max_tokens=16)])[0]
     assert result.ok
-    assert result.text == manual_greedy(direct, prompt, 16)
-    own = direct.create_completion(prompt, max_tokens=16, temperature=0.0)
+    own_instance = fresh_generator(model_path)
+    own = own_instance.create_completion(prompt, max_tokens=16, temperature=0.0)
+    own_instance.close()
     assert result.text == own["choices"][0]["text"]  # type: ignore[index]
+    assert result.text == manual_greedy(model_path, prompt, 16)
     assert result.tokens_out and result.tokens_in
 
 

@@ -7,9 +7,21 @@ assembled once under ``$SENSEFORGE_HOME/models``. Any other model part is a path
 
 Two llama.cpp instances are used, each created on first need: one for generation, and
 one with ``logits_all=True`` and a small context for log-likelihood scoring (its score
-buffer holds ``n_ctx × vocabulary`` floats). Scoring evaluates each distinct context
-once and then only the continuation tokens of each choice, rewinding the KV cache to
-the end of the shared prefix between choices.
+buffer holds ``n_ctx × vocabulary`` floats).
+
+Scoring and batch layout. llama.cpp's repacked CPU kernels (the default for quantised
+weights) compute a token's logits slightly differently depending on where it falls in
+the batch being decoded: the same text scored as one batch or as "context, then
+continuation" differs by up to about one logit per token (0.3 nats on a short answer,
+measured here). So by default each (context, continuation) pair is evaluated as one
+sequence, exactly as a plain forward pass does, and its score equals what
+``Llama(logits_all=True)`` gives for that text. With ``share_prefix=True`` the context
+shared by several choices is evaluated once and only each continuation after it
+(rewinding the KV cache in between). The scoring instance then loads the weights
+without repacking, whose kernels depend far less on the batch layout: shared-prefix
+scores stay within a few hundredths of a nat of a one-sequence pass, are never affected
+by how requests are grouped into batches, and cost one context evaluation per question
+instead of one per choice.
 """
 
 from __future__ import annotations
@@ -63,6 +75,8 @@ class Options(BaseModel):
     """Prompt tokens evaluated per decode call."""
     chat_format: str | None = None
     """llama-cpp-python chat format; default: the template stored in the GGUF file."""
+    share_prefix: bool = False
+    """Score choices that share a context by evaluating the context once (see the module notes)."""
 
 
 def _quiet_stderr() -> contextlib.AbstractContextManager[None]:
@@ -90,6 +104,36 @@ def models_dir() -> Path:
     """Where bundled models are assembled: ``SENSEFORGE_MODELS``, else ``$SENSEFORGE_HOME/models``."""
     env = os.environ.get("SENSEFORGE_MODELS")
     return Path(env).expanduser() if env else senseforge_home() / "models"
+
+
+_PARAMS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _weight_repacking(enabled: bool) -> Iterator[None]:
+    """Load models with or without llama.cpp's repacked weight buffers.
+
+    llama-cpp-python exposes no argument for ``use_extra_bufts``, so while a model loads
+    the default-parameter factory is wrapped to set it.
+    """
+    if enabled:
+        yield
+        return
+    import llama_cpp.llama_cpp as lib
+
+    original = lib.llama_model_default_params
+
+    def without_repacking() -> Any:
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    with _PARAMS_LOCK:
+        lib.llama_model_default_params = without_repacking
+        try:
+            yield
+        finally:
+            lib.llama_model_default_params = original
 
 
 def bundled_model_path(name: str, store: Store | None = None) -> tuple[Path, str]:
@@ -148,11 +192,11 @@ class LlamaCppLLM:
         return {"weights_sha256": self.digest}
 
     # --- instances ----------------------------------------------------------------
-    def _load(self, *, n_ctx: int, logits_all: bool) -> Llama:
+    def _load(self, *, n_ctx: int, logits_all: bool, repack: bool = True) -> Llama:
         from llama_cpp import Llama
 
         try:
-            with _quiet_stderr():
+            with _quiet_stderr(), _weight_repacking(repack):
                 return Llama(
                     model_path=str(self.path),
                     n_ctx=n_ctx,
@@ -175,7 +219,7 @@ class LlamaCppLLM:
         if self._scorer is None or needed > self._scorer_ctx:
             size = max(self.options.score_n_ctx, 1 << (needed - 1).bit_length())
             self._scorer = None  # free the old score buffer first
-            self._scorer = self._load(n_ctx=size, logits_all=True)
+            self._scorer = self._load(n_ctx=size, logits_all=True, repack=not self.options.share_prefix)
             self._scorer_ctx = size
         return self._scorer
 
@@ -204,6 +248,10 @@ class LlamaCppLLM:
 
     def _generate_one(self, request: GenerateRequest) -> Completion:
         llm = self._generator()
+        # Start from an empty context: llama-cpp-python would otherwise reuse a matching
+        # token prefix of the previous prompt, and the different batch layout changes the
+        # logits (see the module notes), so an answer would depend on the request before it.
+        llm.reset()  # type: ignore[no-untyped-call]
         started = time.perf_counter()
         params = self._sampling(request)
         self.backend_calls += 1
@@ -283,16 +331,22 @@ class LlamaCppLLM:
                 prefix = list(prefix_key)
                 needed = len(prefix) + max(len(encoded[i][1]) for i in members)
                 llm = self._scoring(needed)
-                started = time.perf_counter()
-                llm.reset()  # type: ignore[no-untyped-call]
-                llm.eval(prefix)
-                self.backend_calls += 1
-                shared = (time.perf_counter() - started) / len(members)
+                shared = 0.0
+                if self.options.share_prefix:
+                    started = time.perf_counter()
+                    llm.reset()  # type: ignore[no-untyped-call]
+                    llm.eval(prefix)
+                    shared = (time.perf_counter() - started) / len(members)
                 for index in members:
                     began = time.perf_counter()
                     continuation = encoded[index][1]
-                    llm.n_tokens = len(prefix)
-                    llm.eval(continuation)
+                    if self.options.share_prefix:
+                        llm.n_tokens = len(prefix)
+                        llm.eval(continuation)
+                    else:
+                        llm.reset()  # type: ignore[no-untyped-call]
+                        llm.eval(prefix + continuation)
+                    self.backend_calls += 1
                     logprob, greedy = 0.0, True
                     for offset, token in enumerate(continuation):
                         value, top = _log_softmax_at(llm.scores[len(prefix) - 1 + offset], token)
