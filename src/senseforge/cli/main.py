@@ -9,6 +9,7 @@ import typer
 
 from senseforge import __version__
 from senseforge.cli import demo as demo_cli
+from senseforge.cli import kb as kb_cli
 from senseforge.cli import llm as llm_cli
 from senseforge.cli._common import err
 from senseforge.errors import SenseforgeError
@@ -21,6 +22,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(llm_cli.app, name="llm")
+app.add_typer(kb_cli.app, name="kb")
 app.command("demo")(demo_cli.demo)
 
 

@@ -1,0 +1,107 @@
+"""``senseforge kb``: import ConceptNet, look at the store, extract question sets."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from senseforge.cli._common import err, out
+
+app = typer.Typer(help="Knowledge layer: ConceptNet dumps and mCSQA question sets.", no_args_is_help=True)
+
+KbStoreOption = typer.Option(
+    None, "--store", envvar="SENSEFORGE_KB", help="Knowledge store folder [default: $SENSEFORGE_HOME/kb]."
+)
+
+
+@app.command("import")
+def import_(
+    dump: str = typer.Argument(
+        ..., help="conceptnet-assertions-5.x.csv[.gz], or 'demo' (our demo KB) or 'sample' (real ConceptNet sample)."
+    ),
+    langs: list[str] | None = typer.Option(
+        None, "--langs", "-l", help="ConceptNet language codes to keep, e.g. -l en -l ja (default: all)."
+    ),
+    relations: list[str] | None = typer.Option(None, "--relation", "-r", help="Relations to keep (default: all)."),
+    store: Path | None = KbStoreOption,
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line instead of skipping it."),
+) -> None:
+    """Scan a dump once into the knowledge store (replacing what was there)."""
+    from senseforge.kb.conceptnet import import_dump
+
+    started = time.perf_counter()
+    with err.status(f"importing {dump} …", spinner="dots"):
+        report = import_dump(dump, store, langs=_split(langs), relations=_split(relations), strict=strict)
+    err.print(
+        f"kept {report.rows_kept:,} edges in {report.store} · skipped {report.malformed:,} malformed line(s) "
+        f"· {time.perf_counter() - started:.1f}s"
+    )
+    for bad in report.examples:
+        err.print(f"  {report.source}:{bad.line}: {bad.reason}", markup=False)
+    if report.malformed > len(report.examples):
+        err.print(f"  … and {report.malformed - len(report.examples):,} more")
+
+
+@app.command("stats")
+def stats_(
+    store: Path | None = KbStoreOption,
+    top: int = typer.Option(15, "--top", help="How many languages and relations to list."),
+) -> None:
+    """Edges per language and per relation in the store, and what the import skipped."""
+    from senseforge.kb.conceptnet import stats
+
+    info = stats(store)
+    report = info["report"]
+    out.print(f"store: {report.store}\nsource: {report.source}")
+    out.print(f"edges: {report.rows_kept:,} · malformed lines skipped: {report.malformed:,}")
+    for title, rows in (("language", info["languages"]), ("relation", info["relations"])):
+        table = Table(title=f"edges by {title}")
+        table.add_column(title)
+        table.add_column("edges", justify="right")
+        for name, count in rows[:top]:
+            table.add_row(name, f"{count:,}")
+        if len(rows) > top:
+            table.add_row(f"… {len(rows) - top} more", "")
+        out.print(table)
+
+
+@app.command("question-sets")
+def question_sets(
+    lang: str = typer.Option(..., "--lang", help="BCP-47 tag of the question sets, e.g. en, ja, id."),
+    n: int | None = typer.Option(None, "--n", min=1, help="How many to sample (paper: 6000; default: all)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for shuffling targets and sampling."),
+    out_file: Path = typer.Option(..., "--out", "-o", help="JSONL file to write (atomically)."),
+    source_lang: str | None = typer.Option(
+        None, "--source-lang", help="Store language code to read, e.g. ms for Indonesian in ConceptNet 5.7."
+    ),
+    relations: list[str] | None = typer.Option(
+        None, "--relation", "-r", help="Relations that count (default: the 22 documented in kb.question_sets)."
+    ),
+    store: Path | None = KbStoreOption,
+) -> None:
+    """Extract mCSQA question sets for one language, with a per-rule funnel."""
+    from senseforge.data.io import write_jsonl
+    from senseforge.kb.question_sets import DEFAULT_RELATIONS, extract_question_sets
+
+    with err.status(f"extracting question sets for {lang} …", spinner="dots"):
+        sets, funnel = extract_question_sets(
+            store, lang, n, seed, relations=_split(relations) or DEFAULT_RELATIONS, source_lang=source_lang
+        )
+        write_jsonl(out_file, sets)
+    table = Table(title=f"question sets for {funnel.lang} (store code {funnel.source_lang})")
+    table.add_column("step")
+    table.add_column("count", justify="right")
+    for step, count in funnel.rows():
+        table.add_row(step.replace("_", " "), f"{count:,}")
+    err.print(table)
+    err.print(f"wrote {len(sets):,} question sets to {out_file}")
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    """Accept both ``-l en -l ja`` and ``-l en,ja``."""
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]

@@ -1,0 +1,1 @@
+"""The knowledge layer: ConceptNet dumps in a DuckDB-backed store, and mCSQA question sets."""

@@ -1,0 +1,282 @@
+"""mCSQA question sets (§3.1): an anchor concept, a relation and three target concepts.
+
+The algorithm, per language (``lang``) and seed:
+
+1. Take the edges whose two ends are concepts of ``lang`` and whose relation is in
+   ``relations`` (default: :data:`DEFAULT_RELATIONS`). Concept texts drop the POS and
+   sense parts of their URIs.
+2. Form groups: forward ``(anchor=start, relation, ?)`` with the distinct end texts as
+   candidate targets, and backward ``(?, relation, anchor=end)`` with the distinct start
+   texts.
+3. Per-concept rules: a concept passes when it has at most four words
+   (:mod:`senseforge.kb.words`) and is more than one character long. A group whose anchor
+   fails is dropped; targets that fail, or equal the anchor, are dropped.
+4. Shuffle each group's targets with the seed — by the MD5 of
+   ``seed␟lang␟anchor␟relation␟direction␟target`` (␟ = U+001F), so the order of one group
+   never depends on any other — and cut them into consecutive disjoint triples; the
+   remainder is dropped.
+5. Drop a triple when two of its concepts are linked by ``Synonym`` in ``lang`` (either
+   direction) or one is a substring of another.
+6. Sample ``n`` of the surviving sets: the ``n`` smallest MD5s of ``seed␟id``.
+
+Every step counts what it removed (the funnel). Steps 1–6 run in DuckDB over the store;
+word counts come from Python, once per distinct concept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from senseforge.data.lang import normalize_tag, primary_language
+from senseforge.data.schema import QuestionSet
+from senseforge.errors import ConfigError
+from senseforge.kb.conceptnet import open_edges
+from senseforge.kb.words import word_counter
+
+DEFAULT_RELATIONS: tuple[str, ...] = (
+    # where things are
+    "AtLocation",
+    "LocatedNear",
+    # what things are made of and consist of
+    "PartOf",
+    "HasA",
+    "MadeOf",
+    # what things are for and can do
+    "UsedFor",
+    "CapableOf",
+    "NotCapableOf",
+    "ReceivesAction",
+    "CreatedBy",
+    # what things are like
+    "HasProperty",
+    "NotHasProperty",
+    # events: causes, parts and prerequisites
+    "Causes",
+    "CausesDesire",
+    "HasSubevent",
+    "HasFirstSubevent",
+    "HasLastSubevent",
+    "HasPrerequisite",
+    # people's goals and wants
+    "MotivatedByGoal",
+    "ObstructedBy",
+    "Desires",
+    "NotDesires",
+)
+"""The 22 relations that count by default.
+
+CommonsenseQA kept the ConceptNet relations that state everyday knowledge about how
+things are located, built, used, caused and wanted, and left out the rest; mCSQA keeps
+22 such relations without listing them. These are the 22 relations of ConceptNet 5
+that do that. Left out: the generic ``RelatedTo`` and ``IsA`` (CommonsenseQA found
+them too loose or too well studied), the lexical and etymological relations
+(``Synonym``, ``Antonym``, ``DistinctFrom``, ``FormOf``, ``DerivedFrom``,
+``EtymologicallyRelatedTo``, ``EtymologicallyDerivedFrom``, ``SimilarTo``,
+``DefinedAs``, ``SymbolOf``, ``HasContext``, ``MannerOf``, ``Entails``) and the links to
+other resources (``ExternalURL``, ``InstanceOf``, ``dbpedia/…``).
+"""
+
+MAX_WORDS = 4
+SEP = "\x1f"
+
+
+@dataclass
+class Funnel:
+    """What each rule removed, for one language."""
+
+    lang: str
+    source_lang: str
+    edges_in_language: int = 0
+    edges_other_relation: int = 0
+    edges_kept: int = 0
+    concepts_checked: int = 0
+    concepts_too_many_words: int = 0
+    concepts_single_character: int = 0
+    groups: int = 0
+    groups_anchor_failed: int = 0
+    targets_failed_rules: int = 0
+    targets_equal_anchor: int = 0
+    groups_under_three_targets: int = 0
+    targets_remainder: int = 0
+    triples: int = 0
+    triples_synonym: int = 0
+    triples_substring: int = 0
+    question_sets: int = 0
+    sampled: int = 0
+    removed: dict[str, int] = field(default_factory=dict)
+
+    def rows(self) -> list[tuple[str, int]]:
+        """The funnel as (step, count) rows, in order."""
+        return [(name, value) for name, value in vars(self).items() if isinstance(value, int)]
+
+
+def _md5(text: str) -> str:
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def question_set_id(lang: str, anchor: str, relation: str, direction: str, targets: Sequence[str]) -> str:
+    """Stable id of a question set (its language, anchor, relation, direction and targets)."""
+    return f"qs-{lang}-" + _md5(SEP.join([lang, anchor, relation, direction, *targets]))[:16]
+
+
+def concept_passes(text: str, count: int) -> tuple[bool, str | None]:
+    """Whether a concept passes the per-concept rules, and which rule it broke."""
+    if count > MAX_WORDS:
+        return False, "too_many_words"
+    if len(text) <= 1:
+        return False, "single_character"
+    return True, None
+
+
+def extract_question_sets(
+    store: Path | None,
+    lang: str,
+    n: int | None,
+    seed: int = 0,
+    *,
+    relations: Sequence[str] = DEFAULT_RELATIONS,
+    source_lang: str | None = None,
+) -> tuple[list[QuestionSet], Funnel]:
+    """Question sets of one language from a knowledge store.
+
+    Args:
+        store: the knowledge store folder (default store when None).
+        lang: BCP-47 tag of the question sets.
+        n: how many to sample (None: all, in sample order).
+        seed: the seed for shuffling targets and sampling.
+        relations: relations that count.
+        source_lang: the store's language code to read, when it is not ``lang``'s primary
+            subtag (e.g. ``ms`` for Indonesian in ConceptNet 5.7); recorded on every set.
+
+    Raises:
+        ConfigError: no edges for the language (with a hint for ``id``/``ms``).
+    """
+    tag = normalize_tag(lang)
+    code = source_lang or primary_language(tag)
+    funnel = Funnel(lang=tag, source_lang=code)
+    count_words = word_counter(code)
+    with open_edges(store) as con:
+        con.execute(
+            "CREATE TEMP TABLE e AS SELECT uri, relation, start_text AS s, end_text AS t FROM edges "
+            "WHERE start_lang = $1 AND end_lang = $1",
+            [code],
+        )
+        funnel.edges_in_language = _int(con, "SELECT count(*) FROM e")
+        if funnel.edges_in_language == 0:
+            hint = ""
+            if code == "id":
+                hint = " ConceptNet 5.7 files Indonesian under 'ms': pass --source-lang ms to use those edges"
+            raise ConfigError(f"the knowledge store has no edges for language '{code}'.{hint}")
+        con.execute("CREATE TEMP TABLE r AS SELECT * FROM e WHERE list_contains($1, relation)", [list(relations)])
+        funnel.edges_kept = _int(con, "SELECT count(*) FROM r")
+        funnel.edges_other_relation = funnel.edges_in_language - funnel.edges_kept
+
+        # per-concept rules, computed in Python once per distinct concept
+        concepts = [row[0] for row in con.execute("SELECT s FROM r UNION SELECT t FROM r ORDER BY 1").fetchall()]
+        passing: list[str] = []
+        for text in concepts:
+            ok, rule = concept_passes(text, count_words(text))
+            if ok:
+                passing.append(text)
+            elif rule == "too_many_words":
+                funnel.concepts_too_many_words += 1
+            else:
+                funnel.concepts_single_character += 1
+        funnel.concepts_checked = len(concepts)
+        con.execute("CREATE TEMP TABLE ok AS SELECT unnest($1::VARCHAR[]) AS c", [passing])
+
+        con.execute(
+            "CREATE TEMP TABLE g AS "
+            "SELECT s AS anchor, relation, 'forward' AS direction, t AS target, list(uri ORDER BY uri) AS uris "
+            "FROM r GROUP BY ALL "
+            "UNION ALL "
+            "SELECT t AS anchor, relation, 'backward' AS direction, s AS target, list(uri ORDER BY uri) AS uris "
+            "FROM r GROUP BY ALL"
+        )
+        funnel.groups, anchor_failed = _ints(
+            con,
+            "SELECT count(*), count(*) FILTER (WHERE anchor NOT IN (SELECT c FROM ok)) FROM "
+            "(SELECT DISTINCT anchor, relation, direction FROM g)",
+        )
+        funnel.groups_anchor_failed = anchor_failed
+        funnel.targets_failed_rules, funnel.targets_equal_anchor = _ints(
+            con,
+            "SELECT count(*) FILTER (WHERE target NOT IN (SELECT c FROM ok)), "
+            "count(*) FILTER (WHERE target = anchor AND target IN (SELECT c FROM ok)) "
+            "FROM g WHERE anchor IN (SELECT c FROM ok)",
+        )
+        con.execute(
+            "CREATE TEMP TABLE v AS "
+            "SELECT *, md5(concat_ws(chr(31), $1, $2, anchor, relation, direction, target)) AS k "
+            "FROM g WHERE anchor IN (SELECT c FROM ok) AND target IN (SELECT c FROM ok) AND target <> anchor",
+            [str(seed), code],
+        )
+        con.execute(
+            "CREATE TEMP TABLE ranked AS SELECT *, "
+            "row_number() OVER (PARTITION BY anchor, relation, direction ORDER BY k) AS rn, "
+            "count(*) OVER (PARTITION BY anchor, relation, direction) AS size FROM v"
+        )
+        funnel.groups_under_three_targets, funnel.targets_remainder = _ints(
+            con,
+            "SELECT count(DISTINCT (anchor, relation, direction)) FILTER (WHERE size < 3), "
+            "count(*) FILTER (WHERE size >= 3 AND rn > size - size % 3) FROM ranked",
+        )
+        con.execute(
+            "CREATE TEMP TABLE syn AS SELECT s AS a, t AS b FROM e WHERE relation = 'Synonym' "
+            "UNION SELECT t AS a, s AS b FROM e WHERE relation = 'Synonym'"
+        )
+        con.execute(
+            "CREATE TEMP TABLE tri AS SELECT anchor, relation, direction, (rn - 1) // 3 AS slot, "
+            "list(target ORDER BY rn) AS targets, flatten(list(uris ORDER BY rn)) AS uris "
+            "FROM ranked WHERE rn <= size - size % 3 GROUP BY anchor, relation, direction, slot"
+        )
+        con.execute(
+            "CREATE TEMP TABLE checked AS SELECT *, "
+            "EXISTS (SELECT 1 FROM syn WHERE (a = targets[1] AND b IN (targets[2], targets[3])) "
+            "OR (a = targets[2] AND b = targets[3])) AS synonym, "
+            "contains(targets[1], targets[2]) OR contains(targets[2], targets[1]) "
+            "OR contains(targets[1], targets[3]) OR contains(targets[3], targets[1]) "
+            "OR contains(targets[2], targets[3]) OR contains(targets[3], targets[2]) AS substring "
+            "FROM tri"
+        )
+        funnel.triples, funnel.triples_synonym, funnel.triples_substring = _ints(
+            con,
+            "SELECT count(*), count(*) FILTER (WHERE synonym), count(*) FILTER (WHERE substring AND NOT synonym) "
+            "FROM checked",
+        )
+        survivors = con.execute(
+            "SELECT anchor, relation, direction, targets, uris FROM checked "
+            "WHERE NOT synonym AND NOT substring ORDER BY anchor, relation, direction, slot"
+        ).fetchall()
+
+    sets = [
+        QuestionSet(
+            id=question_set_id(tag, anchor, relation, direction, targets),
+            lang=tag,
+            anchor=anchor,
+            relation=relation,
+            direction=direction,
+            targets=list(targets),
+            source_uris=sorted(set(uris)),
+            source_lang=code if code != tag else None,
+        )
+        for anchor, relation, direction, targets, uris in survivors
+    ]
+    funnel.question_sets = len(sets)
+    sets.sort(key=lambda qs: _md5(f"{seed}{SEP}{qs.id}"))
+    sampled = sets if n is None else sets[:n]
+    funnel.sampled = len(sampled)
+    return sampled, funnel
+
+
+def _ints(con: Any, sql: str) -> tuple[int, ...]:
+    row = con.execute(sql).fetchone()
+    return tuple(int(v or 0) for v in row)
+
+
+def _int(con: Any, sql: str) -> int:
+    return _ints(con, sql)[0]

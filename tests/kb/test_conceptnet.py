@@ -1,0 +1,153 @@
+"""The ConceptNet reader: fields from URIs, malformed lines, strict mode, atomic imports."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from senseforge.errors import ConfigError, DataValidationError
+from senseforge.kb import conceptnet
+from senseforge.kb.conceptnet import import_dump, open_edges, read_report, stats
+
+INFO = '{"dataset": "/d/conceptnet/4/en", "weight": 2.5}'
+GOOD = [
+    f"/a/[/r/AtLocation/,/c/en/revolving_door/n/wn/artifact/,/c/en/bank/]\t/r/AtLocation\t"
+    f"/c/en/revolving_door/n/wn/artifact\t/c/en/bank\t{INFO}",
+    f"/a/[/r/UsedFor/,/c/ja/包丁/,/c/ja/料理/]\t/r/UsedFor\t/c/ja/包丁\t/c/ja/料理\t{INFO}",
+    f"/a/[/r/Synonym/,/c/en/bank/n/,/c/fr/banque/]\t/r/Synonym\t/c/en/bank/n\t/c/fr/banque\t{INFO}",
+    f"/a/[/r/ExternalURL/,/c/en/bank/,http://x/]\t/r/ExternalURL\t/c/en/bank\thttp://dbpedia.org/resource/Bank\t{INFO}",
+]
+
+
+def write_dump(path: Path, lines: list[bytes]) -> Path:
+    data = b"\n".join(lines) + b"\n"
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(data))
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def test_fields_are_split_from_uris(tmp_path: Path) -> None:
+    dump = write_dump(tmp_path / "d.csv.gz", [line.encode() for line in GOOD])
+    report = import_dump(dump, tmp_path / "kb")
+    assert report.rows_kept == 2 and report.malformed == 0  # cross-language and non-concept edges are not kept
+    with open_edges(tmp_path / "kb") as con:
+        rows = con.execute(
+            "SELECT relation, start_lang, start_text, start_pos, start_sense, end_text, weight, dataset "
+            "FROM edges ORDER BY uri"
+        ).fetchall()
+    assert rows[0] == ("AtLocation", "en", "revolving door", "n", "wn/artifact", "bank", 2.5, "/d/conceptnet/4/en")
+    assert rows[1][:3] == ("UsedFor", "ja", "包丁")
+
+
+def test_language_and_relation_filters(tmp_path: Path) -> None:
+    dump = write_dump(tmp_path / "d.csv", [line.encode() for line in GOOD])
+    assert import_dump(dump, tmp_path / "a", langs=["ja"]).rows_kept == 1
+    assert import_dump(dump, tmp_path / "b", relations=["AtLocation"]).rows_kept == 1
+    info = stats(tmp_path / "b")
+    assert info["languages"] == [("en", 1)] and info["relations"] == [("AtLocation", 1)]
+
+
+def test_malformed_lines_are_counted_located_and_skipped(tmp_path: Path) -> None:
+    lines = [
+        GOOD[0].encode(),
+        b"only\ttwo columns",
+        b"/a/x\t/r/IsA\t/c/en/a_b\t/c/en/c_d\t{not json",
+        b"/a/y\t/r/IsA\t/c/en/caf\xe9\t/c/en/b\t" + INFO.encode(),
+        GOOD[1].encode(),
+        b"/a/z\t/r/IsA\t/c/en/a\t/c/en/b\t{}\textra",
+    ]
+    for name in ("d.csv", "d.csv.gz"):
+        dump = write_dump(tmp_path / name, lines)
+        report = import_dump(dump, tmp_path / f"kb-{name}")
+        assert report.rows_kept == 2
+        assert report.malformed == 4
+        assert [bad.line for bad in report.examples] == [2, 3, 4, 6]
+        assert "not valid JSON" in report.examples[1].reason
+        assert read_report(tmp_path / f"kb-{name}").malformed == 4
+
+
+def test_strict_makes_the_first_bad_line_fatal_and_keeps_the_old_store(tmp_path: Path) -> None:
+    store = tmp_path / "kb"
+    import_dump(write_dump(tmp_path / "good.csv", [GOOD[0].encode()]), store)
+    bad = write_dump(tmp_path / "bad.csv", [GOOD[1].encode(), b"/a/x\t/r/IsA\t/c/en/a\t/c/en/b\t{oops"])
+    with pytest.raises(DataValidationError, match=r"bad\.csv:2: info column is not valid JSON"):
+        import_dump(bad, store, strict=True)
+    assert read_report(store).rows_kept == 1 and read_report(store).source.endswith("good.csv")
+    assert not list(store.glob(".*.tmp")) and len(list(store.glob("edges-*.parquet"))) == 1
+
+
+def test_interrupted_import_leaves_the_previous_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "kb"
+    import_dump(write_dump(tmp_path / "first.csv", [GOOD[0].encode()]), store)
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(conceptnet.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        import_dump(write_dump(tmp_path / "second.csv", [GOOD[1].encode()]), store)
+    monkeypatch.undo()
+    assert read_report(store).source.endswith("first.csv")
+    with open_edges(store) as con:
+        assert con.execute("SELECT start_text FROM edges").fetchall() == [("revolving door",)]
+    assert not list(store.glob(".*.tmp"))
+
+
+def test_kill_9_mid_import_leaves_a_readable_store(tmp_path: Path) -> None:
+    store = tmp_path / "kb"
+    import_dump(write_dump(tmp_path / "first.csv", [GOOD[0].encode()]), store)
+    rows = [
+        f"/a/[{i}]\t/r/AtLocation\t/c/en/thing_{i % 5000}\t/c/en/place_{i % 700}\t{INFO}".encode()
+        for i in range(400_000)
+    ]
+    big = write_dump(tmp_path / "big.csv.gz", rows)
+    env = {**os.environ}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "senseforge", "kb", "import", str(big), "--store", str(store)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)
+    was_running = child.poll() is None
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    report = read_report(store)
+    with open_edges(store) as con:
+        count = con.execute("SELECT count(*) FROM edges").fetchone()
+    assert count is not None
+    if was_running:  # killed mid-way: the old store is intact
+        assert report.source.endswith("first.csv") and count[0] == 1
+    else:  # the machine was fast enough to finish: the new store is complete
+        assert count[0] == 400_000
+    assert not list(store.glob("*.tmp")) or was_running  # a killed process may leave a temp file
+    import_dump(write_dump(tmp_path / "third.csv", [GOOD[1].encode()]), store)  # and the next import works
+    assert read_report(store).source.endswith("third.csv")
+
+
+def test_missing_dump_and_missing_store_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="dump not found"):
+        import_dump(tmp_path / "nope.csv.gz", tmp_path / "kb")
+    with pytest.raises(ConfigError, match="kb import"):
+        stats(tmp_path / "empty")
+
+
+def test_bundled_dumps_import(tmp_path: Path) -> None:
+    sample = import_dump("sample", tmp_path / "s")
+    assert sample.rows_kept > 200 and sample.malformed == 0
+    demo = import_dump("demo", tmp_path / "d")
+    assert demo.malformed == 0
+    with open_edges(tmp_path / "d") as con:
+        datasets = {row[0] for row in con.execute("SELECT DISTINCT dataset FROM edges").fetchall()}
+    assert datasets == {"/d/senseforge-demo"}  # labelled as ours, not ConceptNet
+    assert json.loads((tmp_path / "d" / "kb.json").read_text())["report"]["rows_kept"] == demo.rows_kept
