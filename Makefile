@@ -24,8 +24,8 @@ demo: install-local
 	HF_HUB_OFFLINE=1 $(VENV)/bin/senseforge demo
 
 lint: install-dev
-	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/mypy src
 
 test: lint

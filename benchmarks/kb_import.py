@@ -26,11 +26,11 @@ Run it on a machine that is otherwise idle: both measurements are wall-clock tim
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import queue
-import resource
 import shlex
 import shutil
 import subprocess
@@ -65,7 +65,7 @@ ObjArray = npt.NDArray[np.object_]
 # The head of ConceptNet's language distribution with rough shares of assertion starts; every
 # other language gets a Zipf-like share of what is left.
 HEAD_LANGS: dict[str, float] = {
-    "en": 0.17, "fr": 0.07, "de": 0.04, "it": 0.035, "ja": 0.035, "es": 0.03, "ru": 0.03,
+    "en": 0.125, "fr": 0.07, "de": 0.04, "it": 0.035, "ja": 0.035, "es": 0.03, "ru": 0.03,
     "fi": 0.025, "zh": 0.025, "pt": 0.018, "nl": 0.018, "la": 0.018, "pl": 0.01, "sv": 0.01,
     "ms": 0.01, "cs": 0.007, "ca": 0.007, "hu": 0.005, "ar": 0.005, "tr": 0.004, "ko": 0.004,
     "el": 0.004, "eo": 0.004, "is": 0.003, "nb": 0.003, "da": 0.003, "ga": 0.003, "mul": 0.003,
@@ -73,13 +73,16 @@ HEAD_LANGS: dict[str, float] = {
 }  # fmt: skip
 # Further real language codes found in ConceptNet; the remainder up to --languages is synthetic.
 TAIL_LANGS = (
-    "th vi gl lt sk sl hr sr et lv mk sq eu cy br gd gv kw fo nn non ang enm fro frm grc got oc "
-    "ast an io ia ie vo nov jbo sh bs be kk ky uz tg tt ba cv ka az tk mn ur bn pa gu mr ne sa ta te "
-    "kn ml si my km lo bo ug ps ku sd dv am ti so sw zu xh yo ig ha mg af lb fy li wa rm sc co nap scn "
-    "vec lmo pms lij fur egl rup ro-md yi lad arc syc cop egy akk sux hit txb xto pi pra hbo ota "
-    "chu orv osx odt ofs gmh goh dum nds stq frr vls zea ltz hsb dsb csb szl rue sga mga pgl wlm "
-    "xcb cel gaul ine-pro gem-pro sla-pro"
-).split()
+    "th", "vi", "gl", "lt", "sk", "sl", "hr", "sr", "et", "lv", "mk", "sq", "eu", "cy", "br", "gd", "gv", "kw",
+    "fo", "nn", "non", "ang", "enm", "fro", "frm", "grc", "got", "oc", "ast", "an", "io", "ia", "ie", "vo", "nov",
+    "jbo", "sh", "bs", "be", "kk", "ky", "uz", "tg", "tt", "ba", "cv", "ka", "az", "tk", "mn", "ur", "bn", "pa",
+    "gu", "mr", "ne", "sa", "ta", "te", "kn", "ml", "si", "my", "km", "lo", "bo", "ug", "ps", "ku", "sd", "dv",
+    "am", "ti", "so", "sw", "zu", "xh", "yo", "ig", "ha", "mg", "af", "lb", "fy", "li", "wa", "rm", "sc", "co",
+    "nap", "scn", "vec", "lmo", "pms", "lij", "fur", "egl", "rup", "haw", "yi", "lad", "arc", "syc", "cop", "egy",
+    "akk", "sux", "hit", "txb", "xto", "pi", "pra", "hbo", "ota", "chu", "orv", "osx", "odt", "ofs", "gmh", "goh",
+    "dum", "nds", "stq", "frr", "vls", "zea", "ltz", "hsb", "dsb", "csb", "szl", "rue", "sga", "mga", "pgl", "wlm",
+    "xcb", "ain", "mi", "sm", "to", "fj"
+)  # fmt: skip
 
 SCRIPT_OF: dict[str, str] = {
     "ja": "ja", "zh": "zh", "ko": "hangul", "ar": "arabic", "fa": "arabic", "ur": "arabic",
@@ -109,10 +112,11 @@ def _language_codes(count: int, rng: np.random.Generator) -> list[str]:
 
 def _language_weights(codes: Sequence[str]) -> npt.NDArray[np.float64]:
     head = np.array([HEAD_LANGS.get(c, 0.0) for c in codes])
-    rest = max(0.0, 1.0 - head.sum())
     tail_idx = np.flatnonzero(head == 0.0)
-    tail = 1.0 / np.arange(1, len(tail_idx) + 1) ** 1.1
-    head[tail_idx] = rest * tail / tail.sum()
+    # the tail continues the head's Zipf-like decay from its last rank on
+    last = min(HEAD_LANGS.values())
+    ranks = len(HEAD_LANGS) + np.arange(1, len(tail_idx) + 1)
+    head[tail_idx] = last * (len(HEAD_LANGS) / ranks) ** 1.1
     return np.asarray(head / head.sum(), dtype=np.float64)
 
 
@@ -199,11 +203,13 @@ def _script(code: str) -> str:
 
 # Number of words in a concept text (1-6), and the node-URI suffixes after the text.
 WORD_COUNTS = np.array([1, 2, 3, 4, 5, 6])
-WORD_COUNT_P = np.array([0.52, 0.28, 0.11, 0.05, 0.025, 0.015])
-WN_SENSES = ("act artifact person communication cognition object food plant animal location state "
-             "attribute event motion body feeling possession process quantity relation shape substance "
-             "time group phenomenon change contact creation competition consumption emotion perception "
-             "social stative weather").split()  # fmt: skip
+WORD_COUNT_P = np.array([0.6, 0.25, 0.09, 0.035, 0.015, 0.01])
+WN_SENSES = (
+    "act", "artifact", "person", "communication", "cognition", "object", "food", "plant", "animal", "location",
+    "state", "attribute", "event", "motion", "body", "feeling", "possession", "process", "quantity", "relation",
+    "shape", "substance", "time", "group", "phenomenon", "change", "contact", "creation", "competition",
+    "consumption", "emotion", "perception", "social", "stative", "weather"
+)  # fmt: skip
 POS = ("n", "v", "a", "r", "s")
 POS_P = np.array([0.62, 0.2, 0.12, 0.04, 0.02])
 
@@ -214,7 +220,10 @@ def _suffixes(code: str) -> tuple[list[str], npt.NDArray[np.float64]]:
         ([f"/{p}" for p in POS], 0.55),
         (["/n/wn", "/v/wn", "/a/wn"], 0.1),
         ([f"/n/wn/{s}" for s in WN_SENSES] + [f"/v/wn/{s}" for s in WN_SENSES[::3]], 0.2),
-        ([f"/n/wikt/{lg}_{i}" for lg in ("en", "fr", "de") for i in (1, 2, 3)] + ["/v/wikt/en_1", "/a/wikt/en_1"], 0.15),
+        (
+            [f"/n/wikt/{lg}_{i}" for lg in ("en", "fr", "de") for i in (1, 2, 3)] + ["/v/wikt/en_1", "/a/wikt/en_1"],
+            0.15,
+        ),
     ]
     if code == "ja":
         groups.append(([f"/n/jmdict/{i}" for i in range(1, 6)], 0.15))
@@ -235,19 +244,26 @@ class Vocabulary:
     uris: ObjArray  # global node id -> URI
     offsets: IntArray  # language index -> first global id (len = n_langs + 1)
     popular: IntArray  # offsets[L] + rank -> global id of the rank-th most popular node of L
-    zipf_q: npt.NDArray[np.float64]  # Zipf-Mandelbrot offset per language
 
     def lang_of(self, gids: IntArray) -> IntArray:
         return np.searchsorted(self.offsets, gids, side="right").astype(np.int64) - 1
 
-    def sample(self, langs: IntArray, rng: np.random.Generator) -> IntArray:
-        """Nodes of the given languages, by a Zipf-Mandelbrot law p(r) ~ 1/(r + q) over popularity rank r."""
-        size = (self.offsets[1:] - self.offsets[:-1])[langs].astype(np.float64)
-        q = self.zipf_q[langs]
+    def sample(self, langs: IntArray, rng: np.random.Generator, core: float = 1.0) -> IntArray:
+        """Nodes of the given languages, by a Zipf-Mandelbrot law p(r) ~ 1/(r + q) over popularity rank r.
+
+        ``core`` < 1 draws from that fraction of each language's most popular nodes only (everyday
+        concepts, for the commonsense relations).
+        """
+        full = (self.offsets[1:] - self.offsets[:-1])[langs]
+        if core < 1.0:
+            full = np.minimum(full, np.maximum(50, (full * core).astype(np.int64)))
+        size = full.astype(np.float64)
+        q = np.maximum(1.0, size / 3000.0)
         u = rng.random(len(langs))
         rank = np.floor(q * np.power((size + q) / q, u) - q).astype(np.int64)
         np.clip(rank, 0, size.astype(np.int64) - 1, out=rank)
-        return self.popular[self.offsets[langs] + rank]
+        gids: IntArray = self.popular[self.offsets[langs] + rank]
+        return gids
 
 
 def _texts(pool: ObjArray, n: int, joiner: str, rng: np.random.Generator) -> list[str]:
@@ -272,13 +288,14 @@ def languages(n_langs: int, rng: np.random.Generator) -> tuple[list[str], npt.ND
     return [codes[i] for i in order], weights[order]
 
 
-def build_vocabulary(rows: int, codes: list[str], weights: npt.NDArray[np.float64], rng: np.random.Generator) -> Vocabulary:
+def build_vocabulary(
+    rows: int, codes: list[str], weights: npt.NDArray[np.float64], rng: np.random.Generator
+) -> Vocabulary:
     total = max(1000, int(rows * NODES_PER_ROW))
     pools: dict[str, ObjArray] = {}
     uris_parts: list[ObjArray] = []
     popular_parts: list[IntArray] = []
     offsets = [0]
-    zipf_q = []
     for code, w in zip(codes, weights.tolist(), strict=True):
         script = _script(code)
         if script not in pools:
@@ -300,13 +317,11 @@ def build_vocabulary(rows: int, codes: list[str], weights: npt.NDArray[np.float6
         uris_parts.append(np.array(uris, dtype=object))
         popular_parts.append(offsets[-1] + rng.permutation(len(uris)).astype(np.int64))
         offsets.append(offsets[-1] + len(uris))
-        zipf_q.append(max(1.0, len(uris) / 3000.0))
     return Vocabulary(
         codes=codes,
         uris=np.concatenate(uris_parts),
         offsets=np.array(offsets, dtype=np.int64),
         popular=np.concatenate(popular_parts),
-        zipf_q=np.array(zipf_q, dtype=np.float64),
     )
 
 
@@ -322,6 +337,7 @@ COMMONSENSE: dict[str, float] = {
     "NotCapableOf": 0.005, "NotHasProperty": 0.005, "ObstructedBy": 0.004, "CreatedBy": 0.002,
 }  # fmt: skip
 COMMONSENSE_SHARE = 0.03
+COMMONSENSE_CORE = 0.05  # commonsense edges link the 5% most popular concepts of a language
 # Other relations: share of all rows, probability that the end is in another language.
 LEXICAL: dict[str, tuple[float, float]] = {
     "ExternalURL": (0.245, 0.0), "RelatedTo": (0.255, 0.35), "Synonym": (0.14, 0.65),
@@ -414,7 +430,7 @@ def _surface_renderer(
     def render(starts: list[str], ends: list[str], rng: np.random.Generator) -> list[str]:
         weights = [weight] * len(starts) if weight else FLOAT_WEIGHTS[rng.integers(0, 2901, len(starts))].tolist()
         out = []
-        for s, e, w in zip(starts, ends, weights):
+        for s, e, w in zip(starts, ends, weights, strict=True):
             st, et = _text(s), _text(e)
             surface = f', "surfaceEnd": "{et}", "surfaceStart": "{st}", "surfaceText": "{frame.format(s=st, e=et)}"'
             out.append(_info(dataset, license_, sources, w, surface))
@@ -451,11 +467,14 @@ def _sources_for(rel: str) -> list[Source]:
             Source(0.1, render=_surface_renderer(rel, "/d/verbosity", "cc:by/4.0", VERBOSITY_SRC, None)),
         ]
     if rel == "RelatedTo":
-        return [*_fixed_wikt(), Source(0.08, render=_surface_renderer(rel, "/d/verbosity", "cc:by/4.0", VERBOSITY_SRC, None))]
+        return [
+            *_fixed_wikt(),
+            Source(0.08, render=_surface_renderer(rel, "/d/verbosity", "cc:by/4.0", VERBOSITY_SRC, None)),
+        ]
     if rel in ("Synonym", "IsA", "Antonym", "SimilarTo", "MannerOf", "InstanceOf", "Entails"):
         return [
             *_fixed_wikt(),
-            Source(0.35, render=_surface_renderer(rel, "/d/wordnet/3.1", "cc:by/4.0", WORDNET_SRC, "2.0")),
+            Source(0.18, render=_surface_renderer(rel, "/d/wordnet/3.1", "cc:by/4.0", WORDNET_SRC, "2.0")),
             Source(0.1, (_info("/d/jmdict", "cc:by-sa/4.0", _src("/s/resource/jmdict/1.07"), "1.0"),)),
             Source(0.05, (_info("/d/cc_cedict", "cc:by-sa/4.0", _src("/s/resource/cc_cedict/2017-10"), "1.0"),)),
             Source(0.05, (_info("/d/dbpedia/en", "cc:by-sa/4.0", _src("/s/resource/dbpedia/2015/en"), "0.5"),)),
@@ -498,7 +517,9 @@ def _external_urls(starts: list[str], rng: np.random.Generator) -> tuple[list[st
 # --------------------------------------------------------------------------------------------
 
 
-def _lang_profile(codes: Sequence[str], weights: npt.NDArray[np.float64], head: dict[str, float]) -> npt.NDArray[np.float64]:
+def _lang_profile(
+    codes: Sequence[str], weights: npt.NDArray[np.float64], head: dict[str, float]
+) -> npt.NDArray[np.float64]:
     p = np.array([head.get(c, 0.0) for c in codes])
     p = 0.95 * p / p.sum() + 0.05 * weights
     return np.asarray(p / p.sum(), dtype=np.float64)
@@ -588,13 +609,16 @@ def generate_dump(path: Path, rows: int, seed: int, n_langs: int, threads: int, 
         try:
             for rel, n_rel in zip(names, counts.tolist(), strict=True):
                 stats.relation_rows[rel] = n_rel
+                if failure:
+                    break
                 if n_rel == 0:
                     continue
                 p_cross = relations[rel][1]
                 commonsense = rel in COMMONSENSE
                 profile = cs_profile if commonsense else weights
                 start_langs = rng.choice(len(codes), size=n_rel, p=profile)
-                gids = np.sort(vocab.sample(start_langs, rng))
+                core = COMMONSENSE_CORE if commonsense else 1.0
+                gids = np.sort(vocab.sample(start_langs, rng, core))
                 r = "/r/" + rel
                 sources = _sources_for(rel) if rel != "ExternalURL" else []
                 src_p = np.array([s.prob for s in sources]) / sum(s.prob for s in sources) if sources else None
@@ -613,7 +637,7 @@ def generate_dump(path: Path, rows: int, seed: int, n_langs: int, threads: int, 
                             elang = np.where(cross, rng.choice(len(codes), size=n, p=cross_profile), slang)
                         else:
                             elang = slang
-                        egid = vocab.sample(elang, rng)
+                        egid = vocab.sample(elang, rng, core)
                         ends = vocab.uris[egid].tolist()
                         if commonsense:
                             stats.commonsense_rows += n
@@ -634,12 +658,15 @@ def generate_dump(path: Path, rows: int, seed: int, n_langs: int, threads: int, 
                     head = f"/a/[{r}/,"
                     sep = "/," if rel != "ExternalURL" else "/,/"
                     text = "".join(
-                        [f"{head}{s}{sep}{e}/]\t{r}\t{s}\t{e}\t{i}\n" for s, e, i in zip(starts, ends, infos)]
+                        [
+                            f"{head}{s}{sep}{e}/]\t{r}\t{s}\t{e}\t{i}\n"
+                            for s, e, i in zip(starts, ends, infos, strict=True)
+                        ]
                     )
                     data = text.encode("utf-8")
                     stats.bytes_uncompressed += len(data)
                     if failure:
-                        raise RuntimeError(f"the compressor stopped accepting data: {failure[0]}")
+                        break
                     chunks.put(data)
                     done += n
                     now = time.perf_counter()
@@ -647,15 +674,20 @@ def generate_dump(path: Path, rows: int, seed: int, n_langs: int, threads: int, 
                         last_report = now
                         rate = done / (now - t0)
                         print(f"  generated {done:,}/{rows:,} rows ({rate:,.0f} rows/s)", file=sys.stderr, flush=True)
+        except BaseException:
+            proc.kill()
+            tmp.unlink(missing_ok=True)
+            raise
         finally:
             chunks.put(None)
             thread.join()
-            proc.stdin.close()
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
             rc = proc.wait()
-        if failure:
-            raise RuntimeError(f"the compressor stopped accepting data: {failure[0]}")
-        if rc != 0:
-            raise RuntimeError(f"{shlex.join(cmd)} exited with status {rc}")
+    if failure or rc != 0:
+        tmp.unlink(missing_ok=True)
+        why = f"stopped accepting data: {failure[0]}" if failure else f"exited with status {rc}"
+        raise RuntimeError(f"the compressor ({shlex.join(cmd)}) {why}")
     os.replace(tmp, path)
     stats.seconds = time.perf_counter() - t0
     stats.bytes_compressed = path.stat().st_size
@@ -701,13 +733,16 @@ def measure_floor(dump: Path) -> tuple[float, int]:
     return seconds, int(res.stdout.split()[0])
 
 
-def senseforge_kb_available() -> tuple[bool, str]:
+def senseforge_kb_available() -> tuple[bool, str, float]:
+    """Whether ``senseforge kb`` runs here, its output, and the wall time of that call (CLI start-up)."""
+    t0 = time.perf_counter()
     res = subprocess.run(
         [sys.executable, "-m", "senseforge", "kb", "--help"], capture_output=True, text=True, check=False
     )
+    seconds = time.perf_counter() - t0
     out = (res.stdout + res.stderr).strip()
     ok = res.returncode == 0 and "import" in res.stdout and "question-sets" in res.stdout
-    return ok, out
+    return ok, out, seconds
 
 
 def _tail(path: str, lines: int = 25) -> str:
@@ -756,7 +791,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ),
         epilog="Generation of the synthetic dump is timed separately and is not part of the ratio.",
     )
-    ap.add_argument("--rows", type=int, default=DEFAULT_ROWS, help="assertions in the synthetic dump (default: %(default)s)")
+    ap.add_argument(
+        "--rows", type=int, default=DEFAULT_ROWS, help="assertions in the synthetic dump (default: %(default)s)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed for the synthetic dump (default: %(default)s)")
     ap.add_argument(
         "--workdir",
@@ -764,16 +801,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=Path(tempfile.gettempdir()) / "senseforge-kb-bench",
         help="where the dump is written and looked for, and where the store goes (default: %(default)s)",
     )
-    ap.add_argument("--keep", action="store_true", help="keep the dump (for reuse), the store and the logs afterwards")
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the generated dump (for reuse), the store and the logs (a dump found in --workdir is never deleted)",
+    )
     ap.add_argument("--dump", type=Path, help="measure this existing dump (.csv or .csv.gz) instead of generating one")
     ap.add_argument("--languages", type=int, default=300, help="languages in the synthetic dump (default: %(default)s)")
     ap.add_argument(
-        "--langs", nargs="+", default=list(DEFAULT_LANGS), help="languages to import and extract (default: %(default)s)"
+        "--langs",
+        nargs="+",
+        metavar="LANG",
+        default=list(DEFAULT_LANGS),
+        help=f"ConceptNet codes to import and extract question sets for (default: {' '.join(DEFAULT_LANGS)})",
     )
     ap.add_argument("--n", type=int, default=6000, help="question sets requested per language (default: %(default)s)")
     ap.add_argument("--qs-seed", type=int, default=0, help="seed passed to 'kb question-sets' (default: %(default)s)")
     ap.add_argument(
-        "--threads", type=int, default=os.cpu_count() or 1, help="pigz threads, when pigz is used (default: %(default)s)"
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="pigz threads, when pigz is used (default: %(default)s)",
     )
     ap.add_argument("--generate-only", action="store_true", help="write the dump, measure the floor and stop")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write the figures to FILE as JSON")
@@ -839,7 +887,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_table(table)
         else:
             # 2b. senseforge
-            ok, help_text = senseforge_kb_available()
+            ok, help_text, startup_s = senseforge_kb_available()
+            report["cli_startup_seconds"] = startup_s
             if not ok:
                 print_table(table)
                 detail = help_text.splitlines()[-1] if help_text else "no output"
@@ -852,7 +901,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 report["error"] = "senseforge kb not available"
                 exit_code = 2
             else:
-                exit_code = _measure_senseforge(args, dump, floor_s, table, report)
+                exit_code = _measure_senseforge(args, dump, floor_s, startup_s, table, report)
                 run_dir = Path(report["run_dir"])
     finally:
         if args.json:
@@ -861,7 +910,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.keep:
             if run_dir is not None:
                 shutil.rmtree(run_dir, ignore_errors=True)
-            if generated or (args.dump is None and dump.is_file()):
+            if generated:  # a dump found in the work directory was kept by an earlier run: leave it
                 dump.unlink(missing_ok=True)
         elif run_dir is not None:
             print(f"kept: {dump} and {run_dir}")
@@ -869,7 +918,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _measure_senseforge(
-    args: argparse.Namespace, dump: Path, floor_s: float, table: list[tuple[str, str]], report: dict[str, Any]
+    args: argparse.Namespace,
+    dump: Path,
+    floor_s: float,
+    startup_s: float,
+    table: list[tuple[str, str]],
+    report: dict[str, Any],
 ) -> int:
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=args.workdir))
     report["run_dir"] = str(run_dir)
@@ -878,7 +932,10 @@ def _measure_senseforge(
     steps: list[Step] = []
     print(f"senseforge kb import -> {store} (langs: {' '.join(args.langs)}) ...", flush=True)
     step = run_child(
-        "import", [*sf, "import", str(dump), "--store", str(store), "--langs", *args.langs], run_dir / "import.log"
+        # the CLI takes either repeated --langs options or one comma-separated value
+        "import",
+        [*sf, "import", str(dump), "--store", str(store), "--langs", ",".join(args.langs)],
+        run_dir / "import.log",
     )
     steps.append(step)
     print(f"  import: {step.seconds:.2f} s, peak RSS {_gb(step.peak_rss_bytes)}, exit {step.returncode}", flush=True)
@@ -923,9 +980,13 @@ def _measure_senseforge(
         ("senseforge kb import", f"{import_s:.2f} s"),
         (f"senseforge kb question-sets (x{len(steps) - 1})", f"{extract_s:.2f} s"),
         ("senseforge total", f"{total_s:.2f} s"),
+        ("  of which CLI start-up", f"~{startup_s * len(steps):.2f} s ({len(steps)} calls x {startup_s:.2f} s)"),
         ("store size", _mb(store_bytes)),
         ("question sets", ", ".join(f"{k} {v:,}" for k, v in counts.items()) or "-"),
-        ("ratio senseforge / floor", f"{ratio:.2f}  (goal <= {GOAL_RATIO}: {'met' if report['ratio_met'] else 'NOT met'})"),
+        (
+            "ratio senseforge / floor",
+            f"{ratio:.2f}  (goal <= {GOAL_RATIO}: {'met' if report['ratio_met'] else 'NOT met'})",
+        ),
         (
             "peak RSS (largest child)",
             f"{_gb(peak)}  (goal <= {GOAL_PEAK_RSS_GB:g} GB: {'met' if report['rss_met'] else 'NOT met'})",

@@ -151,3 +151,10 @@ def test_bundled_dumps_import(tmp_path: Path) -> None:
         datasets = {row[0] for row in con.execute("SELECT DISTINCT dataset FROM edges").fetchall()}
     assert datasets == {"/d/senseforge-demo"}  # labelled as ours, not ConceptNet
     assert json.loads((tmp_path / "d" / "kb.json").read_text())["report"]["rows_kept"] == demo.rows_kept
+
+
+def test_progress_is_reported_and_ends_at_100(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    seen: list[float] = []
+    import_dump("sample", tmp_path / "kb", progress=seen.append)
+    assert seen and seen[-1] == 100.0 and all(0 <= s <= 100 for s in seen)
+    assert capfd.readouterr().out == ""  # DuckDB draws no bar of its own

@@ -30,11 +30,29 @@ def import_(
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line instead of skipping it."),
 ) -> None:
     """Scan a dump once into the knowledge store (replacing what was there)."""
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
     from senseforge.kb.conceptnet import import_dump
 
     started = time.perf_counter()
-    with err.status(f"importing {dump} …", spinner="dots"):
-        report = import_dump(dump, store, langs=_split(langs), relations=_split(relations), strict=strict)
+    with Progress(
+        TextColumn(f"importing {dump}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
+        task = bar.add_task("import", total=100)
+        report = import_dump(
+            dump,
+            store,
+            langs=_split(langs),
+            relations=_split(relations),
+            strict=strict,
+            progress=lambda share: bar.update(task, completed=share),
+        )
     err.print(
         f"kept {report.rows_kept:,} edges in {report.store} · skipped {report.malformed:,} malformed line(s) "
         f"· {time.perf_counter() - started:.1f}s"

@@ -21,8 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -163,6 +164,7 @@ def import_dump(
     relations: Sequence[str] | None = None,
     strict: bool = False,
     memory_limit: str = "3GB",
+    progress: Callable[[float], None] | None = None,
 ) -> ImportReport:
     """Scan a ConceptNet dump once into the store.
 
@@ -177,6 +179,7 @@ def import_dump(
         relations: relation names to keep, e.g. ``AtLocation`` (default: all).
         strict: stop at the first malformed line instead of skipping it.
         memory_limit: DuckDB's memory cap.
+        progress: called now and then with the share of the dump scanned (0–100).
 
     Raises:
         DataValidationError: with ``strict``, at the first malformed line (``file:line: reason``).
@@ -216,7 +219,9 @@ def import_dump(
     )
     con = connect(memory_limit, store / ".duckdb-tmp")
     try:
-        con.execute(f"COPY ({query}) TO '{_sql_str(str(tmp))}' (FORMAT parquet, COMPRESSION zstd)")
+        _run_with_progress(
+            con, f"COPY ({query}) TO '{_sql_str(str(tmp))}' (FORMAT parquet, COMPRESSION zstd)", progress
+        )
         kept, bad_json, bad_uris = _one(
             con,
             "SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok), "
@@ -253,6 +258,34 @@ def import_dump(
             with contextlib.suppress(FileNotFoundError):
                 old.unlink()
     return report
+
+
+def _run_with_progress(con: duckdb.DuckDBPyConnection, sql: str, progress: Callable[[float], None] | None) -> None:
+    """Run one statement; with ``progress``, poll DuckDB's query progress from this thread."""
+    if progress is None:
+        con.execute(sql)
+        return
+    con.execute("SET enable_progress_bar = true")  # track progress …
+    con.execute("SET enable_progress_bar_print = false")  # … without DuckDB drawing its own bar
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            con.execute(sql)
+        except BaseException as exc:  # handed to the calling thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.25)
+        with contextlib.suppress(Exception):
+            share = con.query_progress()
+            if share >= 0:
+                progress(float(share))
+    if failure:
+        raise failure[0]
+    progress(100.0)
 
 
 def _write_pointer(store: Path, edges_file: str, report: ImportReport) -> None:

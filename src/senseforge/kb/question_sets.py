@@ -234,14 +234,20 @@ def extract_question_sets(
             "list(target ORDER BY rn) AS targets, flatten(list(uris ORDER BY rn)) AS uris "
             "FROM ranked WHERE rn <= size - size % 3 GROUP BY anchor, relation, direction, slot"
         )
+        # Synonym pairs inside a triple, by a plain equi-join on the three pairs (syn is symmetric)
         con.execute(
-            "CREATE TEMP TABLE checked AS SELECT *, "
-            "EXISTS (SELECT 1 FROM syn WHERE (a = targets[1] AND b IN (targets[2], targets[3])) "
-            "OR (a = targets[2] AND b = targets[3])) AS synonym, "
+            "CREATE TEMP TABLE synflag AS SELECT DISTINCT anchor, relation, direction, slot FROM ("
+            "SELECT anchor, relation, direction, slot, targets[1] AS a, targets[2] AS b FROM tri UNION ALL "
+            "SELECT anchor, relation, direction, slot, targets[1] AS a, targets[3] AS b FROM tri UNION ALL "
+            "SELECT anchor, relation, direction, slot, targets[2] AS a, targets[3] AS b FROM tri"
+            ") AS p SEMI JOIN syn USING (a, b)"
+        )
+        con.execute(
+            "CREATE TEMP TABLE checked AS SELECT tri.*, synflag.slot IS NOT NULL AS synonym, "
             "contains(targets[1], targets[2]) OR contains(targets[2], targets[1]) "
             "OR contains(targets[1], targets[3]) OR contains(targets[3], targets[1]) "
             "OR contains(targets[2], targets[3]) OR contains(targets[3], targets[2]) AS substring "
-            "FROM tri"
+            "FROM tri LEFT JOIN synflag USING (anchor, relation, direction, slot)"
         )
         funnel.triples, funnel.triples_synonym, funnel.triples_substring = _ints(
             con,
