@@ -26,6 +26,8 @@ word counts come from Python, once per distinct concept.
 from __future__ import annotations
 
 import hashlib
+import json
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,42 +179,40 @@ def extract_question_sets(
 
         # per-concept rules, computed in Python once per distinct concept
         concepts = [row[0] for row in con.execute("SELECT s FROM r UNION SELECT t FROM r ORDER BY 1").fetchall()]
-        passing: list[str] = []
+        failing: list[str] = []
         for text in concepts:
             ok, rule = concept_passes(text, count_words(text))
             if ok:
-                passing.append(text)
-            elif rule == "too_many_words":
+                continue
+            failing.append(text)
+            if rule == "too_many_words":
                 funnel.concepts_too_many_words += 1
             else:
                 funnel.concepts_single_character += 1
         funnel.concepts_checked = len(concepts)
-        con.execute("CREATE TEMP TABLE ok AS SELECT unnest($1::VARCHAR[]) AS c", [passing])
+        _load_strings(con, "bad", failing)
 
         con.execute(
             "CREATE TEMP TABLE g AS "
-            "SELECT s AS anchor, relation, 'forward' AS direction, t AS target, list(uri ORDER BY uri) AS uris "
-            "FROM r GROUP BY ALL "
+            "SELECT DISTINCT s AS anchor, relation, 'forward' AS direction, t AS target FROM r "
             "UNION ALL "
-            "SELECT t AS anchor, relation, 'backward' AS direction, s AS target, list(uri ORDER BY uri) AS uris "
-            "FROM r GROUP BY ALL"
+            "SELECT DISTINCT t AS anchor, relation, 'backward' AS direction, s AS target FROM r"
         )
-        funnel.groups, anchor_failed = _ints(
+        funnel.groups, funnel.groups_anchor_failed = _ints(
             con,
-            "SELECT count(*), count(*) FILTER (WHERE anchor NOT IN (SELECT c FROM ok)) FROM "
+            "SELECT count(*), count(*) FILTER (WHERE anchor IN (SELECT c FROM bad)) FROM "
             "(SELECT DISTINCT anchor, relation, direction FROM g)",
         )
-        funnel.groups_anchor_failed = anchor_failed
         funnel.targets_failed_rules, funnel.targets_equal_anchor = _ints(
             con,
-            "SELECT count(*) FILTER (WHERE target NOT IN (SELECT c FROM ok)), "
-            "count(*) FILTER (WHERE target = anchor AND target IN (SELECT c FROM ok)) "
-            "FROM g WHERE anchor IN (SELECT c FROM ok)",
+            "SELECT count(*) FILTER (WHERE target IN (SELECT c FROM bad)), "
+            "count(*) FILTER (WHERE target = anchor AND target NOT IN (SELECT c FROM bad)) "
+            "FROM g WHERE anchor NOT IN (SELECT c FROM bad)",
         )
         con.execute(
             "CREATE TEMP TABLE v AS "
-            "SELECT *, md5(concat_ws(chr(31), $1, $2, anchor, relation, direction, target)) AS k "
-            "FROM g WHERE anchor IN (SELECT c FROM ok) AND target IN (SELECT c FROM ok) AND target <> anchor",
+            "SELECT *, md5(concat_ws(chr(31), $1, $2, anchor, relation, direction, target)) AS k FROM g "
+            "WHERE anchor NOT IN (SELECT c FROM bad) AND target NOT IN (SELECT c FROM bad) AND target <> anchor",
             [str(seed), code],
         )
         con.execute(
@@ -231,7 +231,7 @@ def extract_question_sets(
         )
         con.execute(
             "CREATE TEMP TABLE tri AS SELECT anchor, relation, direction, (rn - 1) // 3 AS slot, "
-            "list(target ORDER BY rn) AS targets, flatten(list(uris ORDER BY rn)) AS uris "
+            "list(target ORDER BY rn) AS targets "
             "FROM ranked WHERE rn <= size - size % 3 GROUP BY anchor, relation, direction, slot"
         )
         # Synonym pairs inside a triple, by a plain equi-join on the three pairs (syn is symmetric)
@@ -254,29 +254,56 @@ def extract_question_sets(
             "SELECT count(*), count(*) FILTER (WHERE synonym), count(*) FILTER (WHERE substring AND NOT synonym) "
             "FROM checked",
         )
-        survivors = con.execute(
-            "SELECT anchor, relation, direction, targets, uris FROM checked "
-            "WHERE NOT synonym AND NOT substring ORDER BY anchor, relation, direction, slot"
+        # ids and the seeded sample in SQL (the same MD5s as question_set_id), then sources for the sample only
+        con.execute(
+            "CREATE TEMP TABLE survivors AS SELECT *, md5(concat($2, chr(31), id)) AS sample_key FROM ("
+            "SELECT anchor, relation, direction, targets, 'qs-' || $1 || '-' || "
+            "md5(concat_ws(chr(31), $1, anchor, relation, direction, targets[1], targets[2], targets[3]))[1:16] AS id "
+            "FROM checked WHERE NOT synonym AND NOT substring)",
+            [tag, str(seed)],
+        )
+        funnel.question_sets = _int(con, "SELECT count(*) FROM survivors")
+        limit = "" if n is None else f" LIMIT {int(n)}"
+        con.execute(f"CREATE TEMP TABLE picked AS SELECT * FROM survivors ORDER BY sample_key{limit}")
+        rows = con.execute(
+            "WITH pairs AS (SELECT id, anchor, relation, direction, unnest(targets) AS target FROM picked), "
+            "sources AS ("
+            "SELECT p.id, r.uri FROM pairs p JOIN r ON r.s = p.anchor AND r.t = p.target AND r.relation = p.relation "
+            "WHERE p.direction = 'forward' UNION ALL "
+            "SELECT p.id, r.uri FROM pairs p JOIN r ON r.t = p.anchor AND r.s = p.target AND r.relation = p.relation "
+            "WHERE p.direction = 'backward'), "
+            "grouped AS (SELECT id, list(DISTINCT uri ORDER BY uri) AS uris FROM sources GROUP BY id) "
+            "SELECT p.id, p.anchor, p.relation, p.direction, p.targets, g.uris, p.sample_key "
+            "FROM picked p JOIN grouped g USING (id) ORDER BY p.sample_key"
         ).fetchall()
 
-    sets = [
+    sampled = [
         QuestionSet(
-            id=question_set_id(tag, anchor, relation, direction, targets),
+            id=qs_id,
             lang=tag,
             anchor=anchor,
             relation=relation,
             direction=direction,
             targets=list(targets),
-            source_uris=sorted(set(uris)),
+            source_uris=list(uris),
             source_lang=code if code != tag else None,
         )
-        for anchor, relation, direction, targets, uris in survivors
+        for qs_id, anchor, relation, direction, targets, uris, _ in rows
     ]
-    funnel.question_sets = len(sets)
-    sets.sort(key=lambda qs: _md5(f"{seed}{SEP}{qs.id}"))
-    sampled = sets if n is None else sets[:n]
     funnel.sampled = len(sampled)
     return sampled, funnel
+
+
+def _load_strings(con: Any, table: str, values: list[str]) -> None:
+    """A one-column temp table of strings (through a file: far faster than a list parameter)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "values.jsonl"
+        path.write_text("".join(json.dumps({"c": v}, ensure_ascii=False) + "\n" for v in values), encoding="utf-8")
+        con.execute(
+            f"CREATE TEMP TABLE {table} AS SELECT c FROM read_json(?, format='newline_delimited', "
+            "columns={'c': 'VARCHAR'})",
+            [str(path)],
+        )
 
 
 def _ints(con: Any, sql: str) -> tuple[int, ...]:
