@@ -51,7 +51,9 @@ def test_fields_are_split_from_uris(tmp_path: Path) -> None:
 
 def test_language_and_relation_filters(tmp_path: Path) -> None:
     dump = write_dump(tmp_path / "d.csv", [line.encode() for line in GOOD])
-    assert import_dump(dump, tmp_path / "a", langs=["ja"]).rows_kept == 1
+    only_ja = import_dump(dump, tmp_path / "a", langs=["ja", "id"])
+    assert only_ja.rows_kept == 1 and only_ja.by_language == {"ja": 1}
+    assert only_ja.missing_languages() == ["id"]
     assert import_dump(dump, tmp_path / "b", relations=["AtLocation"]).rows_kept == 1
     info = stats(tmp_path / "b")
     assert info["languages"] == [("en", 1)] and info["relations"] == [("AtLocation", 1)]

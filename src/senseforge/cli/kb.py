@@ -61,6 +61,9 @@ def import_(
         err.print(f"  {report.source}:{bad.line}: {bad.reason}", markup=False)
     if report.malformed > len(report.examples):
         err.print(f"  … and {report.malformed - len(report.examples):,} more")
+    for lang in report.missing_languages():
+        hint = " (ConceptNet 5.7 files Indonesian under 'ms': import -l ms)" if lang == "id" else ""
+        err.print(f"[yellow]warning[/]: no edges for language '{lang}' in this dump{hint}")
 
 
 @app.command("stats")

@@ -61,12 +61,17 @@ class ImportReport:
     source: str
     store: str
     rows_kept: int = 0
+    by_language: dict[str, int] = field(default_factory=dict)
     malformed: int = 0
     examples: list[Malformed] = field(default_factory=list)
     langs: list[str] | None = None
     relations: list[str] | None = None
     seconds: float = 0.0
     imported_at: float = 0.0
+
+    def missing_languages(self) -> list[str]:
+        """Languages asked for at import that have no edges in the dump."""
+        return [lang for lang in self.langs or [] if not self.by_language.get(lang)]
 
     def to_json(self) -> str:
         """The report as JSON (stored in the store's ``kb.json``)."""
@@ -228,6 +233,13 @@ def import_dump(
             f"(list(uri ORDER BY uri) FILTER (WHERE NOT ok))[1:{_MAX_REPORTED}] "
             f"FROM read_parquet('{_sql_str(str(tmp))}')",
         )
+        report.by_language = {
+            str(lang): int(count)
+            for lang, count in con.execute(
+                f"SELECT start_lang, count(*) FROM read_parquet('{_sql_str(str(tmp))}') WHERE ok "
+                "GROUP BY 1 ORDER BY 2 DESC, 1"
+            ).fetchall()
+        }
         rejects = con.execute(
             "SELECT line, string_agg(DISTINCT error_type, ', ') FROM reject_errors GROUP BY line ORDER BY line"
         ).fetchall()
