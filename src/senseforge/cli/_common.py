@@ -55,8 +55,11 @@ def parse_options(pairs: list[str] | None, base_url: str | None) -> dict[str, An
 
 
 @contextlib.contextmanager
-def progress_bar(description: str, total: int) -> Iterator[Any]:
-    """A progress bar on stderr (hidden when stderr is not a terminal or there is one item)."""
+def progress_bar(description: str, total: int | None) -> Iterator[Any]:
+    """A progress bar on stderr (hidden when stderr is not a terminal or there is one item).
+
+    ``total=None`` counts requests as they finish without a known end.
+    """
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -64,7 +67,7 @@ def progress_bar(description: str, total: int) -> Iterator[Any]:
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=total <= 1 or not err.is_terminal,
+        disable=(total is not None and total <= 1) or not err.is_terminal,
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)

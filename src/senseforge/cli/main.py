@@ -9,6 +9,8 @@ import typer
 
 from senseforge import __version__
 from senseforge.cli import demo as demo_cli
+from senseforge.cli import eval as eval_cli
+from senseforge.cli import export as export_cli
 from senseforge.cli import kb as kb_cli
 from senseforge.cli import llm as llm_cli
 from senseforge.cli._common import err
@@ -23,6 +25,8 @@ app = typer.Typer(
 )
 app.add_typer(llm_cli.app, name="llm")
 app.add_typer(kb_cli.app, name="kb")
+app.add_typer(eval_cli.app, name="eval")
+app.add_typer(export_cli.app, name="export")
 app.command("demo")(demo_cli.demo)
 
 

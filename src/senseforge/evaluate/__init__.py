@@ -1,0 +1,1 @@
+"""Evaluation: tasks x formulations x models -> per-sample records -> metrics with confidence intervals."""

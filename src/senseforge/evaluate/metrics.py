@@ -1,0 +1,418 @@
+"""Metrics: plain functions from labels and predictions to a number.
+
+Nothing here reads files or keeps state. Inputs that make a metric undefined (no records,
+sequences of different lengths, non-boolean labels) raise :class:`ValueError` with a
+message that says which argument is wrong.
+
+Binary (CRoW) metrics follow Ismayilzada et al. (2023) and the CRoW evaluation scripts:
+
+- :func:`macro_f1`: F1 of the valid class and of the invalid class, averaged;
+- :func:`situational_accuracy`: share of contexts whose targets are *all* classified right
+  (the leaderboard calls it ``exact_match``);
+- :func:`per_dimension_macro_f1`: Macro-F1 over the examples whose knowledge belongs to a
+  commonsense dimension;
+- :func:`crow_score`: unweighted mean of per-task scores, each MT language pair its own
+  task. CRoW reports it for Macro-F1 *and* for Situational Accuracy (Table 2, and the
+  ``metrics``/``non_mt_metrics``/``mt_metrics`` blocks of its leaderboard): it is the same
+  plain mean applied to either per-task number;
+- :func:`majority_predictions` and :func:`random_predictions`: CRoW's baselines.
+
+Also here: :func:`bootstrap_ci` (percentile bootstrap, optionally over clusters) and the
+agreement statistics :func:`fleiss_kappa` and :func:`krippendorff_alpha_nominal`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from senseforge.evaluate.bootstrap import percentile_interval, resampled_means, resampled_statistics, units_of
+
+T = TypeVar("T")
+
+MT_TASKS: frozenset[str] = frozenset({"mt_zh_en", "mt_en_fr", "mt_en_de", "mt_en_ru"})
+"""CRoW's machine-translation tasks, as its leaderboard names them (one per language pair)."""
+
+CROW_DIMENSIONS: tuple[str, ...] = ("attribution", "physical", "temporal", "causal", "social", "comparison", "other")
+"""CRoW's commonsense dimensions, in the order of its leaderboard."""
+
+OTHER_DIMENSION = "other"
+"""Where an example goes when its knowledge names no dimension."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _bool_array(values: Sequence[bool], name: str) -> NDArray[np.bool_]:
+    """``values`` as a 1-d boolean array; 0/1 integers are accepted, anything else is refused."""
+    arr = np.asarray(values)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.bool_)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a flat sequence of booleans, got shape {arr.shape}")
+    if arr.dtype == np.bool_:
+        return arr
+    if arr.dtype.kind in "iu" and bool(np.all((arr == 0) | (arr == 1))):
+        return arr.astype(np.bool_)
+    raise ValueError(f"{name} must hold booleans (True/False or 0/1), got values of dtype {arr.dtype}")
+
+
+def _paired(golds: Sequence[bool], preds: Sequence[bool]) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    gold = _bool_array(golds, "golds")
+    pred = _bool_array(preds, "preds")
+    if len(gold) != len(pred):
+        raise ValueError(f"golds and preds differ in length: {len(gold)} != {len(pred)}")
+    if len(gold) == 0:
+        raise ValueError("no examples: the metric is undefined on empty input")
+    return gold, pred
+
+
+def _f1(tp: int, fp: int, fn: int) -> float:
+    denominator = 2 * tp + fp + fn
+    return 1.0 if denominator == 0 else 2 * tp / denominator
+
+
+# --------------------------------------------------------------------------- accuracy-like
+
+
+def accuracy(correct: Sequence[bool]) -> float:
+    """Share of ``True`` values.
+
+    >>> accuracy([True, False, True, True])
+    0.75
+    """
+    arr = _bool_array(correct, "correct")
+    if len(arr) == 0:
+        raise ValueError("accuracy of no records is undefined")
+    return int(np.count_nonzero(arr)) / len(arr)
+
+
+def weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float:
+    """``sum(v * w) / sum(w)``, e.g. per-category accuracies weighted by item counts.
+
+    Weights must be finite and non-negative, with a positive sum.
+
+    >>> weighted_mean([0.5, 1.0], [2, 1])
+    0.6666666666666666
+    """
+    if len(values) != len(weights):
+        raise ValueError(f"values and weights differ in length: {len(values)} != {len(weights)}")
+    if len(values) == 0:
+        raise ValueError("weighted mean of no values is undefined")
+    if any(not math.isfinite(w) or w < 0 for w in weights):
+        raise ValueError("weights must be finite and non-negative")
+    total = math.fsum(weights)
+    if total <= 0:
+        raise ValueError("weights sum to zero: the weighted mean is undefined")
+    return math.fsum(v * w for v, w in zip(values, weights, strict=True)) / total
+
+
+# --------------------------------------------------------------------------- binary (CRoW)
+
+
+def macro_f1(golds: Sequence[bool], preds: Sequence[bool]) -> float:
+    """Binary Macro-F1: the F1 of the ``True`` class and of the ``False`` class, averaged.
+
+    Both classes always count. A class that is neither in ``golds`` nor in ``preds`` scores
+    1.0 (nothing to find, nothing wrongly claimed). That only happens when every label and
+    every prediction is the other class, so the predictions are perfect and the result is
+    1.0 — the same as scikit-learn's ``f1_score(average="macro")``, which CRoW used and
+    which averages over the labels present. A class present in ``golds`` but never
+    predicted, or predicted but never gold, scores 0.
+
+    A constant predictor right on a share ``p < 1`` of the examples scores ``p / (1 + p)``
+    (``2p / (1 + p)`` for its class, 0 for the other); on balanced data that is 1/3.
+
+    >>> macro_f1([True, True, False, False], [True, False, False, False])
+    0.7333333333333334
+    >>> macro_f1([True, False], [True, True])
+    0.3333333333333333
+    """
+    gold, pred = _paired(golds, preds)
+    tp = int(np.count_nonzero(gold & pred))
+    fp = int(np.count_nonzero(~gold & pred))
+    fn = int(np.count_nonzero(gold & ~pred))
+    tn = len(gold) - tp - fp - fn
+    return (_f1(tp, fp, fn) + _f1(tn, fn, fp)) / 2
+
+
+def context_outcomes(context_ids: Sequence[str], golds: Sequence[bool], preds: Sequence[bool]) -> dict[str, bool]:
+    """For each context (in order of first appearance): whether all its targets are right.
+
+    Targets of one context need not be adjacent. Use this to bootstrap Situational
+    Accuracy: resampling these outcomes is resampling whole contexts.
+
+    >>> context_outcomes(["a", "a", "b"], [True, False, True], [True, False, False])
+    {'a': True, 'b': False}
+    """
+    gold, pred = _paired(golds, preds)
+    if len(context_ids) != len(gold):
+        raise ValueError(f"context_ids and golds differ in length: {len(context_ids)} != {len(gold)}")
+    right = (gold == pred).tolist()
+    outcomes: dict[str, bool] = {}
+    for context, ok in zip(context_ids, right, strict=True):
+        outcomes[context] = outcomes.get(context, True) and ok
+    return outcomes
+
+
+def situational_accuracy(context_ids: Sequence[str], golds: Sequence[bool], preds: Sequence[bool]) -> float:
+    """Share of contexts whose targets are all classified right (CRoW; ``exact_match``).
+
+    Each distinct context id counts once, whatever its number of targets.
+
+    >>> situational_accuracy(["a", "a", "b", "b"], [True, False, True, False], [True, False, True, True])
+    0.5
+    """
+    outcomes = context_outcomes(context_ids, golds, preds)
+    return sum(outcomes.values()) / len(outcomes)
+
+
+def _dimensions_of(entry: str | Sequence[str | None] | None) -> set[str]:
+    if entry is None or isinstance(entry, str):
+        entry = [entry]
+    dims = {d.strip() if d and d.strip() else OTHER_DIMENSION for d in entry}
+    return dims or {OTHER_DIMENSION}
+
+
+def per_dimension_macro_f1(
+    dimensions: Sequence[str | Sequence[str | None] | None],
+    golds: Sequence[bool],
+    preds: Sequence[bool],
+) -> dict[str, float]:
+    """Macro-F1 of each commonsense dimension, over the examples whose knowledge has it.
+
+    ``dimensions[i]`` is example ``i``'s dimension, or the dimensions of all its knowledge
+    triples (a list). An example counts once in each distinct dimension it lists: twice
+    ``physical`` is one ``physical``. ``None``, ``""`` and an empty list mean
+    :data:`OTHER_DIMENSION` (``other``), CRoW's bucket for relations outside its six
+    dimensions. Names are used as given (apart from surrounding spaces).
+
+    Only dimensions with at least one example appear, CRoW's dimensions first in
+    :data:`CROW_DIMENSIONS` order, then any others alphabetically.
+
+    Note: CRoW's script appends an example once per knowledge *triple*, so an example with
+    two triples of one dimension weighs double there; pass its list as is to us and it
+    counts once.
+
+    >>> per_dimension_macro_f1([["social", "causal"], "social", None], [True, False, True], [True, False, False])
+    {'causal': 1.0, 'social': 1.0, 'other': 0.0}
+    """
+    gold, pred = _paired(golds, preds)
+    if len(dimensions) != len(gold):
+        raise ValueError(f"dimensions and golds differ in length: {len(dimensions)} != {len(gold)}")
+    members: dict[str, list[int]] = {}
+    for i, entry in enumerate(dimensions):
+        for dim in _dimensions_of(entry):
+            members.setdefault(dim, []).append(i)
+    order = [d for d in CROW_DIMENSIONS if d in members] + sorted(set(members) - set(CROW_DIMENSIONS))
+    return {dim: macro_f1(gold[members[dim]].tolist(), pred[members[dim]].tolist()) for dim in order}
+
+
+def is_mt_task(task: str) -> bool:
+    """Whether a task name is a machine-translation task (each language pair is one task).
+
+    ``mt_zh_en``, ``mt-zh-en``, ``crow/mt-en-fr`` and ``MT_EN_DE`` all are; ``dialogue``,
+    ``summarization``, ``stance``, ``safety`` and ``intent`` are not.
+
+    >>> is_mt_task("mt-zh-en"), is_mt_task("dialogue")
+    (True, False)
+    """
+    name = task.rsplit("/", 1)[-1].strip().lower().replace("-", "_")
+    return name in MT_TASKS or name == "mt" or name.startswith("mt_")
+
+
+def crow_score(task_scores: Mapping[str, float], *, include_mt: bool = True) -> float:
+    """CRoW score: the unweighted mean of the per-task scores present.
+
+    Apply it to per-task Macro-F1 or to per-task Situational Accuracy (CRoW reports both).
+    Every MT language pair is its own task. ``include_mt=False`` gives CRoW's "(-MT)"
+    score, the mean over the other tasks.
+
+    >>> crow_score({"mt_zh_en": 0.5, "mt_en_fr": 0.75, "dialogue": 1.0})
+    0.75
+    >>> crow_score({"mt_zh_en": 0.5, "mt_en_fr": 0.75, "dialogue": 1.0}, include_mt=False)
+    1.0
+    """
+    scores = [float(v) for task, v in task_scores.items() if include_mt or not is_mt_task(task)]
+    if not scores:
+        which = "tasks" if include_mt else "non-MT tasks"
+        raise ValueError(f"no {which} to average: the CRoW score is undefined")
+    if any(not math.isfinite(s) for s in scores):
+        raise ValueError(f"task scores must be finite numbers, got {dict(task_scores)}")
+    return math.fsum(scores) / len(scores)
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def majority_predictions(golds: Sequence[bool]) -> list[bool]:
+    """CRoW's majority baseline: the most frequent gold label, predicted for every example.
+
+    A tie goes to ``False`` (CRoW draws the label at random; on data where every context has
+    one valid and one invalid target, such as MT, either label scores Macro-F1 1/3 and
+    Situational Accuracy 0).
+
+    >>> majority_predictions([True, True, False])
+    [True, True, True]
+    """
+    gold = _bool_array(golds, "golds")
+    if len(gold) == 0:
+        raise ValueError("no gold labels: the majority label is undefined")
+    label = 2 * int(np.count_nonzero(gold)) > len(gold)
+    return [label] * len(gold)
+
+
+def random_predictions(n: int, seed: int) -> list[bool]:
+    """CRoW's random baseline: ``n`` fair coin flips, the same for the same seed.
+
+    Uses :class:`random.Random`, whose stream is stable across Python versions.
+
+    >>> random_predictions(5, seed=0) == random_predictions(5, seed=0)
+    True
+    """
+    if n < 0:
+        raise ValueError(f"n must be non-negative, got {n}")
+    rng = random.Random(seed)
+    return [rng.random() < 0.5 for _ in range(n)]
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+_MEAN_METRICS: tuple[Callable[..., float], ...] = (accuracy, statistics.fmean, statistics.mean)
+
+
+def _numeric_values(records: Sequence[object]) -> NDArray[np.float64] | None:
+    """The records as floats when every one is a bool, int or float, else ``None``."""
+    if not all(isinstance(r, bool | int | float | np.bool_ | np.integer | np.floating) for r in records):
+        return None
+    return np.asarray(records, dtype=np.float64)
+
+
+def bootstrap_ci(
+    records: Sequence[T],
+    metric: Callable[[Sequence[T]], float],
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    cluster: Callable[[T], Hashable] | None = None,
+) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of ``metric(records)``.
+
+    Draws ``n_resamples`` resamples of the records with replacement (or, with ``cluster``,
+    of whole clusters: all records with one key go in or out together, e.g. the targets of
+    one context), applies ``metric`` to each and returns the ``(1 - confidence) / 2`` and
+    ``(1 + confidence) / 2`` quantiles. The same arguments give the same interval.
+
+    Fast path: when ``metric`` is :func:`accuracy`, :func:`statistics.fmean` or
+    :func:`statistics.mean` and the records are numbers or booleans, every resample's mean
+    is computed at once with numpy (1000 resamples of 10,000 records take well under a
+    second). It draws the same indices as the generic path, so both give the same interval.
+
+    Caveat for ``cluster``: a cluster drawn twice puts its records in twice. A metric that
+    itself groups records by the cluster key (Situational Accuracy groups by context id)
+    would merge the copies and count the context once. Bootstrap such a metric from one
+    record per cluster instead; for Situational Accuracy::
+
+        outcomes = list(context_outcomes(context_ids, golds, preds).values())
+        bootstrap_ci(outcomes, accuracy)
+
+    which is exactly the bootstrap over contexts.
+
+    >>> low, high = bootstrap_ci([True] * 80 + [False] * 20, accuracy, seed=1)
+    >>> low < 0.8 < high
+    True
+    """
+    if len(records) == 0:
+        raise ValueError("no records to resample")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+    units = units_of(records, cluster)
+    values = _numeric_values(records) if any(metric is m for m in _MEAN_METRICS) else None
+    if values is not None:
+        stats = resampled_means(values, units, n_resamples=n_resamples, seed=seed)
+    else:
+        stats = resampled_statistics(records, metric, units, n_resamples=n_resamples, seed=seed)
+    return percentile_interval(stats, confidence)
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+def fleiss_kappa(ratings: Sequence[Sequence[str]]) -> float:
+    """Fleiss' kappa: chance-corrected agreement of a fixed number of raters per item.
+
+    ``ratings[i]`` holds the labels item ``i`` got, one per rater; every item needs the
+    same number of ratings, at least two. Which rater gave which label does not matter.
+    When every rating is the same single category, expected agreement is 1 and kappa is
+    0/0: the result is ``nan``.
+
+    >>> fleiss_kappa([["a", "a"], ["b", "b"]])
+    1.0
+    >>> fleiss_kappa([["a", "b"], ["b", "a"]])
+    -1.0
+    """
+    if len(ratings) == 0:
+        raise ValueError("no items: Fleiss' kappa is undefined")
+    m = len(ratings[0])
+    if m < 2:
+        raise ValueError(f"Fleiss' kappa needs at least two ratings per item, item 0 has {m}")
+    for i, item in enumerate(ratings):
+        if len(item) != m:
+            raise ValueError(
+                f"Fleiss' kappa needs the same number of ratings per item: item 0 has {m}, item {i} has {len(item)}"
+            )
+        if any(label is None for label in item):
+            raise ValueError(f"item {i} has a missing rating; use krippendorff_alpha_nominal for missing data")
+    per_item = [Counter(item) for item in ratings]
+    n_items = len(ratings)
+    agreement = math.fsum((sum(c * c for c in item.values()) - m) / (m * (m - 1)) for item in per_item)
+    p_bar = agreement / n_items
+    totals: Counter[str] = Counter()
+    for item_counts in per_item:
+        totals.update(item_counts)
+    if len(totals) == 1:
+        return math.nan
+    p_e = math.fsum((count / (n_items * m)) ** 2 for count in totals.values())
+    return (p_bar - p_e) / (1 - p_e)
+
+
+def krippendorff_alpha_nominal(ratings: Sequence[Sequence[str | None]]) -> float:
+    """Krippendorff's alpha for nominal labels, with missing ratings allowed.
+
+    ``ratings[i]`` holds item ``i``'s labels from its raters; ``None`` is a missing rating.
+    Items with fewer than two ratings are not pairable and are left out (as Krippendorff
+    prescribes). ``alpha = 1 - D_o / D_e`` from the coincidence matrix. When all pairable
+    ratings share one label, ``D_e`` is 0 and the result is ``nan``.
+
+    >>> krippendorff_alpha_nominal([["a", "a", None], ["b", "b", "b"], ["a", None, None]])
+    1.0
+    """
+    units = [[label for label in item if label is not None] for item in ratings]
+    units = [u for u in units if len(u) >= 2]
+    if not units:
+        raise ValueError("no item has two or more ratings: Krippendorff's alpha is undefined")
+    labels = sorted({label for u in units for label in u})
+    index = {label: k for k, label in enumerate(labels)}
+    coincidences = np.zeros((len(labels), len(labels)), dtype=np.float64)
+    for unit in units:
+        counts = np.zeros(len(labels), dtype=np.float64)
+        for label in unit:
+            counts[index[label]] += 1
+        coincidences += (np.outer(counts, counts) - np.diag(counts)) / (len(unit) - 1)
+    marginals = coincidences.sum(axis=1)
+    n = float(marginals.sum())
+    observed = n - float(np.trace(coincidences))
+    expected = (n * n - float(np.sum(marginals * marginals))) / (n - 1)
+    if expected == 0:
+        return math.nan
+    return 1.0 - observed / expected

@@ -1,0 +1,165 @@
+"""load_dataset: format detection, names, kinds, splits and errors, on every fixture format."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from senseforge.data.io import write_jsonl
+from senseforge.data.loaders import FORMATS, LoadedDataset, detect_format, load_dataset
+from senseforge.data.schema import BinaryExample, Choice, MCItem
+from senseforge.errors import ConfigError, DataValidationError
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+CASES = [
+    # path, fmt, name, kind, count, split, langs
+    ("csqa/dev_sample.jsonl", "csqa", "commonsenseqa", "mc", 10, "validation", {"en"}),
+    ("jcommonsenseqa/valid_sample.jsonl", "jcommonsenseqa", "jcommonsenseqa", "mc", 10, "validation", {"ja"}),
+    ("id-csqa/human_gen/ind/filtered_test.json", "putri", "id-csqa-human-gen-id", "mc", 6, "test", {"id"}),
+    ("id-csqa/human_gen/sun/filtered_test.json", "putri", "id-csqa-human-gen-su", "mc", 5, "test", {"su"}),
+    ("id-csqa/llm_adapt/ind/filtered_test.json", "putri", "id-csqa-llm-adapt-id", "mc", 4, "test", {"id"}),
+    ("id-csqa/llm_gen/sun/filtered_test.json", "putri", "id-csqa-llm-gen-su", "mc", 4, "test", {"su"}),
+    ("xcopa/et/val.et.jsonl", "xcopa", "xcopa-et", "mc", 8, "validation", {"et"}),
+    ("xcopa/th/val.th.jsonl", "xcopa", "xcopa-th", "mc", 3, "validation", {"th"}),
+    ("copal-id/test_copal.csv", "copal", "copal-id", "mc", 8, "test", {"id"}),
+    ("copal-id/test_copal_colloquial.csv", "copal", "copal-id-colloquial", "mc", 8, "test", {"id"}),
+    ("commonmt/lexical ambiguity.csv", "commonmt", "commonmt-lexical-ambiguity", "binary", 12, None, {None}),
+    ("crow/released_handwritten.jsonl", "crow", "crow", "binary", 8, None, {"en", None}),
+    ("crow/shot_samples.json", "crow-shots", "crow-shots", "binary", 12, None, {"en", None}),
+]
+
+
+@pytest.mark.parametrize(("rel", "fmt", "name", "kind", "count", "split", "langs"), CASES)
+def test_every_fixture_is_detected_and_loaded(
+    rel: str, fmt: str, name: str, kind: str, count: int, split: str | None, langs: set[str | None]
+) -> None:
+    path = FIXTURES / rel
+    assert detect_format(path) == fmt
+    data = load_dataset(path)
+    assert isinstance(data, LoadedDataset)
+    assert (data.fmt, data.name, data.kind, len(data), data.split) == (fmt, name, kind, count, split)
+    records = data.items if kind == "mc" else data.examples
+    assert len(records) == count
+    assert (data.examples if kind == "mc" else data.items) == []
+    assert {r.lang for r in records} == langs
+    assert data.path == path
+    assert FORMATS[fmt].kinds == (("mc", "binary") if fmt == "senseforge" else (kind,))
+
+
+def test_explicit_format_and_lang() -> None:
+    data = load_dataset(FIXTURES / "csqa" / "dev_sample.jsonl", "csqa", lang="en-us", split="dev")
+    assert data.name == "csqa-en-US"
+    assert data.split == "validation"
+    assert {i.lang for i in data.items} == {"en-US"}
+    assert {i.metadata["split"] for i in data.items} == {"validation"}
+
+
+def test_split_metadata_on_converted_items() -> None:
+    data = load_dataset(FIXTURES / "xcopa" / "et" / "val.et.jsonl")
+    assert data.items[0].id == "xcopa-et-validation-0"
+    assert data.items[0].metadata["split"] == "validation"
+
+
+def test_a_folder_and_a_split_pick_the_file(tmp_path: Path) -> None:
+    folder = tmp_path / "xcopa" / "et"
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / "xcopa" / "et" / "val.et.jsonl", folder / "val.et.jsonl")
+    shutil.copy(FIXTURES / "xcopa" / "et" / "val.et.jsonl", folder / "test.et.jsonl")
+    data = load_dataset(folder, split="val")
+    assert data.split == "validation"
+    assert data.path == folder / "val.et.jsonl"
+    assert load_dataset(folder, split="test").items[0].id == "xcopa-et-test-0"
+    with pytest.raises(ConfigError, match="expected one data file in the folder, found"):
+        load_dataset(folder)
+    with pytest.raises(ConfigError, match="for split 'train'"):
+        load_dataset(folder, split="train")
+
+
+def test_a_split_that_contradicts_the_file_name() -> None:
+    with pytest.raises(ConfigError, match="the file name says split 'validation', but split='test'"):
+        load_dataset(FIXTURES / "xcopa" / "et" / "val.et.jsonl", split="test")
+
+
+def test_senseforge_files_of_both_kinds(tmp_path: Path) -> None:
+    items = [
+        MCItem(
+            id="q1",
+            lang="ja",
+            question="猫は？",
+            choices=[Choice(label="A", text="動物"), Choice(label="B", text="石")],
+        ),
+    ]
+    examples = [BinaryExample(id="e1", context_id="c1", context="c", target="t", label=True, task="dialogue")]
+    mc_path, bin_path = tmp_path / "items.jsonl", tmp_path / "pairs.jsonl"
+    write_jsonl(mc_path, items)
+    write_jsonl(bin_path, examples)
+    assert detect_format(mc_path) == detect_format(bin_path) == "senseforge"
+    mc = load_dataset(mc_path)
+    assert (mc.kind, mc.name, mc.items) == ("mc", "items", items)
+    pairs = load_dataset(bin_path)
+    assert (pairs.kind, pairs.examples) == ("binary", examples)
+    assert load_dataset(mc_path, lang="ja").items == items
+    with pytest.raises(DataValidationError, match=r"items.jsonl:1: lang: is 'ja', but lang='en' was asked for"):
+        load_dataset(mc_path, lang="en")
+
+
+def test_unknown_format_lists_the_formats() -> None:
+    with pytest.raises(ConfigError, match="unknown dataset format 'parquet'") as info:
+        load_dataset(FIXTURES / "csqa" / "dev_sample.jsonl", "parquet")
+    for key in FORMATS:
+        assert key in str(info.value)
+
+
+def test_undetectable_files(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(json.dumps({"foo": 1}) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot tell the dataset format; pass fmt= one of: senseforge"):
+        load_dataset(odd)
+    table = tmp_path / "table.csv"
+    table.write_text("a,b\n1,2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot tell the dataset format"):
+        load_dataset(table)
+    text = tmp_path / "notes.txt"
+    text.write_text("hello", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot tell the dataset format"):
+        load_dataset(text)
+
+
+def test_missing_file_and_bad_lang(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_dataset(tmp_path / "absent.jsonl")
+    with pytest.raises(ConfigError, match="not a BCP-47 language tag"):
+        load_dataset(FIXTURES / "csqa" / "dev_sample.jsonl", lang="english")
+
+
+def test_xcopa_without_a_language_in_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "copa.jsonl"
+    shutil.copy(FIXTURES / "xcopa" / "et" / "val.et.jsonl", path)
+    with pytest.raises(ConfigError, match="pass lang="):
+        load_dataset(path)
+    assert load_dataset(path, lang="et").name == "xcopa-et"
+
+
+def test_wrong_format_forced_gives_a_located_error() -> None:
+    with pytest.raises(DataValidationError, match=r"val.et.jsonl:1: task: missing"):
+        load_dataset(FIXTURES / "xcopa" / "et" / "val.et.jsonl", "crow")
+
+
+def test_crow_single_task_name(tmp_path: Path) -> None:
+    lines = (FIXTURES / "crow" / "released_handwritten.jsonl").read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "dialogue.jsonl"
+    path.write_text("\n".join(lines[:2]) + "\n", encoding="utf-8")
+    assert load_dataset(path).name == "crow-dialogue"
+
+
+def test_bad_senseforge_row_is_located(tmp_path: Path) -> None:
+    good = BinaryExample(id="e1", context_id="c1", context="c", target="t", label=True, task="dialogue")
+    bad = {**good.model_dump(), "id": "e2", "label": "perhaps"}
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(good.model_dump_json() + "\n\n" + json.dumps(bad) + "\n", encoding="utf-8")
+    with pytest.raises(DataValidationError, match=r"pairs.jsonl:3: label: "):
+        load_dataset(path)

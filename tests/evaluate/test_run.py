@@ -1,0 +1,141 @@
+"""Scoring items with scripted models: formulations, shots, unparsed answers, binary tasks."""
+
+from __future__ import annotations
+
+from senseforge.data.schema import BinaryExample, Choice, MCItem, Triple
+from senseforge.evaluate.formulations import mc_prompt
+from senseforge.evaluate.report import binary_report, mc_metrics
+from senseforge.evaluate.run import EvalConfig, pick_shots, score_binary, score_mc
+from senseforge.llm.base import Loglikelihood, LoglikelihoodRequest
+from senseforge.llm.mock import ScriptedLLM
+
+
+def _item(i: int, answer: str = "B", lang: str = "en") -> MCItem:
+    texts = ["stone", "water", "a very long answer indeed", "cloud", "fire"]
+    return MCItem(
+        id=f"q{i}",
+        lang=lang,
+        question=f"What is thing {i}?",
+        question_concept="thing",
+        choices=[Choice(label=label, text=text) for label, text in zip("ABCDE", texts, strict=True)],
+        answer=answer,
+        difficulty="easy" if i % 2 else "hard",
+    )
+
+
+def _prefers(text: str) -> ScriptedLLM:
+    return ScriptedLLM(scorer=lambda r: 0.0 if r.continuation.strip() == text else -5.0, name="scripted/pref")
+
+
+def test_loglik_picks_the_highest_scoring_choice() -> None:
+    items = [_item(i, answer="B" if i < 6 else "A") for i in range(10)]
+    samples = score_mc(items, _prefers("water"), EvalConfig())
+    assert [s["prediction"] for s in samples] == ["B"] * 10
+    metrics = mc_metrics(samples, EvalConfig())
+    assert metrics["acc,none"] == 0.6
+    low, high = metrics["acc_ci95,none"]
+    assert low <= 0.6 <= high
+    assert samples[0]["continuations"][1] == " water" and len(samples[0]["scores"]) == 5
+
+
+def test_acc_norm_divides_by_characters() -> None:
+    # every choice gets -len(chars): per character all tie at -1 except rounding, so use a scorer favouring long text
+    llm = ScriptedLLM(scorer=lambda r: -2.0 * len(r.continuation) + (10.0 if "long" in r.continuation else 0.0))
+    sample = score_mc([_item(0, answer="C")], llm, EvalConfig())[0]
+    assert sample["prediction_norm"] == "C"
+
+
+def test_letter_formulation_scores_letters() -> None:
+    llm = ScriptedLLM(scorer=lambda r: 0.0 if r.continuation == " C" else -3.0)
+    sample = score_mc([_item(0, answer="C")], llm, EvalConfig(formulation="letter"))[0]
+    assert sample["continuations"] == [" A", " B", " C", " D", " E"]
+    assert "A. stone" in sample["prompt"] and sample["correct"] is True
+
+
+def test_generate_reports_unparsed_answers_separately() -> None:
+    items = [_item(i) for i in range(8)]
+    garbage = ScriptedLLM(responder=lambda r: "I like turtles and prefer not to choose.", name="scripted/garbage")
+    samples = score_mc(items, garbage, EvalConfig(formulation="generate"))
+    metrics = mc_metrics(samples, EvalConfig(formulation="generate"))
+    assert metrics["unparsed_rate,none"] == 1.0 and metrics["acc,none"] == 0.0
+    good = ScriptedLLM(responder=lambda r: "B", name="scripted/good")
+    metrics = mc_metrics(score_mc(items, good, EvalConfig(formulation="generate")), EvalConfig(formulation="generate"))
+    assert metrics["unparsed_rate,none"] == 0.0 and metrics["acc,none"] == 1.0
+
+
+def test_shots_are_seeded_and_never_the_item_itself() -> None:
+    pool = [_item(i) for i in range(6)]
+    first = pick_shots(pool[0], pool, 3, seed=1)
+    assert pool[0] not in first and len(first) == 3
+    assert [s.id for s in first] == [s.id for s in pick_shots(pool[0], pool, 3, seed=1)]
+    prompt = mc_prompt(pool[0], "loglik", shots=first)
+    assert prompt.text.count("Question:") == 4 and prompt.text.endswith("Answer:")
+
+
+def test_languages_without_spaces_get_no_leading_space() -> None:
+    prompt = mc_prompt(_item(0, lang="ja"), "loglik")
+    assert prompt.continuations[0] == "stone"
+
+
+def test_failures_are_recorded_not_counted_as_answers() -> None:
+    failing = ScriptedLLM(scorer=lambda r: Loglikelihood(failure={"kind": "timeout", "message": "slow"}))  # type: ignore[arg-type]
+    samples = score_mc([_item(0)], failing, EvalConfig())
+    assert samples[0]["error"].startswith("timeout") and samples[0]["correct"] is None
+    assert mc_metrics(samples, EvalConfig())["failed_rate,none"] == 1.0
+
+
+def _binary() -> list[BinaryExample]:
+    examples = []
+    for c in range(4):
+        for t, label in enumerate([True, False, False]):
+            examples.append(
+                BinaryExample(
+                    id=f"c{c}-t{t}",
+                    context_id=f"c{c}",
+                    context=f"context {c}",
+                    target=f"{'good' if label else 'bad'} target {t}",
+                    label=label,
+                    task="dialogue" if c < 2 else "mt-zh-en",
+                    knowledge=[Triple(head="a", relation="Causes", tail="b", dimension="causal")] if t else [],
+                )
+            )
+    return examples
+
+
+def test_binary_oracle_and_constant_predictors() -> None:
+    def oracle(r: LoglikelihoodRequest) -> float:
+        good = "good target" in r.context
+        return 0.0 if (r.continuation.strip() == "yes") == good else -4.0
+
+    samples = score_binary(_binary(), ScriptedLLM(scorer=oracle), EvalConfig())
+    report = binary_report(samples, EvalConfig())
+    assert report["summary"]["crow_score_macro_f1,none"] == 1.0
+    assert report["tasks"]["dialogue"]["situational_acc,none"] == 1.0
+    always_yes = ScriptedLLM(scorer=lambda r: 0.0 if r.continuation.strip() == "yes" else -1.0)
+    report = binary_report(score_binary(_binary(), always_yes, EvalConfig()), EvalConfig())
+    dialogue = report["tasks"]["dialogue"]
+    assert dialogue["situational_acc,none"] == 0.0
+    assert abs(dialogue["macro_f1,none"] - (1 / 3) / (1 + 1 / 3)) < 1e-9  # constant predictor: p / (1 + p), p = 1/3
+    assert "causal" in dialogue["per_dimension_macro_f1"] and "other" in dialogue["per_dimension_macro_f1"]
+
+
+def test_binary_chain_of_thought_extracts_tagged_answers() -> None:
+    llm = ScriptedLLM(responder=lambda r: "The target contradicts the context. <Answer>no</Answer>")
+    samples = score_binary(_binary()[:3], llm, EvalConfig(chain_of_thought=True))
+    assert [s["prediction"] for s in samples] == [False, False, False]
+    assert "<Answer>" in samples[0]["prompt"]
+
+
+def test_copa_items_are_scored_as_cloze_with_the_connector() -> None:
+    item = MCItem(
+        id="copa-1",
+        lang="id",
+        question="Gelasnya pecah.",
+        choices=[Choice(label="A", text="Aku menjatuhkannya."), Choice(label="B", text="Aku mencucinya.")],
+        answer="A",
+        metadata={"copa_question": "cause"},
+    )
+    english = mc_prompt(item, "loglik")
+    assert english.text == "Gelasnya pecah because" and english.continuations[0] == " aku menjatuhkannya."
+    native = mc_prompt(item, "loglik", prompt_language="item")
+    assert native.text == "Gelasnya pecah karena"
