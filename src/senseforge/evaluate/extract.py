@@ -37,11 +37,11 @@ def lenient_letter(text: str, letters: Sequence[str], choices: Sequence[str]) ->
         return found
     alternatives = "|".join(map(re.escape, letters))
     cued = re.search(rf"answer\W*(?:is|:)?\W*\(?({alternatives})(?![A-Za-z])", text, re.I)
-    if cued and cued.group(1).upper() in letters:
-        return cued.group(1).upper()
+    if cued and str(cued.group(1)).upper() in letters:
+        return str(cued.group(1)).upper()
     openers = set(re.findall(rf"(?m)^\W*\(?({alternatives})[.):]", text))
     if len(openers) == 1:
-        return openers.pop()
+        return str(openers.pop())
     if len(openers) > 1:
         return None
     lowered = text.casefold()
@@ -51,7 +51,7 @@ def lenient_letter(text: str, letters: Sequence[str], choices: Sequence[str]) ->
     if len(quoted) > 1:
         return None
     alone = set(re.findall(rf"(?<![A-Za-z])({alternatives})(?![A-Za-z'])", text))
-    return alone.pop() if len(alone) == 1 else None
+    return str(alone.pop()) if len(alone) == 1 else None
 
 
 def tagged_answer(text: str) -> str | None:
