@@ -34,10 +34,6 @@ def _stderr_of_mean(values: Sequence[bool]) -> float:
     return math.sqrt(p * (1 - p) / (n - 1))
 
 
-def _mean_of(key: str) -> MetricFn:
-    return lambda rows: metrics.accuracy([bool(r.get(key)) for r in rows])
-
-
 def mc_metrics(samples: Sequence[Sample], config: EvalConfig) -> dict[str, Any]:
     """Headline metrics of multiple-choice samples that have a gold answer."""
     scored = [s for s in samples if s.get("gold") is not None]
@@ -56,7 +52,8 @@ def mc_metrics(samples: Sequence[Sample], config: EvalConfig) -> dict[str, Any]:
         values = [bool(s.get(key)) for s in scored]
         out[f"{name},none"] = metrics.accuracy(values)
         out[f"{name}_stderr,none"] = _stderr_of_mean(values)
-        out[f"{name}_ci95,none"] = _ci(scored, _mean_of(key), config)
+        low, high = metrics.bootstrap_ci(values, metrics.accuracy, n_resamples=config.n_bootstrap, seed=config.seed)
+        out[f"{name}_ci95,none"] = [low, high]
     if config.formulation == "generate":
         answered = [s for s in scored if not s.get("error")]
         out["unparsed_rate,none"] = sum(not s.get("parsed") for s in answered) / max(1, len(answered))

@@ -317,3 +317,122 @@ def test_tokenizer_without_bos_scores_the_bare_context(folder: Path, tmp_path: P
     )
     assert scores[0].logprob == pytest.approx(expected, abs=1e-4)
     assert scores[1].logprob == pytest.approx(manual_score(tokenizer, model, "", "The cat")[0], abs=1e-4)
+
+
+# -- the fast log-likelihood paths ------------------------------------------------------------
+
+CHOICES = [" mat", " dog in the park", " rain", " mat", " bread, rice cakes and sweet buns", " the old man"]
+
+
+def shared_context_requests() -> list[tuple[str, str]]:
+    """Questions with several choices each (one repeated), as an evaluation sends them."""
+    contexts = ["The cat sat on the", "Children walk to school and greet", "In the market, the baker sells "]
+    return [(context, choice) for context in contexts for choice in CHOICES]
+
+
+def test_fast_paths_are_used(llm: hf.HFLLM) -> None:
+    """GPT-2 under sdpa: the head runs on picked rows only and the choices of a question share a row."""
+    llm.load()
+    assert llm._base is not None
+    assert llm._pack_limit is not None
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 16])
+def test_shared_contexts_match_manual_forward(folder: Path, reference: tuple[Any, Any], batch_size: int) -> None:
+    tokenizer, model = reference
+    pairs = shared_context_requests()
+    backend = hf.create(str(folder), hf.Options(batch_size=batch_size))
+    seen: list[int] = []
+    scores = backend.loglikelihood([LoglikelihoodRequest(context=c, continuation=x) for c, x in pairs], seen.append)
+    assert sum(seen) == len(pairs)
+    for (context, continuation), got in zip(pairs, scores, strict=True):
+        assert got.ok, got.failure
+        expected, greedy, n = manual_score(tokenizer, model, context, continuation)
+        assert got.logprob == pytest.approx(expected, abs=1e-4)
+        assert got.is_greedy is greedy
+        assert got.n_tokens == n
+    assert scores[0].logprob == scores[3].logprob  # the repeated choice
+
+
+def test_fallback_paths_match_manual_forward(
+    folder: Path, reference: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the fast paths (a model they do not fit): the whole model, one request per row."""
+    tokenizer, model = reference
+    monkeypatch.setattr(hf.HFLLM, "_choose_paths", lambda self: None)
+    pairs = shared_context_requests() + PAIRS
+    for keep_logits in (True, False):
+        backend = hf.create(str(folder), hf.Options(batch_size=4))
+        backend.load()
+        assert backend._base is None and backend._pack_limit is None
+        backend._keep_logits = keep_logits
+        scores = backend.loglikelihood([LoglikelihoodRequest(context=c, continuation=x) for c, x in pairs])
+        for (context, continuation), got in zip(pairs, scores, strict=True):
+            assert got.logprob == pytest.approx(manual_score(tokenizer, model, context, continuation)[0], abs=1e-4)
+
+
+def test_bfloat16_runs_in_bfloat16(folder: Path, reference: tuple[Any, Any]) -> None:
+    """dtype=bfloat16 loads and scores in bfloat16 (close to a bf16 forward pass), not silently in float32."""
+    tokenizer, model = reference
+    bf16 = transformers.AutoModelForCausalLM.from_pretrained(
+        str(folder), local_files_only=True, dtype=torch.bfloat16
+    ).eval()
+    backend = hf.create(str(folder), hf.Options(dtype="bfloat16", batch_size=4))
+    backend.load()
+    assert all(p.dtype == torch.bfloat16 for p in backend._model.parameters())
+    assert backend._base is not None and backend._pack_limit is not None
+    pairs = shared_context_requests()
+    scores = backend.loglikelihood([LoglikelihoodRequest(context=c, continuation=x) for c, x in pairs])
+    off = []
+    for (context, continuation), got in zip(pairs, scores, strict=True):
+        assert got.ok, got.failure
+        assert got.logprob == pytest.approx(manual_score(tokenizer, bf16, context, continuation)[0], abs=0.05)
+        off.append(abs(got.logprob - manual_score(tokenizer, model, context, continuation)[0]))
+    assert max(off) > 1e-5  # bf16 rounding shows: it did not run in float32
+
+
+@pytest.fixture(scope="module")
+def gemma_folder(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Gemma 3: a 6-token sliding window on one layer, and final logit soft-capping."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    torch.manual_seed(1)
+    config = transformers.Gemma3TextConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=128,
+        sliding_window=6,
+        layer_types=["sliding_attention", "full_attention"],
+        final_logit_softcapping=2.0,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = transformers.Gemma3ForCausalLM(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.5)  # large enough that soft-capping and the window matter
+    path = tmp_path_factory.mktemp("tiny-gemma3")
+    tokenizer.save_pretrained(path)
+    model.save_pretrained(path)
+    return path
+
+
+def test_sliding_window_and_softcapping(gemma_folder: Path) -> None:
+    """Requests longer than the window are scored in rows of their own; the head applies soft-capping."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gemma_folder), local_files_only=True)
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(gemma_folder), local_files_only=True).eval()
+    backend = hf.create(str(gemma_folder), hf.Options(batch_size=3))
+    backend.load()
+    assert backend._base is not None  # the soft-capped head reproduces the model's logits
+    assert backend._pack_limit == 6
+    pairs = [("Hi", "!"), ("Hi", " the cat"), ("The cat", " sat"), *shared_context_requests(), *PAIRS]
+    scores = backend.loglikelihood([LoglikelihoodRequest(context=c, continuation=x) for c, x in pairs])
+    for (context, continuation), got in zip(pairs, scores, strict=True):
+        expected, greedy, _ = manual_score(tokenizer, model, context, continuation)
+        assert got.logprob == pytest.approx(expected, abs=1e-4)
+        assert got.is_greedy is greedy

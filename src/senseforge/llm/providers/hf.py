@@ -8,10 +8,12 @@ The model loads on the first call, not when the backend is created, so listing o
 configuring a model costs nothing. :meth:`HFLLM.close` drops it again.
 
 Log-likelihoods follow the conventions of lm-evaluation-harness (see
-:meth:`HFLLM.loglikelihood`). Generation runs one request at a time so that each
-request keeps its own sampling parameters and seed. Transformers has no JSON mode:
-``json_mode`` is accepted and ignored, and callers read the answer with the tolerant
-extractor (:meth:`senseforge.llm.base.Completion.json`).
+:meth:`HFLLM.loglikelihood`) and cost one forward pass per batch: the choices of a
+question share one encoding of their context, and the output head (a 262k-row matrix for
+Gemma) runs only at positions that predict a continuation token. Generation runs one
+request at a time so that each request keeps its own sampling parameters and seed.
+Transformers has no JSON mode: ``json_mode`` is accepted and ignored, and callers read
+the answer with the tolerant extractor (:meth:`senseforge.llm.base.Completion.json`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from __future__ import annotations
 import gc
 import hashlib
 import inspect
+import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -65,6 +68,15 @@ TOKENIZER_FILES = (
 DEFAULT_MAX_LENGTH = 2048
 """Context cap used when neither the options nor the model config give one."""
 
+_LOGIT_ELEMENTS = 1 << 26
+"""Most logits the output head computes at once: big vocabularies go a few hundred rows at a time."""
+
+_NORMALISE_ELEMENTS = 1 << 22
+"""Most logits normalised at once (16 MiB in float32, so the copy stays in cache): a few rows at a time."""
+
+_PROBE_TEXT = "The cat sat on the mat, and the dog ran to the park to play with a red ball."
+"""Text used once per load to check the fast scoring paths against plain forward passes."""
+
 
 class Options(BaseModel):
     """Options of the ``hf`` provider."""
@@ -75,8 +87,8 @@ class Options(BaseModel):
     """Torch device to run on: ``cpu``, ``cuda``, ``cuda:1``, ``mps`` …"""
     dtype: Literal["auto", "float32", "bfloat16"] = "float32"
     """Weight dtype. ``auto`` keeps the checkpoint's dtype; ``float32`` is the safe choice on CPU."""
-    batch_size: int = Field(default=8, ge=1)
-    """Log-likelihood requests scored per forward pass."""
+    batch_size: int = Field(default=16, ge=1)
+    """Rows per log-likelihood forward pass. Requests that share a context (the choices of a question) share a row."""
     max_length: int | None = Field(default=None, ge=2)
     """Most tokens in one forward pass; defaults to the model's context size. Longer contexts lose their start."""
 
@@ -90,6 +102,53 @@ class _Scored:
     """Input tokens of the forward pass."""
     targets: list[int]
     """The continuation tokens, predicted by the last ``len(targets)`` input positions."""
+
+
+@dataclass
+class _Member:
+    """A distinct (context, continuation) pair to score, and the requests that asked for it."""
+
+    targets: list[int]
+    """The continuation tokens."""
+    tokens_in: int
+    """Input tokens of the pair scored on its own (context + all but the last target)."""
+    indices: list[int]
+    """Positions of the requests asking for this pair."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of a forward pass: a context and the continuations of its members."""
+
+    tokens: list[int]
+    positions: list[int] | None
+    """Position ids of a packed row; ``None`` for a plain causal row (one member, 2D mask)."""
+    segments: list[int] | None
+    """Packed rows: 0 for the context, ``i`` for the extra tokens of member ``i`` (from 1)."""
+    members: list[_Member]
+    columns: list[int]
+    """The column predicting each target, member by member."""
+
+
+def _plain_row(context: list[int], member: _Member) -> _Row:
+    """``context + targets[:-1]`` as a causal row; the last context token predicts the first target."""
+    tokens = context + member.targets[:-1]
+    n = len(member.targets)
+    return _Row(tokens, None, None, [member], list(range(len(tokens) - n, len(tokens))))
+
+
+def _packed_row(context: list[int], members: Sequence[_Member]) -> _Row:
+    """The context once, then each member's ``targets[:-1]``, each positioned right after the context."""
+    tokens, positions, segments = list(context), list(range(len(context))), [0] * len(context)
+    columns: list[int] = []
+    for number, member in enumerate(members, start=1):
+        extra = member.targets[:-1]
+        columns.append(len(context) - 1)
+        columns.extend(range(len(tokens), len(tokens) + len(extra)))
+        tokens.extend(extra)
+        positions.extend(range(len(context), len(context) + len(extra)))
+        segments.extend([number] * len(extra))
+    return _Row(tokens, positions, segments, list(members), columns)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -124,6 +183,32 @@ def earliest_stop(text: str, stops: Sequence[str]) -> int | None:
     return min(hits) if hits else None
 
 
+def _target_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> tuple[list[float], list[bool]]:
+    """Log-softmax of each row at its target, and whether the target is the row's argmax.
+
+    The normaliser is computed in float32 from the row maximum, ``max + log(sum(exp(row -
+    max)))``: no full log-softmax output is written, and the maximum's index doubles as the
+    argmax (the first maximal index, as :func:`torch.argmax`). Rows go a few at a time
+    (:data:`_NORMALISE_ELEMENTS`), so the float32 copy stays in cache.
+    """
+    import torch
+
+    step = max(1, _NORMALISE_ELEMENTS // max(1, logits.shape[-1]))
+    values: list[float] = []
+    greedy: list[bool] = []
+    for start in range(0, logits.shape[0], step):
+        part, wanted = logits[start : start + step], targets[start : start + step]
+        peak, best = part.max(dim=-1)
+        peak32 = peak.to(torch.float32)
+        shifted = part.to(torch.float32, copy=True)
+        shifted.sub_(peak32.unsqueeze(1)).exp_()
+        normaliser = peak32 + shifted.sum(dim=-1).log()
+        picked = part.gather(1, wanted.unsqueeze(1)).squeeze(1).to(torch.float32)
+        values.extend((picked - normaliser).tolist())
+        greedy.extend((best == wanted).tolist())
+    return values, greedy
+
+
 class HFLLM:
     """A transformers causal LM loaded from a local folder.
 
@@ -146,6 +231,11 @@ class HFLLM:
         self._prefix: list[int] = []
         self._empty_context: list[int] = []
         self._keep_logits = False
+        self._base: Any = None
+        """The model without its output head, when :meth:`_head` on its hidden states matches the model."""
+        self._pack_limit: int | None = None
+        """Longest request (input tokens) that may be packed with others; ``None``: never pack."""
+        self._mask_kind: Literal["bool", "additive"] = "bool"
         self._stop_strings_ok = False
         self._identity: dict[str, str] | None = None
 
@@ -175,6 +265,14 @@ class HFLLM:
         return combined.hexdigest()
 
     # -- loading ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the model now rather than on the first call (e.g. to time calls without the load).
+
+        Raises:
+            BackendError: the folder does not hold a loadable model or tokenizer.
+        """
+        self._load()
 
     def _load(self) -> None:
         """Load tokenizer and model once (thread-safe).
@@ -206,6 +304,10 @@ class HFLLM:
             self._device = device
             self._tokenizer = tokenizer
             self._model = model
+            try:
+                self._choose_paths()
+            except Exception:  # the probe itself failed: score with the whole model, one request per row
+                self._base, self._pack_limit = None, None
 
     @staticmethod
     def _start_tokens(tokenizer: Any) -> list[int]:
@@ -292,9 +394,17 @@ class HFLLM:
         continuation`` past the tokens of ``context`` alone (so a merge across the seam is
         credited to the continuation); an empty context is replaced by BOS (EOS when there
         is no BOS); and when the text is longer than the context window, the start of the
-        context is dropped. Requests are sorted by length, right-padded into batches of
-        ``batch_size`` and scored with one forward pass per batch; results come back in
-        input order. A request that cannot be scored gets a ``backend`` failure.
+        context is dropped. Results come back in input order; a request that cannot be
+        scored gets a ``backend`` failure.
+
+        Requests whose tokens share a context (the choices of one question) are packed into
+        one row: the context once, then each continuation, with an attention mask that lets
+        each continuation see the context and itself only, and position ids that restart
+        after the context for each continuation. So the context is encoded once, and the
+        result is the same as scoring each request alone. Identical requests are scored
+        once. Rows are sorted by length, right-padded into batches of ``batch_size`` and
+        scored with one forward pass per batch; the output head and the log-softmax run
+        only at the positions that predict a continuation token.
 
         Raises:
             BackendError: the model cannot be loaded.
@@ -310,71 +420,264 @@ class HFLLM:
                 results[index] = Loglikelihood(failure=Failure(kind="backend", message=_one_line(exc)))
                 if progress:
                     progress(1)
-        prepared.sort(key=lambda item: (-len(item.tokens), item.index))
+        rows = self._plan(prepared, window)
+        # packed rows and plain rows run as separate batches (4D and 2D attention masks), longest first
+        rows.sort(key=lambda row: (row.positions is None, -len(row.tokens)))
         size = self._options.batch_size
-        for start in range(0, len(prepared), size):
-            batch = prepared[start : start + size]
+        batches: list[list[_Row]] = []
+        for row in rows:
+            last = batches[-1] if batches else None
+            if last is not None and len(last) < size and (last[0].positions is None) == (row.positions is None):
+                last.append(row)
+            else:
+                batches.append([row])
+        for batch in batches:
+            members = [member for row in batch for member in row.members]
+            n_requests = sum(len(member.indices) for member in members)
             began = time.perf_counter()
             try:
-                scores = self._score_batch(batch)
+                scores = self._score_rows(batch)
             except Exception as exc:
                 failure = Failure(kind="backend", message=_one_line(exc))
-                scores = [Loglikelihood(failure=failure) for _ in batch]
-            share = (time.perf_counter() - began) / len(batch)
-            for item, score in zip(batch, scores, strict=True):
-                score.latency_s = share
-                results[item.index] = score
-                if progress:
-                    progress(1)
+                scores = [Loglikelihood(failure=failure) for _ in members]
+            share = (time.perf_counter() - began) / max(1, n_requests)
+            for member, score in zip(members, scores, strict=True):
+                for index in member.indices:
+                    results[index] = score.model_copy(update={"latency_s": share})
+            if progress:
+                progress(n_requests)
         return [result if result is not None else Loglikelihood() for result in results]
 
-    def _score_batch(self, batch: Sequence[_Scored]) -> list[Loglikelihood]:
-        """One forward pass over a right-padded batch; log-softmax only where continuation tokens are predicted."""
+    def _plan(self, prepared: Sequence[_Scored], window: int) -> list[_Row]:
+        """Rows to score: requests sharing a context packed together, identical requests once."""
+        members: dict[tuple[tuple[int, ...], tuple[int, ...]], _Member] = {}
+        for item in prepared:
+            n_context = len(item.tokens) - len(item.targets) + 1
+            key = (tuple(item.tokens[:n_context]), tuple(item.targets))
+            if key in members:
+                members[key].indices.append(item.index)
+            else:
+                members[key] = _Member(targets=list(item.targets), tokens_in=len(item.tokens), indices=[item.index])
+        rows: list[_Row] = []
+        groups: dict[tuple[int, ...], list[_Member]] = {}
+        for (context, _), member in members.items():
+            if self._pack_limit is not None and member.tokens_in <= self._pack_limit:
+                groups.setdefault(context, []).append(member)
+            else:
+                rows.append(_plain_row(list(context), member))
+        for context, group in groups.items():
+            chunk: list[_Member] = []
+            length = len(context)
+            for member in group:
+                extra = len(member.targets) - 1
+                if chunk and length + extra > window:
+                    rows.append(_packed_row(list(context), chunk))
+                    chunk, length = [], len(context)
+                chunk.append(member)
+                length += extra
+            rows.append(_packed_row(list(context), chunk))
+        return rows
+
+    def _score_rows(self, batch: Sequence[_Row]) -> list[Loglikelihood]:
+        """One forward pass over a batch of rows; one result per member, in row order."""
+        import torch
+
+        picks = [(row_index, column) for row_index, row in enumerate(batch) for column in row.columns]
+        targets = [target for row in batch for member in row.members for target in member.targets]
+        values: list[float] = []
+        greedy: list[bool] = []
+        with torch.inference_mode():
+            done = 0
+            for logits in self._logit_chunks(batch, picks):
+                wanted = torch.tensor(targets[done : done + len(logits)], dtype=torch.long, device=logits.device)
+                done += len(logits)
+                logprobs, best = _target_logprobs(logits, wanted)
+                values.extend(logprobs)
+                greedy.extend(best)
+        out: list[Loglikelihood] = []
+        cursor = 0
+        for row in batch:
+            for member in row.members:
+                n = len(member.targets)
+                out.append(
+                    Loglikelihood(
+                        logprob=math.fsum(values[cursor : cursor + n]),
+                        is_greedy=all(greedy[cursor : cursor + n]),
+                        n_tokens=n,
+                        tokens_in=member.tokens_in,
+                    )
+                )
+                cursor += n
+        return out
+
+    def _inputs(self, batch: Sequence[_Row]) -> dict[str, Any]:
+        """Model inputs for a batch of rows: right-padded ids and a 2D mask, or a 4D mask and position ids."""
         import torch
 
         assert self._device is not None
         pad = self._tokenizer.pad_token_id
         if pad is None:
             pad = self._tokenizer.eos_token_id if self._tokenizer.eos_token_id is not None else 0
-        width = max(len(item.tokens) for item in batch)
+        width = max(len(row.tokens) for row in batch)
         input_ids = torch.full((len(batch), width), int(pad), dtype=torch.long)
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
-        positions: list[list[int]] = []
-        for row, item in enumerate(batch):
-            length = len(item.tokens)
-            input_ids[row, :length] = torch.tensor(item.tokens, dtype=torch.long)
-            attention[row, :length] = 1
-            positions.append(list(range(length - len(item.targets), length)))
+        for index, row in enumerate(batch):
+            input_ids[index, : len(row.tokens)] = torch.tensor(row.tokens, dtype=torch.long)
+        inputs: dict[str, Any] = {"input_ids": input_ids.to(self._device)}
+        if batch[0].positions is None:
+            attention = torch.zeros((len(batch), width), dtype=torch.long)
+            for index, row in enumerate(batch):
+                attention[index, : len(row.tokens)] = 1
+            inputs["attention_mask"] = attention.to(self._device)
+            return inputs
+        positions = torch.zeros((len(batch), width), dtype=torch.long)
+        segments = torch.full((len(batch), width), -1, dtype=torch.long)
+        for index, row in enumerate(batch):
+            assert row.positions is not None and row.segments is not None
+            positions[index, : len(row.tokens)] = torch.tensor(row.positions, dtype=torch.long)
+            segments[index, : len(row.tokens)] = torch.tensor(row.segments, dtype=torch.long)
+        inputs["position_ids"] = positions.to(self._device)
+        inputs["attention_mask"] = self._packed_mask(segments).to(self._device)
+        return inputs
 
+    def _packed_mask(self, segments: torch.Tensor) -> torch.Tensor:
+        """The 4D mask of packed rows: a key is visible when it is not later and in the context or the same segment."""
+        import torch
+
+        width = segments.shape[1]
+        query, key = segments[:, :, None], segments[:, None, :]
+        causal = torch.ones((width, width), dtype=torch.bool).tril()
+        visible = causal & (key >= 0) & ((key == 0) | (key == query))
+        visible |= torch.eye(width, dtype=torch.bool)  # padding attends to itself: no empty softmax rows
+        visible = visible[:, None, :, :]
+        if self._mask_kind == "bool":
+            return visible
+        dtype = self._model.dtype
+        return torch.zeros(visible.shape, dtype=dtype).masked_fill(~visible, torch.finfo(dtype).min)
+
+    def _logits_at(self, batch: Sequence[_Row], picks: Sequence[tuple[int, int]]) -> torch.Tensor:
+        """Logits (model dtype) at the ``(row, column)`` positions of a batch, one forward pass."""
+        import torch
+
+        return torch.cat(list(self._logit_chunks(batch, picks)))
+
+    def _logit_chunks(self, batch: Sequence[_Row], picks: Sequence[tuple[int, int]]) -> Iterator[torch.Tensor]:
+        """Logits (model dtype) at the ``(row, column)`` positions of a batch, in order, a few hundred rows at a time.
+
+        With :attr:`_base`, the base model returns hidden states and only the picked ones
+        go through the output head; otherwise the whole model runs, computing logits at
+        the picked columns of every row (``logits_to_keep``) or at all of them.
+        """
+        import torch
+
+        assert self._device is not None
+        inputs = self._inputs(batch)
+        step = max(1, _LOGIT_ELEMENTS // self._vocab_size())
+        if self._base is not None:
+            hidden = self._base(**inputs, use_cache=False).last_hidden_state
+            flat = torch.tensor([row * hidden.shape[1] + column for row, column in picks], device=hidden.device)
+            states = hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat)
+            for start in range(0, len(picks), step):
+                yield self._head(states[start : start + step])
+            return
         kwargs: dict[str, Any] = {}
+        columns = sorted({column for _, column in picks})
+        where = {column: index for index, column in enumerate(columns)}
         if self._keep_logits:
-            # ask the model for logits at the needed positions only (their union over the batch)
-            kept = sorted({p for row_positions in positions for p in row_positions})
-            column = {p: i for i, p in enumerate(kept)}
-            kwargs["logits_to_keep"] = torch.tensor(kept, dtype=torch.long, device=self._device)
+            kwargs["logits_to_keep"] = torch.tensor(columns, dtype=torch.long, device=self._device)
         else:
-            column = {p: p for p in range(width)}
+            where = {column: column for column in columns}
+        full = self._model(**inputs, use_cache=False, **kwargs).logits
+        rows = torch.tensor([row for row, _ in picks], dtype=torch.long, device=full.device)
+        cols = torch.tensor([where[column] for _, column in picks], dtype=torch.long, device=full.device)
+        for start in range(0, len(picks), step):
+            yield full[rows[start : start + step], cols[start : start + step]]
+
+    def _vocab_size(self) -> int:
+        head = self._model.get_output_embeddings()
+        size = getattr(head, "out_features", None) or getattr(self._model.config, "vocab_size", None)
+        return int(size) if isinstance(size, int) and size > 0 else 1
+
+    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The model's output head on hidden states, with the logit post-processing the model applies."""
+        import torch
+
+        logits: torch.Tensor = self._model.get_output_embeddings()(hidden)
+        config = self._model.config
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        cap = getattr(text_config, "final_logit_softcapping", None)
+        if isinstance(cap, int | float) and cap:
+            logits = torch.tanh(logits / cap) * cap
+        scale = getattr(self._model, "logit_scale", None)  # Cohere multiplies
+        if isinstance(scale, int | float) and scale != 1:
+            logits = logits * scale
+        scaling = getattr(text_config, "logits_scaling", None)  # Granite divides
+        if isinstance(scaling, int | float) and scaling not in (0, 1):
+            logits = logits / scaling
+        return logits
+
+    def _choose_paths(self) -> None:
+        """Decide once per load whether the fast paths reproduce the model's own forward pass.
+
+        Two checks on a short probe text against plain forward passes: the base model's
+        hidden states through :meth:`_head` (else the whole model runs, with
+        ``logits_to_keep`` where supported), and a packed row of two continuations after
+        a shared context (else each request is scored in its own row). Packing also needs
+        ``sdpa`` or ``eager`` attention, and is limited to requests that fit in the
+        model's sliding or chunked attention window, where full attention is the same.
+        """
+        import torch
+
+        model = self._model
+        self._base, self._pack_limit, self._mask_kind = None, None, "bool"
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        limit = self._context_window()
+        for attr in ("sliding_window", "attention_chunk_size"):
+            value = getattr(config, attr, None)
+            if isinstance(value, int) and value > 0:
+                limit = min(limit, value)
+        tokens = (self._prefix or self._empty_context) + self._encode(_PROBE_TEXT)
+        while len(tokens) < 12:
+            tokens = tokens + tokens
+        tokens = tokens[: min(12, limit)]  # within the window, where the plain forward pass attends to all
+        half = len(tokens) // 2
+        context, first = tokens[:half], tokens[half:]
+        second = list(reversed(first))
+        tolerance = 1e-4 if model.dtype in (torch.float32, torch.float64) else 5e-2
+
+        def close(got: torch.Tensor, want: torch.Tensor) -> bool:
+            scale = 1.0 + float(want.abs().max())
+            return bool(torch.isfinite(got).all()) and float((got.float() - want).abs().max()) <= tolerance * scale
+
+        def reference(ids: list[int]) -> torch.Tensor:
+            tensor = torch.tensor([ids], dtype=torch.long, device=self._device)
+            logits: torch.Tensor = model(input_ids=tensor, use_cache=False).logits[0].float()
+            return logits
 
         with torch.inference_mode():
-            logits = self._model(
-                input_ids=input_ids.to(self._device), attention_mask=attention.to(self._device), **kwargs
-            ).logits
-            out: list[Loglikelihood] = []
-            for row, item in enumerate(batch):
-                columns = torch.tensor([column[p] for p in positions[row]], dtype=torch.long, device=logits.device)
-                row_logits = logits[row].index_select(0, columns).float()
-                targets = torch.tensor(item.targets, dtype=torch.long, device=logits.device)
-                logprobs = torch.log_softmax(row_logits, dim=-1).gather(1, targets.unsqueeze(1)).squeeze(1)
-                greedy = bool((row_logits.argmax(dim=-1) == targets).all().item())
-                out.append(
-                    Loglikelihood(
-                        logprob=float(logprobs.sum().item()),
-                        is_greedy=greedy,
-                        n_tokens=len(item.targets),
-                        tokens_in=len(item.tokens),
-                    )
-                )
-        return out
+            want_first, want_second = reference(context + first), reference(context + second)
+            base = getattr(model, "base_model", None)
+            if base is not None and base is not model and model.get_output_embeddings() is not None:
+                self._base = base
+                whole = _Row(tokens=context + first, positions=None, segments=None, members=[], columns=[])
+                try:
+                    ok = close(self._logits_at([whole], [(0, c) for c in range(len(whole.tokens))]), want_first)
+                except Exception:
+                    ok = False
+                if not ok:
+                    self._base = None
+            implementation = getattr(model.config, "_attn_implementation", None)
+            if implementation not in ("sdpa", "eager") or len(context) < 1 or len(first) < 2:
+                return
+            self._mask_kind = "bool" if implementation == "sdpa" else "additive"
+            members = [_Member(first, len(tokens) - 1, []), _Member(second, len(tokens) - 1, [])]
+            packed = _packed_row(context, members)
+            try:
+                got = self._logits_at([packed], [(0, column) for column in packed.columns])
+            except Exception:
+                return
+            n = len(context)
+            if close(got, torch.cat([want_first[n - 1 : -1], want_second[n - 1 : -1]])):
+                self._pack_limit = limit
 
     # -- generation --------------------------------------------------------------------------
 
