@@ -113,6 +113,12 @@ def test_shared_prefix_scoring_equals_one_pass_on_the_same_kernels(model_path: P
         reference.close()
 
 
+def test_scoring_projects_only_the_rows_it_needs(gemma: LlamaCppLLM) -> None:
+    gemma.loglikelihood([LoglikelihoodRequest(context="Fish live in", continuation=" water")])
+    scorer = gemma._scorer
+    assert scorer is not None and scorer._logits_all is False  # no n_ctx x vocabulary buffer
+
+
 def test_easy_question_prefers_the_right_answer(gemma: LlamaCppLLM) -> None:
     right, wrong = gemma.loglikelihood(
         [LoglikelihoodRequest(context=PAIRS[0][0], continuation=x) for x in (" in water", " in a desert")]

