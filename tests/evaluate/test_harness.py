@@ -63,3 +63,17 @@ def test_shots_need_a_source(tmp_path: Path) -> None:
         run_eval(CSQA, ScriptedLLM(), EvalConfig(shots=2), tmp_path / "out")
     results = run_eval(CSQA, ScriptedLLM(), EvalConfig(shots=2, limit=3), tmp_path / "out", shots_from=CSQA)
     assert results["results"][results["data"]["name"]]["n"] == 3
+
+
+def test_binary_run_on_commonmt_with_baselines(tmp_path: Path) -> None:
+    data = next((Path(__file__).parents[1] / "fixtures" / "commonmt").glob("*.csv"))
+    llm = ScriptedLLM(scorer=lambda r: 0.0 if r.continuation.strip() == "yes" else -1.0, name="scripted/yes")
+    results = run_eval(data, llm, EvalConfig(), tmp_path / "out")
+    task = results["results"]["mt-zh-en"]
+    assert task["situational_acc,none"] == 0.0  # always "yes": every context has one wrong target
+    assert task["macro_f1,none"] == pytest.approx(1 / 3)
+    majority = results["breakdowns"]["baselines"]["majority"]["summary"]
+    assert majority["crow_score_macro_f1,none"] == pytest.approx(1 / 3)
+    assert majority["crow_score_situational_acc,none"] == 0.0
+    samples = (tmp_path / "out" / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(samples) == task["n"] == 2 * task["n_contexts"]

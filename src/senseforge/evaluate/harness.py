@@ -19,7 +19,7 @@ from senseforge.data.io import atomic_open
 from senseforge.data.schema import MCItem
 from senseforge.errors import ConfigError, DataValidationError
 from senseforge.evaluate.formulations import prompt_hash
-from senseforge.evaluate.report import binary_report, mc_breakdowns, mc_metrics
+from senseforge.evaluate.report import baseline_report, binary_report, mc_breakdowns, mc_metrics
 from senseforge.evaluate.run import EvalConfig, Sample, score_binary, score_mc
 from senseforge.llm.base import LLM, Progress
 
@@ -73,7 +73,7 @@ def run_eval(
         samples = score_binary(examples, llm, config, progress=progress)
         report = binary_report(samples, config)
         results = {**report["tasks"], "crow": report["summary"]}
-        breakdowns = {}
+        breakdowns = {"baselines": baseline_report(samples, config)}
         mode = "cot" if config.chain_of_thought else config.binary_mode
         template = f"binary/{mode}/knowledge={config.oracle_knowledge}/{config.prompt_language}"
     elapsed = time.perf_counter() - started

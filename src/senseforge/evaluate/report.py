@@ -138,3 +138,23 @@ def binary_report(samples: Sequence[Sample], config: EvalConfig) -> dict[str, An
 
 def _has_non_mt(scores: dict[str, float]) -> bool:
     return any(not metrics.is_mt_task(task) for task in scores)
+
+
+def baseline_report(samples: Sequence[Sample], config: EvalConfig) -> dict[str, Any]:
+    """CRoW's baselines on the same pairs: a constant majority-label predictor and seeded coin flips."""
+    out: dict[str, Any] = {}
+    golds = [bool(s["gold"]) for s in samples]
+    for name, preds in (
+        ("majority", metrics.majority_predictions(golds)),
+        ("random", metrics.random_predictions(len(samples), config.seed)),
+    ):
+        rows = [{**s, "prediction": p, "correct": p == s["gold"]} for s, p in zip(samples, preds, strict=True)]
+        report = binary_report(rows, config)
+        out[name] = {
+            "tasks": {
+                task: {k: v for k, v in m.items() if k.endswith(",none") and "_ci95" not in k}
+                for task, m in report["tasks"].items()
+            },
+            "summary": report["summary"],
+        }
+    return out
