@@ -230,7 +230,7 @@ _DROP = object()
         (_jrow(label=2.0), "label: expected an index 0..4, got 2.0"),
         (_jrow(question=_DROP), "question: missing"),
         (_jrow(choice4=_DROP), "choice4: missing"),
-        (_jrow(choice2=None), "choices.2.text:"),
+        (_jrow(choice2=None), "choice2: missing"),
         (_jrow(question=None), "question:"),
     ],
     ids=[

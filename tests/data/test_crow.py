@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from senseforge.data.adapters import RowError
+from senseforge.data._rows import RowError
 from senseforge.data.crow import (
     CROW_DIMENSIONS,
     crow_row_to_example,

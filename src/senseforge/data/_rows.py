@@ -17,11 +17,15 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from senseforge.data.adapters import RowError
 from senseforge.data.io import format_validation_error, iter_json_rows
 from senseforge.errors import DataValidationError
 
 T = TypeVar("T")
+
+
+class RowError(ValueError):
+    """A row does not fit its format; the message names the field."""
+
 
 _SPLIT_ALIASES = {
     "test": "test",

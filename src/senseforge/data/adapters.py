@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from senseforge.data._rows import RowError, choice_dict, require
 from senseforge.data.io import format_validation_error, iter_json_rows
 from senseforge.data.schema import MCItem, Provenance
 from senseforge.errors import DataValidationError
@@ -28,44 +29,25 @@ Format = Literal["csqa", "jcommonsenseqa"]
 _JCSQA_CHOICES = tuple(f"choice{i}" for i in range(5))
 
 
-class RowError(ValueError):
-    """A row does not fit its format; the message names the field."""
-
-
-def _require(row: Mapping[str, Any], key: str) -> Any:
-    if key not in row:
-        raise RowError(f"{key}: missing")
-    return row[key]
-
-
 def csqa_row_to_item(row: Mapping[str, Any], lang: str, *, recipe: str | None = None) -> MCItem:
     """One row of the flat CommonsenseQA / mCSQA schema as an :class:`MCItem`.
 
     ``hard`` (mCSQA) becomes ``difficulty``; a missing or empty ``answerKey`` becomes
     ``answer=None``.
     """
-    choices = _require(row, "choices")
-    if (
-        not isinstance(choices, Mapping)
-        or not isinstance(choices.get("label"), list)
-        or not isinstance(choices.get("text"), list)
-    ):
-        raise RowError("choices: expected {label: [...], text: [...]}")
-    labels, texts = choices["label"], choices["text"]
-    if len(labels) != len(texts):
-        raise RowError(f"choices: {len(labels)} labels but {len(texts)} texts")
+    choices = choice_dict(row)
     answer = row.get("answerKey") or None
     hard = row.get("hard")
     if hard is not None and not isinstance(hard, bool):
         raise RowError(f"hard: expected true/false, got {hard!r}")
     difficulty = None if hard is None else ("hard" if hard else "easy")
     return MCItem(
-        id=str(_require(row, "id")),
+        id=str(require(row, "id")),
         lang=lang,
-        question=_require(row, "question"),
+        question=require(row, "question"),
         question_concept=row.get("question_concept"),
         # dicts, not Choice objects: MCItem validates them in place, so errors read choices.N.field
-        choices=[{"label": str(label), "text": text} for label, text in zip(labels, texts, strict=True)],
+        choices=choices,
         answer=answer,
         difficulty=difficulty,
         provenance=Provenance(recipe=recipe, source_ids=[str(row["id"])]),
@@ -88,15 +70,15 @@ def item_to_csqa_row(item: MCItem) -> dict[str, Any]:
 
 def jcsqa_row_to_item(row: Mapping[str, Any], lang: str = "ja", *, recipe: str | None = "jcommonsenseqa") -> MCItem:
     """One JCommonsenseQA row as an :class:`MCItem`, choices labelled ``A``–``E``."""
-    texts = [_require(row, key) for key in _JCSQA_CHOICES]
+    texts = [require(row, key) for key in _JCSQA_CHOICES]
     label = row.get("label")
     if label is not None and (isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < len(texts)):
         raise RowError(f"label: expected an index 0..{len(texts) - 1}, got {label!r}")
     letters = string.ascii_uppercase[: len(texts)]
     return MCItem(
-        id=str(_require(row, "q_id")),
+        id=str(require(row, "q_id")),
         lang=lang,
-        question=_require(row, "question"),
+        question=require(row, "question"),
         choices=[{"label": letter, "text": text} for letter, text in zip(letters, texts, strict=True)],
         answer=None if label is None else letters[label],
         provenance=Provenance(recipe=recipe, source_ids=[str(row["q_id"])]),

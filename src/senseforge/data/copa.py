@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from senseforge.data._rows import (
+    RowError,
     UniqueIds,
     convert,
     iter_csv_rows,
@@ -33,7 +34,6 @@ from senseforge.data._rows import (
     require_int,
     require_str,
 )
-from senseforge.data.adapters import RowError
 from senseforge.data.schema import MCItem, Provenance
 
 COPA_QUESTIONS: tuple[str, ...] = ("cause", "effect")

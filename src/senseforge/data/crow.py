@@ -49,8 +49,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from senseforge.data._rows import UniqueIds, convert, iter_json_records, require
-from senseforge.data.adapters import RowError
+from senseforge.data._rows import RowError, UniqueIds, convert, iter_json_records, require
 from senseforge.data.schema import BinaryExample, Triple
 
 CROW_DIMENSIONS: tuple[str, ...] = ("attributional", "physical/spatial", "temporal", "causal", "social", "comparative")

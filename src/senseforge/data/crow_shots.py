@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from senseforge.data._rows import (
+    RowError,
     convert,
     first_char,
     first_line_object,
@@ -47,7 +48,6 @@ from senseforge.data._rows import (
     require,
     require_str,
 )
-from senseforge.data.adapters import RowError
 from senseforge.data.crow import (
     context_key,
     knowledge_triples,

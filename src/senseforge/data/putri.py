@@ -25,8 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from senseforge.data._rows import UniqueIds, choice_dict, convert, iter_json_records, require_str
-from senseforge.data.adapters import RowError
+from senseforge.data._rows import RowError, UniqueIds, choice_dict, convert, iter_json_records, require_str
 from senseforge.data.schema import MCItem, Provenance
 
 PUTRI_LANGS: dict[str, str] = {"ind": "id", "sun": "su"}
