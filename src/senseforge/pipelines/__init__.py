@@ -1,0 +1,1 @@
+"""Recipes as stages over records: generation, filtering, verification and moderation."""
