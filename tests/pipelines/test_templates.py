@@ -10,6 +10,7 @@ import pytest
 from senseforge.data.schema import QuestionSet
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest
+from senseforge.pipelines import parse as P
 from senseforge.pipelines import templates as T
 
 LANGS = T.SUPPORTED_LANGUAGES
@@ -145,9 +146,9 @@ def test_few_shot_examples_keep_the_recipe_rules(lang: str) -> None:
         assert len(set(d.choices) | set(d.distractors)) == 5
     # the examples' outputs must survive our own parsers
     for g in t.generate.examples:
-        assert T.parse_question(g.question, lang) == g.question
+        assert P.parse_question(g.question, lang) == g.question
     for d in t.distractors.examples:
-        assert T.parse_distractors(f'{{"distractors": ["{d.distractors[0]}", "{d.distractors[1]}"]}}') == list(
+        assert P.parse_distractors(f'{{"distractors": ["{d.distractors[0]}", "{d.distractors[1]}"]}}') == list(
             d.distractors
         )
 
@@ -239,7 +240,7 @@ def test_overrides_and_value_hygiene() -> None:
     ],
 )
 def test_parse_question_good(text: str, lang: str, expected: str) -> None:
-    assert T.parse_question(text, lang) == expected
+    assert P.parse_question(text, lang) == expected
 
 
 @pytest.mark.parametrize(
@@ -263,12 +264,12 @@ def test_parse_question_good(text: str, lang: str, expected: str) -> None:
     ],
 )
 def test_parse_question_bad(text: str, lang: str) -> None:
-    assert T.parse_question(text, lang) is None
+    assert P.parse_question(text, lang) is None
 
 
 def test_parse_question_unknown_language() -> None:
     with pytest.raises(ConfigError):
-        T.parse_question("Where?", "ko")
+        P.parse_question("Where?", "ko")
 
 
 # --------------------------------------------------------------------------- parse_distractors
@@ -296,7 +297,7 @@ def test_parse_question_unknown_language() -> None:
     ],
 )
 def test_parse_distractors_good(text: str, expected: list[str]) -> None:
-    assert T.parse_distractors(text) == expected
+    assert P.parse_distractors(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -318,4 +319,4 @@ def test_parse_distractors_good(text: str, expected: list[str]) -> None:
     ],
 )
 def test_parse_distractors_bad(text: str) -> None:
-    assert T.parse_distractors(text) is None
+    assert P.parse_distractors(text) is None
