@@ -24,6 +24,16 @@ OverwriteOption = typer.Option(False, "--overwrite", help="Replace --out when it
 CardOption = typer.Option(True, "--card/--no-card", help="Write a README.md dataset card with provenance.")
 
 
+def _export_tables(writer: Any, data_dir: Path, out: Path, lang: str | None, card: bool, overwrite: bool) -> None:
+    """Read the split files and hand them to one of the table writers (HF or Parquet)."""
+    from senseforge.data.export import read_splits
+
+    _check_out(data_dir, out)
+    splits = read_splits(data_dir, lang=lang)
+    written = writer(splits, out, card=card, overwrite=overwrite)
+    err.print(f"wrote {_describe(splits)} to {written}", markup=False)
+
+
 @app.command("hf")
 def hf(
     data_dir: Path = DataDirArgument,
@@ -33,12 +43,9 @@ def hf(
     overwrite: bool = OverwriteOption,
 ) -> None:
     """Save a datasets.DatasetDict (save_to_disk) in the mCSQA schema; load it with load_from_disk."""
-    from senseforge.data.export import export_hf, read_splits
+    from senseforge.data.export import export_hf
 
-    _check_out(data_dir, out)
-    splits = read_splits(data_dir, lang=lang)
-    written = export_hf(splits, out, card=card, overwrite=overwrite)
-    err.print(f"wrote {_describe(splits)} to {written}", markup=False)
+    _export_tables(export_hf, data_dir, out, lang, card, overwrite)
 
 
 @app.command("parquet")
@@ -50,12 +57,9 @@ def parquet(
     overwrite: bool = OverwriteOption,
 ) -> None:
     """Write one {split}.parquet per split in the mCSQA schema."""
-    from senseforge.data.export import export_parquet, read_splits
+    from senseforge.data.export import export_parquet
 
-    _check_out(data_dir, out)
-    splits = read_splits(data_dir, lang=lang)
-    written = export_parquet(splits, out, card=card, overwrite=overwrite)
-    err.print(f"wrote {_describe(splits)} to {written}", markup=False)
+    _export_tables(export_parquet, data_dir, out, lang, card, overwrite)
 
 
 @app.command("lm-eval")
