@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from senseforge.llm.base import Completion, Failure, GenerateRequest, LoglikelihoodRequest
+from senseforge.llm.base import Completion, Failure, GenerateRequest, LoglikelihoodRequest, Progress
 from senseforge.llm.cache import CachedLLM, cache_key, open_llm
 from senseforge.llm.mock import ScriptedLLM, echo
 from senseforge.llm.prices import Price, PriceTable
@@ -118,3 +120,173 @@ def test_run_label_and_open_llm_default_store(senseforge_home: Path) -> None:
     llm.generate([GenerateRequest(prompt="hi")])
     assert (senseforge_home / "senseforge.db").is_file()
     assert llm.store.ledger_rows(run="r1")[0].model == "scripted/echo"
+
+
+# -- writing as results arrive ---------------------------------------------------------------
+
+
+class BatchRecorder(ScriptedLLM):
+    """A scripted backend that notes each batch it gets and how much the store held by then."""
+
+    def __init__(self, store: Store, *, fail_on_batch: int | None = None) -> None:
+        super().__init__(responder=echo, name="scripted/echo")
+        self.store = store
+        self.fail_on_batch = fail_on_batch
+        self.batches: list[list[str]] = []
+        self.ledger_sizes: list[int] = []
+
+    def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
+        self.ledger_sizes.append(len(self.store.ledger_rows()))
+        if len(self.batches) == self.fail_on_batch:
+            raise RuntimeError("killed")
+        self.batches.append([r.as_messages()[-1].content for r in requests])
+        return super().generate(requests, progress)
+
+
+def test_a_non_streaming_backend_gets_misses_in_sub_batches(store: Store) -> None:
+    _wrapped(store, ScriptedLLM(responder=echo, name="scripted/echo")).generate([GenerateRequest(prompt="p3")])
+    inner = BatchRecorder(store)
+    llm = CachedLLM(inner, store, prices=PriceTable({}), flush_every=4)
+    prompts = [f"p{i}" for i in range(10)] + ["p1", "p8"]
+    ticks: list[int] = []
+    done = llm.generate([GenerateRequest(prompt=p) for p in prompts], progress=ticks.append)
+    assert [c.text for c in done] == prompts
+    assert inner.batches == [["p0", "p1", "p2", "p4"], ["p5", "p6", "p7", "p8"], ["p9"]]
+    # 1 row from the first wrapper, then the hit on p3; each sub-batch is stored before the next call
+    assert inner.ledger_sizes == [2, 7, 12]
+    rows = store.ledger_rows()[1:]
+    assert len(rows) == len(prompts)
+    assert sum(r.cache_hit for r in rows) == 3  # p3 from the cache, the repeated p1 and p8
+    assert ticks == [1] * 10  # the cached p3 at once, then one per backend call (repeats get none)
+
+
+def test_a_crash_keeps_the_sub_batches_already_done(store: Store) -> None:
+    inner = BatchRecorder(store, fail_on_batch=2)
+    llm = CachedLLM(inner, store, prices=PriceTable({}), flush_every=2)
+    requests = [GenerateRequest(prompt=f"q{i}") for i in range(6)]
+    with pytest.raises(RuntimeError, match="killed"):
+        llm.generate(requests)
+    assert len(store.ledger_rows()) == 4
+    resumed = BatchRecorder(store)
+    done = CachedLLM(resumed, store, prices=PriceTable({}), flush_every=2).generate(requests)
+    assert [c.text for c in done] == [f"q{i}" for i in range(6)]
+    assert resumed.batches == [["q4", "q5"]]
+
+
+def test_flush_every_must_be_positive(store: Store) -> None:
+    with pytest.raises(ValueError, match="flush_every"):
+        CachedLLM(ScriptedLLM(), store, flush_every=0)
+
+
+class StreamingScripted(ScriptedLLM):
+    """A streaming backend that reports results in reverse order from a worker thread."""
+
+    streams_results = True
+
+    def __init__(self, store: Store, *, skip_callback_for: int | None = None) -> None:
+        super().__init__(responder=echo, name="scripted/echo")
+        self.store = store
+        self.skip_callback_for = skip_callback_for
+        self.rows_seen: list[int] = []
+
+    def generate(
+        self,
+        requests: Sequence[GenerateRequest],
+        progress: Progress | None = None,
+        *,
+        on_result: Callable[[int, Completion], None] | None = None,
+    ) -> list[Completion]:
+        done = [self._answer(request) for request in requests]
+        assert on_result is not None
+
+        def report() -> None:
+            for index in reversed(range(len(done))):
+                if index != self.skip_callback_for:
+                    on_result(index, done[index])
+                    self.rows_seen.append(len(self.store.ledger_rows()))
+                if progress:
+                    progress(1)
+
+        worker = threading.Thread(target=report)
+        worker.start()
+        worker.join()
+        return done
+
+
+def test_a_streaming_backend_is_written_per_result(store: Store) -> None:
+    inner = StreamingScripted(store)
+    llm = CachedLLM(inner, store, prices=PriceTable({}), flush_every=1)
+    prompts = ["s0", "s1", "s0", "s2"]
+    done = llm.generate([GenerateRequest(prompt=p) for p in prompts])
+    assert [c.text for c in done] == prompts
+    assert len(inner.generate_calls) == 3  # one batch, s0 once
+    assert inner.rows_seen == [1, 2, 4]  # s2; s1; s0 with its repeat, written together
+    rows = store.ledger_rows()
+    assert [(r.cache_key == rows[2].cache_key, r.cache_hit) for r in rows[2:]] == [(True, False), (True, True)]
+    assert llm.stats.misses == 3 and llm.stats.hits == 1
+
+
+def test_results_the_backend_did_not_report_are_still_stored(store: Store) -> None:
+    inner = StreamingScripted(store, skip_callback_for=0)
+    llm = CachedLLM(inner, store, prices=PriceTable({}))
+    done = llm.generate([GenerateRequest(prompt="u0"), GenerateRequest(prompt="u1")])
+    assert [c.text for c in done] == ["u0", "u1"]
+    assert len(store.ledger_rows()) == 2
+    assert len(store.cache_get([r.cache_key for r in store.ledger_rows()])) == 2
+
+
+# -- retry errors and the summary ------------------------------------------------------------
+
+
+def test_retry_errors_reach_the_ledger_but_not_the_cache(store: Store) -> None:
+    retried = Completion(text="ok", tokens_in=3, tokens_out=1, attempts=3, retry_errors=("429 a", "timeout: b"))
+    inner = ScriptedLLM([retried], name="scripted/x")
+    llm = _wrapped(store, inner)
+    assert llm.generate([GenerateRequest(prompt="r")])[0].retry_errors == ("429 a", "timeout: b")
+    [hit] = llm.generate([GenerateRequest(prompt="r")])
+    assert hit.cached and hit.retry_errors == () and hit.attempts == 0
+    assert [r.retry_errors for r in store.ledger_rows()] == [("429 a", "timeout: b"), ()]
+    assert "retry_errors" not in store.cache_get([store.ledger_rows()[0].cache_key]).popitem()[1]
+
+
+def test_ledger_summary_of_a_scripted_sequence(store: Store) -> None:
+    script = [
+        Completion(text="a", tokens_in=10, tokens_out=2, latency_s=0.5),
+        Completion(text="b", tokens_in=20, tokens_out=4, latency_s=1.5, attempts=3, retry_errors=("429 x", "500 y")),
+        Completion(
+            attempts=2,
+            latency_s=1.0,
+            tokens_in=0,  # nothing billed: the cost is known (zero)
+            tokens_out=0,
+            failure=Failure(kind="timeout", message="late"),
+            retry_errors=("timeout: late", "timeout: late"),
+        ),
+        Completion(
+            tokens_in=0, tokens_out=0, failure=Failure(kind="bad_request", message="no"), retry_errors=("400 no",)
+        ),
+    ]
+    llm = CachedLLM(
+        ScriptedLLM(script, name="scripted/s"), store, prices=PriceTable({"scripted/s": Price(1.0, 2.0)}), run="r1"
+    )
+    llm.generate([GenerateRequest(prompt=p) for p in ("a", "b", "c", "d", "a")])
+    llm.generate([GenerateRequest(prompt="b")])  # a hit
+    CachedLLM(ScriptedLLM(responder=echo, name="scripted/t"), store, prices=PriceTable({}), run="r2").generate(
+        [GenerateRequest(prompt="other")]
+    )
+    summary = store.ledger_summary("r1")
+    assert summary == {
+        "calls": 6,
+        "cache_hits": 2,
+        "backend_attempts": 1 + 3 + 2 + 1,
+        "retried_calls": 2,
+        "failed_calls": 2,
+        "failures_by_kind": {"bad_request": 1, "timeout": 1},
+        "retry_errors_by_kind": {"400": 1, "429": 1, "500": 1, "timeout": 2},
+        "tokens_in": 30,
+        "tokens_out": 6,
+        "cost_usd": pytest.approx((30 * 1.0 + 6 * 2.0) / 1e6),
+        "latency_s": pytest.approx(3.0),
+    }
+    assert store.ledger_summary("r2")["cost_usd"] is None  # unpriced
+    everything = store.ledger_summary()
+    assert everything["calls"] == 7 and everything["cost_usd"] is None

@@ -1,4 +1,4 @@
-"""The store: cache rows written once, ledger appends, memoized file digests."""
+"""The store: cache rows written once, ledger appends and totals, old files upgraded, memoized file digests."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import threading
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from senseforge.errors import StoreError
-from senseforge.store.db import CacheRow, LedgerRow, Store, default_store_url
+from senseforge.store.db import CacheRow, LedgerRow, Store, default_store_url, retry_error_kind
 
 
 def _row(key: str, response: str = "{}") -> CacheRow:
@@ -71,3 +72,99 @@ def test_unopenable_store_is_a_store_error(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(StoreError, match="cannot open the store"):
         Store(f"sqlite:///{blocker / 'sub' / 'x.db'}")
+
+
+def _ledger(**fields: object) -> LedgerRow:
+    base: dict[str, object] = {
+        "ts": 0.0,
+        "provider": "p",
+        "model": "p/m",
+        "kind": "generate",
+        "cache_key": "k",
+        "cache_hit": False,
+    }
+    return LedgerRow.model_validate({**base, **fields})
+
+
+def test_an_old_ledger_table_gets_the_new_column(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:  # the ledger as the first release created it
+        conn.execute(
+            sa.text(
+                "CREATE TABLE llm_ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, ts FLOAT NOT NULL, run TEXT, "
+                "provider VARCHAR(64) NOT NULL, model TEXT NOT NULL, kind VARCHAR(16) NOT NULL, "
+                "cache_key VARCHAR(64) NOT NULL, cache_hit BOOLEAN NOT NULL, tokens_in INTEGER, tokens_out INTEGER, "
+                "latency_s FLOAT NOT NULL, attempts INTEGER NOT NULL, cost_usd FLOAT, failure_kind VARCHAR(32), "
+                "failure_message TEXT)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO llm_ledger (ts, provider, model, kind, cache_key, cache_hit, latency_s, attempts) "
+                "VALUES (1.0, 'p', 'p/m', 'generate', 'old', 1, 0.0, 0)"
+            )
+        )
+    engine.dispose()
+
+    store = Store(f"sqlite:///{path}")
+    assert "retry_errors" in {c["name"] for c in sa.inspect(store.engine).get_columns("llm_ledger")}
+    store.ledger_add([_ledger(cache_key="new", attempts=2, retry_errors=("500 server_error: x",))])
+    old, new = store.ledger_rows()
+    assert old.cache_key == "old" and old.retry_errors == ()
+    assert new.retry_errors == ("500 server_error: x",)
+    Store(f"sqlite:///{path}")  # opening again finds the column and leaves it be
+
+
+def test_record_writes_cache_and_ledger_together(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    store.record(cache=[_row("k1")], ledger=[_ledger(cache_key="k1")])
+    assert store.cache_get(["k1"]) == {"k1": "{}"}
+    with store.engine.begin() as conn:  # make the ledger insert fail after the cache insert
+        conn.execute(sa.text("CREATE TRIGGER refuse BEFORE INSERT ON llm_ledger BEGIN SELECT RAISE(ABORT, 'no'); END"))
+    with pytest.raises(sa.exc.SQLAlchemyError):
+        store.record(cache=[_row("k2")], ledger=[_ledger(cache_key="k2")])
+    assert store.cache_get(["k2"]) == {}  # rolled back with the ledger row
+    assert len(store.ledger_rows()) == 1
+
+
+def test_retry_error_kind_is_the_first_word() -> None:
+    assert retry_error_kind("429 rate_limit: slow down") == "429"
+    assert retry_error_kind("timeout: Request timed out.") == "timeout"
+    assert retry_error_kind("truncated: response body could not be decoded") == "truncated"
+
+
+def test_ledger_summary_counts_one_run(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    assert store.ledger_summary()["calls"] == 0 and store.ledger_summary()["cost_usd"] == 0.0
+    store.ledger_add(
+        [
+            _ledger(run="a", tokens_in=5, tokens_out=1, latency_s=0.25, cost_usd=0.5),
+            _ledger(run="a", attempts=3, latency_s=2.0, cost_usd=0.0, retry_errors=("429 x", "429 y", "500 z")),
+            _ledger(run="a", cache_hit=True, attempts=0, tokens_in=5, tokens_out=1, cost_usd=0.0),
+            _ledger(
+                run="a",
+                attempts=2,
+                failure_kind="truncated",
+                cost_usd=0.0,
+                retry_errors=("truncated: a", "truncated: b"),
+            ),
+            _ledger(run="b", tokens_in=100, cost_usd=None),
+        ]
+    )
+    summary = store.ledger_summary("a")
+    assert summary == {
+        "calls": 4,
+        "cache_hits": 1,
+        "backend_attempts": 6,
+        "retried_calls": 2,
+        "failed_calls": 1,
+        "failures_by_kind": {"truncated": 1},
+        "retry_errors_by_kind": {"429": 2, "500": 1, "truncated": 2},
+        "tokens_in": 5,
+        "tokens_out": 1,
+        "cost_usd": 0.5,
+        "latency_s": 2.25,
+    }
+    assert store.ledger_summary("b")["cost_usd"] is None
+    assert store.ledger_summary()["tokens_in"] == 105

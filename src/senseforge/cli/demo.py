@@ -1,72 +1,85 @@
-"""``senseforge demo``: the offline loop on embedded defaults.
+"""``senseforge demo``: the whole loop offline, on embedded defaults.
 
-Until the mCSQA recipe lands this runs the two things every later stage is built on,
-with the bundled model and no network: a real generation, and real multiple-choice
-scoring by log-likelihood on a handful of everyday questions (written for this demo),
-both through the cache and the ledger.
+For English and Japanese: import the demo knowledge base (ours, in ConceptNet's dump
+format), run the mCSQA recipe with the bundled Gemma 3 270M (generate, filter, refine,
+distractors, shuffle, verify by log-likelihood), let the same model act as an LM review
+panel (``--lm-review-as-hard``; its Hard items say ``review: lm``), moderate, split, and
+evaluate the model on the result. A base model of 270M parameters writes poor
+questions; the demo proves the pipeline end to end, and quality comes from a capable
+model (``senseforge build mcsqa --model openai/…``).
+
+Running it again resumes the same runs: finished stages are read from the run store and
+every model call is answered from the cache.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
-from rich.table import Table
 
-from senseforge.cli._common import ModelOption, NoCacheOption, StoreOption, describe_stats, err, out, progress_bar
+from senseforge.cli._common import StoreOption, err, out, progress_bar
 
-# Everyday questions written for this demo (not from any dataset): (lang, question, choices, answer index).
-DEMO_QUESTIONS: list[tuple[str, str, list[str], int]] = [
-    ("en", "What do people use to cut paper?", ["scissors", "a spoon", "a pillow", "a cloud", "a sock"], 0),
-    ("en", "Where do fish live?", ["in water", "in a desert", "on the moon", "in a chimney", "in a wallet"], 0),
-    ("en", "What falls from clouds when it rains?", ["water", "sand", "bread", "coins", "paper"], 0),
-    ("en", "What do you wear on your feet?", ["shoes", "hats", "gloves", "scarves", "earrings"], 0),
-    ("ja", "雨の日に外で使うものは何？", ["傘", "枕", "鍋", "時計", "財布"], 0),
-    ("ja", "寒い冬に着るものは何？", ["コート", "水着", "帽子の箱", "靴べら", "扇風機"], 0),
-]
-DEMO_PROMPT = "A short list of things you can find in a kitchen:\n1."
+DEMO_LANGS: tuple[str, ...] = ("en", "ja")
+DEMO_SETS = 8
+"""Question sets per language: 24 questions each (three answers per set), a few minutes on 2 cores."""
 
 
 def demo(
-    model: str = ModelOption,
+    out_dir: Path = typer.Option(Path("senseforge-demo"), "--out", help="Where the demo writes its runs."),
+    model: str = typer.Option("llamacpp/gemma-3-270m", "--model", "-m", help="provider/model of every stage."),
+    n: int = typer.Option(DEMO_SETS, "--n", min=1, help="Question sets per language."),
     store: str | None = StoreOption,
-    no_cache: bool = NoCacheOption,
 ) -> None:
-    """Run the offline loop on the bundled model: generate, then answer questions by log-likelihood."""
-    from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+    """Build small English and Japanese mCSQA benchmarks offline with the bundled model, then evaluate it."""
+    from senseforge.cli.build import print_summary
+    from senseforge.cli.eval import print_results
+    from senseforge.evaluate.harness import run_eval
+    from senseforge.evaluate.run import EvalConfig
+    from senseforge.kb.conceptnet import import_dump
     from senseforge.llm.cache import open_llm
+    from senseforge.pipelines.mcsqa import McsqaConfig, build
+    from senseforge.pipelines.mcsqa.recipe import read_manifest
     from senseforge.store.db import Store
 
     store_ = Store(store)
-    err.print(f"model: {model} · store: {store_.url}")
-    llm = open_llm(model, store=store_, read_cache=not no_cache, run="demo")
-    try:
-        completion = llm.generate([GenerateRequest(prompt=DEMO_PROMPT, max_tokens=40, stop=("\n\n",))])[0]
-        out.rule("generation (greedy)")
-        out.print(DEMO_PROMPT + (completion.text if completion.ok else f"<failed: {completion.failure}>"), markup=False)
+    kb_dir = out_dir / "kb"
+    if not (kb_dir / "kb.json").is_file():
+        err.print("importing the demo knowledge base (ours, in ConceptNet's format) …")
+        import_dump("demo", kb_dir)
+    err.print(f"model: {model} · cache and ledger: {store_.url}")
+    finished = []
+    for lang in DEMO_LANGS:
+        run_dir = out_dir / "runs" / f"mcsqa-{lang}"
+        config = McsqaConfig(
+            lang=lang,
+            n=n,
+            kb=str(kb_dir.resolve()),
+            model=model,
+            reviewers=(model,),
+            lm_review_as_hard=True,
+        )
+        resume = read_manifest(run_dir) is not None
+        out.rule(f"mCSQA recipe · {lang}")
+        summary = build(config, run_dir, resume=resume, store=store_, progress=progress_bar)
+        print_summary(summary)
+        finished.append(summary)
 
-        requests: list[LoglikelihoodRequest] = []
-        for lang, question, choices, _ in DEMO_QUESTIONS:
-            cue = "答え:" if lang == "ja" else "Answer:"
-            sep = "" if lang == "ja" else " "
-            context = f"{'質問' if lang == 'ja' else 'Question'}: {question}\n{cue}"
-            requests.extend(LoglikelihoodRequest(context=context, continuation=sep + c) for c in choices)
-        with progress_bar("scoring choices", len(requests)) as advance:
-            scores = llm.loglikelihood(requests, progress=advance)
+    llm = open_llm(model, store=store_, run="demo-eval")
+    try:
+        for summary in finished:
+            eval_dir = summary.run_dir / "eval"
+            out.rule(f"evaluation · {summary.run_dir.name} (all splits)")
+            with progress_bar("evaluating", None) as advance:
+                payload = run_eval(summary.run_dir, llm, EvalConfig(), eval_dir, split="all", progress=advance)
+            print_results(payload)
     finally:
         llm.close()
-
-    table = Table(title="multiple choice by log-likelihood")
-    for column in ("lang", "question", "model's pick", "gold", "ok"):
-        table.add_column(column)
-    correct, cursor = 0, 0
-    for lang, question, choices, answer in DEMO_QUESTIONS:
-        chunk = scores[cursor : cursor + len(choices)]
-        cursor += len(choices)
-        logprobs = [s.logprob if s.logprob is not None else float("-inf") for s in chunk]
-        pick = max(range(len(choices)), key=logprobs.__getitem__)
-        correct += pick == answer
-        table.add_row(lang, question, choices[pick], choices[answer], "✓" if pick == answer else "✗")
-    out.print(table)
-    out.print(f"accuracy: {correct}/{len(DEMO_QUESTIONS)} (chance: {len(DEMO_QUESTIONS) / 5:.1f})")
-    err.print(describe_stats(llm))
-    if not completion.ok:
-        raise typer.Exit(1)
+    out.print(
+        "Easy items are the ones this model already answered during verification, so it scores them "
+        "right again; Hard ones it got wrong. Judge a real benchmark with other models."
+    )
+    out.rule("where everything is")
+    for summary in finished:
+        where = summary.run_dir
+        out.print(f"{where}: dataset/ (mCSQA schema), items/ (with provenance), funnel.json, cost.json, eval/")

@@ -44,6 +44,7 @@ def run(
     shots_from: Path | None = typer.Option(None, "--shots-from", help="Dataset file to draw the shots from."),
     seed: int = typer.Option(0, "--seed"),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Evaluate the first N items only."),
+    split: str = typer.Option("test", "--split", help="Split of a run directory: train | validation | test | all."),
     fmt: str | None = typer.Option(None, "--format", help="Dataset format (default: detected)."),
     lang: str | None = typer.Option(None, "--lang", help="Language of the items when the format does not say."),
     binary_mode: str = typer.Option("loglik", "--binary-mode", help="Binary tasks: loglik | generate."),
@@ -86,7 +87,15 @@ def run(
     try:
         with progress_bar(f"evaluating with {model}", None) as advance:
             payload = run_eval(
-                data, llm, config, destination, fmt=fmt, lang=lang, shots_from=shots_from, progress=advance
+                data,
+                llm,
+                config,
+                destination,
+                fmt=fmt,
+                lang=lang,
+                shots_from=shots_from,
+                split=split,
+                progress=advance,
             )
     finally:
         llm.close()

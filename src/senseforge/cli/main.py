@@ -8,6 +8,7 @@ import sys
 import typer
 
 from senseforge import __version__
+from senseforge.cli import build as build_cli
 from senseforge.cli import demo as demo_cli
 from senseforge.cli import eval as eval_cli
 from senseforge.cli import export as export_cli
@@ -27,6 +28,7 @@ app.add_typer(llm_cli.app, name="llm")
 app.add_typer(kb_cli.app, name="kb")
 app.add_typer(eval_cli.app, name="eval")
 app.add_typer(export_cli.app, name="export")
+app.add_typer(build_cli.app, name="build")
 app.command("demo")(demo_cli.demo)
 
 

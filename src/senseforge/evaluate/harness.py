@@ -24,19 +24,27 @@ from senseforge.evaluate.run import EvalConfig, Sample, score_binary, score_mc
 from senseforge.llm.base import LLM, Progress
 
 
-def load_for_eval(path: Path, fmt: str | None = None, lang: str | None = None) -> Any:
-    """Load a dataset file (or a run directory's test split) for evaluation."""
-    from senseforge.data.loaders import load_dataset
+def load_for_eval(path: Path, fmt: str | None = None, lang: str | None = None, split: str = "test") -> Any:
+    """Load a dataset file, or a split of a run directory (``all``: every split together).
 
-    target = path
-    if path.is_dir():
-        for candidate in ("dataset/test.jsonl", "dataset/validation.jsonl", "test.jsonl", "validation.jsonl"):
-            if (path / candidate).is_file():
-                target = path / candidate
-                break
-        else:
-            raise ConfigError(f"{path} is a folder without dataset/test.jsonl or test.jsonl: give a dataset file")
-    return load_dataset(target, fmt, lang=lang)
+    A run directory's ``items/`` (full records) is read before ``dataset/`` (mCSQA schema).
+    """
+    from senseforge.data.loaders import LoadedDataset, load_dataset
+
+    if not path.is_dir():
+        return load_dataset(path, fmt, lang=lang)
+    folders = [path / "items", path / "dataset", path]
+    names = ("train", "validation", "test") if split == "all" else (split,)
+    for folder in folders:
+        files = [folder / f"{name}.jsonl" for name in names]
+        present = [f for f in files if f.is_file()]
+        if len(present) == len(files):
+            parts = [load_dataset(f, fmt, lang=lang) for f in present]
+            if len(parts) == 1:
+                return parts[0]
+            items = [item for part in parts for item in part.items]
+            return LoadedDataset(name=path.name, fmt=parts[0].fmt, kind="mc", items=items, split=None, path=path)
+    raise ConfigError(f"{path} is a folder without items/{split}.jsonl, dataset/{split}.jsonl or {split}.jsonl")
 
 
 def run_eval(
@@ -48,10 +56,14 @@ def run_eval(
     fmt: str | None = None,
     lang: str | None = None,
     shots_from: Path | None = None,
+    split: str = "test",
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``llm`` on ``data`` and write ``results.json`` and ``samples.jsonl`` to ``out_dir``."""
-    dataset = load_for_eval(data, fmt, lang)
+    """Evaluate ``llm`` on ``data`` and write ``results.json`` and ``samples.jsonl`` to ``out_dir``.
+
+    ``split`` picks the split of a run directory (``all`` for every split together).
+    """
+    dataset = load_for_eval(data, fmt, lang, split)
     started = time.perf_counter()
     shot_pool: list[MCItem] = []
     if config.shots:

@@ -120,6 +120,12 @@ class _Result(BaseModel):
     """Backend attempts made (1 = no retry; 0 = answered from the cache)."""
     failure: Failure | None = None
     """Set when the request failed after all retries."""
+    retry_errors: tuple[str, ...] = ()
+    """One short line per failed attempt, e.g. ``429 rate_limit: …`` or ``timeout: …``.
+
+    Holds the attempts that were retried and, for a failed request, the one that gave up
+    (which is also in :attr:`failure`). Never stored in the cache: a hit has none.
+    """
     cached: bool = False
     """True when the result came from the cache and no backend call was made."""
 

@@ -4,8 +4,13 @@
 reaches the backend it looks every request up by a key that covers the provider, the
 model identity (weights hash, or served name plus base URL), the kind of call and the
 full request with its sampling parameters and seed; only the misses are sent on. Every
-request, hit or miss, becomes one ledger row with tokens, latency, attempts and cost.
-Failed calls are recorded in the ledger but never cached.
+request, hit or miss, becomes one ledger row with tokens, latency, attempts, the errors
+of failed attempts and cost. Failed calls are recorded in the ledger but never cached.
+
+Results are written as they arrive, so that a run killed part-way (even by ``kill -9``)
+never pays again for a call it already finished. A backend whose ``streams_results`` is
+true reports each request as it finishes, and each is written at once; any other backend
+gets the misses in sub-batches of ``flush_every``, each written as soon as it returns.
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -28,7 +34,7 @@ from senseforge.llm.base import (
     LoglikelihoodRequest,
     Progress,
 )
-from senseforge.llm.prices import PriceTable
+from senseforge.llm.prices import Price, PriceTable
 from senseforge.store.db import CacheRow, LedgerRow, Store
 
 logger = logging.getLogger(__name__)
@@ -37,6 +43,11 @@ Kind = Literal["generate", "loglikelihood"]
 Req = TypeVar("Req", GenerateRequest, LoglikelihoodRequest)
 Res = TypeVar("Res", Completion, Loglikelihood)
 CACHE_VERSION = 1
+FLUSH_EVERY = 64
+"""Default sub-batch size for backends that do not stream results."""
+
+_NOT_CACHED = {"cached", "retry_errors"}
+"""Result fields that describe one call rather than the response, left out of the cache."""
 
 
 def cache_key(provider: str, identity: dict[str, str], kind: Kind, request: BaseModel) -> str:
@@ -71,6 +82,12 @@ class CachedLLM:
         prices: the price table (default: shipped table plus the user's file).
         run: a label stored on each ledger row (a run name).
         read_cache: set to ``False`` to always call the backend (results are still stored).
+        flush_every: for a backend that does not stream results, the most cache misses
+            sent to it in one call; each such sub-batch is stored before the next is
+            sent, so a killed run loses at most one sub-batch of work.
+
+    Raises:
+        ValueError: ``flush_every`` is below 1.
     """
 
     def __init__(
@@ -81,16 +98,21 @@ class CachedLLM:
         prices: PriceTable | None = None,
         run: str | None = None,
         read_cache: bool = True,
+        flush_every: int = FLUSH_EVERY,
     ) -> None:
+        if flush_every < 1:
+            raise ValueError(f"flush_every must be at least 1, not {flush_every}")
         self.inner = inner
         self.store = store
         self.prices = prices or PriceTable.load()
         self.run = run
         self.read_cache = read_cache
+        self.flush_every = flush_every
         self.stats = CacheStats()
         self._provider = inner.name.split("/", 1)[0]
         self._identity: dict[str, str] | None = None
         self._warned_unpriced = False
+        self._lock = threading.Lock()  # results may be written from a backend's worker thread
 
     @property
     def name(self) -> str:
@@ -117,7 +139,7 @@ class CachedLLM:
         requests: Sequence[Req],
         kind: Kind,
         result_type: type[Res],
-        call: object,
+        call: Callable[..., list[Res]],
         progress: Progress | None,
     ) -> list[Res]:
         identity = self.identity()
@@ -127,85 +149,151 @@ class CachedLLM:
         for index, key in enumerate(keys):
             if key in cached:
                 hit = result_type.model_validate_json(cached[key])
-                results[index] = hit.model_copy(update={"cached": True, "attempts": 0, "latency_s": 0.0})
+                results[index] = hit.model_copy(
+                    update={"cached": True, "attempts": 0, "latency_s": 0.0, "retry_errors": ()}
+                )
+        hits = [(keys[i], r) for i, r in enumerate(results) if r is not None]
+        if hits:
+            self._write(kind, requests, hits=hits)
         if progress and cached:
-            progress(sum(1 for r in results if r is not None))
-        # one backend call per distinct missing request, even when a batch repeats one
-        todo: dict[str, int] = {}
+            progress(len(hits))
+        # one backend call per distinct missing request, even when a batch repeats one;
+        # the repeats are answered with its result and ledgered as hits
+        todo: dict[str, list[int]] = {}
         for index, key in enumerate(keys):
-            if results[index] is None and key not in todo:
-                todo[key] = index
-        if todo:
-            batch = [requests[index] for index in todo.values()]
-            fresh: list[Res] = call(batch, progress)  # type: ignore[operator]
-            by_key = dict(zip(todo, fresh, strict=True))
-            for index, key in enumerate(keys):
-                if results[index] is None:
-                    results[index] = by_key[key]
-            self.store.cache_put(
-                CacheRow(
-                    key=key,
-                    provider=self._provider,
-                    model=self.inner.name,
-                    kind=kind,
-                    request=requests[todo[key]].model_dump_json(),
-                    response=result.model_dump_json(exclude={"cached"}),
-                )
-                for key, result in by_key.items()
-                if result.ok
-            )
-        done = [r for r in results if r is not None]
-        self._record(kind, keys, done, fresh_keys=set(todo))
-        return done
+            if results[index] is None:
+                todo.setdefault(key, []).append(index)
+        missing = list(todo)
+        streams = bool(getattr(self.inner, "streams_results", False))
+        step = max(len(missing), 1) if streams else self.flush_every
+        for start in range(0, len(missing), step):
+            answered = [(key, todo[key]) for key in missing[start : start + step]]
+            batch = [requests[indices[0]] for _, indices in answered]
+            if streams:
+                fresh = self._call_streaming(call, batch, kind, requests, answered, progress)
+            else:
+                fresh = call(batch, progress)
+                done = [(key, indices, result) for (key, indices), result in zip(answered, fresh, strict=True)]
+                self._write(kind, requests, fresh=done)
+            for (_, indices), result in zip(answered, fresh, strict=True):
+                for index in indices:
+                    results[index] = result
+        out = [r for r in results if r is not None]
+        assert len(out) == len(requests)
+        return out
 
-    def _record(
-        self, kind: Kind, keys: list[str], results: Sequence[Completion | Loglikelihood], fresh_keys: set[str]
+    def _call_streaming(
+        self,
+        call: Callable[..., list[Res]],
+        batch: list[Req],
+        kind: Kind,
+        requests: Sequence[Req],
+        answered: list[tuple[str, list[int]]],
+        progress: Progress | None,
+    ) -> list[Res]:
+        """Send ``batch`` at once and store each result as soon as the backend reports it."""
+        written: set[int] = set()
+
+        def on_result(position: int, result: Res) -> None:
+            with self._lock:
+                if position in written:
+                    return
+                written.add(position)
+            key, indices = answered[position]
+            self._write(kind, requests, fresh=[(key, indices, result)])
+
+        fresh = call(batch, progress, on_result=on_result)
+        with self._lock:
+            late = [(key, indices, fresh[i]) for i, (key, indices) in enumerate(answered) if i not in written]
+            written.update(range(len(fresh)))
+        if late:  # results the backend returned without reporting them
+            self._write(kind, requests, fresh=late)
+        return fresh
+
+    def _write(
+        self,
+        kind: Kind,
+        requests: Sequence[Req],
+        *,
+        hits: Sequence[tuple[str, Completion | Loglikelihood]] = (),
+        fresh: Sequence[tuple[str, list[int], Completion | Loglikelihood]] = (),
     ) -> None:
+        """Store fresh results and ledger every request they answer, in one transaction.
+
+        Args:
+            kind: the kind of call.
+            requests: the whole batch (for the request text of cache rows).
+            hits: (key, result) of requests answered from the cache.
+            fresh: (key, indices in the batch, result) of backend calls; the first index is
+                the request sent, the others repeat it and are ledgered as hits.
+        """
         price = self.prices.lookup(self.inner.name)
-        now = time.time()
-        rows = []
-        seen_fresh: set[str] = set()
-        for key, result in zip(keys, results, strict=True):
-            hit = key not in fresh_keys or key in seen_fresh
-            seen_fresh.add(key)
-            if hit:
-                cost: float | None = 0.0
-                self.stats.hits += 1
-            else:
-                self.stats.misses += 1
-                cost = price.cost(result.tokens_in, result.tokens_out) if price is not None else None
-                if result.failure is not None:
-                    self.stats.failures += 1
-            if cost is None:
-                self.stats.cost_unknown_calls += 1
-            else:
-                self.stats.cost_usd += cost
-            rows.append(
-                LedgerRow(
-                    ts=now,
-                    run=self.run,
-                    provider=self._provider,
-                    model=self.inner.name,
-                    kind=kind,
-                    cache_key=key,
-                    cache_hit=hit,
-                    tokens_in=result.tokens_in,
-                    tokens_out=result.tokens_out,
-                    latency_s=0.0 if hit else result.latency_s,
-                    attempts=0 if hit else result.attempts,
-                    cost_usd=cost,
-                    failure_kind=result.failure.kind if result.failure else None,
-                    failure_message=result.failure.message if result.failure else None,
+        with self._lock:
+            now = time.time()
+            ledger = [self._ledger_row(kind, key, result, True, price, now) for key, result in hits]
+            cache = []
+            for key, indices, result in fresh:
+                ledger.append(self._ledger_row(kind, key, result, False, price, now))
+                ledger.extend(self._ledger_row(kind, key, result, True, price, now) for _ in indices[1:])
+                if result.ok:
+                    cache.append(
+                        CacheRow(
+                            key=key,
+                            provider=self._provider,
+                            model=self.inner.name,
+                            kind=kind,
+                            request=requests[indices[0]].model_dump_json(),
+                            response=result.model_dump_json(exclude=_NOT_CACHED),
+                        )
+                    )
+            self.store.record(cache=cache, ledger=ledger)
+            if price is None and self.stats.cost_unknown_calls and not self._warned_unpriced:
+                self._warned_unpriced = True
+                logger.warning(
+                    "no price for %s: its cost is recorded as unknown; add it to %s",
+                    self.inner.name,
+                    "the price table ($SENSEFORGE_HOME/prices.toml)",
                 )
-            )
-        if price is None and self.stats.cost_unknown_calls and not self._warned_unpriced:
-            self._warned_unpriced = True
-            logger.warning(
-                "no price for %s: its cost is recorded as unknown; add it to %s",
-                self.inner.name,
-                "the price table ($SENSEFORGE_HOME/prices.toml)",
-            )
-        self.store.ledger_add(rows)
+
+    def _ledger_row(
+        self,
+        kind: Kind,
+        key: str,
+        result: Completion | Loglikelihood,
+        hit: bool,
+        price: Price | None,
+        now: float,
+    ) -> LedgerRow:
+        """The ledger row for one request, counted in :attr:`stats` (call with the lock held)."""
+        if hit:
+            cost: float | None = 0.0
+            self.stats.hits += 1
+        else:
+            self.stats.misses += 1
+            cost = price.cost(result.tokens_in, result.tokens_out) if price is not None else None
+            if result.failure is not None:
+                self.stats.failures += 1
+        if cost is None:
+            self.stats.cost_unknown_calls += 1
+        else:
+            self.stats.cost_usd += cost
+        return LedgerRow(
+            ts=now,
+            run=self.run,
+            provider=self._provider,
+            model=self.inner.name,
+            kind=kind,
+            cache_key=key,
+            cache_hit=hit,
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+            latency_s=0.0 if hit else result.latency_s,
+            attempts=0 if hit else result.attempts,
+            cost_usd=cost,
+            failure_kind=result.failure.kind if result.failure else None,
+            failure_message=result.failure.message if result.failure else None,
+            retry_errors=() if hit else result.retry_errors,
+        )
 
 
 def open_llm(

@@ -5,6 +5,8 @@ string:
 
 * ``scripted/echo`` — answers each request with its last user turn (or prompt), and
   scores a continuation by a deterministic, length-based pseudo log-probability;
+* ``scripted/mcsqa-author`` — a stand-in author for dry runs of the mCSQA recipe with
+  chat prompts (:mod:`senseforge.pipelines.mcsqa.dryrun`);
 * ``scripted/<file.jsonl>`` — replays the ``text`` of each line in order (a line may also
   carry ``failure`` to script a failed call); running out is a recorded failure.
 
@@ -166,9 +168,14 @@ def create(model: str, options: Options, store: Store | None = None) -> Scripted
     del options, store
     if model == "echo":
         return ScriptedLLM(responder=echo, name="scripted/echo")
+    if model == "mcsqa-author":
+        from senseforge.pipelines.mcsqa.dryrun import author_reply
+
+        return ScriptedLLM(responder=lambda request: author_reply(request.as_messages()), name="scripted/mcsqa-author")
     path = Path(model)
     if not path.is_file():
         raise ConfigError(
-            f"scripted model {model!r}: use 'scripted/echo' or 'scripted/<responses.jsonl>' (no such file)"
+            f"scripted model {model!r}: use 'scripted/echo', 'scripted/mcsqa-author' "
+            "or 'scripted/<responses.jsonl>' (no such file)"
         )
     return ScriptedLLM(_load_script(path), name=f"scripted/{model}")

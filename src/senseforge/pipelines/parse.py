@@ -22,6 +22,8 @@ _BULLET = re.compile(r"^(?:[-*•・+]|\(?\d{1,2}[.)．、]|\(?[A-Ea-e][.)])\s*(
 _SHORT_LABEL = re.compile(r"^[^:：\"“「]{1,30}[:：]\s*(.+)$")
 _SPLIT = re.compile(r"\s*[,;，；、]\s*")
 _END_PUNCT = (".", "。", ",", "、", ";", "；")
+_QUOTED = re.compile(r'"([^"\n]*)"')
+_QUOTED_REST = re.compile(r"[\s\[\]{},:]+")
 
 
 def _strip_quotes(text: str) -> str:
@@ -147,21 +149,70 @@ def _clean_item(item: str) -> str:
     return _strip_quotes(item)
 
 
-def parse_distractors(text: str) -> list[str] | None:
-    """Two distractors from a model's reply, or ``None`` when the reply is unusable.
+def _items_from_quoted(text: str) -> list[str] | None:
+    """The quoted strings of a reply made only of quoted strings and JSON punctuation.
 
-    Tolerant, in order: JSON anywhere in the text (fenced or with prose around it; the
-    ``distractors`` list, else the first list in the object); the bare continuation of a
-    completion-style prompt (``"a", "b"]}``); else the first two non-empty lines (bullets
-    and numbering removed; one line is split at commas or semicolons). Returns the first
-    two distinct items, or ``None`` for empty output, a refusal, or fewer than two items.
+    Base models often mangle the list they continue (``"a"], ["b"]}``); when nothing but
+    brackets, braces, commas and colons lies between the quoted strings, the strings are
+    the items. Key names (a string followed by a colon) are dropped.
+    """
+    if '"' not in text or _QUOTED_REST.sub("", _QUOTED.sub("", text)):
+        return None
+    return [m.group(1) for m in _QUOTED.finditer(text) if not text[m.end() :].lstrip().startswith(":")]
+
+
+def parse_distractor_json(text: str) -> list[str] | None:
+    """The choices of a chat model's JSON reply (fenced or with prose around it), or ``None``.
+
+    Chat models are asked for a JSON object, so a reply without a complete JSON value —
+    cut off, or prose only — is malformed here, however many words it holds.
+
+    >>> parse_distractor_json('{"distractors": ["pond", "lake"]}')
+    ['pond', 'lake']
+    >>> parse_distractor_json('{"distractors": ["pond", ') is None
+    True
+    """
+    try:
+        items = _items_from_json(extract_json(text))
+    except JSONExtractionError:
+        return None
+    if items is None:
+        return None
+    return [cleaned for item in items if (cleaned := _clean_item(item))]
+
+
+def parse_distractor_items(text: str) -> list[str] | None:
+    """Every candidate choice in a model's reply, cleaned, in order (duplicates kept).
+
+    Tolerant, in order: quoted strings among JSON punctuation only (well-formed JSON, the
+    bare continuation of a completion-style prompt ``"a", "b"]}``, or a mangled list);
+    JSON anywhere in the text (fenced or with prose around it; the ``distractors`` list,
+    else the first list in the object); else the non-empty lines (bullets and numbering removed; one line is
+    split at commas or semicolons). ``None`` for empty output, a refusal or no list at all.
+
+    >>> parse_distractor_items('"glass"], ["table"]}')
+    ['glass', 'table']
     """
     stripped = text.strip()
     if not stripped:
         return None
-    items = _json_candidates(stripped)
+    items = _items_from_quoted(stripped)
+    if items is None:
+        items = _json_candidates(stripped)
     if items is None:
         items = _items_from_lines(stripped)
+    if items is None:
+        return None
+    return [cleaned for item in items if (cleaned := _clean_item(item))]
+
+
+def parse_distractors(text: str) -> list[str] | None:
+    """Two distractors from a model's reply, or ``None`` when the reply is unusable.
+
+    Reads the reply as :func:`parse_distractor_items` does and returns the first two
+    distinct items, or ``None`` for empty output, a refusal, or fewer than two items.
+    """
+    items = parse_distractor_items(text)
     if items is None:
         return None
     seen: set[str] = set()

@@ -2,19 +2,25 @@
 
 A SQLite file by default (``$SENSEFORGE_HOME/senseforge.db``); any SQLAlchemy URL, such
 as ``postgresql+psycopg://…``, via ``SENSEFORGE_STORE_URL`` or the ``url`` argument.
+
+Opening a store creates missing tables and adds columns that later versions introduced
+to tables an older version created (see ``_ADDED_COLUMNS``), so old files keep working.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -52,6 +58,7 @@ llm_ledger = sa.Table(
     sa.Column("cost_usd", sa.Float, nullable=True),
     sa.Column("failure_kind", sa.String(32), nullable=True),
     sa.Column("failure_message", sa.Text, nullable=True),
+    sa.Column("retry_errors", sa.Text, nullable=True),  # JSON list of strings; NULL when none
 )
 
 file_digests = sa.Table(
@@ -62,6 +69,9 @@ file_digests = sa.Table(
     sa.Column("mtime_ns", sa.BigInteger, nullable=False),
     sa.Column("sha256", sa.String(64), nullable=False),
 )
+
+_ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = ((llm_ledger, "retry_errors"),)
+"""Columns added after their table first shipped; opening a store adds them where missing."""
 
 _CHUNK = 500
 
@@ -85,6 +95,58 @@ class LedgerRow(BaseModel):
     cost_usd: float | None = None
     failure_kind: str | None = None
     failure_message: str | None = None
+    retry_errors: tuple[str, ...] = ()
+    """One line per failed backend attempt (``429 rate_limit: …``); empty for a cache hit."""
+
+
+class LedgerSummary(TypedDict):
+    """Totals over ledger rows, from :meth:`Store.ledger_summary`.
+
+    A *call* is one ledger row, that is one request a caller made. A cache hit (also a
+    request repeated within one batch) made no backend call, so it adds nothing to the
+    attempt, failure, token and latency totals.
+    """
+
+    calls: int
+    """Requests made, hits included."""
+    cache_hits: int
+    """Requests answered without a backend call."""
+    backend_attempts: int
+    """HTTP or model attempts made, retries included (the sum of ``attempts``)."""
+    retried_calls: int
+    """Backend calls that took more than one attempt."""
+    failed_calls: int
+    """Backend calls that failed after all retries."""
+    failures_by_kind: dict[str, int]
+    """``failed_calls`` by failure kind (``rate_limit``, ``timeout`` …)."""
+    retry_errors_by_kind: dict[str, int]
+    """Failed attempts by the first word of their line: ``429``, ``500``, ``timeout``, ``truncated`` …"""
+    tokens_in: int
+    """Prompt tokens of backend calls (hits excluded; unknown counts add nothing)."""
+    tokens_out: int
+    """Generated tokens of backend calls."""
+    cost_usd: float | None
+    """Total cost; None when any backend call has an unknown cost."""
+    latency_s: float
+    """Wall time spent in backend calls, summed over calls (not elapsed time: calls overlap)."""
+
+
+def _ledger_values(row: LedgerRow) -> dict[str, Any]:
+    values = row.model_dump()
+    values["retry_errors"] = json.dumps(list(row.retry_errors), ensure_ascii=False) if row.retry_errors else None
+    return values
+
+
+def _ledger_row(mapping: Mapping[Any, Any]) -> LedgerRow:
+    values = {k: v for k, v in mapping.items() if k != "id"}
+    values["retry_errors"] = tuple(json.loads(values["retry_errors"])) if values.get("retry_errors") else ()
+    return LedgerRow.model_validate(values)
+
+
+def retry_error_kind(line: str) -> str:
+    """What a ``retry_errors`` line is counted under: its first word (``429``, ``timeout`` …)."""
+    head = line.split(":", 1)[0].split()
+    return head[0] if head else "?"
 
 
 class CacheRow(BaseModel):
@@ -138,6 +200,7 @@ class Store:
         try:
             self.engine: Engine = self._connect(self.url)
             metadata.create_all(self.engine)
+            self._add_missing_columns()
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the store at {self.url}: {exc.__class__.__name__}: {exc}") from exc
 
@@ -151,6 +214,23 @@ class Store:
             sa.event.listen(engine, "connect", _sqlite_pragmas)
             return engine
         return sa.create_engine(url, pool_pre_ping=True)
+
+    def _add_missing_columns(self) -> None:
+        """Bring tables that an older version created up to date (``ALTER TABLE … ADD COLUMN``)."""
+        for table, name in _ADDED_COLUMNS:
+            if self._has_column(table, name):
+                continue
+            column = table.c[name]
+            ddl = f"ALTER TABLE {table.name} ADD COLUMN {name} {column.type.compile(dialect=self.engine.dialect)}"
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(sa.text(ddl))
+            except SQLAlchemyError:
+                if not self._has_column(table, name):  # not merely another process that got there first
+                    raise
+
+    def _has_column(self, table: sa.Table, name: str) -> bool:
+        return name in {column["name"] for column in sa.inspect(self.engine).get_columns(table.name)}
 
     def close(self) -> None:
         """Dispose of the connection pool."""
@@ -168,38 +248,62 @@ class Store:
 
     def cache_put(self, rows: Iterable[CacheRow]) -> None:
         """Store responses; a key already present keeps its first response."""
+        self.record(cache=rows)
+
+    def record(self, *, cache: Iterable[CacheRow] = (), ledger: Iterable[LedgerRow] = ()) -> None:
+        """Store responses and append ledger rows in one transaction.
+
+        Either both land or neither does, so a process killed mid-write never leaves a
+        cached response without its ledger row (or a ledger row whose response is lost).
+        As in :meth:`cache_put`, a key already present keeps its first response.
+        """
         now = time.time()
-        values = [{**row.model_dump(), "created_at": now} for row in rows]
-        if not values:
+        values = [{**row.model_dump(), "created_at": now} for row in cache]
+        ledger_values = [_ledger_values(row) for row in ledger]
+        if not values and not ledger_values:
             return
         with self.engine.begin() as conn:
-            existing: set[str] = set()
-            for chunk in _chunks([v["key"] for v in values]):
-                existing.update(conn.scalars(sa.select(llm_cache.c.key).where(llm_cache.c.key.in_(chunk))))
-            first: dict[str, dict[str, Any]] = {}
-            for value in values:
-                if value["key"] not in existing:
-                    first.setdefault(value["key"], value)
-            fresh = list(first.values())
-            if fresh:
+            if values:
+                self._cache_insert(conn, values)
+            if ledger_values:
+                conn.execute(sa.insert(llm_ledger), ledger_values)
+
+    @staticmethod
+    def _cache_insert(conn: sa.Connection, values: list[dict[str, Any]]) -> None:
+        """Insert cache rows whose key is new, on ``conn``'s open transaction."""
+        first: dict[str, dict[str, Any]] = {}
+        for value in values:
+            first.setdefault(value["key"], value)
+        fresh = list(first.values())
+        dialect = conn.dialect.name
+        if dialect in ("sqlite", "postgresql"):
+            # one plain statement: no savepoint, which the sqlite driver would commit on its own
+            insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+            statement = insert(llm_cache).on_conflict_do_nothing(index_elements=[llm_cache.c.key])
+            for chunk in _chunks(fresh):
+                conn.execute(statement, list(chunk))
+            return
+        existing: set[str] = set()
+        for chunk in _chunks(list(first)):
+            existing.update(conn.scalars(sa.select(llm_cache.c.key).where(llm_cache.c.key.in_(chunk))))
+        fresh = [value for value in fresh if value["key"] not in existing]
+        if not fresh:
+            return
+        try:
+            with conn.begin_nested():
+                conn.execute(sa.insert(llm_cache), fresh)
+        except IntegrityError:  # another process wrote the same keys meanwhile
+            for value in fresh:
                 try:
                     with conn.begin_nested():
-                        conn.execute(sa.insert(llm_cache), fresh)
-                except IntegrityError:  # another process wrote the same keys meanwhile
-                    for value in fresh:
-                        try:
-                            with conn.begin_nested():
-                                conn.execute(sa.insert(llm_cache), [value])
-                        except IntegrityError:
-                            continue
+                        conn.execute(sa.insert(llm_cache), [value])
+                except IntegrityError:
+                    continue
 
     # --- ledger ----------------------------------------------------------------
     def ledger_add(self, rows: Iterable[LedgerRow]) -> None:
         """Append calls to the ledger."""
-        values = [row.model_dump() for row in rows]
-        if values:
-            with self.engine.begin() as conn:
-                conn.execute(sa.insert(llm_ledger), values)
+        self.record(ledger=rows)
 
     def ledger_rows(self, *, run: str | None = None, since_id: int = 0) -> list[LedgerRow]:
         """Ledger rows after ``since_id``, optionally for one run, oldest first."""
@@ -207,10 +311,62 @@ class Store:
         if run is not None:
             query = query.where(llm_ledger.c.run == run)
         with self.engine.connect() as conn:
-            return [
-                LedgerRow.model_validate({k: v for k, v in row._mapping.items() if k != "id"})
-                for row in conn.execute(query)
-            ]
+            return [_ledger_row(row._mapping) for row in conn.execute(query)]
+
+    def ledger_summary(self, run: str | None = None) -> LedgerSummary:
+        """Totals over the ledger rows of one run label, or over all rows when ``run`` is None.
+
+        Shows what a run cost and how healthy the backend was: how many requests the
+        cache answered, how many attempts the backend needed, which errors were retried
+        and which calls failed for good. See :class:`LedgerSummary` for each number.
+        """
+        t = llm_ledger
+        where = [] if run is None else [t.c.run == run]
+        fresh = sa.not_(t.c.cache_hit)
+
+        def count(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[Any]:
+            return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+        def total(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+            return sa.func.coalesce(sa.func.sum(sa.case((fresh, column), else_=None)), 0)
+
+        totals = sa.select(
+            sa.func.count().label("calls"),
+            count(t.c.cache_hit).label("cache_hits"),
+            total(t.c.attempts).label("backend_attempts"),
+            count(sa.and_(fresh, t.c.attempts > 1)).label("retried_calls"),
+            count(sa.and_(fresh, t.c.failure_kind.is_not(None))).label("failed_calls"),
+            total(t.c.tokens_in).label("tokens_in"),
+            total(t.c.tokens_out).label("tokens_out"),
+            count(sa.and_(fresh, t.c.cost_usd.is_(None))).label("unpriced"),
+            sa.func.coalesce(sa.func.sum(t.c.cost_usd), 0.0).label("cost_usd"),
+            total(t.c.latency_s).label("latency_s"),
+        ).where(*where)
+        failures = (
+            sa.select(t.c.failure_kind, sa.func.count())
+            .where(*where, fresh, t.c.failure_kind.is_not(None))
+            .group_by(t.c.failure_kind)
+        )
+        retried = sa.select(t.c.retry_errors).where(*where, t.c.retry_errors.is_not(None))
+        retry_kinds: Counter[str] = Counter()
+        with self.engine.connect() as conn:
+            row = conn.execute(totals).one()
+            by_kind = {str(kind): int(n) for kind, n in conn.execute(failures)}
+            for (text,) in conn.execute(retried):
+                retry_kinds.update(retry_error_kind(line) for line in json.loads(text))
+        return LedgerSummary(
+            calls=int(row.calls),
+            cache_hits=int(row.cache_hits),
+            backend_attempts=int(row.backend_attempts),
+            retried_calls=int(row.retried_calls),
+            failed_calls=int(row.failed_calls),
+            failures_by_kind=dict(sorted(by_kind.items())),
+            retry_errors_by_kind=dict(sorted(retry_kinds.items())),
+            tokens_in=int(row.tokens_in),
+            tokens_out=int(row.tokens_out),
+            cost_usd=None if row.unpriced else float(row.cost_usd),
+            latency_s=float(row.latency_s),
+        )
 
     def ledger_last_id(self) -> int:
         """Id of the newest ledger row (0 when empty)."""

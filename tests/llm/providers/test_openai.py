@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import socket
+import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +17,11 @@ pytest.importorskip("openai")
 
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, Message
+from senseforge.llm.cache import CachedLLM
+from senseforge.llm.prices import Price, PriceTable
 from senseforge.llm.providers import openai as provider
 from senseforge.llm.registry import get_llm
+from senseforge.store.db import Store
 
 
 class RecordingSleep:
@@ -120,6 +126,24 @@ def test_transient_failures_run_out_of_retries(fake_openai: Any, step: str, kind
     assert done.attempts == 3
     assert [a.answer for a in fake_openai.log(f"t-{step}")] == [step] * 3
     assert len(sleep.delays) == 2
+    # every failed attempt is listed, the one that gave up included
+    first_word = str(status) if status and status >= 400 else kind
+    assert len(done.retry_errors) == 3
+    assert all(line.split(":")[0].split()[0] == first_word for line in done.retry_errors)
+    assert all("\n" not in line and len(line) <= 160 for line in done.retry_errors)
+
+
+def test_retry_errors_name_each_failed_attempt(fake_openai: Any) -> None:
+    llm = make(fake_openai, sleep=RecordingSleep(), max_retries=3)
+    ok, refused = llm.generate(
+        [GenerateRequest.chat("e1 script=429,500,trunc,200"), GenerateRequest.chat("e2 script=400")]
+    )
+    assert ok.ok and ok.attempts == 4
+    assert [line.split(":")[0] for line in ok.retry_errors] == ["429 rate_limit", "500 server_error", "truncated"]
+    assert ok.retry_errors[0] == "429 rate_limit: scripted 429 for e1"
+    assert refused.failure is not None and refused.retry_errors == ("400 bad_request: scripted 400 for e2",)
+    [clean] = llm.generate([GenerateRequest.chat("e3")])
+    assert clean.retry_errors == ()
 
 
 @pytest.mark.parametrize("step", ["timeout", "500", "trunc"])
@@ -171,6 +195,44 @@ def test_failures_do_not_sink_the_batch(fake_openai: Any) -> None:
 
 
 # -- concurrency -----------------------------------------------------------------------------
+
+
+def test_streams_results_is_declared() -> None:
+    assert provider.OpenAILLM.streams_results is True
+
+
+@pytest.mark.parametrize("verb", ["generate", "loglikelihood"])
+def test_on_result_reports_each_request_before_its_progress_tick(fake_openai: Any, verb: str) -> None:
+    llm = make(fake_openai, max_concurrency=3)
+    events: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def on_result(index: int, result: Any) -> None:
+        with lock:
+            events.append(("result", index))
+
+    def progress(n: int) -> None:
+        with lock:
+            events.append(("tick", n))
+
+    if verb == "generate":
+        done: list[Any] = llm.generate(
+            [GenerateRequest.chat(f"o{i}") for i in range(6)], progress=progress, on_result=on_result
+        )
+    else:
+        done = llm.loglikelihood(
+            [LoglikelihoodRequest(context=f"o{i} a", continuation=" b") for i in range(6)],
+            progress=progress,
+            on_result=on_result,
+        )
+    assert all(d.ok for d in done)
+    assert sorted(i for what, i in events if what == "result") == list(range(6))
+    assert [what for what, _ in events].count("tick") == 6
+    # at any point, no more ticks than reported results
+    seen = 0
+    for what, _ in events:
+        seen += 1 if what == "result" else -1
+        assert seen >= 0
 
 
 def test_concurrency_is_bounded(fake_openai: Any) -> None:
@@ -327,3 +389,101 @@ def test_key_from_a_named_variable(fake_openai: Any, monkeypatch: pytest.MonkeyP
 def test_unknown_option_is_rejected() -> None:
     with pytest.raises(ConfigError, match="bad options"):
         get_llm("openai/m", {"base_url": "http://127.0.0.1:9/v1", "concurrency": 3})
+
+
+# -- with the cache and ledger ---------------------------------------------------------------
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(f"sqlite:///{tmp_path / 'store.db'}")
+
+
+def _cached(server: Any, store: Store, **options: Any) -> CachedLLM:
+    inner = make(server, sleep=RecordingSleep(), **options)
+    return CachedLLM(inner, store, prices=PriceTable({"openai/*": Price(1.0, 2.0)}))
+
+
+def _wait_for(condition: Callable[[], bool], what: str, limit_s: float = 20.0) -> None:
+    """Poll until ``condition`` holds; a bounded wait, not a timing assertion."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_finished_requests_are_stored_while_a_slow_one_is_in_flight(
+    fake_openai: Any, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the server holds the slow request until the test lets it go, so the order is certain
+    release = threading.Event()
+    answer = fake_openai.answer
+
+    def gated(path: str, body: dict[str, Any], authorization: str | None = None) -> Any:
+        if body["messages"][-1]["content"].startswith("slow"):
+            release.wait(timeout=30)
+        return answer(path, body, authorization)
+
+    monkeypatch.setattr(fake_openai, "answer", gated)
+    llm = _cached(fake_openai, store, max_concurrency=4)
+    requests = [GenerateRequest.chat("slow one"), GenerateRequest.chat("fast1"), GenerateRequest.chat("fast2")]
+    out: list[Any] = []
+    worker = threading.Thread(target=lambda: out.extend(llm.generate(requests)))
+    worker.start()
+    try:
+        _wait_for(lambda: len(store.ledger_rows()) == 2, "the fast rows")
+        assert worker.is_alive() and not fake_openai.log("slow")
+        rows = store.ledger_rows()
+        assert all(not r.cache_hit and r.attempts == 1 for r in rows)
+        assert len(store.cache_get([r.cache_key for r in rows])) == 2
+        # a resumed run (here: another wrapper on the same store) does not repeat them
+        resumed = _cached(fake_openai, store)
+        assert [c.text for c in resumed.generate(requests[1:])] == ["echo: fast1", "echo: fast2"]
+        assert len(fake_openai.log("fast1")) == len(fake_openai.log("fast2")) == 1
+    finally:
+        release.set()
+        worker.join(timeout=30)
+    assert not worker.is_alive()
+    assert [c.text for c in out] == ["echo: slow one", "echo: fast1", "echo: fast2"]
+    assert len(store.ledger_rows()) == 5  # 2 fast + 2 resumed hits + the slow one
+    assert store.ledger_rows()[-1].cache_hit is False
+
+
+def test_ledger_keeps_retried_errors_and_a_hit_replays_none(fake_openai: Any, store: Store) -> None:
+    llm = _cached(fake_openai, store, max_retries=3)
+    request = GenerateRequest.chat("rl script=429,500,200")
+    [first] = llm.generate([request])
+    assert first.ok and first.attempts == 3
+    [row] = store.ledger_rows()
+    assert row.attempts == 3 and not row.cache_hit and row.failure_kind is None
+    assert [line.split(":")[0] for line in row.retry_errors] == ["429 rate_limit", "500 server_error"]
+
+    [again] = _cached(fake_openai, store).generate([request])
+    assert again.cached and again.attempts == 0 and again.retry_errors == ()
+    hit = store.ledger_rows()[-1]
+    assert hit.cache_hit and hit.attempts == 0 and hit.retry_errors == ()
+    assert len(fake_openai.log("rl")) == 3
+
+    summary = store.ledger_summary()
+    assert summary["backend_attempts"] == 3 and summary["retried_calls"] == 1
+    assert summary["retry_errors_by_kind"] == {"429": 1, "500": 1}
+
+
+def test_streamed_batch_with_repeats_and_failures_keeps_order(fake_openai: Any, store: Store) -> None:
+    llm = _cached(fake_openai, store, max_retries=1, max_concurrency=2)
+    requests = [
+        GenerateRequest.chat("d1"),
+        GenerateRequest.chat("d2 script=404"),
+        GenerateRequest.chat("d1"),
+        GenerateRequest.chat("d3 script=500,200"),
+    ]
+    done = llm.generate(requests)
+    assert [d.ok for d in done] == [True, False, True, True]
+    assert done[0].text == done[2].text == "echo: d1" and done[3].text == "echo: d3 script=500,200"
+    assert len(fake_openai.log("d1")) == 1
+    rows = store.ledger_rows()
+    assert sorted(r.cache_hit for r in rows) == [False, False, False, True]
+    assert {r.failure_kind for r in rows} == {None, "not_found"}
+    assert llm.stats.misses == 3 and llm.stats.hits == 1 and llm.stats.failures == 1
+    assert len(store.cache_get([r.cache_key for r in rows])) == 2  # the failure is not cached

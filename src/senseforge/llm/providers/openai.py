@@ -5,7 +5,12 @@ llama.cpp server, Ollama …); point ``base_url`` at them. Each batch runs on a 
 async client with at most ``max_concurrency`` requests in flight. The SDK's own retries
 are switched off: this module retries rate limits, server errors, timeouts, dropped
 connections and undecodable 200 bodies itself, honours ``Retry-After`` and records
-every request that still fails as a :class:`~senseforge.llm.base.Failure`.
+every request that still fails as a :class:`~senseforge.llm.base.Failure`. Each failed
+attempt, retried or not, also leaves one line in the result's ``retry_errors``.
+
+Results stream: ``on_result`` hears about each request as soon as it is done, so a
+caller such as :class:`~senseforge.llm.cache.CachedLLM` can store it before the rest of
+the batch has finished.
 
 Log-likelihood scoring uses the legacy completions endpoint with ``echo`` and
 ``logprobs``, which vLLM and the llama.cpp server offer; chat-only endpoints cannot
@@ -25,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import openai
 from openai.types import Completion as SdkCompletion
@@ -59,6 +64,7 @@ SCORING_MAX_TOKENS = 0
 """Tokens generated while scoring: none, only the echoed prompt is wanted."""
 
 _MESSAGE_CHARS = 300
+_RETRY_LINE_CHARS = 160
 _RETRY_AFTER_MAX_S = 60.0
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -66,6 +72,9 @@ Sleep = Callable[[float], Awaitable[None]]
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
+
+OnResult = Callable[[int, _R], None]
+"""Called with a request's index in the batch and its result, as soon as that request is done."""
 
 
 class Options(BaseModel):
@@ -104,6 +113,17 @@ class _Problem:
     def failure(self) -> Failure:
         return Failure(kind=self.kind, message=self.message, status=self.status)
 
+    def line(self) -> str:
+        """This failed attempt in one short line: ``429 rate_limit: …``, ``timeout: …``.
+
+        An HTTP error status leads the line, and the message drops the status it repeats
+        (``HTTP 429:`` from us, ``Error code: 429 -`` from the SDK).
+        """
+        if self.status is not None and self.status >= 400:
+            detail = self.message.removeprefix(f"HTTP {self.status}: ").removeprefix(f"Error code: {self.status} - ")
+            return _one_line(f"{self.status} {self.kind}: {detail}", _RETRY_LINE_CHARS)
+        return _one_line(f"{self.kind}: {self.message}", _RETRY_LINE_CHARS)
+
 
 class _Fatal(Exception):
     """Raised inside an attempt for an answer that retrying will not change."""
@@ -117,9 +137,9 @@ class _Undecodable(Exception):
     """Raised inside an attempt for a 200 answer whose body is not the expected JSON."""
 
 
-def _one_line(text: object) -> str:
+def _one_line(text: object, limit: int = _MESSAGE_CHARS) -> str:
     line = " ".join(str(text).split())
-    return line if len(line) <= _MESSAGE_CHARS else line[: _MESSAGE_CHARS - 1] + "…"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -208,6 +228,9 @@ class OpenAILLM:
         ConfigError: no API key is set and the endpoint is OpenAI's own.
     """
 
+    streams_results: ClassVar[bool] = True
+    """``generate`` and ``loglikelihood`` take ``on_result`` and call it per finished request."""
+
     def __init__(self, model: str, options: Options | None = None, *, sleep: Sleep = asyncio.sleep) -> None:
         self._model = model
         self._options = options or Options()
@@ -248,28 +271,44 @@ class OpenAILLM:
 
     # -- public verbs ------------------------------------------------------------------------
 
-    def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
+    def generate(
+        self,
+        requests: Sequence[GenerateRequest],
+        progress: Progress | None = None,
+        *,
+        on_result: OnResult[Completion] | None = None,
+    ) -> list[Completion]:
         """One completion per request, in order; failed requests carry a :class:`Failure`.
 
         Args:
             requests: the generation requests.
             progress: called with 1 whenever a request finishes.
+            on_result: called with the request's index and its completion as soon as that
+                request finishes, before ``progress``. It runs on a worker thread, so that
+                slow work in it (a database write) does not hold up requests in flight; an
+                exception it raises ends the batch.
 
         Returns:
             The completions, in the order of ``requests``.
         """
         if not requests:
             return []
-        return _run_async(self._batch(list(requests), self._generate_one, progress))
+        return _run_async(self._batch(list(requests), self._generate_one, progress, on_result))
 
     def loglikelihood(
-        self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
+        self,
+        requests: Sequence[LoglikelihoodRequest],
+        progress: Progress | None = None,
+        *,
+        on_result: OnResult[Loglikelihood] | None = None,
     ) -> list[Loglikelihood]:
         """Score each continuation after its context via the completions endpoint's echoed log-probabilities.
 
         Args:
             requests: the scoring requests.
             progress: called with 1 whenever a request finishes.
+            on_result: called with the request's index and its score as soon as that request
+                finishes, before ``progress`` (on a worker thread, as for :meth:`generate`).
 
         Returns:
             The scores, in the order of ``requests``; endpoints that cannot echo
@@ -277,7 +316,7 @@ class OpenAILLM:
         """
         if not requests:
             return []
-        return _run_async(self._batch(list(requests), self._score_one, progress))
+        return _run_async(self._batch(list(requests), self._score_one, progress, on_result))
 
     # -- batching and retries ----------------------------------------------------------------
 
@@ -286,6 +325,7 @@ class OpenAILLM:
         requests: list[_T],
         one: Callable[[openai.AsyncOpenAI, _T], Awaitable[_R]],
         progress: Progress | None,
+        on_result: OnResult[_R] | None = None,
     ) -> list[_R]:
         semaphore = asyncio.Semaphore(self._options.max_concurrency)
         client = openai.AsyncOpenAI(
@@ -295,15 +335,17 @@ class OpenAILLM:
             max_retries=0,
         )
 
-        async def run(request: _T) -> _R:
+        async def run(index: int, request: _T) -> _R:
             async with semaphore:
                 result = await one(client, request)
+            if on_result is not None:
+                await asyncio.to_thread(on_result, index, result)
             if progress is not None:
                 progress(1)
             return result
 
         try:
-            return list(await asyncio.gather(*(run(request) for request in requests)))
+            return list(await asyncio.gather(*(run(index, request) for index, request in enumerate(requests))))
         finally:
             await client.close()
 
@@ -314,23 +356,26 @@ class OpenAILLM:
         delay = min(self._options.backoff_max_s, self._options.backoff_base_s * 2.0 ** min(retry, 60))
         return delay * random.uniform(0.5, 1.0)
 
-    async def _with_retries(self, attempt: Callable[[], Awaitable[_R]]) -> tuple[_R | _Problem, int]:
+    async def _with_retries(self, attempt: Callable[[], Awaitable[_R]]) -> tuple[_R | _Problem, int, tuple[str, ...]]:
         """Run ``attempt`` until it succeeds, fails for good, or retries run out.
 
         Returns:
-            The result (or the last problem) and the number of attempts made.
+            The result (or the last problem), the number of attempts made, and one line
+            per failed attempt (see :meth:`_Problem.line`).
         """
         attempts = 0
+        errors: list[str] = []
         while True:
             attempts += 1
             try:
-                return await attempt(), attempts
+                return await attempt(), attempts, tuple(errors)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 problem = _classify(exc)
+            errors.append(problem.line())
             if not problem.transient or attempts > self._options.max_retries:
-                return problem, attempts
+                return problem, attempts, tuple(errors)
             await self._sleep(self._backoff(attempts - 1, problem))
 
     # -- generation --------------------------------------------------------------------------
@@ -351,11 +396,11 @@ class OpenAILLM:
                 return await self._chat(client, request)
             return await self._complete(client, request)
 
-        outcome, attempts = await self._with_retries(attempt)
+        outcome, attempts, errors = await self._with_retries(attempt)
         latency = time.perf_counter() - started
         if isinstance(outcome, _Problem):
-            return Completion(latency_s=latency, attempts=attempts, failure=outcome.failure())
-        return outcome.model_copy(update={"latency_s": latency, "attempts": attempts})
+            return Completion(latency_s=latency, attempts=attempts, failure=outcome.failure(), retry_errors=errors)
+        return outcome.model_copy(update={"latency_s": latency, "attempts": attempts, "retry_errors": errors})
 
     def _sampling(self, request: GenerateRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -409,11 +454,11 @@ class OpenAILLM:
         async def attempt() -> Loglikelihood:
             return await self._score(client, request)
 
-        outcome, attempts = await self._with_retries(attempt)
+        outcome, attempts, errors = await self._with_retries(attempt)
         latency = time.perf_counter() - started
         if isinstance(outcome, _Problem):
-            return Loglikelihood(latency_s=latency, attempts=attempts, failure=outcome.failure())
-        return outcome.model_copy(update={"latency_s": latency, "attempts": attempts})
+            return Loglikelihood(latency_s=latency, attempts=attempts, failure=outcome.failure(), retry_errors=errors)
+        return outcome.model_copy(update={"latency_s": latency, "attempts": attempts, "retry_errors": errors})
 
     async def _score(self, client: openai.AsyncOpenAI, request: LoglikelihoodRequest) -> Loglikelihood:
         prompt = request.context + request.continuation

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""How close the mCSQA recipe keeps an API to its concurrency bound, and what a rerun costs.
+
+One run, all on loopback:
+
+1. a :class:`~senseforge.llm.loopback.LoopbackOpenAI` server answers every request after a
+   fixed latency, with the stand-in author of :mod:`senseforge.pipelines.mcsqa.dryrun`;
+2. ``build mcsqa`` runs on the demo knowledge base (every question set, three questions
+   each, an LM review panel) with the ``openai`` provider at ``max_concurrency`` C;
+3. the bound is C ÷ latency calls per second (no client can do better with C requests in
+   flight); it also measures the server's most requests in flight at once;
+4. the same recipe runs again into a new run directory on the same cache: it should make
+   no backend call at all.
+
+It prints calls/s against the bound (goal ≥ 90 %) and the rerun's backend calls (goal 0).
+
+    .venv/bin/python benchmarks/pipeline_throughput.py
+    .venv/bin/python benchmarks/pipeline_throughput.py --concurrency 32 --latency 0.1 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from senseforge.kb.conceptnet import import_dump
+from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.store.db import Store
+
+GOAL = 0.90
+RESPONDER = "senseforge.pipelines.mcsqa.dryrun:body_reply"
+
+
+class ServerProcess:
+    """The loopback server in a child process: the client keeps its interpreter to itself, as with a real API."""
+
+    def __init__(self, latency: float) -> None:
+        command = [sys.executable, "-m", "senseforge.llm.loopback", "--responder", RESPONDER, "--latency", str(latency)]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        self.base_url = self.process.stdout.readline().strip()
+        if not self.base_url.startswith("http://127.0.0.1:"):
+            self.process.kill()
+            raise RuntimeError(f"the loopback server did not start (said {self.base_url!r})")
+
+    def stats(self) -> dict[str, Any]:
+        """The server's statistics so far."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write("stats\n")
+        self.process.stdin.flush()
+        stats: dict[str, Any] = json.loads(self.process.stdout.readline())
+        return stats
+
+    def stop(self) -> dict[str, Any]:
+        """Close the server; its statistics."""
+        out, _ = self.process.communicate("", timeout=60)
+        stats: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        return stats
+
+
+def _run(config: McsqaConfig, run_dir: Path, store: Store) -> tuple[Any, float]:
+    started = time.perf_counter()
+    summary = build(config, run_dir, store=store)
+    return summary, time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--concurrency", type=int, default=16, help="the provider's max_concurrency (C)")
+    parser.add_argument("--latency", type=float, default=1.0, help="seconds the server waits before each answer")
+    parser.add_argument("--lang", default="en", help="language of the demo knowledge base to build from")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="sf-throughput-") as tmp:
+        work = Path(tmp)
+        kb = work / "kb"
+        import_dump("demo", kb)
+        spec = "openai/loopback"
+        store = Store(f"sqlite:///{work / 'cache.db'}")
+
+        server = ServerProcess(args.latency)
+        options = {"base_url": server.base_url, "max_concurrency": args.concurrency, "timeout_s": 30.0}
+        config = McsqaConfig(
+            lang=args.lang,
+            n=None,
+            kb=str(kb),
+            model=spec,
+            model_options={spec: options},
+            reviewers=(spec,),
+            lm_review_as_hard=True,
+        )
+        try:
+            first, elapsed = _run(config, work / "first", store)
+            stats = server.stats()
+            # the rerun: a new run directory on the same cache and the same endpoint
+            second, rerun_s = _run(config, work / "second", store)
+        finally:
+            final = server.stop()
+        calls, peak = stats["requests"], stats["max_in_flight"]
+        rerun_calls = final["requests"] - calls
+        same = all(
+            (work / "first" / name).read_bytes() == (work / "second" / name).read_bytes()
+            for name in ("dataset/train.jsonl", "dataset/validation.jsonl", "dataset/test.jsonl", "funnel.json")
+        )
+
+    rate = calls / elapsed
+    bound = args.concurrency / args.latency
+    ratio = rate / bound
+    result = {
+        "concurrency": args.concurrency,
+        "latency_s": args.latency,
+        "backend_calls": calls,
+        "seconds": round(elapsed, 3),
+        "calls_per_s": round(rate, 2),
+        "bound_calls_per_s": round(bound, 2),
+        "ratio": round(ratio, 4),
+        "max_in_flight": peak,
+        "kept": first.funnel["kept"] if first.funnel else 0,
+        "rerun_backend_calls": rerun_calls,
+        "rerun_seconds": round(rerun_s, 3),
+        "rerun_identical": same and second.state == "done",
+    }
+    print(f"recipe: {calls} backend calls in {elapsed:.2f} s, {result['kept']} items kept")
+    print(f"throughput: {rate:.1f} calls/s vs bound {bound:.1f} (C={args.concurrency} / {args.latency} s)")
+    print(f"  ratio {ratio:.1%} (goal ≥ {GOAL:.0%}) · most in flight at once: {peak}")
+    identical = result["rerun_identical"]
+    print(f"rerun: {rerun_calls} backend calls (goal 0) in {rerun_s:.2f} s · outputs identical: {identical}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if ratio >= GOAL and rerun_calls == 0 and result["rerun_identical"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,478 @@
+"""A loopback OpenAI-compatible HTTP server, for tests, dry runs and benchmarks.
+
+:class:`LoopbackOpenAI` listens on ``127.0.0.1`` and answers the chat completions,
+legacy completions and model-list endpoints. The answer text comes from a plain
+function (the *responder*); every answer waits a fixed latency first, and a seeded share
+of attempts fail on purpose (rate limit, server error, a hang past the client's
+timeout, or a cut-off body) so that a client's retry logic can be exercised
+reproducibly. It uses only the standard library.
+
+>>> from senseforge.llm.loopback import LoopbackOpenAI, request_text
+>>> with LoopbackOpenAI(lambda body: request_text(body).upper()) as server:
+...     server.base_url.startswith("http://127.0.0.1:")
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from senseforge.errors import ConfigError
+
+Responder = Callable[[dict[str, Any]], str]
+"""Turns a request's JSON body into the answer text; called from many threads at once."""
+
+FAULT_KINDS: tuple[str, ...] = ("429", "500", "timeout", "truncated")
+"""The faults the server can inject:
+
+* ``429``: a rate-limit answer with ``Retry-After: 0``;
+* ``500``: a server error;
+* ``timeout``: the server waits ``hang_s`` before answering, by when the client should have given up;
+* ``truncated``: status 200 with the JSON body cut in half (and a ``Content-Length`` to match).
+"""
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+MODELS_PATH = "/v1/models"
+
+_QUEUE_SIZE = 256
+_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    """One request as the server saw it."""
+
+    arrived_s: float
+    """Seconds since :meth:`LoopbackOpenAI.start` when the request arrived."""
+    path: str
+    """The request path, e.g. ``/v1/chat/completions``."""
+    outcome: str
+    """``ok``, a fault kind (see :data:`FAULT_KINDS`), ``not_found``, ``bad_request`` or ``responder_error``."""
+
+
+def request_text(body: dict[str, Any]) -> str:
+    """The text a request asks about: the last user message (chat) or the prompt (completions).
+
+    >>> request_text({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]})
+    'Hi'
+    >>> request_text({"prompt": "Once upon"})
+    'Once upon'
+    """
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+        return _content_text(users[-1].get("content")) if users else ""
+    return _content_text(body.get("prompt"))
+
+
+def _content_text(content: Any) -> str:
+    """Plain text of a message content or prompt: a string, or a list of strings or text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [part if isinstance(part, str) else str(part.get("text", "")) for part in content]
+        return "\n".join(parts)
+    return "" if content is None else str(content)
+
+
+def _prompt_text(body: dict[str, Any]) -> str:
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        return "\n".join(_content_text(m.get("content")) for m in messages if isinstance(m, dict))
+    return _content_text(body.get("prompt"))
+
+
+def _count_tokens(text: str) -> int:
+    """Whitespace-separated words, at least one."""
+    return max(1, len(text.split()))
+
+
+class LoopbackOpenAI:
+    """An OpenAI-compatible server on ``127.0.0.1``, answering through ``responder``.
+
+    Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions`` and
+    ``GET /v1/models``. Each completion attempt waits ``latency_s`` (in its own handler
+    thread, so many can wait at once), then either answers or, with probability
+    ``fault_rate``, fails in one of the ``faults`` ways. Whether an attempt fails is
+    drawn from a :class:`random.Random` seeded with ``seed``, a hash of the request body
+    and how many times that body was sent before, so a run is reproducible whatever
+    order concurrent requests arrive in.
+
+    Args:
+        responder: builds the answer text from the request's JSON body.
+        latency_s: seconds every completion attempt waits before it is answered.
+        fault_rate: chance that one attempt fails on purpose, 0 to 1.
+        faults: the fault kinds to draw from (see :data:`FAULT_KINDS`).
+        hang_s: extra seconds a ``timeout`` fault waits before it answers anyway.
+        seed: seeds the fault draws.
+        model: the model name listed by ``/v1/models`` and used when a request names none.
+        max_consecutive_faults: if set, the same request body never fails more than this
+            many times in a row; the next attempt is answered.
+
+    Statistics (``requests``, ``answered_ok``, ``faults_by_kind``, ``max_in_flight``,
+    ``in_flight``, ``log``) may be read while the server runs.
+
+    Raises:
+        ConfigError: a setting is out of range or names an unknown fault kind.
+    """
+
+    def __init__(
+        self,
+        responder: Responder,
+        *,
+        latency_s: float = 0.0,
+        fault_rate: float = 0.0,
+        faults: Sequence[str] = FAULT_KINDS,
+        hang_s: float = 2.0,
+        seed: int = 0,
+        model: str = "loopback",
+        max_consecutive_faults: int | None = None,
+    ) -> None:
+        if latency_s < 0 or hang_s < 0:
+            raise ConfigError(f"latency_s and hang_s must be >= 0, got {latency_s} and {hang_s}")
+        if not 0.0 <= fault_rate <= 1.0:
+            raise ConfigError(f"fault_rate must lie between 0 and 1, got {fault_rate}")
+        unknown = sorted(set(faults) - set(FAULT_KINDS))
+        if unknown:
+            raise ConfigError(f"unknown fault kinds {unknown}: use some of {', '.join(FAULT_KINDS)}")
+        if fault_rate > 0 and not faults:
+            raise ConfigError("fault_rate > 0 needs at least one fault kind in faults")
+        if max_consecutive_faults is not None and max_consecutive_faults < 0:
+            raise ConfigError(f"max_consecutive_faults must be >= 0, got {max_consecutive_faults}")
+        self.responder = responder
+        self.latency_s = latency_s
+        self.fault_rate = fault_rate
+        self.faults = tuple(faults)
+        self.hang_s = hang_s
+        self.seed = seed
+        self.model = model
+        self.max_consecutive_faults = max_consecutive_faults
+        self._lock = threading.Lock()
+        self._requests = 0
+        self._answered_ok = 0
+        self._faults: Counter[str] = Counter()
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._log: list[LoggedRequest] = []
+        self._sent: Counter[str] = Counter()
+        self._streak: Counter[str] = Counter()
+        self._started = 0.0
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> LoopbackOpenAI:
+        """Bind a free port and serve in a daemon thread; returns ``self``."""
+        if self._httpd is not None:
+            raise RuntimeError("the loopback server is already started")
+        self._httpd = _Server(("127.0.0.1", 0), _handler_for(self))
+        self._started = time.monotonic()
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": _POLL_S}, name="loopback-openai", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket; requests still sleeping are abandoned."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if thread is not None:
+            thread.join()
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> LoopbackOpenAI:
+        return self if self._httpd is not None else self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``, to use as the client's base URL."""
+        if self._httpd is None:
+            raise RuntimeError("the loopback server is not started: call start() or use it in a with block")
+        port = self._httpd.server_address[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    # -- statistics --------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> int:
+        """Completion attempts received (both completion endpoints, faults included)."""
+        with self._lock:
+            return self._requests
+
+    @property
+    def answered_ok(self) -> int:
+        """Completion attempts answered in full."""
+        with self._lock:
+            return self._answered_ok
+
+    @property
+    def faults_by_kind(self) -> dict[str, int]:
+        """How many attempts got each injected fault, counted when drawn (a ``timeout`` while it still hangs)."""
+        with self._lock:
+            return dict(self._faults)
+
+    @property
+    def in_flight(self) -> int:
+        """Completion attempts received and not yet answered."""
+        with self._lock:
+            return self._in_flight
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most completion attempts ever received and not yet answered at once."""
+        with self._lock:
+            return self._max_in_flight
+
+    @property
+    def log(self) -> list[LoggedRequest]:
+        """Every answered request (model list and unknown paths too), in arrival order.
+
+        A request enters the log once it is answered, so a ``timeout`` fault still hanging is not there yet.
+        """
+        with self._lock:
+            return sorted(self._log, key=lambda entry: entry.arrived_s)
+
+    # -- request handling (called from handler threads) ---------------------------------------
+
+    def _arrive(self) -> tuple[float, int]:
+        """Note a completion attempt; returns its arrival time and its 1-based number."""
+        now = time.monotonic() - self._started
+        with self._lock:
+            self._requests += 1
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            return now, self._requests
+
+    def _record(self, arrived: float, path: str, outcome: str, *, attempt: bool) -> None:
+        with self._lock:
+            self._log.append(LoggedRequest(arrived, path, outcome))
+            if attempt:
+                self._in_flight -= 1
+                if outcome == "ok":
+                    self._answered_ok += 1
+
+    def _since_start(self) -> float:
+        return time.monotonic() - self._started
+
+    def _draw_fault(self, body: dict[str, Any]) -> str | None:
+        """The fault for this attempt at ``body``, or None to answer it."""
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        with self._lock:
+            index = self._sent[digest]
+            self._sent[digest] += 1
+        rng = random.Random(f"{self.seed}:{digest}:{index}")
+        fault = rng.choice(self.faults) if self.faults and rng.random() < self.fault_rate else None
+        cap = self.max_consecutive_faults
+        with self._lock:
+            if fault is not None and cap is not None and self._streak[digest] >= cap:
+                fault = None
+            self._streak[digest] = self._streak[digest] + 1 if fault is not None else 0
+            if fault is not None:
+                self._faults[fault] += 1
+        return fault
+
+    def _completion(self, path: str, body: dict[str, Any], number: int) -> dict[str, Any]:
+        """The full success payload for one attempt."""
+        text = self.responder(body)
+        prompt_tokens, completion_tokens = _count_tokens(_prompt_text(body)), _count_tokens(text)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        model = str(body.get("model") or self.model)
+        if path == CHAT_PATH:
+            return {
+                "id": f"chatcmpl-loopback-{number}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": usage,
+            }
+        return {
+            "id": f"cmpl-loopback-{number}",
+            "object": "text_completion",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+            "usage": usage,
+        }
+
+    def _models(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "senseforge-loopback"}],
+        }
+
+
+class _Server(ThreadingHTTPServer):
+    """A threading server with a deep accept queue that never waits for its handler threads."""
+
+    request_queue_size = _QUEUE_SIZE
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet about clients that hung up (timeouts); report anything else as usual."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+def _error(status: int, message: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": "loopback", "code": str(status)}}).encode()
+
+
+def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            arrived = server._since_start()
+            if self.path.rstrip("/") == MODELS_PATH:
+                self._send(200, json.dumps(server._models()).encode())
+                server._record(arrived, self.path, "ok", attempt=False)
+            else:
+                self._send(404, _error(404, f"no route for GET {self.path}"))
+                server._record(arrived, self.path, "not_found", attempt=False)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            path = self.path.rstrip("/")
+            if path not in (CHAT_PATH, COMPLETIONS_PATH):
+                arrived = server._since_start()
+                self._send(404, _error(404, f"no route for POST {self.path}"))
+                server._record(arrived, self.path, "not_found", attempt=False)
+                return
+            arrived, number = server._arrive()
+            outcome, status, payload = "bad_request", 400, b""
+            headers: dict[str, str] = {}
+            try:
+                if server.latency_s:
+                    time.sleep(server.latency_s)
+                outcome, status, payload, headers = self._answer(path, raw, number)
+                if outcome == "timeout":
+                    time.sleep(server.hang_s)
+                    self.close_connection = True
+            finally:
+                # counted as answered before the bytes go out, so that a client that sends its
+                # next request as soon as it reads this answer never sees both counted at once
+                server._record(arrived, path, outcome, attempt=True)
+            self._send(status, payload, headers)
+
+        def _answer(self, path: str, raw: bytes, number: int) -> tuple[str, int, bytes, dict[str, str]]:
+            """Outcome, status, payload and extra headers for one completion attempt."""
+            try:
+                body = json.loads(raw or b"{}")
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                return "bad_request", 400, _error(400, f"the body is not JSON: {exc}"), {}
+            if not isinstance(body, dict):
+                return "bad_request", 400, _error(400, "the body must be a JSON object"), {}
+            fault = server._draw_fault(body)
+            if fault == "429":
+                return fault, 429, _error(429, "injected rate limit"), {"Retry-After": "0"}
+            if fault == "500":
+                return fault, 500, _error(500, "injected server error"), {}
+            try:
+                payload = json.dumps(server._completion(path, body, number)).encode()
+            except Exception as exc:
+                return "responder_error", 500, _error(500, f"responder failed: {type(exc).__name__}: {exc}"), {}
+            if fault == "truncated":
+                return fault, 200, payload[: len(payload) // 2], {}
+            return fault or "ok", 200, payload, {}
+
+        def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+                self.wfile.flush()
+            except OSError:  # the client gave up (a timeout) and closed the connection
+                self.close_connection = True
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    return Handler
+
+
+def _load_responder(target: str) -> Responder:
+    """``module:function`` → the function."""
+    import importlib
+
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"responder {target!r}: write module:function")
+    responder: Responder = getattr(importlib.import_module(module_name), attribute)
+    return responder
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve from a process of its own (so the server does not share the client's interpreter).
+
+    Prints the base URL on the first line of stdout, then serves; each line read from
+    stdin prints the statistics so far as one JSON line; when stdin closes it prints them
+    once more and exits::
+
+        python -m senseforge.llm.loopback --responder senseforge.pipelines.mcsqa.dryrun:body_reply --latency 0.5
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m senseforge.llm.loopback", description=main.__doc__)
+    parser.add_argument("--responder", required=True, help="module:function taking the request body")
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--fault-rate", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    server = LoopbackOpenAI(
+        _load_responder(args.responder), latency_s=args.latency, fault_rate=args.fault_rate, seed=args.seed
+    )
+
+    def stats() -> str:
+        return json.dumps(
+            {
+                "requests": server.requests,
+                "answered_ok": server.answered_ok,
+                "faults_by_kind": server.faults_by_kind,
+                "max_in_flight": server.max_in_flight,
+            }
+        )
+
+    with server:
+        print(server.base_url, flush=True)
+        for _line in sys.stdin:
+            print(stats(), flush=True)
+        print(stats(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

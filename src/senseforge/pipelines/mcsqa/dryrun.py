@@ -1,0 +1,95 @@
+"""A stand-in author for dry runs, tests and benchmarks of the mCSQA recipe: no model, no network.
+
+:func:`author_reply` answers each chat request of the recipe the way a well-behaved chat
+model would, deterministically from the request text: a question that avoids the
+answer words (generate), the same question or a light rewrite (refine), two new choices
+as JSON (distractors), a letter (verification), yes or no (LM review). Some answers are
+wrong on purpose (a share of letters, a share of "no"), so Easy, Hard and rejected items
+all occur. It is the ``scripted/mcsqa-author`` model, and the responder the loopback
+server uses in ``benchmarks/pipeline_throughput.py``.
+
+>>> from senseforge.llm.base import Message
+>>> author_reply([Message(role="system", content=GENERATE_INSTRUCTION), Message(role="user", content="…")]) in "ABCDE"
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from senseforge.evaluate.run import GENERATE_INSTRUCTION
+from senseforge.llm.base import Message
+from senseforge.pipelines.mcsqa.review import REVIEW_QUESTION
+from senseforge.pipelines.templates import STAGES, SUPPORTED_LANGUAGES, templates
+
+_QUESTION = {
+    "en": "Which option matches puzzle number {n}?",
+    "ja": "パズル{n}番に合う選択肢はどれですか？",
+}
+_REWRITE = {
+    "en": "Which option fits puzzle number {n}?",
+    "ja": "パズル{n}番にふさわしい選択肢はどれですか？",
+}
+_DECOYS = {"en": ("decoy {n}", "lure {n}"), "ja": ("おとり{n}", "ダミー{n}")}
+
+
+def _number(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:6], "big")
+
+
+@cache
+def _systems() -> dict[str, tuple[str, str]]:
+    """System prompt → (stage, language) for every template set."""
+    out: dict[str, tuple[str, str]] = {}
+    for lang in SUPPORTED_LANGUAGES:
+        t = templates(lang)
+        for stage in STAGES:
+            out.setdefault(t.stage(stage).system, (stage, lang))
+    return out
+
+
+def _question_in(user: str, lang: str) -> str:
+    label = templates(lang).labels.question
+    for line in user.splitlines():
+        head, _, rest = line.partition(":")
+        if head.strip() == label and rest.strip():
+            return rest.strip()
+        head, _, rest = line.partition("：")
+        if head.strip() == label and rest.strip():
+            return rest.strip()
+    return ""
+
+
+def author_reply(messages: Sequence[Message]) -> str:
+    """The reply of the stand-in author to one chat request of the recipe."""
+    system = next((m.content for m in messages if m.role == "system"), "")
+    user = messages[-1].content
+    n = _number(user)
+    if system == GENERATE_INSTRUCTION:
+        return "ABCDE"[n % 5]
+    if REVIEW_QUESTION in user:
+        return "no" if n % 5 == 0 else "yes"
+    stage, lang = _systems().get(system, ("", "en"))
+    lang = lang if lang in _QUESTION else "en"
+    if stage == "generate":
+        return _QUESTION[lang].format(n=n % 100000)
+    if stage == "refine":
+        question = _question_in(user, lang)
+        if question and n % 4 == 0:
+            digits = "".join(ch for ch in question if ch.isdigit())
+            return _REWRITE[lang].format(n=digits or n % 100000)
+        return question
+    if stage == "distractors":
+        first, second = _DECOYS[lang]
+        return json.dumps({"distractors": [first.format(n=n % 1000), second.format(n=n // 1000 % 1000)]})
+    return ""
+
+
+def body_reply(body: dict[str, Any]) -> str:
+    """:func:`author_reply` for an OpenAI chat request body (the loopback server's responder)."""
+    messages = [Message(role=m["role"], content=str(m["content"])) for m in body.get("messages", [])]
+    return author_reply(messages) if messages else ""

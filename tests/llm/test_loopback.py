@@ -1,0 +1,178 @@
+"""The loopback OpenAI-compatible server, driven by the real ``openai`` provider and by plain urllib."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from senseforge.errors import ConfigError
+from senseforge.llm.base import GenerateRequest, Message
+from senseforge.llm.loopback import FAULT_KINDS, LoopbackOpenAI, request_text
+from senseforge.llm.registry import get_llm
+
+FAULTY_SEED = 0
+"""A seed under which the 40-request run below meets every fault kind at least once."""
+
+
+@pytest.fixture(autouse=True)
+def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+def shout(body: dict[str, Any]) -> str:
+    return f"answer: {request_text(body).upper()}"
+
+
+def client(server: LoopbackOpenAI, **options: Any) -> Any:
+    pytest.importorskip("openai")
+    settings = {
+        "base_url": server.base_url,
+        "max_concurrency": 8,
+        "timeout_s": 0.5,
+        "backoff_base_s": 0.01,
+        "backoff_max_s": 0.05,
+        "max_retries": 8,
+        **options,
+    }
+    return get_llm("openai/loopback", settings)
+
+
+def post(server: LoopbackOpenAI, path: str, body: Any) -> tuple[int, dict[str, str], bytes]:
+    """One raw request; returns status, headers and body bytes (error statuses included)."""
+    request = urllib.request.Request(
+        server.base_url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def questions(n: int) -> list[GenerateRequest]:
+    return [GenerateRequest.chat(f"question number {i}", system="Answer briefly.") for i in range(n)]
+
+
+# -- through the openai provider --------------------------------------------------------------
+
+
+def test_answers_come_from_the_responder_with_usage() -> None:
+    with LoopbackOpenAI(shout) as server:
+        request = GenerateRequest(
+            messages=(Message(role="system", content="Be brief."), Message(role="user", content="why is the sky blue"))
+        )
+        [done] = client(server).generate([request])
+    assert done.ok, done.failure
+    assert done.text == "answer: WHY IS THE SKY BLUE"
+    assert done.finish_reason == "stop"
+    assert (done.tokens_in, done.tokens_out) == (7, 6)
+    assert done.attempts == 1
+    assert (server.requests, server.answered_ok, server.faults_by_kind) == (1, 1, {})
+    [entry] = server.log
+    assert (entry.path, entry.outcome) == ("/v1/chat/completions", "ok")
+
+
+def test_injected_faults_are_retried_to_the_fault_free_answers() -> None:
+    requests = questions(40)
+    with LoopbackOpenAI(shout) as clean:
+        expected = client(clean).generate(requests)
+    assert all(done.ok for done in expected)
+
+    with LoopbackOpenAI(shout, fault_rate=0.3, hang_s=0.6, seed=FAULTY_SEED, max_consecutive_faults=3) as server:
+        results = client(server, timeout_s=0.3).generate(requests)
+        faults = server.faults_by_kind
+        attempts_seen = server.requests
+        answered = server.answered_ok
+
+    assert all(done.ok for done in results), [done.failure for done in results if not done.ok]
+    assert [done.text for done in results] == [done.text for done in expected]
+    assert set(faults) == set(FAULT_KINDS), faults
+    assert sum(done.attempts for done in results) == attempts_seen
+    assert answered >= len(requests)  # more only if the client timed out on a slow but good answer
+    assert attempts_seen == answered + sum(faults.values())
+
+
+def test_in_flight_reaches_the_client_bound_and_never_exceeds_it() -> None:
+    with LoopbackOpenAI(shout, latency_s=0.2) as server:
+        results = client(server, max_concurrency=8, timeout_s=5.0).generate(questions(16))
+    assert all(done.ok for done in results)
+    assert server.max_in_flight == 8
+    assert server.in_flight == 0
+    assert server.requests == 16
+
+
+def test_serves_64_connections_at_once() -> None:
+    with LoopbackOpenAI(shout, latency_s=0.2) as server:
+        results = client(server, max_concurrency=64, timeout_s=5.0).generate(questions(64))
+    assert all(done.ok for done in results)
+    assert server.max_in_flight == 64
+
+
+def test_completions_endpoint() -> None:
+    with LoopbackOpenAI(lambda body: f"{body['prompt']} and then some") as server:
+        [done] = client(server, api="completions").generate([GenerateRequest(prompt="once upon a time")])
+    assert done.ok, done.failure
+    assert done.text == "once upon a time and then some"
+    assert (done.tokens_in, done.tokens_out) == (4, 7)
+    assert [entry.path for entry in server.log] == ["/v1/completions"]
+
+
+# -- raw HTTP ---------------------------------------------------------------------------------
+
+
+def test_models_and_unknown_paths() -> None:
+    with LoopbackOpenAI(shout, model="tiny") as server:
+        with urllib.request.urlopen(server.base_url + "/models", timeout=5) as response:
+            listing = json.loads(response.read())
+        status, _, _ = post(server, "/embeddings", {"input": "x"})
+        assert [model["id"] for model in listing["data"]] == ["tiny"]
+        assert status == 404
+        assert server.requests == 0
+        assert [entry.outcome for entry in server.log] == ["ok", "not_found"]
+
+
+def test_fault_draws_are_reproducible_and_capped() -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "same body"}]}
+
+    def outcomes(**settings: Any) -> list[str]:
+        with LoopbackOpenAI(shout, faults=("429", "500"), **settings) as server:
+            for _ in range(12):
+                post(server, "/chat/completions", body)
+            return [entry.outcome for entry in server.log]
+
+    first = outcomes(fault_rate=0.5, seed=7)
+    assert first == outcomes(fault_rate=0.5, seed=7)
+    assert {"ok", "429", "500"} <= set(first)
+    always = outcomes(fault_rate=1.0)
+    assert "ok" not in always
+    capped = outcomes(fault_rate=1.0, max_consecutive_faults=2)
+    assert capped == ["ok" if i % 3 == 2 else outcome for i, outcome in enumerate(always)]
+
+
+def test_rate_limit_and_truncation_on_the_wire() -> None:
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    with LoopbackOpenAI(shout, fault_rate=1.0, faults=("429",)) as server:
+        status, headers, _ = post(server, "/chat/completions", body)
+    assert (status, headers.get("Retry-After")) == (429, "0")
+    with LoopbackOpenAI(shout, fault_rate=1.0, faults=("truncated",)) as server:
+        status, headers, payload = post(server, "/chat/completions", body)
+    assert status == 200
+    assert int(headers["Content-Length"]) == len(payload)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(payload)
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ConfigError, match="unknown fault"):
+        LoopbackOpenAI(shout, faults=("503",))
+    with pytest.raises(ConfigError, match="fault_rate"):
+        LoopbackOpenAI(shout, fault_rate=1.5)
+    with pytest.raises(RuntimeError, match="not started"):
+        _ = LoopbackOpenAI(shout).base_url
