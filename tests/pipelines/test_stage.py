@@ -67,7 +67,7 @@ def test_batches_retries_and_counts(tmp_path: Path) -> None:
 
 def test_still_failing_after_the_rounds_stops_the_run(tmp_path: Path) -> None:
     store = RunStore(sqlite_url(tmp_path / "run.db"))
-    with pytest.raises(RunIncomplete, match="1 record.*--resume"):
+    with pytest.raises(RunIncomplete, match=r"1 record.*--resume"):
         run_stage(Flaky({"r1": 5}), _records("r0", "r1"), store, batch_size=8, rounds=2)
     assert store.done_ids("flaky") == {"r0"}  # the good record was kept
 

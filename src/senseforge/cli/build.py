@@ -151,6 +151,8 @@ def mcsqa(
         raise ConfigError("give --lang (or --out of the run to resume)")
     run_dir = out_dir or Path("runs") / f"mcsqa-{lang}"
     manifest = read_manifest(run_dir) if resume else None
+    if resume and manifest is None:
+        raise ConfigError(f"{run_dir}: no run to resume (no manifest.json); start it without --resume")
     config = _resolve(given, manifest)
     err.print(f"run: {run_dir} · lang: {config.lang} · model: {config.model}")
     summary = build(

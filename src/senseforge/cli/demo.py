@@ -21,8 +21,8 @@ import typer
 from senseforge.cli._common import StoreOption, err, out, progress_bar
 
 DEMO_LANGS: tuple[str, ...] = ("en", "ja")
-DEMO_SETS = 8
-"""Question sets per language: 24 questions each (three answers per set), a few minutes on 2 cores."""
+DEMO_SETS = 12
+"""Question sets per language: 36 questions each (three answers per set), a few minutes on 2 cores."""
 
 
 def demo(

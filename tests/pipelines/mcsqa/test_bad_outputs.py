@@ -94,7 +94,11 @@ def test_crafted_bad_outputs_are_rejected_with_their_reason(demo_kb: Path, tmp_p
     assert funnel["verify"]["unparsed_answer"] == 1
 
     # the wrong letter sent the item to review instead of making it Easy; the raw reply is kept
-    items = {item["id"]: item for name in ("train", "validation", "test") for item in read_jsonl(tmp_path / "run" / "items" / f"{name}.jsonl")}
+    items = {
+        item["id"]: item
+        for name in ("train", "validation", "test")
+        for item in read_jsonl(tmp_path / "run" / "items" / f"{name}.jsonl")
+    }
     marked = items.get(f"{wrong_letter.id}-0")
     rejected_by_panel = rejects.get(("review", f"{wrong_letter.id}-0")) == "lm_review_rejected"
     assert rejected_by_panel or (marked is not None and marked["difficulty"] == "hard")

@@ -16,7 +16,12 @@ from senseforge.store.db import Store
 from .conftest import read_jsonl
 
 AUTHOR = "scripted/mcsqa-author"
-OUTPUTS = ("funnel.json", "cost.json", "rejects.jsonl", *(f"{d}/{s}.jsonl" for d in ("dataset", "items") for s in SPLIT_NAMES))
+OUTPUTS = (
+    "funnel.json",
+    "cost.json",
+    "rejects.jsonl",
+    *(f"{d}/{s}.jsonl" for d in ("dataset", "items") for s in SPLIT_NAMES),
+)
 
 
 def config(kb: Path, **overrides: object) -> McsqaConfig:
@@ -39,7 +44,7 @@ def test_counts_add_up_and_outputs_follow_the_schema(demo_kb: Path, tmp_path: Pa
     assert [row["stage"] for row in funnel["stages"]] == list(STAGES)
     for row in funnel["stages"]:
         assert row["in"] == row["out"] + sum(row["rejected"].values()), row
-    for before, after in zip(funnel["stages"], funnel["stages"][1:]):
+    for before, after in zip(funnel["stages"], funnel["stages"][1:], strict=False):
         assert after["in"] == before["out"]
     assert funnel["stages"][0]["in"] == 40 * 3
     assert funnel["refined"]["changed"] > 0

@@ -33,7 +33,9 @@ def test_paused_for_review_then_resumed_with_decisions(demo_kb: Path, tmp_path: 
     ids = [str(row["id"]) for row in queue]
     accepted = set(ids[::2])
     # one reviewer everywhere; the second only for half the queue: still awaiting
-    lines = [_decision(i, "ana", True) for i in ids] + [_decision(i, "ben", i in accepted) for i in ids[: len(ids) // 2]]
+    lines = [_decision(i, "ana", True) for i in ids] + [
+        _decision(i, "ben", i in accepted) for i in ids[: len(ids) // 2]
+    ]
     decisions = tmp_path / "decisions.jsonl"
     decisions.write_text("\n".join(lines) + "\n")
     second = build(config, run, store=Store(), resume=True, decisions=[decisions])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -53,14 +54,12 @@ def _systems() -> dict[str, tuple[str, str]]:
 
 
 def _question_in(user: str, lang: str) -> str:
-    label = templates(lang).labels.question
-    for line in user.splitlines():
-        head, _, rest = line.partition(":")
-        if head.strip() == label and rest.strip():
-            return rest.strip()
-        head, _, rest = line.partition("：")
-        if head.strip() == label and rest.strip():
-            return rest.strip()
+    """The stand-in author's own question (either wording) quoted in a refine request."""
+    for wording in (_QUESTION[lang], _REWRITE[lang]):
+        pattern = re.escape(wording).replace(re.escape("{n}"), r"\d+")
+        found = re.search(pattern, user)
+        if found:
+            return found.group(0)
     return ""
 
 
