@@ -349,6 +349,9 @@ def _error(status: int, message: str) -> bytes:
 def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes; with Nagle's algorithm on, the body waits
+        # for the client's delayed ACK (~40 ms on Linux) — a stall no real server adds.
+        disable_nagle_algorithm = True
 
         def do_GET(self) -> None:
             arrived = server._since_start()
