@@ -117,7 +117,7 @@ def mcsqa(
         None, "--human-rate", min=0.0, help="US dollars per human judgement, for cost.json."
     ),
     batch_size: int | None = typer.Option(
-        None, "--batch-size", min=1, help="Records per stored batch [default: 16 local, 32 × concurrency for APIs]."
+        None, "--batch-size", min=1, help="Records per stored batch [default: 8 local, 32 × concurrency for APIs]."
     ),
     out_dir: Path | None = typer.Option(None, "--out", help="Run directory [default: runs/mcsqa-<lang>]."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out (settings from its manifest)."),

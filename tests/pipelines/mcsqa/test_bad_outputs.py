@@ -12,6 +12,7 @@ from senseforge.llm.mock import ScriptedLLM
 from senseforge.pipelines.mcsqa import McsqaConfig, build
 from senseforge.pipelines.mcsqa.dryrun import author_reply
 from senseforge.pipelines.mcsqa.report import STAGES
+from senseforge.pipelines.moderation import WordListModerator
 from senseforge.pipelines.templates import templates
 from senseforge.store.db import Store
 
@@ -32,7 +33,7 @@ def _kind(request: GenerateRequest) -> str:
 
 def test_crafted_bad_outputs_are_rejected_with_their_reason(demo_kb: Path, tmp_path: Path) -> None:
     sets, _ = extract_question_sets(demo_kb, "en", 20, 0)
-    broken_json, dup_distractor, answer_in_q, two_sentences, no_mark, refusal, wrong_letter = sets[:7]
+    broken_json, dup_distractor, answer_in_q, two_sentences, no_mark, refusal, wrong_letter, listed = sets[:8]
 
     def bad_question(qs: QuestionSet, user: str) -> str | None:
         if f'"{qs.targets[0]}"' not in user or f'"{qs.anchor}"' not in user:
@@ -72,7 +73,9 @@ def test_crafted_bad_outputs_are_rejected_with_their_reason(demo_kb: Path, tmp_p
     config = McsqaConfig(
         lang="en", n=20, answers_per_set=1, kb=str(demo_kb), model=SPEC, reviewers=(SPEC,), lm_review_as_hard=True
     )
-    summary = build(config, tmp_path / "run", store=Store(), llms={SPEC: llm})
+    # a word on the moderation list among one set's targets: only the moderation stage sees it in an item
+    moderator = WordListModerator({"en": [listed.targets[2]]})
+    summary = build(config, tmp_path / "run", store=Store(), llms={SPEC: llm}, moderator=moderator)
     assert summary.state == "done"
 
     rejects = {(row["stage"], row["id"]): row["reason"] for row in read_jsonl(tmp_path / "run" / "rejects.jsonl")}
@@ -82,12 +85,14 @@ def test_crafted_bad_outputs_are_rejected_with_their_reason(demo_kb: Path, tmp_p
     assert rejects[("generate", f"{refusal.id}-0")] == "malformed_output"
     assert rejects[("distractors", f"{broken_json.id}-0")] == "malformed_output"
     assert rejects[("distractors", f"{dup_distractor.id}-0")] == "duplicate"
+    assert rejects[("moderate", f"{listed.id}-0")] == "inappropriate"
 
     funnel = json.loads((tmp_path / "run" / "funnel.json").read_text())
     by_stage = {row["stage"]: row for row in funnel["stages"]}
     assert by_stage["filter"]["rejected"] == {"multiple_sentences": 1, "no_question_mark": 1, "target_in_question": 1}
     assert by_stage["generate"]["rejected"] == {"malformed_output": 1}
     assert by_stage["distractors"]["rejected"] == {"duplicate": 1, "malformed_output": 1}
+    assert by_stage["moderate"]["rejected"] == {"inappropriate": 1}
     for row in funnel["stages"]:
         assert row["in"] == row["out"] + sum(row["rejected"].values())
     assert funnel["stages"][0]["in"] == 20 and len(STAGES) == len(funnel["stages"])

@@ -58,6 +58,9 @@ def test_paused_for_review_then_resumed_with_decisions(demo_kb: Path, tmp_path: 
     cost = json.loads((run / "cost.json").read_text())
     assert cost["human"] == {"judgements": 2 * len(ids), "rate_usd": 0.05, "cost_usd": pytest.approx(0.1 * len(ids))}
     assert cost["cost_per_kept_question_usd"] == pytest.approx(cost["total_usd"] / funnel["kept"])
+    # the run remembers the rate: resuming the finished run without it writes the same report
+    build(config, run, store=Store(), resume=True)
+    assert json.loads((run / "cost.json").read_text()) == cost
 
 
 def test_unknown_human_rate_makes_the_cost_unknown(demo_kb: Path, tmp_path: Path) -> None:

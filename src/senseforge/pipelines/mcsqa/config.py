@@ -73,9 +73,10 @@ class McsqaConfig(BaseModel):
     """Human reviewers per item (paper: two); all must accept."""
     ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
     batch_size: int | None = Field(default=None, ge=1)
-    """Records per stored batch; ``None``: 16 for local models, 32 × the concurrency bound for APIs
-    (enough requests to keep every slot busy). A killed run redoes at most one unstored
-    batch, and the cache answers the calls in it that had finished."""
+    """Records per stored batch; ``None``: 8 for local models (the progress bar moves per
+    batch), 32 × the concurrency bound for APIs (enough requests to keep every slot busy).
+    A killed run redoes at most one unstored batch, and the cache answers the calls in it
+    that had finished."""
     call_rounds: int = Field(default=3, ge=1)
     """Passes over records whose calls failed transiently before the run stops as incomplete."""
 
@@ -121,7 +122,7 @@ class McsqaConfig(BaseModel):
         if stage == "review" and self.reviewers:
             spec = self.reviewers[0]
         if parse_spec(spec)[0] != "openai":
-            return 16
+            return 8
         bound = int(self.options_for(spec).get("max_concurrency", 8))
         return max(64, 32 * bound)
 

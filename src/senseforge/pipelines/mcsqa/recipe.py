@@ -246,7 +246,8 @@ def build(
         store: where the LM cache and ledger live (default store when None).
         run_store_url: a SQLAlchemy URL for the run store (default ``run_dir/run.db``).
         decisions: JSONL files of human review decisions to import first.
-        human_rate: US dollars per human judgement, for the cost report.
+        human_rate: US dollars per human judgement, for the cost report (remembered by the
+            run: a resume without it uses the last rate given).
         moderator: the moderation filter (the shipped word lists by default).
         prices: the price table (default: shipped plus the user's file).
         progress: a factory of progress callbacks, ``(description, total)``.
@@ -261,13 +262,13 @@ def build(
     manifest = check_resume(run_dir, config, resume=resume)
     run_dir.mkdir(parents=True, exist_ok=True)
     url = _run_store_url(run_dir, manifest, run_store_url)
-    run = RunStore(url)
     store = store or Store()
     run_label = (manifest or {}).get("run_id") or f"{config.recipe}-{config.lang}-{uuid.uuid4().hex[:12]}"
     models = _Models(config, store, run_label, llms)
     moderator = moderator or default_moderator()
+    run: RunStore | None = None
     try:
-        if manifest is None:
+        if manifest is None:  # written before the run store exists: a run directory always has one
             manifest = build_manifest(
                 config,
                 identities=models.identities(),
@@ -276,6 +277,11 @@ def build(
             )
             manifest["run_id"] = run_label
             write_json(run_dir / MANIFEST, manifest)
+        run = RunStore(url)
+        if human_rate is not None:
+            run.set_meta({"human_rate": repr(human_rate)})
+        elif run.meta("human_rate") is not None:
+            human_rate = float(run.meta("human_rate") or "nan")
         if decisions:
             changed = import_decisions(run, decisions)
             logger.info("imported %d review decision(s)", changed)
@@ -300,7 +306,8 @@ def build(
         return _finish(run_dir, config, run, store, run_label, human_rate, prices)
     finally:
         models.close()
-        run.close()
+        if run is not None:
+            run.close()
 
 
 def _human_judgements(run: RunStore) -> int:

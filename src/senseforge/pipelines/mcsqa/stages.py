@@ -153,21 +153,31 @@ class Distractors(_LMStage):
 
 
 @dataclass
-class Filter:
-    """The rule-based question filter (run after generation and again after refinement)."""
+class _Check:
+    """A stage that keeps a record as it is or rejects it for the reason a rule gives."""
 
     name: str
     config: McsqaConfig
     moderator: Moderator
     barrier = False
 
+    def reason(self, payload: dict[str, Any]) -> str | None:
+        raise NotImplementedError
+
     def run(self, records: Sequence[StageResult]) -> list[Outcome]:
         outcomes: list[Outcome] = []
         for record in records:
-            targets = question_set(record.payload).targets
-            reason = check_question(record.payload["question"], targets, self.config.lang, moderator=self.moderator)
+            reason = self.reason(record.payload)
             outcomes.append(ok(record, record.payload) if reason is None else rejected(record, reason))
         return outcomes
+
+
+class Filter(_Check):
+    """The rule-based question filter (run after generation and again after refinement)."""
+
+    def reason(self, payload: dict[str, Any]) -> str | None:
+        targets = question_set(payload).targets
+        return check_question(payload["question"], targets, self.config.lang, moderator=self.moderator)
 
 
 @dataclass
@@ -208,20 +218,11 @@ class Shuffle:
         return outcomes
 
 
-@dataclass
-class Moderate:
+class Moderate(_Check):
     """The moderation filter over the question and every choice (pluggable; word lists by default)."""
 
-    name: str
-    config: McsqaConfig
-    moderator: Moderator
-    barrier = False
-
-    def run(self, records: Sequence[StageResult]) -> list[Outcome]:
-        outcomes: list[Outcome] = []
-        for record in records:
-            item = MCItem.model_validate(record.payload["item"])
-            texts = [item.question, *(c.text for c in item.choices)]
-            flagged = any(self.moderator.check(text, self.config.lang) is not None for text in texts)
-            outcomes.append(rejected(record, INAPPROPRIATE) if flagged else ok(record, record.payload))
-        return outcomes
+    def reason(self, payload: dict[str, Any]) -> str | None:
+        item = MCItem.model_validate(payload["item"])
+        texts = [item.question, *(c.text for c in item.choices)]
+        flagged = any(self.moderator.check(text, self.config.lang) is not None for text in texts)
+        return INAPPROPRIATE if flagged else None
