@@ -74,7 +74,7 @@ def _run(config: McsqaConfig, run_dir: Path, store: Store) -> tuple[Any, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", type=int, default=16, help="the provider's max_concurrency (C)")
-    parser.add_argument("--latency", type=float, default=1.0, help="seconds the server waits before each answer")
+    parser.add_argument("--latency", type=float, default=2.0, help="seconds the server waits before each answer")
     parser.add_argument("--lang", default="en", help="language of the demo knowledge base to build from")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()

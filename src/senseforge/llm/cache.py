@@ -191,19 +191,69 @@ class CachedLLM:
         answered: list[tuple[str, list[int]]],
         progress: Progress | None,
     ) -> list[Res]:
-        """Send ``batch`` at once and store each result as soon as the backend reports it."""
+        """Send ``batch`` at once and store each result as soon as the backend reports it.
+
+        Reported results go to one writer thread, which stores whatever has arrived in one
+        transaction (a group commit): a burst of answers costs one write, not one each.
+        ``on_result`` returns once its result is stored (the backend calls it off the event
+        loop, so waiting holds up no request).
+        """
         written: set[int] = set()
+        queue: list[tuple[str, list[int], Res]] = []
+        wake = threading.Condition()
+        closing = False
+        failure: list[BaseException] = []
+        counts = {"queued": 0, "stored": 0}
+
+        def writer() -> None:
+            while True:
+                with wake:
+                    while not queue and not closing:
+                        wake.wait()
+                    items, finished = list(queue), closing
+                    queue.clear()
+                if items:
+                    try:
+                        self._write(kind, requests, fresh=items)
+                    except BaseException as exc:  # re-raised in the caller's thread
+                        with wake:
+                            failure.append(exc)
+                            wake.notify_all()
+                        return
+                with wake:
+                    counts["stored"] += len(items)
+                    wake.notify_all()
+                if finished and not items:
+                    return
 
         def on_result(position: int, result: Res) -> None:
-            with self._lock:
+            # returns once the result is stored, so the row exists when the backend moves on
+            key, indices = answered[position]
+            with wake:
                 if position in written:
                     return
                 written.add(position)
-            key, indices = answered[position]
-            self._write(kind, requests, fresh=[(key, indices, result)])
+                queue.append((key, indices, result))
+                counts["queued"] += 1
+                mine = counts["queued"]
+                wake.notify_all()
+                while counts["stored"] < mine and not failure:
+                    wake.wait()
+                if failure:
+                    raise failure[0]
 
-        fresh = call(batch, progress, on_result=on_result)
-        with self._lock:
+        thread = threading.Thread(target=writer, name="senseforge-cache-writer", daemon=True)
+        thread.start()
+        try:
+            fresh = call(batch, progress, on_result=on_result)
+        finally:
+            with wake:
+                closing = True
+                wake.notify()
+            thread.join()
+        if failure:
+            raise failure[0]
+        with wake:
             late = [(key, indices, fresh[i]) for i, (key, indices) in enumerate(answered) if i not in written]
             written.update(range(len(fresh)))
         if late:  # results the backend returned without reporting them
