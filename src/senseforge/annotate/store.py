@@ -1,0 +1,441 @@
+"""The annotation store: annotators, tasks and leased assignments, beside a run's judgements.
+
+It lives in the run store's database (same SQLAlchemy URL: SQLite by default, PostgreSQL
+for a team), so the decisions people make are the very rows ``build --resume`` reads.
+
+* ``annotators`` — a name, a role (``admin`` or ``annotator``) and the SHA-256 of their
+  invite token (the token itself is shown once, never stored);
+* ``tasks`` — one per (task type, item): the item to show, ``k`` (distinct annotators
+  wanted), who created the item (they never judge it) and a group (``mcsqa-review``,
+  ``baseline`` …);
+* ``assignments`` — one per (task, annotator): a lease that expires (its slot goes back
+  to the pool) or is closed by the annotator's judgement.
+
+Judgements go to the run store's ``judgements`` table, unique per (item, annotator,
+task): a repeated or concurrent second submission of the same judgement is answered
+"already stored" and never doubled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from senseforge.data.schema import Judgement, MCItem
+from senseforge.errors import ConfigError
+from senseforge.pipelines.runstore import RunStore, judgements, metadata
+
+Role = Literal["admin", "annotator"]
+DEFAULT_LEASE_S = 600.0
+"""How long an assignment stays reserved for its annotator (10 minutes)."""
+
+annotators = sa.Table(
+    "annotators",
+    metadata,
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("token_sha256", sa.String(64), nullable=False, unique=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("item_id", sa.String(255), nullable=False),
+    sa.Column("item", sa.Text, nullable=False),
+    sa.Column("k", sa.Integer, nullable=False),
+    sa.Column("creator", sa.String(128), nullable=True),
+    sa.Column("grp", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("type", "item_id", name="uq_task"),
+)
+
+assignments = sa.Table(
+    "assignments",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.Integer, sa.ForeignKey("tasks.id"), nullable=False),
+    sa.Column("annotator", sa.String(128), nullable=False),
+    sa.Column("leased_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Column("done_at", sa.Float, nullable=True),
+    sa.UniqueConstraint("task_id", "annotator", name="uq_assignment"),
+)
+
+
+def token_hash(token: str) -> str:
+    """What the store keeps of an invite token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Annotator:
+    name: str
+    role: Role
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A leased task: what one annotator is asked to judge now."""
+
+    id: int
+    task_id: int
+    type: str
+    item: MCItem
+    annotator: str
+    expires_at: float
+
+
+class NotYours(Exception):
+    """The assignment belongs to someone else (HTTP 403)."""
+
+
+class Closed(Exception):
+    """The task needs no more judgements, or the lease is gone and the slot was taken (HTTP 409)."""
+
+
+class AnnotationStore:
+    """Annotators, tasks and assignments of one run, on the run store's database.
+
+    Args:
+        url: the run store's SQLAlchemy URL.
+        lease_s: how long an assignment is reserved.
+        clock: the time source (tests move it forward).
+    """
+
+    def __init__(self, url: str, *, lease_s: float = DEFAULT_LEASE_S, clock: Any = time.time) -> None:
+        self.runs = RunStore(url)  # creates every table of the shared metadata
+        self.engine = self.runs._engine
+        self.lease_s = lease_s
+        self.clock = clock
+        self._postgres = self.engine.dialect.name == "postgresql"
+
+    def close(self) -> None:
+        self.runs.close()
+
+    # -- people --------------------------------------------------------------------------
+
+    def invite(self, name: str, role: Role = "annotator") -> str:
+        """Create (or re-key) an annotator; returns their new invite token (shown once)."""
+        if not name.strip() or len(name) > 128:
+            raise ConfigError("an annotator needs a name of 1 to 128 characters")
+        if role not in ("admin", "annotator"):
+            raise ConfigError(f"unknown role {role!r}: admin or annotator")
+        token = secrets.token_urlsafe(24)
+        values = {"role": role, "token_sha256": token_hash(token)}
+        with self.engine.begin() as conn:
+            updated = conn.execute(annotators.update().where(annotators.c.name == name).values(**values))
+            if updated.rowcount == 0:
+                conn.execute(annotators.insert().values(name=name, created_at=self.clock(), **values))
+        return token
+
+    def who(self, token: str | None) -> Annotator | None:
+        """The annotator holding ``token``, or ``None``."""
+        if not token:
+            return None
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(annotators.c.name, annotators.c.role).where(annotators.c.token_sha256 == token_hash(token))
+            ).first()
+        return Annotator(row[0], row[1]) if row else None
+
+    def annotator_names(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(sa.select(annotators.c.name).order_by(annotators.c.name))]
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    def add_tasks(
+        self, task_type: str, items: Iterable[MCItem], *, k: int, group: str, creator: str | None = None
+    ) -> int:
+        """Queue items for a task type (an item already queued for it is left as it is); how many were new."""
+        if k < 1:
+            raise ConfigError("k (annotators per item) must be at least 1")
+        added = 0
+        now = self.clock()
+        with self.engine.begin() as conn:
+            existing = {r[0] for r in conn.execute(sa.select(tasks.c.item_id).where(tasks.c.type == task_type))}
+            rows = []
+            for item in items:
+                if item.id in existing:
+                    continue
+                existing.add(item.id)
+                rows.append(
+                    {
+                        "type": task_type,
+                        "item_id": item.id,
+                        "item": item.model_dump_json(),
+                        "k": k,
+                        "creator": creator or _creator(item),
+                        "grp": group,
+                        "created_at": now,
+                    }
+                )
+            if rows:
+                conn.execute(tasks.insert(), rows)
+                added = len(rows)
+        return added
+
+    def _lock_task(self, conn: Connection, task_id: int) -> Any:
+        query = sa.select(tasks).where(tasks.c.id == task_id)
+        if self._postgres:
+            query = query.with_for_update()
+        return conn.execute(query).mappings().first()
+
+    def _begin(self) -> Any:
+        """A write transaction that holds the database's write lock from the start (SQLite)."""
+        conn = self.engine.connect()
+        if self.engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.begin()
+        return conn
+
+    def next_assignment(self, annotator: str, task_type: str) -> Assignment | None:
+        """The annotator's open assignment of this type, or a new lease on the next task that needs them."""
+        now = self.clock()
+        conn = self._begin()
+        try:
+            mine = conn.execute(
+                sa.select(assignments.c.id, assignments.c.task_id, assignments.c.expires_at)
+                .join(tasks, tasks.c.id == assignments.c.task_id)
+                .where(
+                    assignments.c.annotator == annotator,
+                    tasks.c.type == task_type,
+                    assignments.c.done_at.is_(None),
+                    assignments.c.expires_at > now,
+                )
+                .order_by(assignments.c.id)
+            ).first()
+            if mine is not None:
+                conn.commit()
+                return self.assignment(mine[0])
+            taken = (
+                sa.select(sa.func.count())
+                .where(
+                    assignments.c.task_id == tasks.c.id,
+                    sa.or_(assignments.c.done_at.is_not(None), assignments.c.expires_at > now),
+                )
+                .scalar_subquery()
+            )
+            seen = sa.select(assignments.c.task_id).where(
+                assignments.c.annotator == annotator,
+                sa.or_(assignments.c.done_at.is_not(None), assignments.c.expires_at > now),
+            )
+            candidate = conn.execute(
+                sa.select(tasks.c.id)
+                .where(
+                    tasks.c.type == task_type,
+                    sa.or_(tasks.c.creator.is_(None), tasks.c.creator != annotator),
+                    tasks.c.id.not_in(seen),
+                    taken < tasks.c.k,
+                )
+                .order_by(tasks.c.id)
+                .limit(1)
+            ).first()
+            if candidate is None:
+                conn.commit()
+                return None
+            task_id = int(candidate[0])
+            self._lock_task(conn, task_id)
+            expires = now + self.lease_s
+            updated = conn.execute(
+                assignments.update()
+                .where(assignments.c.task_id == task_id, assignments.c.annotator == annotator)
+                .values(leased_at=now, expires_at=expires, done_at=None)
+            )
+            if updated.rowcount == 0:
+                conn.execute(
+                    assignments.insert().values(task_id=task_id, annotator=annotator, leased_at=now, expires_at=expires)
+                )
+            assignment_id = conn.execute(
+                sa.select(assignments.c.id).where(
+                    assignments.c.task_id == task_id, assignments.c.annotator == annotator
+                )
+            ).scalar_one()
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.close()
+        return self.assignment(int(assignment_id))
+
+    def assignment(self, assignment_id: int) -> Assignment | None:
+        """One assignment with its task's item."""
+        with self.engine.connect() as conn:
+            row = (
+                conn.execute(
+                    sa.select(
+                        assignments.c.id,
+                        assignments.c.task_id,
+                        assignments.c.annotator,
+                        assignments.c.expires_at,
+                        tasks.c.type,
+                        tasks.c.item,
+                    )
+                    .join(tasks, tasks.c.id == assignments.c.task_id)
+                    .where(assignments.c.id == assignment_id)
+                )
+                .mappings()
+                .first()
+            )
+        if row is None:
+            return None
+        return Assignment(
+            id=row["id"],
+            task_id=row["task_id"],
+            type=row["type"],
+            item=MCItem.model_validate_json(row["item"]),
+            annotator=row["annotator"],
+            expires_at=row["expires_at"],
+        )
+
+    def submit(self, assignment_id: int, annotator: str, judgement: Judgement) -> bool:
+        """Store the judgement of an assignment; ``False`` when the same judgement was already stored.
+
+        Raises:
+            NotYours: the assignment is someone else's.
+            Closed: the task has its k judgements already, or the lease expired and the slot was taken.
+            LookupError: no such assignment.
+        """
+        now = self.clock()
+        conn = self._begin()
+        try:
+            row = (
+                conn.execute(
+                    sa.select(assignments, tasks.c.k, tasks.c.item_id, tasks.c.type)
+                    .join(tasks, tasks.c.id == assignments.c.task_id)
+                    .where(assignments.c.id == assignment_id)
+                )
+                .mappings()
+                .first()
+            )
+            if row is None:
+                raise LookupError(f"no assignment {assignment_id}")
+            if row["annotator"] != annotator:
+                raise NotYours(f"assignment {assignment_id} is not yours")
+            if judgement.item_id != row["item_id"] or judgement.task != row["type"]:
+                raise ValueError("the judgement does not match its assignment")
+            if row["done_at"] is not None:
+                conn.commit()
+                return False
+            self._lock_task(conn, row["task_id"])
+            others = conn.execute(
+                sa.select(sa.func.count()).where(
+                    assignments.c.task_id == row["task_id"],
+                    assignments.c.annotator != annotator,
+                    sa.or_(assignments.c.done_at.is_not(None), assignments.c.expires_at > now),
+                )
+            ).scalar_one()
+            if others >= row["k"]:
+                raise Closed("this item has all the judgements it needs")
+            stamped = judgement.model_copy(update={"annotator": annotator, "created_at": judgement.created_at})
+            try:
+                conn.execute(
+                    judgements.insert().values(
+                        item_id=stamped.item_id,
+                        annotator=annotator,
+                        task=stamped.task,
+                        source="human",
+                        body=stamped.model_dump_json(),
+                        created_at=now,
+                    )
+                )
+            except IntegrityError:
+                conn.rollback()
+                return False
+            conn.execute(assignments.update().where(assignments.c.id == assignment_id).values(done_at=now))
+            conn.commit()
+            return True
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.close()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def judgements(self, task_type: str) -> dict[str, list[Judgement]]:
+        """Human judgements per item of a task type, in the order they were stored."""
+        stored = self.runs.judgements_for(task_type)
+        return {item: [s.judgement for s in entries if s.source == "human"] for item, entries in stored.items()}
+
+    def items(self, task_type: str) -> list[tuple[MCItem, int, str]]:
+        """(item, k, group) of every task of a type, in queue order."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(tasks.c.item, tasks.c.k, tasks.c.grp).where(tasks.c.type == task_type).order_by(tasks.c.id)
+            ).all()
+        return [(MCItem.model_validate_json(item), int(k), str(grp)) for item, k, grp in rows]
+
+    def task_types(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(sa.select(tasks.c.type).distinct().order_by(tasks.c.type))]
+
+    def progress(self) -> dict[str, Any]:
+        """Per task type: tasks, complete ones, judgements wanted and made; per annotator: done and open."""
+        now = self.clock()
+        out: dict[str, Any] = {"tasks": {}, "annotators": {}}
+        with self.engine.connect() as conn:
+            per_task = conn.execute(
+                sa.select(
+                    tasks.c.type,
+                    tasks.c.k,
+                    sa.select(sa.func.count())
+                    .where(assignments.c.task_id == tasks.c.id, assignments.c.done_at.is_not(None))
+                    .scalar_subquery(),
+                )
+            ).all()
+            people = conn.execute(
+                sa.select(
+                    assignments.c.annotator,
+                    tasks.c.type,
+                    sa.func.sum(sa.case((assignments.c.done_at.is_not(None), 1), else_=0)),
+                    sa.func.sum(
+                        sa.case((sa.and_(assignments.c.done_at.is_(None), assignments.c.expires_at > now), 1), else_=0)
+                    ),
+                )
+                .join(tasks, tasks.c.id == assignments.c.task_id)
+                .group_by(assignments.c.annotator, tasks.c.type)
+            ).all()
+        for task_type, k, done in per_task:
+            entry = out["tasks"].setdefault(task_type, {"tasks": 0, "complete": 0, "wanted": 0, "done": 0})
+            entry["tasks"] += 1
+            entry["wanted"] += int(k)
+            entry["done"] += min(int(done), int(k))
+            entry["complete"] += int(done) >= int(k)
+        for name, task_type, done, open_ in people:
+            out["annotators"].setdefault(name, {})[task_type] = {"done": int(done or 0), "open": int(open_ or 0)}
+        return out
+
+
+def _creator(item: MCItem) -> str | None:
+    creator = item.metadata.get("creator")
+    return str(creator) if isinstance(creator, str) and creator else None
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+__all__: Sequence[str] = [
+    "DEFAULT_LEASE_S",
+    "AnnotationStore",
+    "Annotator",
+    "Assignment",
+    "Closed",
+    "NotYours",
+    "token_hash",
+]

@@ -1,0 +1,169 @@
+"""Task types: what an annotator is shown, what a valid answer is, and how answers combine.
+
+A task type is one small object: :attr:`TaskType.name`, :meth:`TaskType.view` (the item as
+the annotator may see it — an ``answer`` task never shows the answer), :meth:`TaskType.parse`
+(form or JSON fields → a :class:`~senseforge.data.schema.Judgement`, or
+:class:`InvalidSubmission` with every problem, answered 422) and :meth:`TaskType.decide`
+(the judgements of one item → a decision under a policy). Creation, revision, error
+taxonomy and the CRoW task types slot in as more of these.
+
+``verify``
+    Does the marked answer follow from common sense, and is it the only right one?
+    ``accept`` (yes/no), optional flags (``ambiguous-question``, ``several-right``,
+    ``offensive``, ``wrong-language``), an optional comment.
+``answer``
+    Blind answering (human baselines): a ``choice`` among the item's labels, ``certain``
+    (yes/no), ambiguity flags for the question and for each option
+    (``ambiguous-question``, ``ambiguous-option:B``), an optional reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from senseforge.data.schema import Judgement, MCItem
+
+MAX_COMMENT = 2000
+VERIFY_FLAGS: tuple[str, ...] = ("ambiguous-question", "several-right", "offensive", "wrong-language")
+
+
+class InvalidSubmission(ValueError):
+    """A submission that does not fit its task type; ``problems`` lists each one."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
+def _values(fields: Mapping[str, Any], name: str) -> list[str]:
+    value = fields.get(name)
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return [str(value)]
+
+
+def _one(fields: Mapping[str, Any], name: str) -> str | None:
+    values = _values(fields, name)
+    return values[0].strip() if values else None
+
+
+def _yes_no(fields: Mapping[str, Any], name: str, problems: list[str], *, required: bool) -> bool | None:
+    raw = fields.get(name)
+    if isinstance(raw, bool):
+        return raw
+    value = _one(fields, name)
+    if value in (None, ""):
+        if required:
+            problems.append(f"{name}: required (yes or no)")
+        return None
+    lowered = value.lower()
+    if lowered in ("yes", "true", "1", "y"):
+        return True
+    if lowered in ("no", "false", "0", "n"):
+        return False
+    problems.append(f"{name}: expected yes or no, got {value[:40]!r}")
+    return None
+
+
+def _comment(fields: Mapping[str, Any], name: str, problems: list[str]) -> str | None:
+    text = _one(fields, name)
+    if text and len(text) > MAX_COMMENT:
+        problems.append(f"{name}: at most {MAX_COMMENT} characters")
+    return text or None
+
+
+class TaskType(Protocol):
+    name: str
+
+    def view(self, item: MCItem) -> dict[str, Any]: ...
+
+    def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement: ...
+
+
+class Verify:
+    """Verification of an item's marked answer (mCSQA's human review)."""
+
+    name: str = "verify"
+    flags: tuple[str, ...] = VERIFY_FLAGS
+
+    def view(self, item: MCItem) -> dict[str, Any]:
+        return {
+            "id": item.id,
+            "lang": item.lang,
+            "question": item.question,
+            "choices": [{"label": c.label, "text": c.text} for c in item.choices],
+            "answer": item.answer,
+            "flags": list(self.flags),
+        }
+
+    def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement:
+        problems: list[str] = []
+        accept = _yes_no(fields, "accept", problems, required=True)
+        flags = _values(fields, "flags")
+        unknown = [f for f in flags if f not in self.flags]
+        if unknown:
+            problems.append(f"flags: unknown {unknown[:3]} (known: {', '.join(self.flags)})")
+        comment = _comment(fields, "comment", problems)
+        if problems:
+            raise InvalidSubmission(problems)
+        return Judgement(
+            item_id=item.id, annotator="?", task=self.name, accept=accept, flags=sorted(set(flags)), comment=comment
+        )
+
+
+class Answer:
+    """Blind answering: the annotator picks the right choice without seeing the answer."""
+
+    name: str = "answer"
+
+    def view(self, item: MCItem) -> dict[str, Any]:
+        return {
+            "id": item.id,
+            "lang": item.lang,
+            "question": item.question,
+            "choices": [{"label": c.label, "text": c.text} for c in item.choices],
+            "flags": ["ambiguous-question", *(f"ambiguous-option:{c.label}" for c in item.choices)],
+        }
+
+    def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement:
+        problems: list[str] = []
+        labels = [c.label for c in item.choices]
+        choice = _one(fields, "choice")
+        if not choice:
+            problems.append("choice: required")
+        elif choice not in labels:
+            problems.append(f"choice: {choice[:10]!r} is not one of {', '.join(labels)}")
+        certain = _yes_no(fields, "certain", problems, required=True)
+        allowed = {"ambiguous-question", *(f"ambiguous-option:{label}" for label in labels)}
+        flags = _values(fields, "flags")
+        unknown = [f for f in flags if f not in allowed]
+        if unknown:
+            problems.append(f"flags: unknown {unknown[:3]}")
+        reason = _comment(fields, "reason", problems)
+        if problems:
+            raise InvalidSubmission(problems)
+        return Judgement(
+            item_id=item.id,
+            annotator="?",
+            task=self.name,
+            choice=choice,
+            certain=certain,
+            flags=sorted(set(flags)),
+            comment=reason,
+        )
+
+
+TASK_TYPES: dict[str, TaskType] = {"verify": Verify(), "answer": Answer()}
+"""The task types the app serves, by name."""
+
+
+def task_type(name: str) -> TaskType:
+    """A task type by name.
+
+    Raises:
+        KeyError: unknown task type.
+    """
+    return TASK_TYPES[name]
