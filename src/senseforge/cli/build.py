@@ -172,9 +172,11 @@ def print_summary(summary: Any) -> None:
     """The funnel, the cost and where everything is."""
     if summary.state == "awaiting_review":
         err.print(
-            f"{summary.awaiting} item(s) await human review: {summary.run_dir / 'review' / 'queue.jsonl'}\n"
-            "collect decisions (JSONL: item_id, annotator, task=verify, accept) and continue with\n"
-            f"  senseforge build mcsqa --out {summary.run_dir} --resume --decisions FILE"
+            f"{summary.awaiting} item(s) await human review (listed in {summary.run_dir / 'review' / 'queue.jsonl'}).\n"
+            f"judge them in the app:  senseforge annotate serve {summary.run_dir}  (invite people with "
+            f"senseforge annotate invite NAME {summary.run_dir}),\n"
+            "or collect decisions as JSONL (item_id, annotator, task=verify, accept); then continue with\n"
+            f"  senseforge build mcsqa --out {summary.run_dir} --resume [--decisions FILE]"
         )
         return
     funnel, cost = summary.funnel, summary.cost

@@ -223,6 +223,21 @@ def _write_queue(run_dir: Path, waiting: Sequence[StageResult], k: int, run: Run
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+REVIEW_GROUP = "mcsqa-review"
+"""The annotation app's group for the recipe's review queue."""
+
+
+def _queue_for_the_app(url: str, waiting: Sequence[StageResult], k: int) -> None:
+    """Put the waiting items in the annotation app's *verify* queue (same database as the run store)."""
+    from senseforge.annotate.store import AnnotationStore
+
+    annotation = AnnotationStore(url)
+    try:
+        annotation.add_tasks(REVIEW_TASK, [item_of(r) for r in waiting], k=k, group=REVIEW_GROUP)
+    finally:
+        annotation.close()
+
+
 def build(
     config: McsqaConfig,
     run_dir: Path | None = None,
@@ -298,6 +313,7 @@ def build(
             )
             if report.awaiting:
                 _write_queue(run_dir, report.awaiting, config.review_k, run)
+                _queue_for_the_app(url, report.awaiting, config.review_k)
                 run.set_meta({"state": "awaiting_review"})
                 ledger = dict(store.ledger_summary(run_label))
                 return BuildSummary(run_dir, "awaiting_review", awaiting=len(report.awaiting), ledger=ledger)
