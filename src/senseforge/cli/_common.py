@@ -33,7 +33,7 @@ StoreOption = typer.Option(
     None,
     "--store",
     envvar="SENSEFORGE_STORE_URL",
-    help="SQLAlchemy URL of the cache/ledger store [default: sqlite under $SENSEFORGE_HOME].",
+    help="SQLAlchemy URL of the cache/ledger store (default: sqlite under $SENSEFORGE_HOME).",
 )
 NoCacheOption = typer.Option(False, "--no-cache", help="Call the backend even when a cached response exists.")
 

@@ -86,30 +86,30 @@ def _resolve(given: dict[str, Any], manifest: dict[str, Any] | None) -> Any:
 @app.command("mcsqa")
 def mcsqa(
     lang: str | None = typer.Option(None, "--lang", "-l", help="Language of the questions (BCP-47), e.g. ja."),
-    n: int | None = typer.Option(None, "--n", min=1, help="Question sets to sample [default: 6000, the paper's]."),
+    n: int | None = typer.Option(None, "--n", min=1, help="Question sets to sample (default: 6000, the paper's)."),
     all_sets: bool = typer.Option(False, "--all", help="Use every question set instead of sampling --n."),
     answers_per_set: int | None = typer.Option(
-        None, "--answers-per-set", min=1, max=3, help="Questions per question set, one per target [default: 3]."
+        None, "--answers-per-set", min=1, max=3, help="Questions per question set, one per target (default: 3)."
     ),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of sampling, shuffling and the split [default: 0]."),
-    kb: Path | None = typer.Option(None, "--kb", help="Knowledge store folder [default: $SENSEFORGE_HOME/kb]."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of sampling, shuffling and the split (default: 0)."),
+    kb: Path | None = typer.Option(None, "--kb", help="Knowledge store folder (default: $SENSEFORGE_HOME/kb)."),
     model: str | None = typer.Option(
-        None, "--model", "-m", help="provider/model of every LM stage [default: llamacpp/gemma-3-270m]."
+        None, "--model", "-m", help="provider/model of every LM stage (default: llamacpp/gemma-3-270m)."
     ),
     stage_model: list[str] | None = typer.Option(
         None, "--stage-model", help="A stage's own model: generate|refine|distractors|verify=provider/model."
     ),
     option: list[str] | None = ProviderOptions,
     base_url: str | None = BaseUrlOption,
-    style: str | None = typer.Option(None, "--style", help="Prompts: auto | chat | completion [default: auto]."),
-    verify_by: str | None = typer.Option(None, "--verify-by", help="auto | loglik | generate [default: auto]."),
+    style: str | None = typer.Option(None, "--style", help="Prompts: auto | chat | completion (default: auto)."),
+    verify_by: str | None = typer.Option(None, "--verify-by", help="auto | loglik | generate (default: auto)."),
     reviewers: str | None = typer.Option(
         None, "--reviewers", help="An LM review panel, comma-separated provider/model specs (default: humans)."
     ),
     lm_review_as_hard: bool | None = typer.Option(
         None, "--lm-review-as-hard/--no-lm-review-as-hard", help="Items the LM panel accepts become Hard (labelled)."
     ),
-    review_k: int | None = typer.Option(None, "--review-k", min=1, help="Human reviewers per item [default: 2]."),
+    review_k: int | None = typer.Option(None, "--review-k", min=1, help="Human reviewers per item (default: 2)."),
     decisions: list[Path] | None = typer.Option(
         None, "--decisions", help="JSONL of human review decisions (item_id, annotator, task=verify, accept)."
     ),
@@ -117,13 +117,13 @@ def mcsqa(
         None, "--human-rate", min=0.0, help="US dollars per human judgement, for cost.json."
     ),
     batch_size: int | None = typer.Option(
-        None, "--batch-size", min=1, help="Records per stored batch [default: 8 local, 32 × concurrency for APIs]."
+        None, "--batch-size", min=1, help="Records per stored batch (default: 8 local, 32 × concurrency for APIs)."
     ),
-    out_dir: Path | None = typer.Option(None, "--out", help="Run directory [default: runs/mcsqa-<lang>]."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Run directory (default: runs/mcsqa-<lang>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out (settings from its manifest)."),
     store: str | None = StoreOption,
     run_store: str | None = typer.Option(
-        None, "--run-store", help="SQLAlchemy URL of the run store [default: sqlite run.db in the run directory]."
+        None, "--run-store", help="SQLAlchemy URL of the run store (default: sqlite run.db in the run directory)."
     ),
 ) -> None:
     """Build an mCSQA-style benchmark: ConceptNet question sets → questions → Easy/Hard, splits."""

@@ -13,7 +13,7 @@ from senseforge.cli._common import err, out
 app = typer.Typer(help="Knowledge layer: ConceptNet dumps and mCSQA question sets.", no_args_is_help=True)
 
 KbStoreOption = typer.Option(
-    None, "--store", envvar="SENSEFORGE_KB", help="Knowledge store folder [default: $SENSEFORGE_HOME/kb]."
+    None, "--store", envvar="SENSEFORGE_KB", help="Knowledge store folder (default: $SENSEFORGE_HOME/kb)."
 )
 
 
