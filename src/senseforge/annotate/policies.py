@@ -1,0 +1,476 @@
+"""How the judgements of several people become one decision, and how far they agree.
+
+Every policy reads the judgements of **one** item, in the order the annotators submitted
+them (or were assigned); "the earliest annotator" is the first in that order. A judgement
+votes with its ``choice`` (answer tasks) or, lacking one, with its ``accept`` (verify
+tasks: ``"accept"``/``"reject"``). Only an annotator's first judgement that carries a vote
+counts; judgements with no vote are not counted (their flags still are, see
+:class:`ExcludeAmbiguous`).
+
+Policies:
+
+- :func:`unanimous` (mCSQA's human review, ``k=2``): once ``k`` people have voted,
+  the item is accepted when the first ``k`` all accept;
+- :func:`at_least`: accepted when at least ``m`` of the first ``k`` accept;
+- :func:`majority`: the most votes win; a tie goes to the tied choice that the earliest
+  annotator picked (this reproduces every ``answer_majority`` of Putri et al.'s human_gen
+  release, ties included);
+- :func:`exclude_ambiguous`: excludes an item that more than ``n`` annotators flagged as
+  ambiguous (Putri et al.: more than three of five), whatever the inner policy says.
+
+As config, a policy is one of the frozen dataclasses of :data:`Policy`, written as a short
+string for the CLI (:func:`parse_policy`, :attr:`Unanimous.spec` …):
+``unanimous``, ``unanimous:3``, ``majority``, ``at-least:3/5``, each optionally followed by
+``,exclude-ambiguous:3``.
+
+Agreement: :func:`fleiss_kappa` takes the items x categories count table;
+:func:`krippendorff_alpha_nominal` takes each item's labels. The arithmetic of both lives
+in :mod:`senseforge.evaluate.metrics`, so that the harness reports the same numbers;
+:func:`agreement` computes both from stored judgements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal, TypeAlias
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from senseforge.data.schema import Judgement
+from senseforge.errors import ConfigError
+from senseforge.evaluate import metrics
+from senseforge.evaluate.metrics import krippendorff_alpha_nominal
+
+__all__ = [
+    "Agreement",
+    "AtLeast",
+    "Decision",
+    "DecisionStatus",
+    "ExcludeAmbiguous",
+    "Majority",
+    "Policy",
+    "Rule",
+    "Unanimous",
+    "agreement",
+    "ambiguity_flagged",
+    "at_least",
+    "count_table",
+    "decide",
+    "exclude_ambiguous",
+    "fleiss_kappa",
+    "is_ambiguity_flag",
+    "krippendorff_alpha_nominal",
+    "majority",
+    "parse_policy",
+    "rating_units",
+    "unanimous",
+    "votes_of",
+]
+
+DecisionStatus: TypeAlias = Literal["pending", "accepted", "rejected", "excluded"]
+
+ACCEPT = "accept"
+"""The vote of a judgement with ``accept=True`` and no choice."""
+REJECT = "reject"
+"""The vote of a judgement with ``accept=False`` and no choice."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a policy made of one item's judgements."""
+
+    status: DecisionStatus
+    """``pending`` (not enough votes yet), ``accepted``, ``rejected`` or ``excluded``."""
+    value: str | None = None
+    """The winning choice, for answer tasks decided by :func:`majority`; else ``None``."""
+    votes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    """Votes per choice (or ``accept``/``reject``) among the votes the policy looked at."""
+    reason: str = ""
+    """One line saying why, for logs and the app."""
+
+    @property
+    def decided(self) -> bool:
+        """Whether the item needs no more judgements."""
+        return self.status != "pending"
+
+
+# --------------------------------------------------------------------------- votes
+
+
+def votes_of(judgements: Sequence[Judgement]) -> list[tuple[str, str]]:
+    """``(annotator, vote)`` for each counted judgement of one item, in the given order.
+
+    Raises:
+        ValueError: judgements of several items, or some voting by choice and others only
+            by accept.
+    """
+    return _votes(judgements)[1]
+
+
+def _votes(judgements: Sequence[Judgement]) -> tuple[Literal["choice", "accept"] | None, list[tuple[str, str]]]:
+    items = {j.item_id for j in judgements}
+    if len(items) > 1:
+        raise ValueError(f"a policy decides one item at a time, got judgements of {len(items)} items")
+    seen: set[str] = set()
+    out: list[tuple[str, str]] = []
+    by_choice = by_accept = False
+    for judgement in judgements:
+        if judgement.annotator in seen:
+            continue
+        if judgement.choice is not None:
+            by_choice = True
+            vote = judgement.choice
+        elif judgement.accept is not None:
+            by_accept = True
+            vote = ACCEPT if judgement.accept else REJECT
+        else:
+            continue
+        seen.add(judgement.annotator)
+        out.append((judgement.annotator, vote))
+    if by_choice and by_accept:
+        item = next(iter(items))
+        raise ValueError(f"item {item}: some judgements vote by choice, others only by accept; split them by task")
+    return ("choice" if by_choice else "accept" if by_accept else None), out
+
+
+def _accepts(judgements: Sequence[Judgement], rule: str) -> list[bool]:
+    kind, votes = _votes(judgements)
+    if kind == "choice":
+        raise ValueError(f"{rule} needs verify judgements (accept true/false), not choices")
+    return [vote == ACCEPT for _, vote in votes]
+
+
+def _accept_counts(accepts: Sequence[bool]) -> Mapping[str, int]:
+    yes = sum(accepts)
+    return MappingProxyType({ACCEPT: yes, REJECT: len(accepts) - yes})
+
+
+def _first_k(judgements: Sequence[Judgement], m: int, k: int, rule: str) -> Decision:
+    accepts = _accepts(judgements, rule)
+    if len(accepts) < k:
+        return Decision("pending", votes=_accept_counts(accepts), reason=f"{len(accepts)} of {k} votes so far")
+    first = accepts[:k]
+    yes = sum(first)
+    status: DecisionStatus = "accepted" if yes >= m else "rejected"
+    return Decision(status, votes=_accept_counts(first), reason=f"{yes} of the first {k} accept ({rule})")
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def unanimous(judgements: Sequence[Judgement], k: int = 2) -> Decision:
+    """Accept when the first ``k`` votes all accept; pending while fewer than ``k`` voted.
+
+    Judgements beyond the first ``k`` votes are not looked at.
+
+    >>> from senseforge.data.schema import Judgement
+    >>> js = [Judgement(item_id="q1", annotator=a, task="verify", accept=v) for a, v in [("ana", True), ("budi", True)]]
+    >>> unanimous(js[:1]).status, unanimous(js).status
+    ('pending', 'accepted')
+
+    Raises:
+        ValueError: ``k`` below 1, or a judgement that votes by choice.
+    """
+    if k < 1:
+        raise ValueError(f"unanimous needs k >= 1, got {k}")
+    return _first_k(judgements, k, k, f"unanimous:{k}")
+
+
+def majority(judgements: Sequence[Judgement]) -> Decision:
+    """The choice (or accept/reject) with the most votes; a tie goes to the earliest annotator.
+
+    Among the tied choices, the winner is the one picked by the first judgement, in the
+    given order, whose vote is one of them. For answer tasks the decision is ``accepted``
+    with :attr:`Decision.value` the winning choice; for verify tasks it is ``accepted`` or
+    ``rejected``. Pending while nobody has voted.
+
+    >>> from senseforge.data.schema import Judgement
+    >>> picks = [("W1", "A"), ("W2", "D"), ("W3", "D"), ("W4", "A"), ("W5", "C")]
+    >>> majority([Judgement(item_id="q", annotator=a, task="answer", choice=c) for a, c in picks]).value
+    'A'
+    """
+    kind, votes = _votes(judgements)
+    if not votes:
+        return Decision("pending", reason="no votes yet")
+    counts = Counter(vote for _, vote in votes)
+    top = max(counts.values())
+    tied = {vote for vote, count in counts.items() if count == top}
+    winner = next(vote for _, vote in votes if vote in tied)
+    how = f"tie of {len(tied)} broken by the earliest annotator" if len(tied) > 1 else "most votes"
+    reason = f"{winner!r} with {top} of {len(votes)} votes ({how})"
+    frozen = MappingProxyType(dict(counts))
+    if kind == "accept":
+        return Decision("accepted" if winner == ACCEPT else "rejected", votes=frozen, reason=reason)
+    return Decision("accepted", value=winner, votes=frozen, reason=reason)
+
+
+def is_ambiguity_flag(flag: str) -> bool:
+    """Whether a flag says the question or an option is ambiguous (``ambiguous…``)."""
+    return flag.startswith("ambiguous")
+
+
+def ambiguity_flagged(judgements: Sequence[Judgement]) -> int:
+    """How many distinct annotators raised an ambiguity flag in any of their judgements."""
+    return len({j.annotator for j in judgements if any(is_ambiguity_flag(f) for f in j.flags)})
+
+
+# --------------------------------------------------------------------------- policies as config
+
+
+@dataclass(frozen=True)
+class Unanimous:
+    """:func:`unanimous` with its ``k`` (mCSQA: 2)."""
+
+    k: int = 2
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ConfigError(f"unanimous needs k >= 1, got {self.k}")
+
+    @property
+    def spec(self) -> str:
+        """The policy as :func:`parse_policy` reads it."""
+        return "unanimous" if self.k == 2 else f"unanimous:{self.k}"
+
+    def __call__(self, judgements: Sequence[Judgement]) -> Decision:
+        return unanimous(judgements, self.k)
+
+
+@dataclass(frozen=True)
+class Majority:
+    """:func:`majority`."""
+
+    @property
+    def spec(self) -> str:
+        """The policy as :func:`parse_policy` reads it."""
+        return "majority"
+
+    def __call__(self, judgements: Sequence[Judgement]) -> Decision:
+        return majority(judgements)
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """Accepted when at least ``m`` of the first ``k`` votes accept; see :func:`at_least`."""
+
+    m: int
+    k: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.m <= self.k:
+            raise ConfigError(f"at-least needs 1 <= m <= k, got m={self.m}, k={self.k}")
+
+    @property
+    def spec(self) -> str:
+        """The policy as :func:`parse_policy` reads it."""
+        return f"at-least:{self.m}/{self.k}"
+
+    def __call__(self, judgements: Sequence[Judgement]) -> Decision:
+        return _first_k(judgements, self.m, self.k, self.spec)
+
+
+Rule: TypeAlias = Unanimous | Majority | AtLeast
+"""A policy that decides from votes alone."""
+
+
+@dataclass(frozen=True)
+class ExcludeAmbiguous:
+    """Exclude an item more than ``n`` annotators flagged as ambiguous; else ask ``inner``."""
+
+    n: int
+    inner: Rule
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ConfigError(f"exclude-ambiguous needs n >= 0, got {self.n}")
+
+    @property
+    def spec(self) -> str:
+        """The policy as :func:`parse_policy` reads it."""
+        return f"{self.inner.spec},exclude-ambiguous:{self.n}"
+
+    def __call__(self, judgements: Sequence[Judgement]) -> Decision:
+        flagged = ambiguity_flagged(judgements)
+        decision = self.inner(judgements)
+        if flagged > self.n:
+            reason = f"{flagged} annotators flagged ambiguity (more than {self.n})"
+            return Decision("excluded", votes=decision.votes, reason=reason)
+        return decision
+
+
+Policy: TypeAlias = Rule | ExcludeAmbiguous
+"""Any policy: a :data:`Rule`, possibly wrapped in :class:`ExcludeAmbiguous`."""
+
+
+def at_least(m: int, k: int) -> AtLeast:
+    """The policy "accepted when at least ``m`` of the first ``k`` accept".
+
+    Pending while fewer than ``k`` have voted. ``at_least(k, k)`` decides as
+    ``unanimous(…, k)``.
+
+    >>> at_least(3, 5).spec
+    'at-least:3/5'
+
+    Raises:
+        ConfigError: unless ``1 <= m <= k``.
+    """
+    return AtLeast(m, k)
+
+
+def exclude_ambiguous(n: int, inner: Rule) -> ExcludeAmbiguous:
+    """Wrap ``inner`` so that an item flagged ambiguous by more than ``n`` annotators is excluded.
+
+    A flag counts when it starts with ``ambiguous`` (``ambiguous-question``,
+    ``ambiguous-option:B``); each annotator counts once.
+
+    Raises:
+        ConfigError: ``n`` below 0.
+    """
+    return ExcludeAmbiguous(n, inner)
+
+
+def decide(policy: Policy, judgements_by_item: Mapping[str, Sequence[Judgement]]) -> dict[str, Decision]:
+    """Apply a policy to every item's judgements."""
+    return {item: policy(judgements) for item, judgements in judgements_by_item.items()}
+
+
+def parse_policy(text: str) -> Policy:
+    """A policy from its short form.
+
+    >>> parse_policy("at-least:3/5,exclude-ambiguous:3")
+    ExcludeAmbiguous(n=3, inner=AtLeast(m=3, k=5))
+    >>> parse_policy("unanimous")
+    Unanimous(k=2)
+
+    Raises:
+        ConfigError: the text is not one of the forms above.
+    """
+    parts = [p.strip() for p in text.strip().lower().split(",")]
+    if len(parts) > 2 or not parts[0]:
+        raise ConfigError(_bad_policy(text))
+    rule = _parse_rule(parts[0], text)
+    if len(parts) == 1:
+        return rule
+    name, _, arg = parts[1].partition(":")
+    if name != "exclude-ambiguous":
+        raise ConfigError(_bad_policy(text))
+    return ExcludeAmbiguous(_int(arg, text), rule)
+
+
+def _parse_rule(part: str, text: str) -> Rule:
+    name, colon, arg = part.partition(":")
+    if name == "majority" and not colon:
+        return Majority()
+    if name == "unanimous":
+        return Unanimous(_int(arg, text)) if colon else Unanimous()
+    if name == "at-least" and arg.count("/") == 1:
+        m, k = arg.split("/")
+        return AtLeast(_int(m, text), _int(k, text))
+    raise ConfigError(_bad_policy(text))
+
+
+def _int(value: str, text: str) -> int:
+    value = value.strip()
+    if not value.isdigit():
+        raise ConfigError(_bad_policy(text))
+    return int(value)
+
+
+def _bad_policy(text: str) -> str:
+    return (
+        f"unknown review policy {text!r}: write unanimous, unanimous:K, majority or at-least:M/K, "
+        "optionally followed by ,exclude-ambiguous:N"
+    )
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement among annotators over the items with two or more votes."""
+
+    items: int
+    """Items that entered the statistics (those with at least two votes)."""
+    ratings: int
+    """Votes over those items."""
+    fleiss_kappa: float | None
+    """``None`` when undefined: raters per item differ, or all votes share one label."""
+    krippendorff_alpha: float | None
+    """``None`` when undefined: no item with two votes, or all votes share one label."""
+
+
+def fleiss_kappa(table: ArrayLike) -> float:
+    """Fleiss' kappa from a count table: rows are items, columns categories.
+
+    ``table[i][j]`` is how many raters put item ``i`` in category ``j``; every row must sum
+    to the same number of raters, at least two. ``nan`` when every rating falls in one
+    category (chance agreement is then 1).
+
+    >>> fleiss_kappa([[2, 0], [0, 2]])
+    1.0
+
+    Raises:
+        ValueError: not a 2-D table of non-negative whole counts, no rows, or rows with
+            different sums.
+    """
+    counts = np.asarray(table)
+    if counts.ndim != 2 or counts.shape[0] == 0 or counts.shape[1] == 0:
+        raise ValueError(f"Fleiss' kappa needs a non-empty items x categories table, got shape {counts.shape}")
+    if not np.issubdtype(counts.dtype, np.number) or np.any(counts < 0) or np.any(counts != np.round(counts)):
+        raise ValueError("Fleiss' kappa needs non-negative whole counts")
+    whole: NDArray[np.int64] = counts.astype(np.int64)
+    raters = whole.sum(axis=1)
+    uneven = np.flatnonzero(raters != raters[0])
+    if uneven.size:
+        i = int(uneven[0])
+        raise ValueError(
+            f"Fleiss' kappa needs the same number of raters per item: item 0 has {raters[0]}, item {i} has {raters[i]}"
+        )
+    ratings = [[str(j) for j, n in enumerate(row) for _ in range(int(n))] for row in whole]
+    return metrics.fleiss_kappa(ratings)
+
+
+def rating_units(judgements_by_item: Mapping[str, Sequence[Judgement]], task: str) -> dict[str, list[str]]:
+    """Each item's votes (see :func:`votes_of`) among its judgements of ``task``."""
+    units: dict[str, list[str]] = {}
+    for item, judgements in judgements_by_item.items():
+        units[item] = [vote for _, vote in votes_of([j for j in judgements if j.task == task])]
+    return units
+
+
+def count_table(units: Sequence[Sequence[str]]) -> tuple[list[str], NDArray[np.int64]]:
+    """The categories (sorted) and the items x categories count table of ``units``."""
+    categories = sorted({label for unit in units for label in unit})
+    index = {label: j for j, label in enumerate(categories)}
+    table = np.zeros((len(units), len(categories)), dtype=np.int64)
+    for i, unit in enumerate(units):
+        for label in unit:
+            table[i, index[label]] += 1
+    return categories, table
+
+
+def agreement(judgements_by_item: Mapping[str, Sequence[Judgement]], task: str) -> Agreement:
+    """Fleiss' kappa and Krippendorff's nominal alpha of the votes on ``task``.
+
+    Items with fewer than two votes are left out of both. Kappa is only defined when the
+    remaining items all have the same number of votes.
+    """
+    units = [unit for unit in rating_units(judgements_by_item, task).values() if len(unit) >= 2]
+    ratings = sum(len(unit) for unit in units)
+    if not units:
+        return Agreement(items=0, ratings=0, fleiss_kappa=None, krippendorff_alpha=None)
+    kappa: float | None = None
+    if len({len(unit) for unit in units}) == 1:
+        kappa = _defined(fleiss_kappa(count_table(units)[1]))
+    alpha = _defined(krippendorff_alpha_nominal(units))
+    return Agreement(items=len(units), ratings=ratings, fleiss_kappa=kappa, krippendorff_alpha=alpha)
+
+
+def _defined(value: float) -> float | None:
+    return None if math.isnan(value) else value
