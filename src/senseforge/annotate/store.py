@@ -193,6 +193,18 @@ class AnnotationStore:
             query = query.with_for_update()
         return conn.execute(query).mappings().first()
 
+    def _taken(self, conn: Connection, task_id: int, now: float, *, besides: str) -> int:
+        """Slots of a task held by other annotators: judged, or leased and not expired."""
+        return int(
+            conn.execute(
+                sa.select(sa.func.count()).where(
+                    assignments.c.task_id == task_id,
+                    assignments.c.annotator != besides,
+                    sa.or_(assignments.c.done_at.is_not(None), assignments.c.expires_at > now),
+                )
+            ).scalar_one()
+        )
+
     def _begin(self) -> Any:
         """A write transaction that holds the database's write lock from the start (SQLite)."""
         conn = self.engine.connect()
@@ -233,22 +245,29 @@ class AnnotationStore:
                 assignments.c.annotator == annotator,
                 sa.or_(assignments.c.done_at.is_not(None), assignments.c.expires_at > now),
             )
-            candidate = conn.execute(
-                sa.select(tasks.c.id)
-                .where(
-                    tasks.c.type == task_type,
-                    sa.or_(tasks.c.creator.is_(None), tasks.c.creator != annotator),
-                    tasks.c.id.not_in(seen),
-                    taken < tasks.c.k,
-                )
-                .order_by(tasks.c.id)
-                .limit(1)
-            ).first()
-            if candidate is None:
-                conn.commit()
-                return None
-            task_id = int(candidate[0])
-            self._lock_task(conn, task_id)
+            full: set[int] = set()
+            while True:
+                candidate = conn.execute(
+                    sa.select(tasks.c.id)
+                    .where(
+                        tasks.c.type == task_type,
+                        sa.or_(tasks.c.creator.is_(None), tasks.c.creator != annotator),
+                        tasks.c.id.not_in(seen),
+                        tasks.c.id.not_in(full) if full else sa.true(),
+                        taken < tasks.c.k,
+                    )
+                    .order_by(tasks.c.id)
+                    .limit(1)
+                ).first()
+                if candidate is None:
+                    conn.commit()
+                    return None
+                task_id = int(candidate[0])
+                # another annotator may have taken the last slot since the search: look again under the lock
+                task = self._lock_task(conn, task_id)
+                if self._taken(conn, task_id, now, besides=annotator) < int(task["k"]):
+                    break
+                full.add(task_id)
             expires = now + self.lease_s
             updated = conn.execute(
                 assignments.update()
@@ -332,14 +351,10 @@ class AnnotationStore:
                 conn.commit()
                 return False
             self._lock_task(conn, row["task_id"])
-            others = conn.execute(
-                sa.select(sa.func.count()).where(
-                    assignments.c.task_id == row["task_id"],
-                    assignments.c.annotator != annotator,
-                    sa.or_(assignments.c.done_at.is_not(None), assignments.c.expires_at > now),
-                )
-            ).scalar_one()
-            if others >= row["k"]:
+            if self._taken(conn, row["task_id"], now, besides=annotator) >= row["k"]:
+                # the lease ran out and the slot went to someone else: let the annotator move on
+                conn.execute(assignments.update().where(assignments.c.id == assignment_id).values(expires_at=now - 1.0))
+                conn.commit()
                 raise Closed("this item has all the judgements it needs")
             stamped = judgement.model_copy(update={"annotator": annotator, "created_at": judgement.created_at})
             try:
