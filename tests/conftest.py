@@ -1,15 +1,22 @@
-"""Suite-wide fixtures: an isolated senseforge home per test, and no network but loopback."""
+"""Suite-wide fixtures: an isolated senseforge home per test, no network but loopback, and the
+real chromium and PostgreSQL that the ``browser`` and ``postgres`` tests need."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import json
 import os
 import socket
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -65,3 +72,151 @@ def senseforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models_dir:
     monkeypatch.setenv("SENSEFORGE_MODELS", str(models_dir))
     os.environ.pop("SENSEFORGE_STORE_URL", None)
     return home
+
+
+# --- real chromium and PostgreSQL -------------------------------------------------------------
+# Tests marked ``browser`` use the ``chromium`` (session) or ``page`` (per test) fixtures; tests
+# marked ``postgres`` use ``pg_url`` (a fresh database per test), and a test that takes ``db_url``
+# runs once on SQLite and once on PostgreSQL. Without a browser or a server these tests skip on a
+# dev machine and fail under CI=true. .ci/run sets SENSEFORGE_TEST_CHROMIUM, SENSEFORGE_TEST_PG_URL
+# and SENSEFORGE_TEST_REPORT (where the counts of browser and postgres tests that ran go).
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+_RAN = {"browser": 0, "postgres": 0}
+_MARKED: dict[str, set[str]] = {}  # node id -> which of those markers the test carries
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def _missing(what: str) -> NoReturn:
+    """A browser or server the test needs is not there: fail under CI=true, else skip."""
+    if _under_ci():
+        pytest.fail(f"{what} (CI=true: browser and PostgreSQL tests must run)", pytrace=False)
+    pytest.skip(what)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        marked = {mark.name for mark in item.iter_markers()} & _RAN.keys()
+        if marked:
+            _MARKED[item.nodeid] = marked
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Counts the browser and postgres tests whose body ran (passed or failed, not skipped)."""
+    if report.when != "call" or report.skipped:
+        return
+    for marker in _MARKED.get(report.nodeid, ()):
+        _RAN[marker] += 1
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    target = os.environ.get("SENSEFORGE_TEST_REPORT")
+    if target:
+        Path(target).write_text(json.dumps(_RAN) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Browser]:
+    """Debian's chromium (SENSEFORGE_TEST_CHROMIUM, else /usr/bin/chromium) driven by Playwright."""
+    path = os.environ.get("SENSEFORGE_TEST_CHROMIUM") or "/usr/bin/chromium"
+    if not os.access(path, os.X_OK):
+        _missing(f"no chromium at {path} (apt-get install chromium, or set SENSEFORGE_TEST_CHROMIUM)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed (pip install -e '.[dev]')")
+    playwright = sync_playwright().start()
+    try:
+        browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+    except Exception as error:
+        playwright.stop()
+        _missing(f"chromium at {path} does not start: {error}")
+    try:
+        yield browser
+    finally:
+        browser.close()
+        playwright.stop()
+
+
+@pytest.fixture
+def page(chromium: Browser) -> Iterator[Page]:
+    """A fresh browser context and page per test, closed after it."""
+    context = chromium.new_context()
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@pytest.fixture(autouse=True)
+def _asyncio_outside_browser(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Lets tests that use no browser call ``asyncio.run`` after the session's chromium started.
+
+    Playwright's sync API leaves its event loop marked as running in this thread between calls;
+    tests that do not touch the browser get the mark cleared, and it is put back after them."""
+    hidden = asyncio._get_running_loop()
+    if hidden is None or "chromium" in request.fixturenames:
+        yield
+        return
+    asyncio._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio._set_running_loop(hidden)
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    """SENSEFORGE_TEST_PG_URL (``postgresql+psycopg://user@127.0.0.1:port/db``), checked to answer."""
+    url = os.environ.get("SENSEFORGE_TEST_PG_URL")
+    if not url:
+        _missing("no PostgreSQL server (set SENSEFORGE_TEST_PG_URL; .ci/run starts one)")
+    try:
+        import psycopg
+    except ImportError:
+        _missing("psycopg is not installed (pip install -e '.[dev]')")
+    try:
+        with psycopg.connect(_libpq(url), connect_timeout=10) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as error:
+        _missing(f"PostgreSQL at {url} does not answer: {error}")
+    return url
+
+
+def _libpq(url: str, database: str | None = None) -> str:
+    """The SQLAlchemy URL as a libpq one, optionally naming another database."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url).set(drivername="postgresql")
+    if database is not None:
+        parsed = parsed.set(database=database)
+    return parsed.render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    """A SQLAlchemy URL of a database made for this test alone, dropped after it."""
+    import psycopg
+    from psycopg import sql
+    from sqlalchemy.engine import make_url
+
+    name = f"senseforge_t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(_libpq(pg_admin_url), autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield make_url(pg_admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(_libpq(pg_admin_url), autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database per test: a SQLite file, and (the ``postgres`` param) a PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'test.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url

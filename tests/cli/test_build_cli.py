@@ -72,7 +72,7 @@ def test_build_errors_are_one_line(kb: Path, tmp_path: Path, senseforge_home: Pa
 @pytest.mark.slow
 def test_demo_builds_both_languages_offline(tmp_path: Path, senseforge_home: Path) -> None:
     out = tmp_path / "demo"
-    result = run_cli("demo", "--out", str(out), home=senseforge_home)
+    result = run_cli("demo", "--out", str(out), home=senseforge_home, timeout=1200)  # ~2 min on an idle 2-core machine
     assert result.returncode == 0, result.stderr
     for lang in ("en", "ja"):
         run = out / "runs" / f"mcsqa-{lang}"

@@ -13,10 +13,15 @@ import pytest
 from senseforge.store.db import Store
 
 
-def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SENSEFORGE_HOME": str(home), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-m", "senseforge", *args], capture_output=True, text=True, env=env, timeout=300, check=False
+        [sys.executable, "-m", "senseforge", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
     )
 
 
