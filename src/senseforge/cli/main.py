@@ -8,6 +8,7 @@ import sys
 import typer
 
 from senseforge import __version__
+from senseforge.cli import annotate as annotate_cli
 from senseforge.cli import build as build_cli
 from senseforge.cli import demo as demo_cli
 from senseforge.cli import eval as eval_cli
@@ -29,6 +30,7 @@ app.add_typer(kb_cli.app, name="kb")
 app.add_typer(eval_cli.app, name="eval")
 app.add_typer(export_cli.app, name="export")
 app.add_typer(build_cli.app, name="build")
+app.add_typer(annotate_cli.app, name="annotate")
 app.command("demo")(demo_cli.demo)
 
 

@@ -1,0 +1,160 @@
+"""``senseforge annotate``: the human loop — serve the app, invite people, watch progress."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from senseforge.cli._common import err, out
+from senseforge.errors import ConfigError, MissingDependencyError
+
+app = typer.Typer(help="Annotate a run in the browser: serve, invite, status.", no_args_is_help=True)
+
+DEFAULT_RUN_STORE = "run.db"
+RunDirArgument = typer.Argument(..., help="The run directory (holds manifest.json and run.db).")
+StoreUrlOption = typer.Option(
+    None,
+    "--store",
+    envvar="SENSEFORGE_RUN_STORE",
+    help="SQLAlchemy URL of the run store (default: sqlite run.db in the run directory).",
+)
+
+
+def run_store_url(run_dir: Path, given: str | None) -> str:
+    """The run store of ``run_dir``: ``given``, else ``run_dir/run.db`` unless the manifest names another."""
+    from senseforge.pipelines.runstore import sqlite_url
+
+    if given:
+        return given
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir}: no such run directory (build one first, or give --store)")
+    manifest = run_dir / "manifest.json"
+    recorded = DEFAULT_RUN_STORE
+    if manifest.is_file():
+        try:
+            recorded = json.loads(manifest.read_text(encoding="utf-8")).get("run_store_url", DEFAULT_RUN_STORE)
+        except (OSError, json.JSONDecodeError, AttributeError) as exc:
+            raise ConfigError(f"{manifest}: unreadable manifest ({exc})") from exc
+    if recorded != DEFAULT_RUN_STORE:
+        raise ConfigError(f"{run_dir}: this run's store is {recorded}; give its full URL with --store")
+    return sqlite_url(run_dir / DEFAULT_RUN_STORE)
+
+
+class _HideTokens(logging.Filter):
+    """Keeps invite tokens out of the access log (``/login?token=…`` is a password)."""
+
+    pattern = re.compile(r"(token=)[^&\s\"]+")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(self.pattern.sub(r"\1…", a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+
+def _invite_link(base_url: str, token: str) -> str:
+    return f"{base_url.rstrip('/')}/login?token={token}"
+
+
+@app.command("serve")
+def serve(
+    run_dir: Path = RunDirArgument,
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port."),
+    store: str | None = StoreUrlOption,
+    lease: float = typer.Option(600.0, "--lease", min=1.0, help="Seconds an assignment stays reserved."),
+    secure_cookies: bool = typer.Option(
+        False, "--secure-cookies", help="Mark the session cookie Secure (when served over HTTPS behind a proxy)."
+    ),
+    access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="Log every request."),
+) -> None:
+    """Serve the annotation app over the run store (invite people with `senseforge annotate invite`)."""
+    try:
+        import uvicorn
+
+        from senseforge.annotate.app import create_app
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"the annotation app needs {exc.name or 'starlette'}: pip install 'senseforge[annotate]'"
+        ) from exc
+    from senseforge.annotate.store import AnnotationStore
+
+    url = run_store_url(run_dir, store)
+    annotation = AnnotationStore(url)
+    try:
+        people = annotation.annotator_names()
+        queued = {name: row["tasks"] for name, row in annotation.progress()["tasks"].items()}
+    finally:
+        annotation.close()
+    base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    tasks = ", ".join(f"{name} {count}" for name, count in queued.items()) or "none queued yet"
+    err.print(f"serving {run_dir} at {base}  (tasks: {tasks}; {len(people)} annotator(s))", markup=False)
+    err.print(f"invite someone:  senseforge annotate invite NAME {run_dir} --base-url {base}  [--admin]", markup=False)
+    config = uvicorn.Config(
+        create_app(url, lease_s=lease, secure_cookies=secure_cookies),
+        host=host,
+        port=port,
+        access_log=access_log,
+        log_level="info",
+    )
+    logging.getLogger("uvicorn.access").addFilter(_HideTokens())  # after Config has set up uvicorn's logging
+    uvicorn.Server(config).run()
+
+
+@app.command("invite")
+def invite(
+    name: str = typer.Argument(..., help="The annotator's name (inviting a name again replaces their link)."),
+    run_dir: Path = RunDirArgument,
+    admin: bool = typer.Option(False, "--admin", help="May see progress, agreement and exports."),
+    base_url: str = typer.Option(
+        "http://127.0.0.1:8000", "--base-url", help="Where people reach the app (as `annotate serve` printed it)."
+    ),
+    store: str | None = StoreUrlOption,
+) -> None:
+    """Create an annotator and print their invite link (shown once; the store keeps only a hash)."""
+    from senseforge.annotate.store import AnnotationStore
+
+    annotation = AnnotationStore(run_store_url(run_dir, store))
+    try:
+        token = annotation.invite(name, "admin" if admin else "annotator")
+    finally:
+        annotation.close()
+    err.print(f"invited {name} as {'admin' if admin else 'annotator'}; send them this link (it is their password):")
+    out.print(_invite_link(base_url, token), markup=False)
+
+
+def _progress_table(progress: dict[str, Any]) -> tuple[Table, Table]:
+    tasks = Table(title="task types")
+    for column in ("task type", "tasks", "complete", "judgements"):
+        tasks.add_column(column, justify="left" if column == "task type" else "right")
+    for name, row in sorted(progress["tasks"].items()):
+        tasks.add_row(name, str(row["tasks"]), str(row["complete"]), f"{row['done']} / {row['wanted']}")
+    people = Table(title="annotators")
+    for column in ("annotator", "task type", "done", "open"):
+        people.add_column(column, justify="right" if column in ("done", "open") else "left")
+    for name, per_type in sorted(progress["annotators"].items()):
+        for task_type, row in sorted(per_type.items()):
+            people.add_row(name, task_type, str(row["done"]), str(row["open"]))
+    return tasks, people
+
+
+@app.command("status")
+def status(run_dir: Path = RunDirArgument, store: str | None = StoreUrlOption) -> None:
+    """Progress per task type and per annotator."""
+    from senseforge.annotate.store import AnnotationStore
+
+    annotation = AnnotationStore(run_store_url(run_dir, store))
+    try:
+        progress = annotation.progress()
+    finally:
+        annotation.close()
+    if not progress["tasks"]:
+        out.print(f"{run_dir}: no annotation tasks queued", markup=False)
+        return
+    for table in _progress_table(progress):
+        out.print(table)

@@ -1,0 +1,355 @@
+"""The annotation app over HTTP (Starlette's TestClient), on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+pytest.importorskip("starlette")
+pytest.importorskip("httpx")
+
+from starlette.testclient import TestClient
+
+from senseforge.annotate.app import COOKIE, MAX_BODY, create_app, csrf_token
+from senseforge.annotate.store import AnnotationStore
+from senseforge.data.schema import MCItem
+
+LABELS = "ABCDE"
+
+
+def item(n: int, question: str | None = None, creator: str | None = None) -> MCItem:
+    return MCItem(
+        id=f"q{n}",
+        lang="en",
+        question=question or f"Where would you keep item number {n}?",
+        choices=[{"label": label, "text": f"place {label.lower()}{n}"} for label in LABELS],
+        answer="B",
+        metadata={"creator": creator} if creator else {},
+    )
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[AnnotationStore]:
+    annotation = AnnotationStore(db_url)
+    yield annotation
+    annotation.close()
+
+
+@pytest.fixture
+def client(db_url: str, store: AnnotationStore) -> Iterator[TestClient]:
+    with TestClient(create_app(db_url)) as test_client:
+        yield test_client
+
+
+def login(client: TestClient, token: str) -> None:
+    response = client.get(f"/login?token={token}", follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"] == "/"
+
+
+def form_of(html: str) -> dict[str, str]:
+    """The hidden fields of the page's judgement form."""
+    return dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', html.split('id="judge"', 1)[1]))
+
+
+def judgement_rows(url: str) -> list[tuple[str, str, str]]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT item_id, annotator, task FROM judgements")).all()
+    finally:
+        engine.dispose()
+    return [(str(a), str(b), str(c)) for a, b, c in rows]
+
+
+# -- who may do what ---------------------------------------------------------------------
+
+
+def test_without_a_valid_token_everything_is_401(client: TestClient, store: AnnotationStore) -> None:
+    store.add_tasks("verify", [item(1)], k=1, group="g")
+    page = client.get("/")
+    assert page.status_code == 401 and "invite link" in page.text
+    assert client.get("/t/verify").status_code == 401
+    assert client.get("/admin").status_code == 401
+    assert client.get("/login?token=not-a-token").status_code == 401
+    api = client.post("/api/verify/next")
+    assert api.status_code == 401 and api.json() == {"error": "use your invite link to sign in"}
+    assert client.post("/api/verify/next", headers=bearer("forged")).status_code == 401
+    client.cookies.set(COOKIE, "forged")
+    assert client.get("/").status_code == 401
+    assert 'http-equiv="refresh"' not in page.text
+    # a Strict cookie is withheld on a cross-site navigation: the 401 page reloads once from the site itself
+    cross = client.get("/", headers={"Sec-Fetch-Site": "cross-site"})
+    assert cross.status_code == 401 and 'http-equiv="refresh"' in cross.text
+
+
+def test_the_invite_link_sets_a_strict_httponly_cookie(client: TestClient, store: AnnotationStore) -> None:
+    token = store.invite("ana")
+    response = client.get(f"/login?token={token}", follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"] == "/"
+    cookie = response.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and f"{COOKIE}={token}".lower() in cookie
+    home = client.get("/")
+    assert home.status_code == 200 and "Hello, ana" in home.text
+    assert "viewport" in home.text and "script-src 'nonce-" in home.headers["content-security-policy"]
+
+
+def test_annotators_are_kept_out_of_admin_pages(client: TestClient, store: AnnotationStore) -> None:
+    store.add_tasks("verify", [item(1)], k=1, group="g")
+    worker, boss = store.invite("ana"), store.invite("boss", "admin")
+    assert client.get("/admin", headers=bearer(worker)).status_code == 403
+    assert client.get("/export/verify.jsonl", headers=bearer(worker)).status_code == 403
+    login(client, worker)
+    denied = client.get("/admin")
+    assert denied.status_code == 403 and "Not allowed" in denied.text
+    admin = client.get("/admin", headers=bearer(boss))
+    assert admin.status_code == 200 and 'id="progress"' in admin.text
+
+
+def test_another_annotators_assignment_is_forbidden(client: TestClient, store: AnnotationStore) -> None:
+    store.add_tasks("verify", [item(1), item(2)], k=2, group="g")
+    ana, ben = store.invite("ana"), store.invite("ben")
+    anas = client.post("/api/verify/next", headers=bearer(ana)).json()["assignment_id"]
+    stolen = client.post(f"/api/verify/{anas}", headers=bearer(ben), json={"accept": True})
+    assert stolen.status_code == 403
+    login(client, ben)
+    page = client.get("/t/verify")
+    fields = {**form_of(page.text), "assignment_id": str(anas), "accept": "yes"}
+    assert client.post("/t/verify", data=fields, follow_redirects=False).status_code == 403
+    assert client.post("/api/verify/999999", headers=bearer(ben), json={"accept": True}).status_code == 404
+    assert judgement_rows(store.runs.url) == []
+
+
+# -- submissions -------------------------------------------------------------------------
+
+BAD_BODIES: list[tuple[str, str, Any, str]] = [
+    ("verify", "bad JSON", b'{"accept": tru', "not valid JSON"),
+    ("verify", "not an object", b"[1, 2]", "JSON object"),
+    ("verify", "missing accept", b"{}", "accept: required"),
+    ("verify", "accept not yes/no", b'{"accept": "perhaps"}', "accept: expected yes or no"),
+    ("verify", "unknown flag", b'{"accept": true, "flags": ["too-easy"]}', "flags: unknown"),
+    ("verify", "overlong comment", json.dumps({"accept": False, "comment": "x" * 2001}).encode(), "at most 2000"),
+    ("answer", "choice outside labels", b'{"choice": "Z", "certain": true}', "not one of A, B, C, D, E"),
+    ("answer", "missing certain", b'{"choice": "A"}', "certain: required"),
+]
+
+
+@pytest.mark.parametrize(("task", "case", "body", "problem"), BAD_BODIES, ids=[case[1] for case in BAD_BODIES])
+def test_malformed_submissions_are_422_with_the_problems(
+    client: TestClient, store: AnnotationStore, task: str, case: str, body: bytes, problem: str
+) -> None:
+    store.add_tasks(task, [item(1)], k=1, group="g")
+    token = store.invite("ana")
+    assignment = client.post(f"/api/{task}/next", headers=bearer(token)).json()["assignment_id"]
+    response = client.post(
+        f"/api/{task}/{assignment}", headers={**bearer(token), "Content-Type": "application/json"}, content=body
+    )
+    assert response.status_code == 422, case
+    problems = response.json()["problems"]
+    assert any(problem in p for p in problems), problems
+    assert judgement_rows(store.runs.url) == []
+
+
+def test_unknown_task_types_and_oversized_bodies(client: TestClient, store: AnnotationStore) -> None:
+    token = store.invite("ana")
+    assert client.post("/api/translate/next", headers=bearer(token)).status_code == 404
+    assert client.get("/t/translate", headers=bearer(token)).status_code == 404
+    store.add_tasks("verify", [item(1)], k=1, group="g")
+    assignment = client.post("/api/verify/next", headers=bearer(token)).json()["assignment_id"]
+    huge = json.dumps({"accept": True, "comment": "x" * MAX_BODY})
+    assert client.post(f"/api/verify/{assignment}", headers=bearer(token), content=huge).status_code == 413
+
+
+def test_api_submission_is_201_then_200_for_the_same_and_409_for_a_change(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    store.add_tasks("answer", [item(1)], k=1, group="g")
+    token = store.invite("ana")
+    nxt = client.post("/api/answer/next", headers=bearer(token))
+    assert nxt.status_code == 200 and "answer" not in nxt.json()["item"]  # blind: the answer is not shown
+    assignment = nxt.json()["assignment_id"]
+    fields = {"choice": "C", "certain": False, "flags": ["ambiguous-option:D"], "reason": "D fits too"}
+    assert client.post(f"/api/answer/{assignment}", headers=bearer(token), json=fields).status_code == 201
+    assert client.post(f"/api/answer/{assignment}", headers=bearer(token), json=fields).status_code == 200
+    changed = client.post(f"/api/answer/{assignment}", headers=bearer(token), json={**fields, "choice": "A"})
+    assert changed.status_code == 409
+    assert client.post("/api/answer/next", headers=bearer(token)).status_code == 204
+    assert judgement_rows(store.runs.url) == [("q1", "ana", "answer")]
+
+
+def test_form_posts_need_the_csrf_field(client: TestClient, store: AnnotationStore) -> None:
+    store.add_tasks("verify", [item(1), item(2)], k=1, group="g")
+    token = store.invite("ana")
+    login(client, token)
+    fields = {**form_of(client.get("/t/verify").text), "accept": "yes"}
+    assert fields["csrf"] == csrf_token(token)
+    without = {key: value for key, value in fields.items() if key != "csrf"}
+    assert client.post("/t/verify", data=without, follow_redirects=False).status_code == 403
+    wrong = {**fields, "csrf": csrf_token("someone else's token")}
+    assert client.post("/t/verify", data=wrong, follow_redirects=False).status_code == 403
+    assert client.post("/api/verify/next").status_code == 403  # cookie-only API call without X-CSRF-Token
+    assert judgement_rows(store.runs.url) == []
+    done = client.post("/t/verify", data=fields, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == "/t/verify"
+    assert judgement_rows(store.runs.url) == [("q1", "ana", "verify")]
+
+
+def test_an_invalid_form_comes_back_422_with_problems_and_choices_kept(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    store.add_tasks("answer", [item(1)], k=1, group="g")
+    login(client, store.invite("ana"))
+    page = client.get("/t/answer")
+    assert page.status_code == 200 and "place b1" in page.text and "marked answer" not in page.text
+    fields = {**form_of(page.text), "certain": "no", "flags": "ambiguous-question"}
+    response = client.post("/t/answer", data=fields)
+    assert response.status_code == 422
+    assert 'id="problems"' in response.text and "choice: required" in response.text
+    assert re.search(r'value="no" checked', response.text) and re.search(
+        r'value="ambiguous-question" checked', response.text
+    )
+
+
+def test_bearer_form_posts_need_no_csrf(client: TestClient, store: AnnotationStore) -> None:
+    store.add_tasks("verify", [item(1)], k=1, group="g")
+    token = store.invite("ana")
+    fields = {**form_of(client.get("/t/verify", headers=bearer(token)).text), "accept": "no"}
+    del fields["csrf"]
+    response = client.post("/t/verify", data=fields, headers=bearer(token), follow_redirects=False)
+    assert response.status_code == 303
+
+
+@pytest.mark.parametrize("task", ["verify", "answer"])
+def test_item_text_is_escaped(client: TestClient, store: AnnotationStore, task: str) -> None:
+    hostile = "<script>alert(1)</script>"
+    store.add_tasks(task, [item(1, question=f"{hostile} Where?")], k=1, group="g")
+    page = client.get(f"/t/{task}", headers=bearer(store.invite("ana")))
+    assert page.status_code == 200
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text and hostile not in page.text
+
+
+# -- who gets which item -------------------------------------------------------------------
+
+
+def drain(client: TestClient, token: str, task: str = "verify") -> list[str]:
+    """Judge everything the API hands this annotator; the item ids judged."""
+    judged: list[str] = []
+    for _ in range(100):
+        response = client.post(f"/api/{task}/next", headers=bearer(token))
+        if response.status_code == 204:
+            return judged
+        body = response.json()
+        stored = client.post(f"/api/{task}/{body['assignment_id']}", headers=bearer(token), json={"accept": True})
+        assert stored.status_code == 201
+        judged.append(body["item"]["id"])
+    raise AssertionError(f"{token[:4]}… was never told that nothing is left")
+
+
+def test_k_distinct_annotators_per_item_and_never_the_creator(client: TestClient, store: AnnotationStore) -> None:
+    store.add_tasks("verify", [item(n, creator="cy" if n % 2 else None) for n in range(6)], k=2, group="g")
+    tokens = {name: store.invite(name) for name in ("ana", "ben", "cy")}
+    judged = {name: drain(client, token) for name, token in tokens.items()}
+    assert all(int(i[1:]) % 2 == 0 for i in judged["cy"])  # never an item cy created
+    per_item = Counter(i for ids in judged.values() for i in ids)
+    assert per_item == {f"q{n}": 2 for n in range(6)}
+    assert all(len(set(ids)) == len(ids) for ids in judged.values())
+    rows = judgement_rows(store.runs.url)
+    assert len(rows) == len(set(rows)) == 12
+
+
+def test_an_expired_lease_goes_to_someone_else(db_url: str, store: AnnotationStore) -> None:
+    clock = Clock()
+    store.add_tasks("verify", [item(1)], k=1, group="g")
+    ana, ben = store.invite("ana"), store.invite("ben")
+    with TestClient(create_app(db_url, lease_s=600, clock=clock)) as client:
+        first = client.post("/api/verify/next", headers=bearer(ana)).json()["assignment_id"]
+        assert client.post("/api/verify/next", headers=bearer(ben)).status_code == 204  # leased to ana
+        clock.now += 601
+        second = client.post("/api/verify/next", headers=bearer(ben))
+        assert second.status_code == 200 and second.json()["item"]["id"] == "q1"
+        assert client.post(f"/api/verify/{first}", headers=bearer(ana), json={"accept": True}).status_code == 409
+        late = second.json()["assignment_id"]
+        assert client.post(f"/api/verify/{late}", headers=bearer(ben), json={"accept": False}).status_code == 201
+    assert judgement_rows(db_url) == [("q1", "ben", "verify")]
+
+
+def test_fifty_threads_store_every_judgement_exactly_once(client: TestClient, store: AnnotationStore) -> None:
+    n_items, k, people = 20, 5, 50
+    store.add_tasks("verify", [item(n) for n in range(n_items)], k=k, group="g")
+    tokens = [store.invite(f"p{n:02d}") for n in range(people)]
+    statuses: Counter[int] = Counter()
+    lock = threading.Lock()
+    start = threading.Barrier(people)
+    failures: list[BaseException] = []
+
+    def annotate(token: str) -> None:
+        try:
+            start.wait()
+            for _ in range(n_items + 1):  # bounded: a store that hands out the same task forever fails, not hangs
+                nxt = client.post("/api/verify/next", headers=bearer(token))
+                if nxt.status_code == 204:
+                    return
+                assignment = nxt.json()["assignment_id"]
+                for _ in range(2):  # a double submit, as an impatient client would send
+                    code = client.post(f"/api/verify/{assignment}", headers=bearer(token), json={"accept": True})
+                    with lock:
+                        statuses[code.status_code] += 1
+        except BaseException as exc:  # reported below, not lost in the thread
+            failures.append(exc)
+            return
+        failures.append(AssertionError(f"{token[:4]}… was never told that nothing is left"))
+
+    threads = [threading.Thread(target=annotate, args=(token,)) for token in tokens]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures, failures[0]
+    rows = judgement_rows(store.runs.url)
+    assert len(rows) == len(set(rows)) == n_items * k
+    assert Counter(item_id for item_id, _, _ in rows) == {f"q{n}": k for n in range(n_items)}
+    assert statuses[201] == n_items * k and statuses[200] == n_items * k and set(statuses) == {200, 201}
+
+
+# -- what admins see ---------------------------------------------------------------------------
+
+
+def test_admin_sees_progress_agreement_and_exports(client: TestClient, store: AnnotationStore) -> None:
+    store.add_tasks("verify", [item(1), item(2)], k=2, group="g")
+    ana, ben, boss = store.invite("ana"), store.invite("ben"), store.invite("boss", "admin")
+    for token, accept in ((ana, True), (ben, True), (ana, False), (ben, False)):
+        assignment = client.post("/api/verify/next", headers=bearer(token)).json()["assignment_id"]
+        client.post(f"/api/verify/{assignment}", headers=bearer(token), json={"accept": accept})
+    page = client.get("/admin", headers=bearer(boss))
+    assert page.status_code == 200 and "4 / 4" in page.text and "1.000" in page.text
+    assert re.search(r"<td>ana</td><td>verify</td><td class=\"n\">2</td>", page.text)
+    export = client.get("/export/verify.jsonl", headers=bearer(boss))
+    assert export.status_code == 200 and export.headers["content-type"].startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in export.text.splitlines()]
+    assert [line["judgement"]["annotator"] for line in lines[:-1]] == ["ana", "ben", "ana", "ben"]
+    assert lines[-1] == {
+        "agreement": {"task": "verify", "items": 2, "ratings": 4, "fleiss_kappa": 1.0, "krippendorff_alpha": 1.0}
+    }
+    home = client.get("/", headers=bearer(ana))
+    assert "0 judgements still needed" in home.text and "you did 2" in home.text
+    assert "ben" not in home.text  # nobody sees another's work
