@@ -81,3 +81,32 @@ def test_serve_says_how_to_invite_and_hides_tokens_from_the_access_log(
         "uvicorn.access", logging.INFO, "", 0, '%s - "%s %s"', ("127.0.0.1", "GET", "/login?token=s3cret&x=1"), None
     )
     assert _HideTokens().filter(record) and "s3cret" not in record.getMessage()
+
+
+def test_baseline_queues_then_reports(tmp_path: Path) -> None:
+    from senseforge.kb.conceptnet import import_dump
+    from senseforge.pipelines.mcsqa import McsqaConfig, build
+    from senseforge.store.db import Store
+
+    import_dump("demo", tmp_path / "kb")
+    author = "scripted/mcsqa-author"
+    config = McsqaConfig(
+        lang="en", n=30, kb=str(tmp_path / "kb"), model=author, reviewers=(author,), lm_review_as_hard=True
+    )
+    run = tmp_path / "run"
+    build(config, run, store=Store(f"sqlite:///{tmp_path / 'cache.db'}"))
+    runner = CliRunner()
+    first = runner.invoke(app, ["baseline", str(run), "--n", "2", "--k", "1"])
+    assert first.exit_code == 0, first.output
+    assert "queued for blind answering" in first.output
+    store = AnnotationStore(run_store_url(run, None))
+    store.invite("solo")
+    while (assignment := store.next_assignment("solo", "answer")) is not None:
+        item = assignment.item
+        verdict = Judgement(item_id=item.id, annotator="solo", task="answer", choice=item.answer, certain=True)
+        assert store.submit(assignment.id, "solo", verdict)
+    store.close()
+    second = runner.invoke(app, ["baseline", str(run), "--n", "2", "--k", "1"])
+    assert second.exit_code == 0, second.output
+    assert "queued" not in second.output.split("human baseline")[0]
+    assert second.output.count("1.000") >= 3  # every split answered right by the one annotator

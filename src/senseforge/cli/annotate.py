@@ -14,7 +14,7 @@ from rich.table import Table
 from senseforge.cli._common import err, out
 from senseforge.errors import ConfigError, MissingDependencyError
 
-app = typer.Typer(help="Annotate a run in the browser: serve, invite, status.", no_args_is_help=True)
+app = typer.Typer(help="Annotate a run in the browser: serve, invite, status, baseline.", no_args_is_help=True)
 
 DEFAULT_RUN_STORE = "run.db"
 RunDirArgument = typer.Argument(..., help="The run directory (holds manifest.json and run.db).")
@@ -158,3 +158,51 @@ def status(run_dir: Path = RunDirArgument, store: str | None = StoreUrlOption) -
         return
     for table in _progress_table(progress):
         out.print(table)
+
+
+@app.command("baseline")
+def baseline(
+    run_dir: Path = RunDirArgument,
+    n: int = typer.Option(100, "--n", min=1, help="Items sampled per split."),
+    k: int = typer.Option(5, "--k", min=1, help="Blind answers per item."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
+    exclude_ambiguous: int | None = typer.Option(
+        3, "--exclude-ambiguous", help="Drop items more than this many annotators flagged ambiguous (-1: keep all)."
+    ),
+    store: str | None = StoreUrlOption,
+) -> None:
+    """Queue a human baseline (blind answering, k people per item); once answered, report human accuracy."""
+    from senseforge.annotate.baseline import baseline_report, queue_baseline
+    from senseforge.annotate.store import AnnotationStore
+
+    annotation = AnnotationStore(run_store_url(run_dir, store))
+    try:
+        queued = queue_baseline(annotation, run_dir, n=n, k=k, seed=seed)
+        if any(queued.values()):
+            counts = ", ".join(f"{split} {count}" for split, count in queued.items())
+            err.print(f"queued for blind answering, {k} people each: {counts}; run this again for the report")
+        report = baseline_report(
+            annotation,
+            run_dir,
+            exclude_ambiguous=None if exclude_ambiguous is not None and exclude_ambiguous < 0 else exclude_ambiguous,
+            seed=seed,
+        )
+    finally:
+        annotation.close()
+    table = Table(title=f"human baseline · {run_dir.name} (majority of {k})")
+    for column in ("split", "queued", "answered", "excluded", "human acc", "95% CI"):
+        table.add_column(column, justify="left" if column == "split" else "right")
+    for split, row in report["splits"].items():
+        acc = "—" if row["human_acc"] is None else f"{row['human_acc']:.3f}"
+        ci = row["human_acc_ci95"]
+        table.add_row(
+            split,
+            str(row["queued"]),
+            str(row["complete"]),
+            str(row["excluded"]),
+            acc,
+            "" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]",
+        )
+    out.print(table)
+    for model in report["models"]:
+        out.print(f"model {model['model']} on {model['task']}: acc {model['acc']:.3f} (n={model['n']})", markup=False)
