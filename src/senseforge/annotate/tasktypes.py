@@ -75,6 +75,16 @@ def _comment(fields: Mapping[str, Any], name: str, problems: list[str]) -> str |
     return text or None
 
 
+def _item_view(item: MCItem) -> dict[str, Any]:
+    """What every task type shows of an item: its id, language, question and choices."""
+    return {
+        "id": item.id,
+        "lang": item.lang,
+        "question": item.question,
+        "choices": [{"label": c.label, "text": c.text} for c in item.choices],
+    }
+
+
 class TaskType(Protocol):
     name: str
 
@@ -90,14 +100,7 @@ class Verify:
     flags: tuple[str, ...] = VERIFY_FLAGS
 
     def view(self, item: MCItem) -> dict[str, Any]:
-        return {
-            "id": item.id,
-            "lang": item.lang,
-            "question": item.question,
-            "choices": [{"label": c.label, "text": c.text} for c in item.choices],
-            "answer": item.answer,
-            "flags": list(self.flags),
-        }
+        return {**_item_view(item), "answer": item.answer, "flags": list(self.flags)}
 
     def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement:
         problems: list[str] = []
@@ -120,13 +123,9 @@ class Answer:
     name: str = "answer"
 
     def view(self, item: MCItem) -> dict[str, Any]:
-        return {
-            "id": item.id,
-            "lang": item.lang,
-            "question": item.question,
-            "choices": [{"label": c.label, "text": c.text} for c in item.choices],
-            "flags": ["ambiguous-question", *(f"ambiguous-option:{c.label}" for c in item.choices)],
-        }
+        """The item without its answer: answering is blind."""
+        flags = ["ambiguous-question", *(f"ambiguous-option:{c.label}" for c in item.choices)]
+        return {**_item_view(item), "flags": flags}
 
     def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement:
         problems: list[str] = []
