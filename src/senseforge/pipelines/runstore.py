@@ -30,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from senseforge.data.schema import Judgement
 from senseforge.errors import StoreError
+from senseforge.store.db import connect
 
 Status = Literal["ok", "rejected"]
 JudgementSource = Literal["human", "lm"]
@@ -114,11 +115,9 @@ class RunStore:
     def __init__(self, url: str) -> None:
         self.url = url
         try:
-            self._engine: Engine = sa.create_engine(url, future=True)
-            if self._engine.dialect.name == "sqlite":
-                sa.event.listen(self._engine, "connect", _sqlite_pragmas)
+            self._engine: Engine = connect(url)
             metadata.create_all(self._engine)
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the run store {url}: {exc}") from exc
 
     def close(self) -> None:
@@ -247,11 +246,3 @@ class RunStore:
         """One run fact, or ``None``."""
         with self._engine.connect() as conn:
             return conn.execute(sa.select(run_meta.c.value).where(run_meta.c.key == key)).scalar_one_or_none()
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()

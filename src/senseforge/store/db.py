@@ -187,6 +187,18 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def connect(url: str) -> Engine:
+    """An engine for ``url``; SQLite gets its folder created, WAL, and a 30 s busy timeout."""
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"timeout": 30})
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -198,22 +210,11 @@ class Store:
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_store_url()
         try:
-            self.engine: Engine = self._connect(self.url)
+            self.engine: Engine = connect(self.url)
             metadata.create_all(self.engine)
             self._add_missing_columns()
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the store at {self.url}: {exc.__class__.__name__}: {exc}") from exc
-
-    @staticmethod
-    def _connect(url: str) -> Engine:
-        parsed = sa.engine.make_url(url)
-        if parsed.get_backend_name() == "sqlite":
-            if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            engine = sa.create_engine(url, connect_args={"timeout": 30})
-            sa.event.listen(engine, "connect", _sqlite_pragmas)
-            return engine
-        return sa.create_engine(url, pool_pre_ping=True)
 
     def _add_missing_columns(self) -> None:
         """Bring tables that an older version created up to date (``ALTER TABLE … ADD COLUMN``)."""
