@@ -27,6 +27,7 @@ lint: install-dev
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/mypy src
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 test: lint
 	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest

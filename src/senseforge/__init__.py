@@ -1,5 +1,6 @@
 """senseforge: build and evaluate commonsense-reasoning benchmarks grounded in a language and its culture."""
 
+from senseforge._version import __version__
 from senseforge.data.schema import BinaryExample, Choice, Judgement, MCItem, Provenance, QuestionSet, Triple
 from senseforge.errors import (
     BackendError,
@@ -9,8 +10,6 @@ from senseforge.errors import (
     SenseforgeError,
     StoreError,
 )
-
-__version__ = "0.1.0.dev0"
 
 __all__ = [
     "BackendError",

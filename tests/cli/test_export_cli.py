@@ -34,7 +34,7 @@ def test_parquet_from_flat_rows_with_lang_and_no_card(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
     shutil.copy(FIXTURES / "csqa" / "dev_sample.jsonl", data / "dev.jsonl")
-    result = runner.invoke(app, ["parquet", str(data), "--lang", "en", "--no-card", "-o", str(tmp_path / "pq")])
+    result = runner.invoke(app, ["parquet", str(data), "--lang", "en", "--no-card", "--out", str(tmp_path / "pq")])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "pq").iterdir()) == ["validation.parquet"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -136,6 +137,35 @@ def test_models_and_unknown_paths() -> None:
         assert status == 404
         assert server.requests == 0
         assert [entry.outcome for entry in server.log] == ["ok", "not_found"]
+
+
+def test_a_request_is_logged_before_its_answer_reaches_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    # slow bookkeeping widens the window: were a request recorded after its answer went
+    # out, the log read right after each answer would miss it every time
+    with LoopbackOpenAI(shout, fault_rate=1.0, faults=("timeout",), hang_s=2.0) as server:
+        record = server._record
+
+        def slow_record(*args: Any, **kwargs: Any) -> None:
+            time.sleep(0.1)
+            record(*args, **kwargs)
+
+        monkeypatch.setattr(server, "_record", slow_record)
+        with urllib.request.urlopen(server.base_url + "/models", timeout=5) as response:
+            response.read()
+        assert [entry.outcome for entry in server.log] == ["ok"]
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(server.base_url + "/nothing", timeout=5)
+        assert [entry.outcome for entry in server.log] == ["ok", "not_found"]
+        assert post(server, "/embeddings", {"input": "x"})[0] == 404
+        assert [entry.outcome for entry in server.log] == ["ok", "not_found", "not_found"]
+        # a hanging fault is logged (and counted as a fault) by the time the client gives up on it
+        with pytest.raises((TimeoutError, urllib.error.URLError)):
+            urllib.request.urlopen(
+                urllib.request.Request(server.base_url + "/chat/completions", data=b'{"prompt": "hi"}'), timeout=0.5
+            ).read()
+        assert [entry.outcome for entry in server.log][-1] == "timeout"
+        assert (server.requests, server.faults_by_kind, server.answered_ok) == (1, {"timeout": 1}, 0)
+        assert server.in_flight == 1  # still hanging: in flight until it has hung
 
 
 def test_fault_draws_are_reproducible_and_capped() -> None:

@@ -52,10 +52,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from senseforge.annotate import policies
 from senseforge.annotate.store import DEFAULT_LEASE_S, AnnotationStore, Annotator, Assignment, Closed, NotYours
 from senseforge.annotate.tasktypes import TASK_TYPES, InvalidSubmission, TaskType
 from senseforge.data.schema import Judgement
+from senseforge.evaluate import policies
 
 COOKIE = "senseforge_session"
 COOKIE_MAX_AGE = 30 * 24 * 3600
@@ -99,7 +99,7 @@ def _security_headers(nonce: str) -> dict[str, str]:
 def agreement_summary(by_item: Mapping[str, list[Judgement]], task: str) -> dict[str, Any]:
     """Agreement among the judgements of one task type, as JSON-ready numbers (``None``: undefined).
 
-    See :func:`senseforge.annotate.policies.agreement`: items with fewer than two votes are
+    See :func:`senseforge.evaluate.policies.agreement`: items with fewer than two votes are
     left out; Fleiss' kappa needs the same number of votes on every remaining item.
     """
     return dataclasses.asdict(policies.agreement(by_item, task))

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from senseforge.annotate.policies import ambiguity_flagged, majority
 from senseforge.annotate.store import AnnotationStore
 from senseforge.data.io import read_jsonl
 from senseforge.data.schema import MCItem
 from senseforge.data.splits import SPLIT_NAMES
 from senseforge.errors import ConfigError
 from senseforge.evaluate.bootstrap import percentile_interval, resampled_means
+from senseforge.evaluate.policies import ambiguity_flagged, majority
 
 ANSWER = "answer"
 GROUP_PREFIX = "baseline:"

@@ -32,46 +32,13 @@ from sqlalchemy.exc import IntegrityError
 
 from senseforge.data.schema import Judgement, MCItem
 from senseforge.errors import ConfigError
-from senseforge.pipelines.runstore import RunStore, judgements, metadata
+from senseforge.pipelines.runstore import RunStore
+from senseforge.pipelines.tables import annotators, assignments, judgements, tasks
+from senseforge.pipelines.taskqueue import add_tasks
 
 Role = Literal["admin", "annotator"]
 DEFAULT_LEASE_S = 600.0
 """How long an assignment stays reserved for its annotator (10 minutes)."""
-
-annotators = sa.Table(
-    "annotators",
-    metadata,
-    sa.Column("name", sa.String(128), primary_key=True),
-    sa.Column("role", sa.String(16), nullable=False),
-    sa.Column("token_sha256", sa.String(64), nullable=False, unique=True),
-    sa.Column("created_at", sa.Float, nullable=False),
-)
-
-tasks = sa.Table(
-    "tasks",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("type", sa.String(32), nullable=False),
-    sa.Column("item_id", sa.String(255), nullable=False),
-    sa.Column("item", sa.Text, nullable=False),
-    sa.Column("k", sa.Integer, nullable=False),
-    sa.Column("creator", sa.String(128), nullable=True),
-    sa.Column("grp", sa.String(64), nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.UniqueConstraint("type", "item_id", name="uq_task"),
-)
-
-assignments = sa.Table(
-    "assignments",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("task_id", sa.Integer, sa.ForeignKey("tasks.id"), nullable=False),
-    sa.Column("annotator", sa.String(128), nullable=False),
-    sa.Column("leased_at", sa.Float, nullable=False),
-    sa.Column("expires_at", sa.Float, nullable=False),
-    sa.Column("done_at", sa.Float, nullable=True),
-    sa.UniqueConstraint("task_id", "annotator", name="uq_assignment"),
-)
 
 
 def token_hash(token: str) -> str:
@@ -115,7 +82,7 @@ class AnnotationStore:
     """
 
     def __init__(self, url: str, *, lease_s: float = DEFAULT_LEASE_S, clock: Any = time.time) -> None:
-        self.runs = RunStore(url)  # creates every table of the shared metadata
+        self.runs = RunStore(url)  # creates the run tables and the task queue beside them
         self.engine = self.runs._engine
         self.lease_s = lease_s
         self.clock = clock
@@ -160,32 +127,7 @@ class AnnotationStore:
         self, task_type: str, items: Iterable[MCItem], *, k: int, group: str, creator: str | None = None
     ) -> int:
         """Queue items for a task type (an item already queued for it is left as it is); how many were new."""
-        if k < 1:
-            raise ConfigError("k (annotators per item) must be at least 1")
-        added = 0
-        now = self.clock()
-        with self.engine.begin() as conn:
-            existing = {r[0] for r in conn.execute(sa.select(tasks.c.item_id).where(tasks.c.type == task_type))}
-            rows = []
-            for item in items:
-                if item.id in existing:
-                    continue
-                existing.add(item.id)
-                rows.append(
-                    {
-                        "type": task_type,
-                        "item_id": item.id,
-                        "item": item.model_dump_json(),
-                        "k": k,
-                        "creator": creator or _creator(item),
-                        "grp": group,
-                        "created_at": now,
-                    }
-                )
-            if rows:
-                conn.execute(tasks.insert(), rows)
-                added = len(rows)
-        return added
+        return add_tasks(self.engine, task_type, items, k=k, group=group, creator=creator, now=self.clock())
 
     def _lock_task(self, conn: Connection, task_id: int) -> Any:
         query = sa.select(tasks).where(tasks.c.id == task_id)
@@ -434,11 +376,6 @@ class AnnotationStore:
         for name, task_type, done, open_ in people:
             out["annotators"].setdefault(name, {})[task_type] = {"done": int(done or 0), "open": int(open_ or 0)}
         return out
-
-
-def _creator(item: MCItem) -> str | None:
-    creator = item.metadata.get("creator")
-    return str(creator) if isinstance(creator, str) and creator else None
 
 
 def dumps(value: Any) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from pathlib import Path
@@ -12,11 +11,10 @@ import typer
 from rich.table import Table
 
 from senseforge.cli._common import err, out
-from senseforge.errors import ConfigError, MissingDependencyError
+from senseforge.errors import MissingDependencyError
 
 app = typer.Typer(help="Annotate a run in the browser: serve, invite, status, baseline.", no_args_is_help=True)
 
-DEFAULT_RUN_STORE = "run.db"
 RunDirArgument = typer.Argument(..., help="The run directory (holds manifest.json and run.db).")
 StoreUrlOption = typer.Option(
     None,
@@ -28,22 +26,9 @@ StoreUrlOption = typer.Option(
 
 def run_store_url(run_dir: Path, given: str | None) -> str:
     """The run store of ``run_dir``: ``given``, else ``run_dir/run.db`` unless the manifest names another."""
-    from senseforge.pipelines.runstore import sqlite_url
+    from senseforge.pipelines.runner import store_url_of
 
-    if given:
-        return given
-    if not run_dir.is_dir():
-        raise ConfigError(f"{run_dir}: no such run directory (build one first, or give --store)")
-    manifest = run_dir / "manifest.json"
-    recorded = DEFAULT_RUN_STORE
-    if manifest.is_file():
-        try:
-            recorded = json.loads(manifest.read_text(encoding="utf-8")).get("run_store_url", DEFAULT_RUN_STORE)
-        except (OSError, json.JSONDecodeError, AttributeError) as exc:
-            raise ConfigError(f"{manifest}: unreadable manifest ({exc})") from exc
-    if recorded != DEFAULT_RUN_STORE:
-        raise ConfigError(f"{run_dir}: this run's store is {recorded}; give its full URL with --store")
-    return sqlite_url(run_dir / DEFAULT_RUN_STORE)
+    return store_url_of(run_dir, given, flag="--store")
 
 
 class _HideTokens(logging.Filter):

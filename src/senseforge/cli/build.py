@@ -1,17 +1,37 @@
-"""``senseforge build``: run a recipe into a run directory (``mcsqa`` first)."""
+"""``senseforge build RECIPE``: one subcommand per recipe, its options generated from the recipe's config.
+
+Every field of a recipe's config model becomes ``--field-name`` (type, default and help
+from the field); lists are comma-separated. Every recipe also takes ``--model/-m``,
+``--stage-model STAGE=SPEC``, ``--option/-o KEY=VALUE``, ``--base-url``, ``--out``,
+``--resume``, ``--config run.toml``, ``--set key=value``, ``--decisions``,
+``--human-rate``, ``--store`` and ``--run-store``. The command only gathers what was
+given; the library resolves the config (:func:`senseforge.pipelines.runner.resolve_run`)
+and runs the recipe.
+"""
 
 from __future__ import annotations
 
+import inspect
+import types
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic.fields import FieldInfo
 from rich.table import Table
 
 from senseforge.cli._common import BaseUrlOption, ProviderOptions, StoreOption, err, out, parse_options, progress_bar
 from senseforge.errors import ConfigError
+from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.recipe import Flag, Recipe
+from senseforge.pipelines.registry import dry_run_authors, recipes
 
 app = typer.Typer(help="Build a benchmark with a recipe (resumable).", no_args_is_help=True)
+
+_SKIPPED = frozenset({"recipe", "stage_models", "model_options"})
+"""Config fields with their own common flags (or none)."""
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -24,148 +44,190 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
     return pairs
 
 
-def _overrides(
-    lang: str | None,
-    n: int | None,
-    all_sets: bool,
-    answers_per_set: int | None,
-    seed: int | None,
-    kb: Path | None,
-    model: str | None,
-    stage_model: list[str] | None,
-    options: dict[str, Any],
-    style: str | None,
-    verify_by: str | None,
-    reviewers: str | None,
-    lm_review_as_hard: bool | None,
-    review_k: int | None,
-    batch_size: int | None,
-) -> dict[str, Any]:
+def _kind(annotation: Any) -> tuple[str, type]:
+    """How a field is read from the command line: ``(kind, click type)``."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return _kind(args[0])
+    if annotation is bool:
+        return "bool", bool
+    if annotation in (int, float, str):
+        return "scalar", annotation
+    if origin is typing.Literal:
+        return "choice", str
+    if origin in (tuple, list):
+        return "list", str
+    return "skip", str
+
+
+def _describe(name: str, info: FieldInfo, flag: Flag, kind: str) -> str:
+    text = flag.help or " ".join((info.description or name.replace("_", " ")).split()).replace("``", "")
+    if kind == "choice":
+        text += " One of: " + ", ".join(map(str, typing.get_args(info.annotation))) + "."
+    if kind == "list":
+        text += " Comma-separated."
+    default = info.get_default(call_default_factory=True)
+    if default not in (None, (), [], {}) and not info.is_required():
+        shown = ",".join(map(str, default)) if isinstance(default, tuple | list) else default
+        text += f" (default: {shown})"
+    return text
+
+
+def _field_params(recipe: Recipe) -> tuple[list[inspect.Parameter], dict[str, tuple[str, str, Flag]]]:
+    """The generated options and, per parameter name, ``(field, kind, flag)``."""
+    params: list[inspect.Parameter] = []
+    fields: dict[str, tuple[str, str, Flag]] = {}
+    model = recipe.config_model
+    shared = set(RecipeConfig.model_fields)
+    ordered = [n for n in model.model_fields if n not in shared] + [n for n in model.model_fields if n in shared]
+    for name in ordered:
+        info = model.model_fields[name]
+        if name in _SKIPPED:
+            continue
+        flag = recipe.flags.get(name, Flag())
+        kind, click_type = _kind(info.annotation)
+        if kind == "skip":
+            continue
+        long = "--" + name.replace("_", "-")
+        names = [long, *flag.aliases]
+        if kind == "bool":
+            names = [f"{n}/--no-{n.removeprefix('--')}" for n in names]
+        if name == "model":
+            names.append("-m")
+        elif flag.short:
+            names.append(flag.short)
+        option = typer.Option(None, *names, help=_describe(name, info, flag, kind))
+        annotation = (bool | None) if kind == "bool" else (click_type | None)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
+        fields[name] = (name, kind, flag)
+        if flag.none_flag:
+            none_name = f"_none_{name}"
+            params.append(
+                inspect.Parameter(
+                    none_name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=typer.Option(False, flag.none_flag, help=flag.none_help),
+                    annotation=bool,
+                )
+            )
+            fields[none_name] = (name, "none", flag)
+    return params, fields
+
+
+def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
+    stages = "|".join(recipe.config_model.lm_stages) or "STAGE"
+    common: list[tuple[str, Any, Any]] = [
+        (
+            "stage_model",
+            list[str] | None,
+            typer.Option(None, "--stage-model", help=f"A stage's own model: {stages}=provider/model."),
+        ),
+        ("option", list[str] | None, ProviderOptions),
+        ("base_url", str | None, BaseUrlOption),
+        ("out_dir", Path | None, typer.Option(None, "--out", help=f"Run directory (default: runs/{recipe.name}-…).")),
+        (
+            "resume",
+            bool,
+            typer.Option(False, "--resume", help="Continue the run in --out (settings from its manifest)."),
+        ),
+        ("config_file", Path | None, typer.Option(None, "--config", help="A TOML run config (keys are the settings).")),
+        (
+            "sets",
+            list[str] | None,
+            typer.Option(None, "--set", help="A setting as key=value (JSON values); repeatable."),
+        ),
+        (
+            "decisions",
+            list[Path] | None,
+            typer.Option(
+                None, "--decisions", help="JSONL of human review decisions (item_id, annotator, task, accept)."
+            ),
+        ),
+        (
+            "human_rate",
+            float | None,
+            typer.Option(None, "--human-rate", min=0.0, help="US dollars per human judgement, for cost.json."),
+        ),
+        ("store", str | None, StoreOption),
+        (
+            "run_store",
+            str | None,
+            typer.Option(
+                None, "--run-store", help="SQLAlchemy URL of the run store (default: sqlite run.db in the run)."
+            ),
+        ),
+    ]
+    return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a) for n, a, d in common]
+
+
+def _flags(values: dict[str, Any], fields: dict[str, tuple[str, str, Flag]]) -> dict[str, Any]:
     """The settings given on the command line (``None``: not given)."""
-    given: dict[str, Any] = {
-        "lang": lang,
-        "n": n,
-        "answers_per_set": answers_per_set,
-        "seed": seed,
-        "kb": str(kb.resolve()) if kb is not None else None,
-        "model": model,
-        "stage_models": _pairs(stage_model, "--stage-model") or None,
-        "style": style,
-        "verify_by": verify_by,
-        "reviewers": tuple(s.strip() for s in reviewers.split(",") if s.strip()) if reviewers else None,
-        "lm_review_as_hard": lm_review_as_hard,
-        "review_k": review_k,
-        "batch_size": batch_size,
-    }
-    chosen = {key: value for key, value in given.items() if value is not None}
-    if all_sets:
-        chosen["n"] = None
-    if options:
-        chosen["model_options"] = options
-    return chosen
+    given: dict[str, Any] = {}
+    for param, (name, kind, flag) in fields.items():
+        value = values.get(param)
+        if kind == "none":
+            if value:
+                given[name] = None
+            continue
+        if value is None or name in given:
+            continue
+        if kind == "list":
+            value = tuple(part.strip() for part in str(value).split(",") if part.strip())
+        elif flag.path:
+            value = str(Path(value).resolve())
+        given[name] = value
+    return given
 
 
-def _resolve(given: dict[str, Any], manifest: dict[str, Any] | None) -> Any:
-    from pydantic import ValidationError
+def recipe_command(recipe: Recipe) -> Callable[..., None]:
+    """The ``build <recipe>`` command, its options generated from the recipe's config."""
+    field_params, fields = _field_params(recipe)
 
-    from senseforge.pipelines.mcsqa.config import McsqaConfig
+    def command(**values: Any) -> None:
+        from senseforge.pipelines.runner import build, resolve_run
+        from senseforge.store.db import Store
 
-    settings = dict(manifest["config"]) if manifest else {}
-    if "model_options" in given:
-        model = given.get("model", settings.get("model", McsqaConfig.model_fields["model"].default))
-        given = {**given, "model_options": {model: given["model_options"]}}
-    settings.update(given)
-    try:
-        return McsqaConfig.model_validate(settings)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "-".join(str(part) for part in first["loc"][:1]).replace("_", "-")
-        raise ConfigError(f"--{where}: {first['msg']}") from exc
+        given = _flags(values, fields)
+        stage_models = _pairs(values.get("stage_model"), "--stage-model")
+        if stage_models:
+            given["stage_models"] = stage_models
+        options = parse_options(values.get("option"), values.get("base_url"))
+        if options:
+            given["model_options"] = options
+        config, run_dir = resolve_run(
+            recipe,
+            flags=given,
+            out=values.get("out_dir"),
+            resume=bool(values.get("resume")),
+            config_file=values.get("config_file"),
+            sets=values.get("sets") or [],
+        )
+        err.print(f"run: {run_dir} · recipe: {recipe.name} · model: {config.model}")
+        summary = build(
+            recipe,
+            config,
+            run_dir,
+            resume=bool(values.get("resume")),
+            store=Store(values.get("store")),
+            run_store_url=values.get("run_store"),
+            decisions=values.get("decisions") or [],
+            human_rate=values.get("human_rate"),
+            progress=progress_bar,
+            responders=dry_run_authors(),
+        )
+        print_summary(summary)
+
+    params = field_params + _common_params(recipe)
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__doc__ = recipe.summary
+    command.__name__ = recipe.name.replace("-", "_")
+    return command
 
 
-@app.command("mcsqa")
-def mcsqa(
-    lang: str | None = typer.Option(None, "--lang", "-l", help="Language of the questions (BCP-47), e.g. ja."),
-    n: int | None = typer.Option(None, "--n", min=1, help="Question sets to sample (default: 6000, the paper's)."),
-    all_sets: bool = typer.Option(False, "--all", help="Use every question set instead of sampling --n."),
-    answers_per_set: int | None = typer.Option(
-        None, "--answers-per-set", min=1, max=3, help="Questions per question set, one per target (default: 3)."
-    ),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of sampling, shuffling and the split (default: 0)."),
-    kb: Path | None = typer.Option(None, "--kb", help="Knowledge store folder (default: $SENSEFORGE_HOME/kb)."),
-    model: str | None = typer.Option(
-        None, "--model", "-m", help="provider/model of every LM stage (default: llamacpp/gemma-3-270m)."
-    ),
-    stage_model: list[str] | None = typer.Option(
-        None, "--stage-model", help="A stage's own model: generate|refine|distractors|verify=provider/model."
-    ),
-    option: list[str] | None = ProviderOptions,
-    base_url: str | None = BaseUrlOption,
-    style: str | None = typer.Option(None, "--style", help="Prompts: auto | chat | completion (default: auto)."),
-    verify_by: str | None = typer.Option(None, "--verify-by", help="auto | loglik | generate (default: auto)."),
-    reviewers: str | None = typer.Option(
-        None, "--reviewers", help="An LM review panel, comma-separated provider/model specs (default: humans)."
-    ),
-    lm_review_as_hard: bool | None = typer.Option(
-        None, "--lm-review-as-hard/--no-lm-review-as-hard", help="Items the LM panel accepts become Hard (labelled)."
-    ),
-    review_k: int | None = typer.Option(None, "--review-k", min=1, help="Human reviewers per item (default: 2)."),
-    decisions: list[Path] | None = typer.Option(
-        None, "--decisions", help="JSONL of human review decisions (item_id, annotator, task=verify, accept)."
-    ),
-    human_rate: float | None = typer.Option(
-        None, "--human-rate", min=0.0, help="US dollars per human judgement, for cost.json."
-    ),
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", min=1, help="Records per stored batch (default: 8 local, 32 × concurrency for APIs)."
-    ),
-    out_dir: Path | None = typer.Option(None, "--out", help="Run directory (default: runs/mcsqa-<lang>)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out (settings from its manifest)."),
-    store: str | None = StoreOption,
-    run_store: str | None = typer.Option(
-        None, "--run-store", help="SQLAlchemy URL of the run store (default: sqlite run.db in the run directory)."
-    ),
-) -> None:
-    """Build an mCSQA-style benchmark: ConceptNet question sets → questions → Easy/Hard, splits."""
-    from senseforge.pipelines.mcsqa.recipe import build, read_manifest
-    from senseforge.store.db import Store
-
-    given = _overrides(
-        lang,
-        n,
-        all_sets,
-        answers_per_set,
-        seed,
-        kb,
-        model,
-        stage_model,
-        parse_options(option, base_url),
-        style,
-        verify_by,
-        reviewers,
-        lm_review_as_hard,
-        review_k,
-        batch_size,
-    )
-    if out_dir is None and lang is None:
-        raise ConfigError("give --lang (or --out of the run to resume)")
-    run_dir = out_dir or Path("runs") / f"mcsqa-{lang}"
-    manifest = read_manifest(run_dir) if resume else None
-    if resume and manifest is None:
-        raise ConfigError(f"{run_dir}: no run to resume (no manifest.json); start it without --resume")
-    config = _resolve(given, manifest)
-    err.print(f"run: {run_dir} · lang: {config.lang} · model: {config.model}")
-    summary = build(
-        config,
-        run_dir,
-        resume=resume,
-        store=Store(store),
-        run_store_url=run_store,
-        decisions=decisions or [],
-        human_rate=human_rate,
-        progress=progress_bar,
-    )
-    print_summary(summary)
+for _recipe in recipes().values():
+    app.command(_recipe.name, help=_recipe.summary)(recipe_command(_recipe))
 
 
 def print_summary(summary: Any) -> None:
@@ -176,25 +238,35 @@ def print_summary(summary: Any) -> None:
             f"judge them in the app:  senseforge annotate serve {summary.run_dir}  (invite people with "
             f"senseforge annotate invite NAME {summary.run_dir}),\n"
             "or collect decisions as JSONL (item_id, annotator, task=verify, accept); then continue with\n"
-            f"  senseforge build mcsqa --out {summary.run_dir} --resume [--decisions FILE]"
+            f"  senseforge build {summary.recipe} --out {summary.run_dir} --resume [--decisions FILE]"
         )
         return
     funnel, cost = summary.funnel, summary.cost
-    table = Table(title=f"mCSQA funnel ({funnel['lang']})")
+    title = {"mcsqa": "mCSQA"}.get(summary.recipe, summary.recipe)
+    lang = f" ({funnel['lang']})" if funnel.get("lang") else ""
+    table = Table(title=f"{title} funnel{lang}")
     for column in ("stage", "in", "out", "rejected"):
         table.add_column(column, justify="right" if column in ("in", "out") else "left")
     for row in funnel["stages"]:
         reasons = ", ".join(f"{reason} {count}" for reason, count in row["rejected"].items())
         table.add_row(row["stage"], str(row["in"]), str(row["out"]), reasons)
     out.print(table)
-    splits = " · ".join(f"{name} {c['easy']} easy / {c['hard']} hard" for name, c in funnel["splits"].items())
-    out.print(f"kept {funnel['kept']} items: {splits}")
-    share = funnel["refined"]["changed_share"]
-    out.print(f"refinement changed {funnel['refined']['changed']} question(s)" + (f" ({share:.0%})" if share else ""))
-    total, per = cost["total_usd"], cost["cost_per_kept_question_usd"]
+    splits = funnel.get("splits")
+    if splits:
+        shown = " · ".join(f"{name} {c['easy']} easy / {c['hard']} hard" for name, c in splits.items())
+        out.print(f"kept {funnel['kept']} items: {shown}")
+    else:
+        out.print(f"kept {funnel['kept']} items")
+    refined = funnel.get("refined")
+    if refined:
+        share = refined["changed_share"]
+        out.print(f"refinement changed {refined['changed']} question(s)" + (f" ({share:.0%})" if share else ""))
+    total = cost["total_usd"]
+    unit, per = next(((k, v) for k, v in cost.items() if k.startswith("cost_per_kept_")), ("", None))
     money = "unknown (unpriced model or human rate)" if total is None else f"${total:.6f}"
     per_item = "unknown" if per is None else f"${per:.6f}"
-    out.print(f"cost: {money} · per kept question: {per_item}")
+    what = unit.removeprefix("cost_per_kept_").removesuffix("_usd") or "item"
+    out.print(f"cost: {money} · per kept {what}: {per_item}")
     ledger = summary.ledger
     if ledger:
         out.print(

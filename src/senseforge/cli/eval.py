@@ -51,7 +51,7 @@ def run(
     oracle_knowledge: bool = typer.Option(False, "--oracle-knowledge", help="Binary: show the knowledge triples."),
     chain_of_thought: bool = typer.Option(False, "--cot", help="Binary: reason first, answer in <Answer> tags."),
     n_bootstrap: int = typer.Option(1000, "--bootstrap", min=100, help="Bootstrap resamples for the CIs."),
-    out_dir: Path | None = typer.Option(None, "--out", "-o", help="Output folder (default: evals/<data>-<model>)."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default: evals/<data>-<model>)."),
     base_url: str | None = BaseUrlOption,
     option: list[str] | None = ProviderOptions,
     store: str | None = StoreOption,

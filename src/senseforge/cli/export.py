@@ -18,7 +18,7 @@ DataDirArgument = typer.Argument(
     ...,
     help="Folder with train/validation (or dev)/test .jsonl split files: MCItem records or flat mCSQA/CSQA rows.",
 )
-OutOption = typer.Option(..., "--out", "-o", help="Folder to write (atomically).")
+OutOption = typer.Option(..., "--out", help="Folder to write (atomically).")
 LangOption = typer.Option(None, "--lang", help="BCP-47 tag of flat mCSQA/CSQA rows (MCItem rows carry their own).")
 OverwriteOption = typer.Option(False, "--overwrite", help="Replace --out when it exists and is not empty.")
 CardOption = typer.Option(True, "--card/--no-card", help="Write a README.md dataset card with provenance.")
@@ -66,7 +66,7 @@ def parquet(
 def lm_eval(
     data_dir: Path = DataDirArgument,
     out: Path = OutOption,
-    task_name: str = typer.Option(..., "--task-name", "-t", help="lm-eval task name, e.g. mcsqa_ja."),
+    task_name: str = typer.Option(..., "--task-name", help="lm-eval task name, e.g. mcsqa_ja."),
     lang: str | None = typer.Option(
         None,
         "--lang",

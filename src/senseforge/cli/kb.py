@@ -23,7 +23,11 @@ def import_(
         ..., help="conceptnet-assertions-5.x.csv[.gz], or 'demo' (our demo KB) or 'sample' (real ConceptNet sample)."
     ),
     langs: list[str] | None = typer.Option(
-        None, "--langs", "-l", help="ConceptNet language codes to keep, e.g. -l en -l ja (default: all)."
+        None,
+        "--lang",
+        "--langs",
+        "-l",
+        help="ConceptNet language codes to keep, e.g. -l en -l ja or -l en,ja (default: all).",
     ),
     relations: list[str] | None = typer.Option(None, "--relation", "-r", help="Relations to keep (default: all)."),
     store: Path | None = KbStoreOption,
@@ -94,7 +98,7 @@ def question_sets(
     lang: str = typer.Option(..., "--lang", help="BCP-47 tag of the question sets, e.g. en, ja, id."),
     n: int | None = typer.Option(None, "--n", min=1, help="How many to sample (paper: 6000; default: all)."),
     seed: int = typer.Option(0, "--seed", help="Seed for shuffling targets and sampling."),
-    out_file: Path = typer.Option(..., "--out", "-o", help="JSONL file to write (atomically)."),
+    out_file: Path = typer.Option(..., "--out", help="JSONL file to write (atomically)."),
     source_lang: str | None = typer.Option(
         None, "--source-lang", help="Store language code to read, e.g. ms for Indonesian in ConceptNet 5.7."
     ),

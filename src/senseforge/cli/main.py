@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from senseforge import __version__
+from senseforge._version import __version__
 from senseforge.cli import annotate as annotate_cli
 from senseforge.cli import build as build_cli
 from senseforge.cli import demo as demo_cli

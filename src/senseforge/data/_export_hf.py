@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from senseforge._version import __version__
 from senseforge.data._export_rows import (
     Splits,
     SplitsLike,
@@ -123,8 +124,6 @@ def dataset_card(splits: Splits, *, title: str, layout: str = "hf") -> str:
         title: the card's heading (the dataset's folder name).
         layout: ``hf`` (a ``save_to_disk`` folder) or ``parquet`` (``{split}.parquet`` files); sets the load hint.
     """
-    from senseforge import __version__
-
     items = [item for split in splits.values() for item in split]
     langs = Counter(item.lang for item in items)
     total = len(items)

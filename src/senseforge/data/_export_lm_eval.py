@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from senseforge._version import __version__
 from senseforge.data._export_rows import SplitsLike, atomic_dir, item_to_row, resolve_splits, write_text
 from senseforge.data.lang import normalize_tag
 from senseforge.data.literals import MissingLiteralError, lookup
@@ -217,7 +218,6 @@ def lm_eval_yaml(
     ``withheld`` (split → items without an answer) only adds a comment saying why those
     splits are not scored.
     """
-    from senseforge import __version__
 
     def q(value: str) -> str:
         return json.dumps(value)

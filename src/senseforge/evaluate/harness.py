@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from senseforge import __version__
+from senseforge._version import __version__
 from senseforge.data.io import atomic_open
 from senseforge.data.schema import MCItem
 from senseforge.errors import ConfigError, DataValidationError

@@ -20,9 +20,9 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -353,9 +353,14 @@ def open_llm(
     store: Store | None = None,
     read_cache: bool = True,
     run: str | None = None,
+    responders: Mapping[str, Any] | None = None,
 ) -> CachedLLM:
-    """The backend for ``spec`` wrapped in the cache and ledger of ``store`` (default store if None)."""
+    """The backend for ``spec`` wrapped in the cache and ledger of ``store`` (default store if None).
+
+    ``responders`` name scripted responders (``scripted/<name>``), e.g. recipes' dry-run authors.
+    """
     from senseforge.llm.registry import get_llm
 
     store = store or Store()
-    return CachedLLM(get_llm(spec, dict(options or {}), store=store), store, run=run, read_cache=read_cache)
+    llm = get_llm(spec, dict(options or {}), store=store, responders=responders)
+    return CachedLLM(llm, store, run=run, read_cache=read_cache)

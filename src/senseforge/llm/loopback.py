@@ -122,7 +122,9 @@ class LoopbackOpenAI:
             many times in a row; the next attempt is answered.
 
     Statistics (``requests``, ``answered_ok``, ``faults_by_kind``, ``max_in_flight``,
-    ``in_flight``, ``log``) may be read while the server runs.
+    ``in_flight``, ``log``) may be read while the server runs. Each request is counted
+    and logged before its answer goes out, so a client that holds an answer (or has
+    given up on a ``timeout`` fault) always finds that request in them.
 
     Raises:
         ConfigError: a setting is out of range or names an unknown fault kind.
@@ -247,9 +249,10 @@ class LoopbackOpenAI:
 
     @property
     def log(self) -> list[LoggedRequest]:
-        """Every answered request (model list and unknown paths too), in arrival order.
+        """Every request whose outcome is decided (model list and unknown paths too), in arrival order.
 
-        A request enters the log once it is answered, so a ``timeout`` fault still hanging is not there yet.
+        A request enters the log before its answer is sent; a ``timeout`` fault enters it when drawn,
+        before it starts to hang, since the client gives up long before that answer comes.
         """
         with self._lock:
             return sorted(self._log, key=lambda entry: entry.arrived_s)
@@ -265,9 +268,17 @@ class LoopbackOpenAI:
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             return now, self._requests
 
-    def _record(self, arrived: float, path: str, outcome: str, *, attempt: bool) -> None:
+    def _record(self, arrived: float, path: str, outcome: str, *, attempt: bool, log: bool = True) -> None:
+        """Note how a request ended: log it, and for a completion attempt count it as answered.
+
+        Call it before the answer's bytes go out: the client may read the statistics the
+        moment it has the answer, and must find this request in them. ``attempt=False``
+        with ``log=True`` only logs (a ``timeout`` fault, before it hangs); ``log=False``
+        only counts (that fault once it has hung).
+        """
         with self._lock:
-            self._log.append(LoggedRequest(arrived, path, outcome))
+            if log:
+                self._log.append(LoggedRequest(arrived, path, outcome))
             if attempt:
                 self._in_flight -= 1
                 if outcome == "ok":
@@ -279,13 +290,14 @@ class LoopbackOpenAI:
     def _draw_fault(self, body: dict[str, Any]) -> str | None:
         """The fault for this attempt at ``body``, or None to answer it."""
         digest = hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        cap = self.max_consecutive_faults
+        # one critical section: two attempts at the same body must not take their numbers in
+        # one order and update the fault streak in the other
         with self._lock:
             index = self._sent[digest]
             self._sent[digest] += 1
-        rng = random.Random(f"{self.seed}:{digest}:{index}")
-        fault = rng.choice(self.faults) if self.faults and rng.random() < self.fault_rate else None
-        cap = self.max_consecutive_faults
-        with self._lock:
+            rng = random.Random(f"{self.seed}:{digest}:{index}")
+            fault = rng.choice(self.faults) if self.faults and rng.random() < self.fault_rate else None
             if fault is not None and cap is not None and self._streak[digest] >= cap:
                 fault = None
             self._streak[digest] = self._streak[digest] + 1 if fault is not None else 0
@@ -356,11 +368,11 @@ def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             arrived = server._since_start()
             if self.path.rstrip("/") == MODELS_PATH:
-                self._send(200, json.dumps(server._models()).encode())
                 server._record(arrived, self.path, "ok", attempt=False)
+                self._send(200, json.dumps(server._models()).encode())
             else:
-                self._send(404, _error(404, f"no route for GET {self.path}"))
                 server._record(arrived, self.path, "not_found", attempt=False)
+                self._send(404, _error(404, f"no route for GET {self.path}"))
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -368,23 +380,27 @@ def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
             path = self.path.rstrip("/")
             if path not in (CHAT_PATH, COMPLETIONS_PATH):
                 arrived = server._since_start()
-                self._send(404, _error(404, f"no route for POST {self.path}"))
                 server._record(arrived, self.path, "not_found", attempt=False)
+                self._send(404, _error(404, f"no route for POST {self.path}"))
                 return
             arrived, number = server._arrive()
             outcome, status, payload = "bad_request", 400, b""
             headers: dict[str, str] = {}
+            logged = False
             try:
                 if server.latency_s:
                     time.sleep(server.latency_s)
                 outcome, status, payload, headers = self._answer(path, raw, number)
                 if outcome == "timeout":
+                    # logged before the hang: the client gives up (and may look) long before it ends
+                    server._record(arrived, path, outcome, attempt=False)
+                    logged = True
                     time.sleep(server.hang_s)
                     self.close_connection = True
             finally:
                 # counted as answered before the bytes go out, so that a client that sends its
                 # next request as soon as it reads this answer never sees both counted at once
-                server._record(arrived, path, outcome, attempt=True)
+                server._record(arrived, path, outcome, attempt=True, log=not logged)
             self._send(status, payload, headers)
 
         def _answer(self, path: str, raw: bytes, number: int) -> tuple[str, int, bytes, dict[str, str]]:

@@ -5,20 +5,27 @@ string:
 
 * ``scripted/echo`` — answers each request with its last user turn (or prompt), and
   scores a continuation by a deterministic, length-based pseudo log-probability;
-* ``scripted/mcsqa-author`` — a stand-in author for dry runs of the mCSQA recipe with
-  chat prompts (:mod:`senseforge.pipelines.mcsqa.dryrun`);
 * ``scripted/<file.jsonl>`` — replays the ``text`` of each line in order (a line may also
-  carry ``failure`` to script a failed call); running out is a recorded failure.
+  carry ``failure`` to script a failed call); running out is a recorded failure;
+* ``scripted/<file.py>:<function>`` — calls ``function(request)`` for each request: it
+  returns the text of a generation request (or a :class:`Completion`) and the
+  log-probability of a log-likelihood request (a float, or a :class:`Loglikelihood`).
+  The model's identity holds the SHA-256 of the file, so an edited responder never
+  replays answers cached for the old one;
+* ``scripted/<name>`` — a named responder handed in by the caller (recipes register their
+  dry-run authors, e.g. ``scripted/mcsqa-author``; this layer knows none of them).
 
 In code, :class:`ScriptedLLM` takes a queue of strings or a function.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +46,9 @@ if TYPE_CHECKING:
 
 Responder = Callable[[GenerateRequest], "str | Completion"]
 Scorer = Callable[[LoglikelihoodRequest], "float | Loglikelihood"]
+AnyResponder = Callable[[GenerateRequest | LoglikelihoodRequest], "str | float | Completion | Loglikelihood"]
+"""One function for both kinds of request: text (or a completion) for a generation request,
+a log-probability (or a :class:`Loglikelihood`) for a log-likelihood request."""
 
 
 def echo(request: GenerateRequest) -> str:
@@ -68,11 +78,13 @@ class ScriptedLLM:
         responder: Responder | None = None,
         scorer: Scorer | None = None,
         name: str = "scripted/custom",
+        identity: Mapping[str, str] | None = None,
     ) -> None:
         self._queue: deque[str | Completion] = deque(responses)
         self._responder = responder
         self._scorer = scorer or length_score
         self._name = name
+        self._identity = {"scripted": name, **(identity or {})}
         self._lock = threading.Lock()
         self.generate_calls: list[GenerateRequest] = []
         """Every generate request this backend received (for assertions in tests)."""
@@ -84,7 +96,7 @@ class ScriptedLLM:
         return self._name
 
     def identity(self) -> dict[str, str]:
-        return {"scripted": self._name}
+        return dict(self._identity)
 
     def push(self, *responses: str | Completion) -> None:
         """Queue more answers."""
@@ -163,19 +175,72 @@ def _load_script(path: Path) -> list[str | Completion]:
     return items
 
 
-def create(model: str, options: Options, store: Store | None = None) -> ScriptedLLM:
-    """Registry factory for ``scripted/<model>``."""
+def from_responder(name: str, respond: AnyResponder, identity: Mapping[str, str] | None = None) -> ScriptedLLM:
+    """A scripted model that asks ``respond`` for every request, of either kind.
+
+    A reply of the wrong kind (a float for a generation request, text for a score) is a
+    recorded failure of that request, not a crash.
+    """
+
+    def generate(request: GenerateRequest) -> str | Completion:
+        reply = respond(request)
+        if isinstance(reply, str | Completion):
+            return reply
+        return Completion(failure=Failure(kind="backend", message=f"{name}: a generation request got {reply!r}"))
+
+    def score(request: LoglikelihoodRequest) -> float | Loglikelihood:
+        reply = respond(request)
+        if isinstance(reply, Loglikelihood):
+            return reply
+        if isinstance(reply, int | float) and not isinstance(reply, bool):
+            return float(reply)
+        return Loglikelihood(failure=Failure(kind="backend", message=f"{name}: a log-likelihood request got {reply!r}"))
+
+    return ScriptedLLM(responder=generate, scorer=score, name=name, identity=identity)
+
+
+def _load_responder(model: str) -> ScriptedLLM:
+    """``<file.py>:<function>`` as a scripted model (identity: the file's SHA-256)."""
+    file_part, _, function = model.rpartition(":")
+    path = Path(file_part)
+    if not path.is_file():
+        raise ConfigError(f"scripted model {model!r}: no such responder file {file_part!r}")
+    code = path.read_bytes()
+    digest = hashlib.sha256(code).hexdigest()
+    spec = importlib.util.spec_from_file_location(f"_senseforge_responder_{digest[:16]}", path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"scripted model {model!r}: {file_part} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"scripted model {model!r}: {file_part} failed to load ({problem})") from exc
+    respond = getattr(module, function, None)
+    if not callable(respond):
+        raise ConfigError(f"scripted model {model!r}: {file_part} has no function {function!r}")
+    return from_responder(f"scripted/{model}", respond, {"responder_sha256": digest})
+
+
+def create(
+    model: str, options: Options, store: Store | None = None, *, responders: Mapping[str, AnyResponder] | None = None
+) -> ScriptedLLM:
+    """Registry factory for ``scripted/<model>``; ``responders`` are the named ones the caller knows."""
     del options, store
     if model == "echo":
         return ScriptedLLM(responder=echo, name="scripted/echo")
-    if model == "mcsqa-author":
-        from senseforge.pipelines.mcsqa.dryrun import author_reply
-
-        return ScriptedLLM(responder=lambda request: author_reply(request.as_messages()), name="scripted/mcsqa-author")
+    named = dict(responders or {})
+    if model in named:
+        return from_responder(f"scripted/{model}", named[model])
+    if model.endswith(".py") or ".py:" in model:
+        if ":" not in model.rpartition(".py")[2]:
+            raise ConfigError(f"scripted model {model!r}: name the function, e.g. scripted/{model}:respond")
+        return _load_responder(model)
     path = Path(model)
     if not path.is_file():
+        known = ", ".join(f"'scripted/{name}'" for name in ["echo", *sorted(named)])
         raise ConfigError(
-            f"scripted model {model!r}: use 'scripted/echo', 'scripted/mcsqa-author' "
-            "or 'scripted/<responses.jsonl>' (no such file)"
+            f"scripted model {model!r}: use {known}, 'scripted/<responses.jsonl>' "
+            "or 'scripted/<file.py>:<function>' (no such file)"
         )
     return ScriptedLLM(_load_script(path), name=f"scripted/{model}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,12 @@ class ProviderInfo:
     extra: str
     summary: str
     examples: tuple[str, ...]
+    chat: bool
+    """Its models are asked in chat form by default (instruction-tuned APIs); else they are base models."""
+    loglikelihood: bool
+    """It can score continuations by log-likelihood."""
+    remote: bool
+    """It calls a server: requests go out in large concurrent batches."""
 
     def missing(self) -> list[str]:
         """Import names of required packages that are not installed."""
@@ -55,6 +62,9 @@ PROVIDERS: dict[str, ProviderInfo] = {
             extra="local",
             summary="in-process GGUF models via llama-cpp-python (the offline default)",
             examples=(DEFAULT_MODEL, "llamacpp/path/to/model.gguf"),
+            chat=False,
+            loglikelihood=True,
+            remote=False,
         ),
         ProviderInfo(
             name="openai",
@@ -63,6 +73,9 @@ PROVIDERS: dict[str, ProviderInfo] = {
             extra="openai",
             summary="any OpenAI-compatible endpoint: OpenAI, vLLM, llama.cpp server, Ollama (--base-url)",
             examples=("openai/gpt-4o-mini", "openai/Qwen/Qwen2.5-7B-Instruct"),
+            chat=True,
+            loglikelihood=False,
+            remote=True,
         ),
         ProviderInfo(
             name="hf",
@@ -71,6 +84,9 @@ PROVIDERS: dict[str, ProviderInfo] = {
             extra="hf",
             summary="transformers models from a local folder, CPU by default",
             examples=("hf/path/to/model-folder",),
+            chat=False,
+            loglikelihood=True,
+            remote=False,
         ),
         ProviderInfo(
             name="scripted",
@@ -78,7 +94,10 @@ PROVIDERS: dict[str, ProviderInfo] = {
             requires=(),
             extra="",
             summary="replays scripted responses (tests, --dry-run); no model",
-            examples=("scripted/echo", "scripted/responses.jsonl"),
+            examples=("scripted/echo", "scripted/responses.jsonl", "scripted/responder.py:respond"),
+            chat=True,
+            loglikelihood=True,
+            remote=False,
         ),
     )
 }
@@ -103,13 +122,29 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return provider, model
 
 
-def get_llm(spec: str, options: dict[str, Any] | None = None, *, store: Store | None = None) -> LLM:
+def provider_info(spec: str) -> ProviderInfo:
+    """What the provider of ``spec`` declares about its models (chat or base, log-likelihood, remote).
+
+    >>> provider_info("scripted/echo").chat
+    True
+    """
+    return PROVIDERS[parse_spec(spec)[0]]
+
+
+def get_llm(
+    spec: str,
+    options: dict[str, Any] | None = None,
+    *,
+    store: Store | None = None,
+    responders: Mapping[str, Any] | None = None,
+) -> LLM:
     """The backend for ``spec``, configured with the provider's ``Options``.
 
     Args:
         spec: ``provider/model``.
         options: provider options (validated; unknown keys are an error).
         store: the store used for file digests (weights hashing), if any.
+        responders: named responders for ``scripted/<name>`` (the dry-run authors recipes register).
 
     Raises:
         ConfigError: unknown provider, bad options, missing model file.
@@ -128,5 +163,8 @@ def get_llm(spec: str, options: dict[str, Any] | None = None, *, store: Store | 
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"bad options for provider {provider!r}: {problems}") from exc
+    if provider == "scripted":
+        scripted: LLM = module.create(model, parsed, store, responders=responders)
+        return scripted
     llm: LLM = module.create(model, parsed, store)
     return llm

@@ -1,1 +1,1 @@
-"""Recipes as stages over records: generation, filtering, verification and moderation."""
+"""The recipe engine (runner, stages, review, reports) and the recipes built on it."""

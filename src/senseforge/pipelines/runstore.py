@@ -13,6 +13,9 @@ a team of annotators) works the same. Three tables:
     later) or by LM reviewers, one per (item, annotator, task).
 ``run_meta``
     Small key/value facts about the run (its state, e.g. ``awaiting_review``).
+
+The annotation task queue's tables live beside these (:mod:`senseforge.pipelines.tables`)
+and are created with them.
 """
 
 from __future__ import annotations
@@ -25,50 +28,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from senseforge.data.schema import Judgement
 from senseforge.errors import StoreError
+from senseforge.pipelines.tables import judgements, metadata, run_meta, stage_results
 from senseforge.store.db import connect
 
 Status = Literal["ok", "rejected"]
 JudgementSource = Literal["human", "lm"]
-
-metadata = sa.MetaData()
-
-stage_results = sa.Table(
-    "stage_results",
-    metadata,
-    sa.Column("stage", sa.String(32), primary_key=True),
-    sa.Column("record_id", sa.String(255), primary_key=True),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("reason", sa.Text, nullable=True),
-    sa.Column("payload", sa.Text, nullable=False),
-    sa.Column("prompt", sa.Text, nullable=True),
-    sa.Column("response", sa.Text, nullable=True),
-    sa.Column("created_at", sa.Float, nullable=False),
-)
-
-judgements = sa.Table(
-    "judgements",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("item_id", sa.String(255), nullable=False),
-    sa.Column("annotator", sa.Text, nullable=False),
-    sa.Column("task", sa.String(32), nullable=False),
-    sa.Column("source", sa.String(16), nullable=False),
-    sa.Column("body", sa.Text, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.UniqueConstraint("item_id", "annotator", "task", name="uq_judgement"),
-)
-
-run_meta = sa.Table(
-    "run_meta",
-    metadata,
-    sa.Column("key", sa.String(64), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
-)
 
 _CHUNK = 500
 
@@ -126,9 +95,23 @@ class RunStore:
 
     # -- stage results ---------------------------------------------------------------------
 
-    def put(self, stage: str, results: Sequence[StageResult]) -> None:
-        """Store results of one stage in one transaction (a record already stored is an error)."""
-        if not results:
+    @property
+    def engine(self) -> Engine:
+        """The database engine (the annotation task queue shares it)."""
+        return self._engine
+
+    def put(
+        self,
+        stage: str,
+        results: Sequence[StageResult],
+        *,
+        judgements: Sequence[tuple[Judgement, JudgementSource]] = (),
+    ) -> None:
+        """Store results of one stage, and the judgements made for them, in one transaction.
+
+        A record already stored is an error; a judgement already stored is replaced.
+        """
+        if not results and not judgements:
             return
         now = time.time()
         rows = [
@@ -145,6 +128,8 @@ class RunStore:
             for r in results
         ]
         with self._engine.begin() as conn:
+            for judgement, source in judgements:
+                self._put_judgement(conn, judgement, source, now)
             for start in range(0, len(rows), _CHUNK):
                 conn.execute(stage_results.insert(), rows[start : start + _CHUNK])
 
@@ -192,33 +177,41 @@ class RunStore:
         Returns:
             How many rows were new or changed.
         """
-        changed = 0
         now = time.time()
         with self._engine.begin() as conn:
-            for judgement in items:
-                body = judgement.model_dump_json()
-                where = sa.and_(
-                    judgements.c.item_id == judgement.item_id,
-                    judgements.c.annotator == judgement.annotator,
-                    judgements.c.task == judgement.task,
+            return sum(self._put_judgement(conn, judgement, source, now) for judgement in items)
+
+    @staticmethod
+    def _put_judgement(conn: Connection, judgement: Judgement, source: JudgementSource, now: float) -> int:
+        body = judgement.model_dump_json()
+        where = sa.and_(
+            judgements.c.item_id == judgement.item_id,
+            judgements.c.annotator == judgement.annotator,
+            judgements.c.task == judgement.task,
+        )
+        existing = conn.execute(sa.select(judgements.c.body, judgements.c.source).where(where)).first()
+        if existing is None:
+            conn.execute(
+                judgements.insert().values(
+                    item_id=judgement.item_id,
+                    annotator=judgement.annotator,
+                    task=judgement.task,
+                    source=source,
+                    body=body,
+                    created_at=now,
                 )
-                existing = conn.execute(sa.select(judgements.c.body, judgements.c.source).where(where)).first()
-                if existing is None:
-                    conn.execute(
-                        judgements.insert().values(
-                            item_id=judgement.item_id,
-                            annotator=judgement.annotator,
-                            task=judgement.task,
-                            source=source,
-                            body=body,
-                            created_at=now,
-                        )
-                    )
-                    changed += 1
-                elif existing[0] != body or existing[1] != source:
-                    conn.execute(judgements.update().where(where).values(body=body, source=source, created_at=now))
-                    changed += 1
-        return changed
+            )
+            return 1
+        if existing[0] != body or existing[1] != source:
+            conn.execute(judgements.update().where(where).values(body=body, source=source, created_at=now))
+            return 1
+        return 0
+
+    def count_judgements(self, task: str, source: JudgementSource) -> int:
+        """How many judgements of ``task`` came from ``source``."""
+        query = sa.select(sa.func.count()).where(judgements.c.task == task, judgements.c.source == source)
+        with self._engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
 
     def judgements_for(self, task: str, item_ids: Iterable[str] | None = None) -> dict[str, list[StoredJudgement]]:
         """Judgements of ``task`` per item, in the order they were first stored."""

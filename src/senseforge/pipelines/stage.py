@@ -1,31 +1,42 @@
-"""What every recipe stage shares: the stage protocol, LM call bookkeeping and the runner.
+"""What every recipe stage shares: the stage protocol, its outcomes, and the bases for LM and rule stages.
 
 A stage maps the records that passed the previous stage to one outcome per record:
 
 * a :class:`~senseforge.pipelines.runstore.StageResult` — ``ok`` with the new payload, or
   ``rejected`` with a reason — which the runner stores at once;
+* :class:`Children` — the record became several (one model reply into its items, one
+  context into its triples): each child has the id ``<parent>/<index>`` and is ``ok`` or
+  ``rejected`` on its own; a record with no children is stored as rejected, never dropped;
 * :data:`PENDING` — a call failed transiently (rate limit, timeout, 5xx, a truncated
   body); nothing is stored, the record is tried again in the next round (its completed
   calls come from the cache);
 * :data:`AWAITING` — the record waits for human judgements; the run stops there and
   ``--resume`` continues once they exist.
 
-The runner stores each batch in one transaction, so ``in = out + Σ rejected`` holds for
-every finished stage and a killed run resumes at the first unstored batch.
+A stage holds model specs and settings, never a live model or store: the runner hands
+its work to an executor together with a :class:`StageContext` (the models, and the
+stored judgements the stage reads), so the work can be pickled and run elsewhere. The
+judgements a stage makes go back in its :class:`StageOutput`; the runner stores them
+with the batch.
+
+Two bases carry what most stages repeat: :class:`LMStage` (build requests → call →
+parse, with the failure, retry and call-log handling written once) and
+:class:`CheckStage` (keep or reject by a rule).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from senseforge.data.schema import Judgement
 from senseforge.errors import BackendError, SenseforgeError
-from senseforge.llm.base import Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest, Progress
+from senseforge.llm.base import LLM, Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest, Progress
 from senseforge.llm.cache import cache_key
-from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.runstore import JudgementSource, StageResult, StoredJudgement
 
 TRANSIENT_FAILURES = frozenset({"rate_limit", "timeout", "server_error", "truncated", "connection"})
 """Failure kinds worth another round: the same call may well succeed later."""
@@ -36,6 +47,8 @@ LLM_ERROR = "llm_error"
 """Rejection reason: the model refused the request for good (e.g. a 400 for this prompt)."""
 MALFORMED = "malformed_output"
 """Rejection reason: the model's output holds nothing usable (broken JSON, a refusal, no question)."""
+NO_OUTPUT = "no_output"
+"""Rejection reason: a stage that splits records made nothing of this one."""
 
 
 class Wait(enum.Enum):
@@ -48,12 +61,42 @@ class Wait(enum.Enum):
 PENDING = Wait.PENDING
 AWAITING = Wait.AWAITING
 
-Outcome = StageResult | Wait
-ProgressFactory = Callable[[str, int], AbstractContextManager[Progress]]
+
+@dataclass(frozen=True)
+class Children:
+    """A record that became several: its children, ids ``<parent>/<index>`` (see :func:`child`)."""
+
+    results: tuple[StageResult, ...]
+
+
+Outcome = StageResult | Children | Wait
+ProgressFactory = Callable[[str, int | None], AbstractContextManager[Progress]]
+"""A factory of progress callbacks, ``(description, total or None)`` → context manager of ``advance(n)``."""
 
 
 class RunIncomplete(SenseforgeError):
     """Calls still failed after every round; ``--resume`` tries them again."""
+
+
+@dataclass
+class StageOutput:
+    """What a stage made of a batch: one outcome per record, and the judgements it made."""
+
+    outcomes: list[Outcome]
+    judgements: list[tuple[Judgement, JudgementSource]] = field(default_factory=list)
+
+
+class StageContext(Protocol):
+    """What a stage may use while it runs: live models, and the judgements it reads."""
+
+    def llm(self, spec: str) -> LLM:
+        """The model of ``spec``, through the run's cache and ledger."""
+        ...
+
+    @property
+    def judgements(self) -> Mapping[str, Sequence[StoredJudgement]]:
+        """Stored judgements of the stage's :attr:`Stage.reads_task`, per record id of the batch."""
+        ...
 
 
 class Stage(Protocol):
@@ -63,7 +106,17 @@ class Stage(Protocol):
     barrier: bool
     """A barrier stage sees all its records at once (e.g. a split), only when its input is complete."""
 
-    def run(self, records: Sequence[StageResult]) -> list[Outcome]:
+    @property
+    def specs(self) -> tuple[str, ...]:
+        """The model specs the stage calls (none for rule stages)."""
+        ...
+
+    @property
+    def reads_task(self) -> str | None:
+        """The judgement task whose stored judgements the stage reads, if any."""
+        ...
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         """One outcome per record, in order."""
         ...
 
@@ -86,6 +139,11 @@ def rejected(
     """The record is rejected, and why: its payload as it entered (plus the calls the stage made)."""
     kept = record.payload if payload is None else payload
     return StageResult(record.record_id, "rejected", kept, reason=reason, prompt=prompt, response=response)
+
+
+def child_id(parent: str, index: int) -> str:
+    """The id of a parent's ``index``-th child."""
+    return f"{parent}/{index}"
 
 
 def request_text(request: GenerateRequest) -> str:
@@ -111,6 +169,14 @@ def failure_outcome(result: Completion | Loglikelihood) -> str | Wait | None:
     return LLM_ERROR
 
 
+def settle(results: Sequence[Completion | Loglikelihood]) -> str | Wait | None:
+    """The joint outcome of the calls one record needed: pending if any is, else the first rejection, else ``None``."""
+    statuses = [failure_outcome(result) for result in results]
+    if PENDING in statuses:
+        return PENDING
+    return next((s for s in statuses if isinstance(s, str)), None)
+
+
 @dataclass
 class CallLog:
     """The calls a stage's model made, for cost reports that do not depend on the cache.
@@ -122,6 +188,11 @@ class CallLog:
     model: str
     identity: dict[str, str]
     entries: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, llm: LLM) -> CallLog:
+        """A log for ``llm``'s calls."""
+        return cls(llm.name, llm.identity())
 
     def add(
         self, kind: str, request: GenerateRequest | LoglikelihoodRequest, result: Completion | Loglikelihood
@@ -144,64 +215,117 @@ def add_call(payload: dict[str, Any], stage: str, entries: Sequence[dict[str, An
     return {**payload, "calls": calls}
 
 
-@contextmanager
-def _no_progress(_description: str, _total: int) -> Iterator[Progress]:
-    yield lambda _n: None
+@dataclass(frozen=True)
+class Reject:
+    """A parser's verdict that the reply is unusable, and why."""
+
+    reason: str = MALFORMED
+
+
+Parsed = dict[str, Any] | list[dict[str, Any] | Reject] | Reject
+"""What :meth:`LMStage.parse` makes of a reply: the new payload, the payloads of the record's
+children (each may be a :class:`Reject`), or a rejection."""
 
 
 @dataclass
-class StageReport:
-    """What one pass of the runner left behind for a stage."""
+class LMStage:
+    """A stage that sends one generation request per record and parses the reply.
 
-    stored: int = 0
-    awaiting: list[StageResult] = field(default_factory=list)
-
-
-def run_stage(
-    stage: Stage,
-    inputs: Sequence[StageResult],
-    store: RunStore,
-    *,
-    batch_size: int,
-    rounds: int,
-    progress: ProgressFactory | None = None,
-) -> StageReport:
-    """Run ``stage`` over the inputs that have no stored result yet.
-
-    Raises:
-        RunIncomplete: records whose calls kept failing transiently after ``rounds`` passes.
+    Subclasses write :meth:`requests` and :meth:`parse`; failures (transient → another
+    round, fatal → the run stops, refused → rejected), the raw prompt and reply, and the
+    call log for the cost report are handled here, once.
     """
-    bar = progress or _no_progress
-    report = StageReport()
-    done = store.done_ids(stage.name)
-    todo = [record for record in inputs if record.record_id not in done]
-    if not todo:
-        return report
-    if stage.barrier and len(todo) != len(inputs):
-        raise SenseforgeError(f"stage {stage.name}: partly stored; the run store is inconsistent")
-    size = len(todo) if stage.barrier else batch_size
-    for round_no in range(rounds):
-        pending: list[StageResult] = []
-        label = stage.name if round_no == 0 else f"{stage.name} (retry {round_no})"
-        with bar(label, len(todo)) as advance:
-            for start in range(0, len(todo), size):
-                batch = todo[start : start + size]
-                outcomes = stage.run(batch)
-                if len(outcomes) != len(batch):
-                    raise SenseforgeError(f"stage {stage.name}: {len(outcomes)} outcomes for {len(batch)} records")
-                results = [o for o in outcomes if isinstance(o, StageResult)]
-                store.put(stage.name, results)
-                report.stored += len(results)
-                for record, outcome in zip(batch, outcomes, strict=True):
-                    if outcome is PENDING:
-                        pending.append(record)
-                    elif outcome is AWAITING:
-                        report.awaiting.append(record)
-                advance(len(batch))
-        todo = pending
-        if not todo:
-            return report
-    raise RunIncomplete(
-        f"stage {stage.name}: {len(todo)} record(s) still failing after {rounds} round(s) of transient errors "
-        "(see the ledger); run again with --resume to retry them"
-    )
+
+    name: str
+    spec: str
+    """The model the stage asks."""
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return (self.spec,)
+
+    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+        raise NotImplementedError
+
+    def parse(self, record: StageResult, text: str) -> Parsed:
+        raise NotImplementedError
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        llm = ctx.llm(self.spec)
+        requests = self.requests(records)
+        completions = llm.generate(requests)
+        log = CallLog.of(llm)
+        outcomes: list[Outcome] = []
+        for record, request, completion in zip(records, requests, completions, strict=True):
+            prompt = request_text(request)
+            status = failure_outcome(completion)
+            if isinstance(status, str):
+                message = completion.failure.message if completion.failure else ""
+                outcomes.append(rejected(record, status, prompt=prompt, response=message))
+                continue
+            if status is not None:
+                outcomes.append(status)
+                continue
+            call = log.add("generate", request, completion)
+            outcomes.append(self._outcome(record, self.parse(record, completion.text), call, prompt, completion.text))
+        return StageOutput(outcomes)
+
+    def _outcome(self, record: StageResult, parsed: Parsed, call: dict[str, Any], prompt: str, text: str) -> Outcome:
+        if isinstance(parsed, Reject):
+            spent = add_call(record.payload, self.name, [call])
+            return rejected(record, parsed.reason, payload=spent, prompt=prompt, response=text)
+        if isinstance(parsed, dict):
+            return ok(record, add_call(parsed, self.name, [call]), prompt=prompt, response=text)
+        children = []
+        for index, part in enumerate(parsed):
+            kid = StageResult(child_id(record.record_id, index), "ok", record.payload)
+            if isinstance(part, Reject):
+                spent = add_call(record.payload, self.name, [call])
+                children.append(rejected(kid, part.reason, payload=spent, prompt=prompt, response=text))
+            else:
+                children.append(ok(kid, add_call(part, self.name, [call]), prompt=prompt, response=text))
+        return Children(tuple(children))
+
+
+@dataclass
+class CheckStage:
+    """A stage that keeps a record as it is or rejects it for the reason a rule gives."""
+
+    name: str
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return ()
+
+    def reason(self, payload: dict[str, Any]) -> str | None:
+        raise NotImplementedError
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        outcomes: list[Outcome] = []
+        for record in records:
+            reason = self.reason(record.payload)
+            outcomes.append(ok(record, record.payload) if reason is None else rejected(record, reason))
+        return StageOutput(outcomes)
+
+
+def no_progress(_description: str, _total: int | None) -> AbstractContextManager[Progress]:
+    """A progress factory that shows nothing."""
+    return _Quiet()
+
+
+class _Quiet:
+    def __enter__(self) -> Progress:
+        return lambda _n: None
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+
+def iter_batches(records: Sequence[StageResult], size: int) -> Iterator[Sequence[StageResult]]:
+    """Consecutive batches of at most ``size`` records."""
+    for start in range(0, len(records), size):
+        yield records[start : start + size]

@@ -205,10 +205,14 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw or b"{}")
             server._enter()
+            left = False
             try:
                 status, headers, payload, delay = server.answer(self.path, body, self.headers.get("Authorization"))
                 if delay:
                     time.sleep(delay)
+                # counted out before the reply goes out: once the client has it, it may send its next request
+                server._leave()
+                left = True
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -220,7 +224,8 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             except OSError:  # the client gave up (timeout) and closed the connection
                 self.close_connection = True
             finally:
-                server._leave()
+                if not left:
+                    server._leave()
 
         def log_message(self, format: str, *args: Any) -> None:
             return None

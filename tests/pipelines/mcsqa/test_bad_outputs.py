@@ -12,8 +12,8 @@ from senseforge.llm.mock import ScriptedLLM
 from senseforge.pipelines.mcsqa import McsqaConfig, build
 from senseforge.pipelines.mcsqa.dryrun import author_reply
 from senseforge.pipelines.mcsqa.report import STAGES
+from senseforge.pipelines.mcsqa.templates import templates
 from senseforge.pipelines.moderation import WordListModerator
-from senseforge.pipelines.templates import templates
 from senseforge.store.db import Store
 
 from .conftest import read_jsonl

@@ -24,8 +24,8 @@ from typing import Any
 
 from senseforge.evaluate.run import GENERATE_INSTRUCTION
 from senseforge.llm.base import Message
-from senseforge.pipelines.mcsqa.review import REVIEW_QUESTION
-from senseforge.pipelines.templates import STAGES, SUPPORTED_LANGUAGES, templates
+from senseforge.pipelines.mcsqa.judging import REVIEW_QUESTION
+from senseforge.pipelines.mcsqa.templates import STAGES, SUPPORTED_LANGUAGES, templates
 
 _QUESTION = {
     "en": "Which option matches puzzle number {n}?",

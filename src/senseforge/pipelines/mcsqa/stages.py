@@ -15,23 +15,24 @@ from typing import Any
 
 from senseforge.data.schema import Choice, MCItem, Provenance, QuestionSet
 from senseforge.data.splits import shuffle_choices
-from senseforge.llm.base import LLM, GenerateRequest
-from senseforge.pipelines.filters import check_distractors, check_question
+from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.mcsqa.config import McsqaConfig
+from senseforge.pipelines.mcsqa.filters import check_distractors, check_question
+from senseforge.pipelines.mcsqa.parse import parse_distractor_items, parse_distractor_json, parse_question
+from senseforge.pipelines.mcsqa.templates import build_distractors, build_generate, build_refine, resolve_language
 from senseforge.pipelines.moderation import Moderator
-from senseforge.pipelines.parse import parse_distractor_items, parse_distractor_json, parse_question
 from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.stage import (
     MALFORMED,
-    CallLog,
+    CheckStage,
+    LMStage,
     Outcome,
-    add_call,
-    failure_outcome,
+    Parsed,
+    Reject,
+    StageContext,
+    StageOutput,
     ok,
-    rejected,
-    request_text,
 )
-from senseforge.pipelines.templates import build_distractors, build_generate, build_refine, resolve_language
 
 INAPPROPRIATE = "inappropriate"
 
@@ -46,54 +47,14 @@ def _same_text(a: str, b: str) -> bool:
 
 
 @dataclass
-class _LMStage:
-    """A stage that sends one generation request per record and parses the reply."""
+class _Writing(LMStage):
+    """An LM stage of the recipe: one generation request per record."""
 
-    name: str
     config: McsqaConfig
-    llm: LLM
-    barrier = False
-
-    def _log(self) -> CallLog:
-        return CallLog(self.llm.name, self.llm.identity())
-
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
-        raise NotImplementedError
-
-    def parse(self, record: StageResult, text: str, call: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-        """The new payload, or ``None`` and the rejection reason."""
-        raise NotImplementedError
-
-    def run(self, records: Sequence[StageResult]) -> list[Outcome]:
-        requests = self.requests(records)
-        completions = self.llm.generate(requests)
-        log = self._log()
-        outcomes: list[Outcome] = []
-        for record, request, completion in zip(records, requests, completions, strict=True):
-            prompt = request_text(request)
-            status = failure_outcome(completion)
-            if isinstance(status, str):
-                message = completion.failure.message if completion.failure else ""
-                outcomes.append(rejected(record, status, prompt=prompt, response=message))
-                continue
-            if status is not None:
-                outcomes.append(status)
-                continue
-            call = log.add("generate", request, completion)
-            payload, reason = self.parse(record, completion.text, call)
-            if payload is None:
-                spent = add_call(record.payload, self.name, [call])
-                outcomes.append(
-                    rejected(record, reason or MALFORMED, payload=spent, prompt=prompt, response=completion.text)
-                )
-            else:
-                outcomes.append(
-                    ok(record, add_call(payload, self.name, [call]), prompt=prompt, response=completion.text)
-                )
-        return outcomes
 
 
-class Generate(_LMStage):
+@dataclass
+class Generate(_Writing):
     """One question per (question set, chosen answer)."""
 
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
@@ -101,14 +62,15 @@ class Generate(_LMStage):
         lang = resolve_language(self.config.lang)
         return [build_generate(question_set(r.payload), r.payload["answer"], lang, style) for r in records]
 
-    def parse(self, record: StageResult, text: str, call: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    def parse(self, record: StageResult, text: str) -> Parsed:
         question = parse_question(text, self.config.lang)
         if question is None:
-            return None, MALFORMED
-        return {**record.payload, "question": question, "generated": question}, None
+            return Reject(MALFORMED)
+        return {**record.payload, "question": question, "generated": question}
 
 
-class Refine(_LMStage):
+@dataclass
+class Refine(_Writing):
     """Repeat a natural question or rewrite an unnatural one; record whether it changed."""
 
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
@@ -119,59 +81,47 @@ class Refine(_LMStage):
             for r in records
         ]
 
-    def parse(self, record: StageResult, text: str, call: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    def parse(self, record: StageResult, text: str) -> Parsed:
         question = parse_question(text, self.config.lang)
         if question is None:
-            return None, MALFORMED
+            return Reject(MALFORMED)
         changed = not _same_text(question, record.payload["question"])
-        return {**record.payload, "question": question, "refined_changed": changed}, None
+        return {**record.payload, "question": question, "refined_changed": changed}
 
 
-class Distractors(_LMStage):
+@dataclass
+class Distractors(_Writing):
     """Two more choices from the three targets alone (one call per question set: the request is the same)."""
 
-    def __init__(self, name: str, config: McsqaConfig, llm: LLM, moderator: Moderator) -> None:
-        super().__init__(name, config, llm)
-        self.moderator = moderator
+    moderator: Moderator
 
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
         style = self.config.style_for("distractors")
         lang = resolve_language(self.config.lang)
         return [build_distractors(question_set(r.payload).targets, lang, style) for r in records]
 
-    def parse(self, record: StageResult, text: str, call: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    def parse(self, record: StageResult, text: str) -> Parsed:
         chat = self.config.style_for("distractors") == "chat"
         items = parse_distractor_json(text) if chat else parse_distractor_items(text)
         if items is None:
-            return None, MALFORMED
+            return Reject(MALFORMED)
         new = items[:2]
         targets = question_set(record.payload).targets
         reason = check_distractors(new, targets, self.config.lang, moderator=self.moderator)
         if reason is not None:
-            return None, reason
-        return {**record.payload, "distractors": new, "distractors_offered": len(items)}, None
+            return Reject(reason)
+        return {**record.payload, "distractors": new, "distractors_offered": len(items)}
 
 
 @dataclass
-class _Check:
-    """A stage that keeps a record as it is or rejects it for the reason a rule gives."""
+class _Check(CheckStage):
+    """A rule stage of the recipe."""
 
-    name: str
     config: McsqaConfig
     moderator: Moderator
-    barrier = False
-
-    def reason(self, payload: dict[str, Any]) -> str | None:
-        raise NotImplementedError
-
-    def run(self, records: Sequence[StageResult]) -> list[Outcome]:
-        outcomes: list[Outcome] = []
-        for record in records:
-            reason = self.reason(record.payload)
-            outcomes.append(ok(record, record.payload) if reason is None else rejected(record, reason))
-        return outcomes
 
 
+@dataclass
 class Filter(_Check):
     """The rule-based question filter (run after generation and again after refinement)."""
 
@@ -181,14 +131,12 @@ class Filter(_Check):
 
 
 @dataclass
-class Shuffle:
+class Shuffle(CheckStage):
     """Build the five-choice item, shuffle its choices seeded by the item id, label A–E."""
 
-    name: str
     config: McsqaConfig
-    barrier = False
 
-    def run(self, records: Sequence[StageResult]) -> list[Outcome]:
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         for record in records:
             payload = record.payload
@@ -215,9 +163,10 @@ class Shuffle:
             )
             shuffled = shuffle_choices(item, seed=self.config.seed)
             outcomes.append(ok(record, {**payload, "item": shuffled.model_dump(mode="json")}))
-        return outcomes
+        return StageOutput(outcomes)
 
 
+@dataclass
 class Moderate(_Check):
     """The moderation filter over the question and every choice (pluggable; word lists by default)."""
 

@@ -1,0 +1,221 @@
+"""What every recipe's config holds, how it is hashed, and how a run's settings are resolved.
+
+A recipe's config is a :class:`RecipeConfig` subclass that adds the recipe's own fields.
+The config decides what a build produces: it is hashed into the manifest, and ``--resume``
+refuses a config whose hash differs, naming each difference. Report-only settings (the
+human rate) and inputs that arrive over time (review decisions) are not part of it.
+
+Settings reach a run from, lowest precedence first: the manifest of the run being
+resumed, a TOML file (``--config run.toml``, parsed straight into the config model),
+``--set key=value`` pairs, then the recipe's own flags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from senseforge.errors import ConfigError
+from senseforge.evaluate.policies import parse_policy
+from senseforge.llm.registry import DEFAULT_MODEL, parse_spec, provider_info
+
+Style = Literal["auto", "chat", "completion"]
+
+
+def is_chat(spec: str) -> bool:
+    """Whether ``auto`` treats the model as a chat model (its provider says so) rather than a base model."""
+    return provider_info(spec).chat
+
+
+class RecipeConfig(BaseModel):
+    """The settings every recipe shares; a recipe subclasses it with its own fields.
+
+    Subclasses set ``recipe`` to a ``Literal`` of their name and may list, in
+    :attr:`lm_stages`, the stages that take their own ``--stage-model``.
+    """
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    lm_stages: ClassVar[tuple[str, ...]] = ()
+    """Stages that call a model, each with its own ``--stage-model``."""
+    review_stage: ClassVar[str | None] = None
+    """The stage whose batches follow the LM judges' model (batch sizing)."""
+
+    recipe: str
+    seed: int = 0
+    """Seed of every seeded step of the recipe (sampling, shuffling, splits, LM judges)."""
+    model: str = DEFAULT_MODEL
+    """The model of every LM stage unless a stage names its own."""
+    stage_models: dict[str, str] = Field(default_factory=dict)
+    """Per-stage models, ``stage=provider/model``."""
+    model_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Provider options per model spec (e.g. ``base_url``, ``max_concurrency``)."""
+    style: Style = "auto"
+    """Prompt style: chat templates, few-shot completion templates, or by provider."""
+    reviewers: tuple[str, ...] = ()
+    """LM judges (model specs; repeat one to ask it several times, each with its own seed); empty: people."""
+    lm_review_policy: str | None = None
+    """How the LM judges' votes decide (``unanimous``, ``at-least:2/3`` …); ``None``: all must accept."""
+    lm_review_final: bool = False
+    """Items the LM judges accept are accepted without people (labelled ``review: lm``); else people follow."""
+    review_policy: str = "unanimous"
+    """How people's votes decide, over ``review_k`` of them."""
+    review_k: int = Field(default=2, ge=1)
+    """People per reviewed item."""
+    batch_size: int | None = Field(default=None, ge=1)
+    """Records per stored batch; ``None``: 8 for local models (the progress bar moves per
+    batch), 32 × the concurrency bound for APIs (enough requests to keep every slot busy).
+    A killed run redoes at most one unstored batch, and the cache answers the calls in it
+    that had finished."""
+    call_rounds: int = Field(default=3, ge=1)
+    """Passes over records whose calls failed transiently before the run stops as incomplete."""
+
+    @field_validator("stage_models")
+    @classmethod
+    def _stages(cls, value: dict[str, str]) -> dict[str, str]:
+        for stage, spec in value.items():
+            if stage not in cls.lm_stages:
+                raise ValueError(f"unknown stage {stage!r} (stages with a model: {', '.join(cls.lm_stages)})")
+            parse_spec(spec)
+        return value
+
+    @field_validator("lm_review_policy", "review_policy")
+    @classmethod
+    def _policy(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_policy(value)
+        return value
+
+    def model_for(self, stage: str) -> str:
+        """The model spec of an LM stage."""
+        return self.stage_models.get(stage, self.model)
+
+    def options_for(self, spec: str) -> dict[str, Any]:
+        """Provider options of a model spec."""
+        return dict(self.model_options.get(spec, {}))
+
+    def style_for(self, stage: str) -> Literal["chat", "completion"]:
+        """Chat templates for chat models, few-shot completion for base models (unless set)."""
+        if self.style != "auto":
+            return self.style
+        return "chat" if is_chat(self.model_for(stage)) else "completion"
+
+    def batch_for(self, stage: str) -> int:
+        """Records per batch of a stage (see :attr:`batch_size`)."""
+        if self.batch_size is not None:
+            return self.batch_size
+        spec = self.model_for(stage) if stage in self.lm_stages else self.model
+        if stage == self.review_stage and self.reviewers:
+            spec = self.reviewers[0]
+        if not provider_info(spec).remote:
+            return 8
+        bound = int(self.options_for(spec).get("max_concurrency", 8))
+        return max(64, 32 * bound)
+
+    def canonical(self) -> str:
+        """The config as canonical JSON."""
+        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+    def hash(self) -> str:
+        """SHA-256 of :meth:`canonical`."""
+        return hashlib.sha256(self.canonical().encode("utf-8")).hexdigest()
+
+
+C = TypeVar("C", bound=RecipeConfig)
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``key: old → new`` for every top-level setting that differs."""
+    keys = sorted(set(old) | set(new))
+    return [f"{key}: {old.get(key)!r} → {new.get(key)!r}" for key in keys if old.get(key) != new.get(key)]
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The settings of a TOML run config (top-level keys are config fields).
+
+    Raises:
+        ConfigError: unreadable file or bad TOML, with the file named.
+    """
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the run config ({exc.strerror or exc})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+
+
+def parse_sets(pairs: Sequence[str], model: type[RecipeConfig]) -> dict[str, Any]:
+    """``--set key=value`` pairs as settings: JSON values where they parse, comma-separated lists for list fields.
+
+    Raises:
+        ConfigError: a pair without ``=`` or a key the config does not have.
+    """
+    settings: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ConfigError(f"--set {pair!r}: write key=value, e.g. --set seed=1")
+        if key not in model.model_fields:
+            known = ", ".join(name for name in model.model_fields if name != "recipe")
+            raise ConfigError(f"--set {pair!r}: {model.__name__} has no setting {key!r} (settings: {known})")
+        settings[key] = _set_value(value.strip(), _is_list(model, key))
+    return settings
+
+
+def _is_list(model: type[RecipeConfig], key: str) -> bool:
+    annotation = str(model.model_fields[key].annotation)
+    return annotation.startswith(("tuple", "list")) and "float" not in annotation and "int" not in annotation
+
+
+def _set_value(value: str, as_list: bool) -> Any:
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value
+    if as_list and isinstance(parsed, str):
+        return [part.strip() for part in parsed.split(",") if part.strip()]
+    return parsed
+
+
+def resolve_config(
+    model: type[C],
+    *,
+    recorded: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
+    sets: Sequence[str] = (),
+    flags: Mapping[str, Any] | None = None,
+) -> C:
+    """The config of a run from its sources (manifest < file < ``--set`` < flags).
+
+    ``model_options`` given without a model spec (``-o key=value``) belong to the run's ``model``.
+
+    Raises:
+        ConfigError: the first invalid setting, named as its flag.
+    """
+    settings: dict[str, Any] = dict(recorded or {})
+    if config_file is not None:
+        settings.update(read_config_file(config_file))
+    settings.update(parse_sets(sets, model))
+    given = dict(flags or {})
+    if "model_options" in given:
+        default = model.model_fields["model"].default
+        spec = given.get("model", settings.get("model", default))
+        merged = dict(settings.get("model_options") or {})
+        merged[spec] = {**merged.get(spec, {}), **given.pop("model_options")}
+        given["model_options"] = merged
+    settings.update(given)
+    settings.setdefault("recipe", model.model_fields["recipe"].default)
+    try:
+        return model.model_validate(settings)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "-".join(str(part) for part in first["loc"][:1]).replace("_", "-")
+        raise ConfigError(f"--{where}: {first['msg']}") from exc

@@ -1,0 +1,117 @@
+"""Where stage work runs: the executor seam, and the model pool of a run.
+
+The runner hands each batch of a stage to an executor with the judgements the stage
+reads; the executor runs it where it likes and returns the stage's output. Stages hold
+model specs and settings only, so a batch can be pickled and run elsewhere: a ``ray``
+executor opens its own pool on the worker. ``local`` (the default) runs in this process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from senseforge.errors import ConfigError
+from senseforge.llm.base import LLM
+from senseforge.llm.cache import CachedLLM, open_llm
+from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.runstore import StageResult, StoredJudgement
+from senseforge.pipelines.stage import Stage, StageOutput
+from senseforge.store.db import Store
+
+
+class ModelPool:
+    """The run's models, opened once each, all through the cache and ledger.
+
+    Args:
+        config: the run's config (provider options per spec).
+        store: the cache and ledger.
+        run_label: the ledger's name for this run.
+        given: backends already built, by spec (tests, custom providers).
+        responders: named scripted responders (recipes' dry-run authors).
+    """
+
+    def __init__(
+        self,
+        config: RecipeConfig,
+        store: Store,
+        run_label: str,
+        given: Mapping[str, LLM] | None = None,
+        responders: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.run_label = run_label
+        self.given = dict(given or {})
+        self.responders = dict(responders or {})
+        self.open: dict[str, CachedLLM] = {}
+
+    def get(self, spec: str) -> CachedLLM:
+        """The model of ``spec`` (opened on first use)."""
+        if spec not in self.open:
+            if spec in self.given:
+                self.open[spec] = CachedLLM(self.given[spec], self.store, run=self.run_label)
+            else:
+                options = self.config.options_for(spec)
+                self.open[spec] = open_llm(
+                    spec, options, store=self.store, run=self.run_label, responders=self.responders
+                )
+        return self.open[spec]
+
+    def identities(self, specs: Sequence[str]) -> dict[str, dict[str, str]]:
+        """``{spec: identity}`` of the given models, sorted by spec."""
+        return {spec: self.get(spec).identity() for spec in sorted(set(specs))}
+
+    def close(self) -> None:
+        for llm in self.open.values():
+            llm.close()
+
+
+@dataclass
+class _Context:
+    pool: ModelPool
+    judgements: Mapping[str, Sequence[StoredJudgement]]
+
+    def llm(self, spec: str) -> LLM:
+        return self.pool.get(spec)
+
+
+class Executor(Protocol):
+    """Runs one batch of a stage somewhere and returns what the stage made of it."""
+
+    def run(
+        self, stage: Stage, batch: Sequence[StageResult], judgements: Mapping[str, Sequence[StoredJudgement]]
+    ) -> StageOutput: ...
+
+    def close(self) -> None: ...
+
+
+class LocalExecutor:
+    """Runs stage work in this process, with the run's model pool."""
+
+    def __init__(self, pool: ModelPool) -> None:
+        self.pool = pool
+
+    def run(
+        self, stage: Stage, batch: Sequence[StageResult], judgements: Mapping[str, Sequence[StoredJudgement]]
+    ) -> StageOutput:
+        return stage.run(batch, _Context(self.pool, judgements))
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+EXECUTORS = ("local",)
+"""Executors by name (``ray`` plugs in here)."""
+
+
+def make_executor(name: str, pool: ModelPool) -> Executor:
+    """The executor called ``name``.
+
+    Raises:
+        ConfigError: an unknown executor.
+    """
+    if name == "local":
+        return LocalExecutor(pool)
+    raise ConfigError(f"unknown executor {name!r}: use one of {', '.join(EXECUTORS)}")

@@ -1,0 +1,197 @@
+"""The judging stages of the mCSQA recipe: LM verification, review, split.
+
+Verification asks a model (by default the one that wrote the question) to answer each
+item through the evaluation harness: by log-likelihood of each choice for base models,
+by generating a letter for chat models. Right → **Easy**. Wrong or unparsed → review.
+
+Review is the engine's review stage (:mod:`senseforge.pipelines.review`) with the task
+``verify``: people are the default, ``review_k`` of them (paper: two), and all must
+accept an item for it to become **Hard**; one rejection removes it. An LM panel
+(``reviewers``) judges first when given: an item the panel rejects is removed; the items
+it accepts become Hard with ``lm_review_as_hard`` (and say ``review: lm`` in their
+provenance), else they go on to people.
+
+An LM reviewer sees the question, the choices and the marked answer, and says whether the
+answer follows by common sense and is the only right one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from senseforge.data.schema import MCItem
+from senseforge.data.splits import split_items
+from senseforge.evaluate.run import EvalConfig, score_mc
+from senseforge.llm.base import (
+    LLM,
+    Completion,
+    GenerateRequest,
+    Loglikelihood,
+    LoglikelihoodRequest,
+    Progress,
+)
+from senseforge.pipelines.mcsqa.config import McsqaConfig
+from senseforge.pipelines.review import Review
+from senseforge.pipelines.runstore import JudgementSource, StageResult
+from senseforge.pipelines.stage import (
+    PENDING,
+    CallLog,
+    Outcome,
+    StageContext,
+    StageOutput,
+    add_call,
+    ok,
+    rejected,
+    settle,
+)
+
+REVIEW_TASK = "verify"
+"""The judgement task of review decisions (the annotation app's *verify* task)."""
+REVIEW_QUESTION = "Does the marked answer follow from common sense, and is it the only right choice? Answer yes or no."
+
+
+def item_of(record: StageResult) -> MCItem:
+    """The labelled item of a record (after the shuffle stage)."""
+    return MCItem.model_validate(record.payload["item"])
+
+
+def review_prompt(item: MCItem) -> str:
+    """What an LM reviewer reads (English cue words, the item's own text)."""
+    lines = [f"Question: {item.question}"]
+    lines += [f"{c.label}. {c.text}" for c in item.choices]
+    lines.append(f"Marked answer: {item.answer}. {item.answer_text()}")
+    lines.append(REVIEW_QUESTION)
+    return "\n".join(lines) + "\nAnswer:"
+
+
+class _Recording:
+    """An LLM wrapper that logs every call with its request, for per-record cost entries."""
+
+    def __init__(self, inner: LLM) -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, GenerateRequest | LoglikelihoodRequest, Completion | Loglikelihood]] = []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def identity(self) -> dict[str, str]:
+        return self.inner.identity()
+
+    def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
+        results = self.inner.generate(requests, progress)
+        self.calls += [("generate", q, r) for q, r in zip(requests, results, strict=True)]
+        return results
+
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
+    ) -> list[Loglikelihood]:
+        results = self.inner.loglikelihood(requests, progress)
+        self.calls += [("loglikelihood", q, r) for q, r in zip(requests, results, strict=True)]
+        return results
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@dataclass
+class Verify:
+    """The LM answers each item; right → Easy, else → the review queue."""
+
+    name: str
+    spec: str
+    config: McsqaConfig
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return (self.spec,)
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        llm = ctx.llm(self.spec)
+        method = self.config.verify_method()
+        items = [item_of(r) for r in records]
+        recording = _Recording(llm)
+        samples = score_mc(items, recording, EvalConfig(formulation=method, seed=self.config.seed))
+        per_item = 1 if method == "generate" else None
+        log = CallLog.of(llm)
+        cursor = 0
+        outcomes: list[Outcome] = []
+        for record, item, sample in zip(records, items, samples, strict=True):
+            n = per_item or len(item.choices)
+            calls = recording.calls[cursor : cursor + n]
+            cursor += n
+            status = settle([result for _, _, result in calls])
+            if status is PENDING:
+                outcomes.append(PENDING)
+                continue
+            if isinstance(status, str):
+                outcomes.append(rejected(record, status, prompt=sample.get("prompt")))
+                continue
+            entries = [log.add(kind, request, result) for kind, request, result in calls]
+            parsed = method == "loglik" or bool(sample.get("parsed"))
+            outcome = "correct" if sample.get("correct") else ("wrong" if parsed else "unparsed")
+            verdict: dict[str, Any] = {"method": method, "prediction": sample.get("prediction"), "outcome": outcome}
+            if method == "loglik":
+                verdict["scores"] = [round(float(s), 6) for s in sample.get("scores", [])]
+            payload = {**record.payload, "verify": verdict}
+            if outcome == "correct":
+                payload["difficulty"] = "easy"
+            response = sample.get("response") if method == "generate" else None
+            outcomes.append(
+                ok(record, add_call(payload, self.name, entries), prompt=sample.get("prompt"), response=response)
+            )
+        return StageOutput(outcomes)
+
+
+@dataclass
+class McsqaReview(Review):
+    """The engine's review stage over the queue verification left: wrong or unparsed items."""
+
+    def needs_review(self, record: StageResult) -> bool:
+        return record.payload.get("difficulty") != "easy"
+
+    def judge_prompt(self, record: StageResult) -> str:
+        return review_prompt(item_of(record))
+
+    def task_item(self, record: StageResult) -> MCItem:
+        return item_of(record)
+
+    def passed(self, record: StageResult) -> dict[str, Any]:
+        return {**record.payload, "review": None}
+
+    def accepted(self, record: StageResult, by: JudgementSource) -> dict[str, Any]:
+        return {**record.payload, "difficulty": "hard", "review": by}
+
+
+@dataclass
+class Split:
+    """80/10/10 (by default), seeded and stratified by difficulty."""
+
+    name: str
+    config: McsqaConfig
+    barrier = True
+    reads_task = None
+    specs: tuple[str, ...] = ()
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        items = []
+        for record in records:
+            item = item_of(record)
+            review = record.payload.get("review")
+            provenance = item.provenance.model_copy(update={"review": review or "none"})
+            items.append(
+                item.model_copy(update={"difficulty": record.payload.get("difficulty"), "provenance": provenance})
+            )
+        splits = split_items(items, ratios=self.config.ratios, seed=self.config.seed)
+        where = {item.id: name for name, members in splits.items() for item in members}
+        by_id = {item.id: item for item in items}
+        return StageOutput(
+            [
+                ok(r, {**r.payload, "item": by_id[r.record_id].model_dump(mode="json"), "split": where[r.record_id]})
+                for r in records
+            ]
+        )

@@ -1,0 +1,110 @@
+"""What a recipe is, for the engine: its name, config, source, stages, and what it writes when done.
+
+A recipe is only its own parts — a config model (a
+:class:`~senseforge.pipelines.config.RecipeConfig` subclass), a source that makes the
+first records, its stages (each maps records to records; see
+:mod:`senseforge.pipelines.stage`), and :meth:`Recipe.finish`, which writes its dataset
+and returns its funnel. The runner (:mod:`senseforge.pipelines.runner`) does the rest
+alike for every recipe.
+
+The batches that decide a model call (five concepts per call, say) are records the
+source makes — one record, one call — so neither ``--batch-size`` nor a resume ever
+changes what a call contains.
+
+Built-in recipes are listed in :mod:`senseforge.pipelines.registry`, the way a plugin would be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from senseforge.llm.mock import AnyResponder
+from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.report import Cost, Funnel, StageFunnel
+from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.stage import Stage
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one config field appears on the command line beyond its generated ``--field-name``."""
+
+    short: str | None = None
+    """A short form (``-l``); it must mean the same everywhere in the CLI."""
+    none_flag: str | None = None
+    """A switch that sets the field to ``None`` (``--all`` for ``n``)."""
+    none_help: str = ""
+    aliases: tuple[str, ...] = ()
+    """Other long names the flag answers to."""
+    help: str | None = None
+    """Help text (default: the field's docstring)."""
+    path: bool = False
+    """The value is a local path, recorded absolute (so a resume from elsewhere finds it)."""
+
+
+class Source(Protocol):
+    """Makes a run's first records, once; the runner stores them as the first stage's results."""
+
+    @property
+    def name(self) -> str:
+        """The first stage's name in the run store and the funnel."""
+        ...
+
+    def records(self, config: Any) -> tuple[list[StageResult], dict[str, Any]]:
+        """The first records (sorted by id) and facts about how they were made (for the funnel)."""
+        ...
+
+
+class Recipe(Protocol):
+    """One benchmark-building method."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def summary(self) -> str:
+        """One line for ``senseforge build --help``."""
+        ...
+
+    @property
+    def config_model(self) -> type[RecipeConfig]: ...
+
+    @property
+    def cost_model(self) -> type[Cost]: ...
+
+    @property
+    def flags(self) -> Mapping[str, Flag]:
+        """Extra command-line forms of config fields (short flags, ``--all`` …)."""
+        ...
+
+    @property
+    def authors(self) -> Mapping[str, AnyResponder]:
+        """Dry-run authors, as ``scripted/<name>`` models."""
+        ...
+
+    def default_run_dir(self, config: Any) -> Path:
+        """Where a run goes when no ``--out`` is given."""
+        ...
+
+    def source(self, config: Any) -> Source: ...
+
+    def stages(self, config: Any) -> list[Stage]:
+        """The stages after the source, in order."""
+        ...
+
+    def splitting(self) -> frozenset[str]:
+        """Names of the stages that turn one record into several (their funnel rows say ``from``)."""
+        ...
+
+    def manifest(self, config: Any) -> dict[str, Any]:
+        """The recipe's own facts for the manifest (seeds, sampling, template hashes …)."""
+        ...
+
+    def finish(
+        self, config: Any, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
+    ) -> Funnel:
+        """Write the dataset (atomically) and return the funnel (its rows given, its own figures added)."""
+        ...

@@ -1,0 +1,253 @@
+"""What every run writes when it finishes: the funnel, the cost, the rejects — typed, from the run store alone.
+
+Everything here is computed from the run store, so a resumed run writes the same bytes
+as an uninterrupted one.
+
+* The **funnel** has one row per stage of the recipe, in the stage's own unit: ``in`` =
+  ``out`` + Σ ``rejected``. A stage that splits records (one reply into its items) counts
+  its children, and says how many records it took ``from`` the stage before it.
+* The **cost** is priced from the tokens of every distinct call the data rests on —
+  whether this process made the call or the cache answered it — with the price table; a
+  model without a price makes its stage's cost (and every total that includes it)
+  ``null``, never zero. Human judgements count at the rate given per task type. What this
+  run's processes actually sent (attempts, retries, failures, cache hits) is the ledger's
+  business: ``ledger.json``.
+
+A recipe subclasses :class:`Funnel` with its own figures, and lists the order of the
+keys in the file (:attr:`Funnel.key_order`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from senseforge.data.io import atomic_open
+from senseforge.llm.prices import PriceTable
+from senseforge.pipelines.runstore import RunStore
+
+logger = logging.getLogger(__name__)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False) + "\n"
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write JSON atomically (a pydantic model as its JSON form)."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", by_alias=True)
+    with atomic_open(path) as handle:
+        handle.write(_dumps(value))
+
+
+class _Ordered(BaseModel):
+    """A model whose JSON keys follow :attr:`key_order` (the rest after, as declared)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    key_order: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        first = {key: data[key] for key in self.key_order if key in data}
+        return {**first, **{key: value for key, value in data.items() if key not in first}}
+
+
+class StageFunnel(BaseModel):
+    """One stage's row: records in, out, rejected by reason (in the stage's own unit)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    stage: str
+    in_: int = Field(alias="in")
+    out: int
+    rejected: dict[str, int]
+    from_: int | None = Field(default=None, alias="from")
+    """For a stage that splits records: how many records it split (the previous stage's ``out``)."""
+
+    @model_serializer(mode="wrap")
+    def _no_empty_from(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("from", 0) is None:
+            del data["from"]
+        return data
+
+
+class Funnel(_Ordered):
+    """The funnel of a run; recipes subclass it with their own figures."""
+
+    stages: list[StageFunnel]
+    kept: int
+
+
+def funnel_rows(store: RunStore, stages: Sequence[str], splitting: frozenset[str] = frozenset()) -> list[StageFunnel]:
+    """The rows of :class:`Funnel` for the recipe's stages, in order (``splitting``: stages that make children)."""
+    rows: list[StageFunnel] = []
+    previous_out: int | None = None
+    for stage in stages:
+        counts = store.counts(stage)
+        out = counts.pop("ok", 0)
+        rejected = dict(sorted(counts.items()))
+        total = out + sum(rejected.values())
+        parents = previous_out if stage in splitting else None
+        rows.append(StageFunnel(stage=stage, in_=total, out=out, rejected=rejected, from_=parents))
+        previous_out = out
+    return rows
+
+
+class StageCost(BaseModel):
+    """Tokens and money of one stage's distinct calls."""
+
+    models: list[str]
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float | None
+
+
+class HumanCost(BaseModel):
+    """Human judgements at their rate (``None``: no rate given, so unknown)."""
+
+    judgements: int
+    rate_usd: float | None
+    cost_usd: float | None
+
+
+class Cost(_Ordered):
+    """The cost of a run: per stage, people, and per kept item (``null`` wherever a price is unknown)."""
+
+    lang: str | None = None
+    currency: str = "USD"
+    stages: dict[str, StageCost]
+    human: HumanCost
+    human_by_task: dict[str, HumanCost] | None = None
+    """Per task type, when people did more than one kind of task."""
+    unpriced_models: list[str]
+    total_usd: float | None
+    kept: int
+    cost_per_kept_item_usd: float | None
+    kept_unit: ClassVar[str] = "item"
+
+    @model_serializer(mode="wrap")
+    def _named(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in ("lang", "human_by_task"):
+            if data.get(key, 0) is None:
+                del data[key]
+        per = data.pop("cost_per_kept_item_usd")
+        data[f"cost_per_kept_{self.kept_unit}_usd"] = per
+        return data
+
+
+def calls_by_stage(store: RunStore, stages: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per LM stage, the distinct calls (by cache key) any record's payload recorded, in every stage's results."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for stage in stages:
+        for record in store.results(stage):
+            for call_stage, entries in record.payload.get("calls", {}).items():
+                for entry in entries:
+                    out.setdefault(call_stage, {}).setdefault(entry["key"], entry)
+    return out
+
+
+def cost(
+    store: RunStore,
+    stages: Sequence[str],
+    *,
+    kept: int,
+    human_judgements: Mapping[str, int],
+    human_rate: float | Mapping[str, float] | None,
+    lang: str | None = None,
+    prices: PriceTable | None = None,
+    model: type[Cost] = Cost,
+) -> Cost:
+    """Tokens and money per stage, human judgements per task type at their rate, and cost per kept item."""
+    table = prices or PriceTable.load()
+    calls = calls_by_stage(store, stages)
+    per_stage: dict[str, StageCost] = {}
+    unknown: set[str] = set()
+    total: float | None = 0.0
+    for stage, entries in calls.items():  # totals in the order calls were found, as recorded
+        money: float | None = 0.0
+        tokens_in = tokens_out = 0
+        for entry in entries.values():
+            tokens_in += entry["tokens_in"] or 0
+            tokens_out += entry["tokens_out"] or 0
+            price = table.lookup(entry["model"])
+            priced = price.cost(entry["tokens_in"] or 0, entry["tokens_out"] or 0) if price is not None else None
+            if priced is None:
+                unknown.add(entry["model"])
+                money = None
+            elif money is not None:
+                money += priced
+        per_stage[stage] = StageCost(
+            models=sorted({e["model"] for e in entries.values()}),
+            calls=len(entries),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=None if money is None else round(money, 8),
+        )
+        total = None if total is None or money is None else total + money
+    per_stage = {stage: per_stage[stage] for stage in stages if stage in per_stage}
+    by_task = {task: _human(task, n, human_rate) for task, n in human_judgements.items()}
+    count = sum(human_judgements.values())
+    spent = [h.cost_usd for h in by_task.values()]
+    human_cost = None if None in spent else sum(c for c in spent if c is not None)
+    rates = {h.rate_usd for h in by_task.values() if h.judgements}
+    human = HumanCost(
+        judgements=count,
+        rate_usd=(next(iter(rates)) if len(rates) == 1 else None) if count else _rate(None, human_rate),
+        cost_usd=human_cost if count else 0.0,
+    )
+    total = None if total is None or human.cost_usd is None else total + human.cost_usd
+    for name in sorted(unknown):
+        logger.warning("no price for %s: its cost is unknown (null); add it to the price table", name)
+    return model(
+        lang=lang,
+        stages=per_stage,
+        human=human,
+        human_by_task=by_task if len(by_task) > 1 else None,
+        unpriced_models=sorted(unknown),
+        total_usd=None if total is None else round(total, 8),
+        kept=kept,
+        cost_per_kept_item_usd=None if total is None or not kept else round(total / kept, 8),
+    )
+
+
+def _rate(task: str | None, rate: float | Mapping[str, float] | None) -> float | None:
+    if rate is None or isinstance(rate, int | float):
+        return rate
+    return rate.get(task) if task is not None else None
+
+
+def _human(task: str, judgements: int, rate: float | Mapping[str, float] | None) -> HumanCost:
+    per = _rate(task, rate)
+    if judgements and per is None:
+        logger.warning("%d human judgements (%s) but no --human-rate: the human cost is unknown", judgements, task)
+    return HumanCost(
+        judgements=judgements, rate_usd=per, cost_usd=(None if per is None else judgements * per) if judgements else 0.0
+    )
+
+
+def write_rejects(run_dir: Path, store: RunStore, stages: Sequence[str]) -> int:
+    """``rejects.jsonl``: every rejected record with its stage, reason and the model's raw output."""
+    count = 0
+    with atomic_open(run_dir / "rejects.jsonl") as handle:
+        for stage in stages:
+            for record in store.results(stage, "rejected"):
+                row = {
+                    "stage": stage,
+                    "id": record.record_id,
+                    "reason": record.reason,
+                    "question": record.payload.get("question"),
+                    "response": record.response,
+                }
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+                count += 1
+    return count

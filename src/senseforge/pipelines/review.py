@@ -1,0 +1,229 @@
+"""One review stage for every recipe: (task type, aggregation policy, judges, k).
+
+Judges are LM judges, people through the annotation app, or both (LM judges first):
+
+* each LM judge is its own annotator, ``lm:<spec>#<i>`` with its own seed (the run's seed
+  plus ``i``), so "two of three LM validators" is the policy ``at-least:2/3`` over three
+  judges — the same model named three times, or three models. A chat model answers in
+  text (the evaluation harness's yes/no extraction; anything but a clear yes is a no);
+  a base model compares the log-likelihoods of " yes" and " no" after the prompt;
+* people are ``k`` distinct annotators; while fewer than ``k`` have judged an item, the
+  run waits for them (the runner queues the item in the app and stops, awaiting review).
+
+The policies (:mod:`senseforge.evaluate.policies`) decide: the LM judges' (``unanimous``
+over all of them unless given) rejects an item or passes it on — to people, or straight
+to acceptance when the LM judges' word is final (those items say ``review: lm``). The
+people's policy, over the first ``k`` people, accepts or rejects. The judgements the LM
+judges make go back to the runner, which stores them with the batch.
+
+A recipe subclasses :class:`Review` with what only it knows: which records need review,
+the judge's prompt, the item people see, and the payload of an accepted record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from senseforge.data.schema import Judgement, MCItem
+from senseforge.evaluate.extract import yes_no
+from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.llm.registry import provider_info
+from senseforge.pipelines.runstore import JudgementSource, StageResult, StoredJudgement
+from senseforge.pipelines.stage import (
+    AWAITING,
+    PENDING,
+    CallLog,
+    Outcome,
+    StageContext,
+    StageOutput,
+    add_call,
+    ok,
+    rejected,
+    settle,
+)
+
+REVIEW_REJECTED = "review_rejected"
+"""Rejection reason: people rejected the item."""
+LM_REVIEW_REJECTED = "lm_review_rejected"
+"""Rejection reason: the LM judges rejected the item."""
+EXCLUDED = "review_excluded"
+"""Rejection reason: too many judges flagged the item as ambiguous."""
+
+
+def lm_annotator(spec: str, index: int) -> str:
+    """The annotator name of the ``index``-th LM judge."""
+    return f"lm:{spec}#{index}"
+
+
+def people_policy(spec: str, k: int) -> Policy:
+    """People's policy over ``k`` of them: plain ``unanimous`` means all ``k``."""
+    policy = parse_policy(spec)
+    if isinstance(policy, Unanimous) and ":" not in spec:
+        return Unanimous(k)
+    return policy
+
+
+def judges_policy(spec: str | None, judges: int) -> Policy:
+    """The LM judges' policy: all of them must accept unless a policy is given."""
+    return Unanimous(judges) if spec is None else parse_policy(spec)
+
+
+@dataclass
+class Review:
+    """The generic review stage; recipes override the four hooks at the bottom."""
+
+    name: str
+    task: str
+    """The judgement task (``verify`` …): people's judgements are read, LM judges' are written, under it."""
+    judges: tuple[str, ...]
+    """LM judge model specs, in order (``lm:<spec>#<i>``)."""
+    judges_policy: str | None
+    lm_final: bool
+    """The LM judges' acceptance is final (no people)."""
+    policy: str
+    """People's policy."""
+    k: int
+    """People per item."""
+    seed: int = 0
+    barrier = False
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.judges))
+
+    @property
+    def reads_task(self) -> str:
+        return self.task
+
+    # -- what a recipe says -----------------------------------------------------------------
+
+    def needs_review(self, record: StageResult) -> bool:
+        """Whether the record goes to the judges (the rest pass as they are)."""
+        return True
+
+    def judge_prompt(self, record: StageResult) -> str:
+        """What an LM judge reads; it ends where the judge's yes or no goes."""
+        raise NotImplementedError
+
+    def task_item(self, record: StageResult) -> MCItem:
+        """What people see in the app."""
+        raise NotImplementedError
+
+    def passed(self, record: StageResult) -> dict[str, Any]:
+        """The payload of a record that needed no review."""
+        return record.payload
+
+    def accepted(self, record: StageResult, by: JudgementSource) -> dict[str, Any]:
+        """The payload of a record the judges accepted (``by`` ``lm`` or ``human``)."""
+        return {**record.payload, "review": by}
+
+    # -- the stage --------------------------------------------------------------------------
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        queued = [r for r in records if self.needs_review(r)]
+        queued_ids = {r.record_id for r in queued}
+        outcomes: dict[str, Outcome] = {
+            r.record_id: ok(r, self.passed(r)) for r in records if r.record_id not in queued_ids
+        }
+        made: list[tuple[Judgement, JudgementSource]] = []
+        to_people: list[StageResult] = []
+        if self.judges and queued:
+            verdicts, entries = self._ask_judges(queued, ctx)
+            made = [(j, "lm") for judged in verdicts for j in judged if j is not None]
+            policy = judges_policy(self.judges_policy, len(self.judges))
+            for index, record in enumerate(queued):
+                payload = add_call(record.payload, self.name, entries[index])
+                judged = [verdicts[judge][index] for judge in range(len(self.judges))]
+                if any(j is None for j in judged):
+                    outcomes[record.record_id] = PENDING
+                    continue
+                decision = policy([j for j in judged if j is not None])
+                if decision.status == "accepted":
+                    spent = StageResult(record.record_id, "ok", payload)
+                    if self.lm_final:
+                        outcomes[record.record_id] = ok(record, self.accepted(spent, "lm"))
+                    else:
+                        to_people.append(spent)
+                else:
+                    reason = EXCLUDED if decision.status == "excluded" else LM_REVIEW_REJECTED
+                    outcomes[record.record_id] = rejected(record, reason, payload=payload)
+        elif queued:
+            to_people = list(queued)
+        people = people_policy(self.policy, self.k)
+        for record in to_people:
+            decision = self._people(people, ctx.judgements.get(record.record_id, ()))
+            if decision.status == "pending":
+                outcomes[record.record_id] = AWAITING
+            elif decision.status == "accepted":
+                outcomes[record.record_id] = ok(record, self.accepted(record, "human"))
+            else:
+                reason = EXCLUDED if decision.status == "excluded" else REVIEW_REJECTED
+                outcomes[record.record_id] = rejected(record, reason)
+        return StageOutput([outcomes[r.record_id] for r in records], made)
+
+    def _people(self, policy: Policy, stored: Sequence[StoredJudgement]) -> Decision:
+        """The people's decision over the first ``k`` distinct people who voted (pending while fewer)."""
+        seen: set[str] = set()
+        voters: list[Judgement] = []
+        for entry in stored:
+            judgement = entry.judgement
+            if entry.source != "human" or judgement.accept is None or judgement.annotator in seen:
+                continue
+            seen.add(judgement.annotator)
+            voters.append(judgement)
+        if len(voters) < self.k:
+            return Decision("pending", reason=f"{len(voters)} of {self.k} people so far")
+        if isinstance(policy, Unanimous | AtLeast):
+            return policy(voters)
+        return policy(voters[: self.k])
+
+    def _ask_judges(
+        self, records: Sequence[StageResult], ctx: StageContext
+    ) -> tuple[list[list[Judgement | None]], list[list[dict[str, Any]]]]:
+        """Per judge, one judgement per record (``None`` while its call failed transiently),
+        and per record the call entries for the cost report.
+
+        Every pass asks every judge again: calls already made come from the cache, so a
+        resumed run records the same calls as an uninterrupted one.
+        """
+        prompts = [self.judge_prompt(r) for r in records]
+        verdicts: list[list[Judgement | None]] = []
+        entries: list[list[dict[str, Any]]] = [[] for _ in records]
+        for index, spec in enumerate(self.judges):
+            llm = ctx.llm(spec)
+            log = CallLog.of(llm)
+            annotator = lm_annotator(spec, index)
+            judged: list[Judgement | None] = []
+            if provider_info(spec).chat:
+                seed = self.seed + index
+                requests = [GenerateRequest.chat(p, max_tokens=8, temperature=0.0, seed=seed) for p in prompts]
+                for at, (record, request, reply) in enumerate(
+                    zip(records, requests, llm.generate(requests), strict=True)
+                ):
+                    accept = reply.ok and yes_no(reply.text, "yes", "no") is True
+                    judged.append(self._judged(record, annotator, settle([reply]), accept, reply.text.strip()))
+                    if reply.ok:
+                        entries[at].append(log.add("generate", request, reply))
+            else:
+                pairs = [LoglikelihoodRequest(context=p, continuation=c) for p in prompts for c in (" yes", " no")]
+                scores = llm.loglikelihood(pairs)
+                for at, record in enumerate(records):
+                    yes, no = scores[2 * at], scores[2 * at + 1]
+                    accept = yes.ok and no.ok and (yes.logprob or float("-inf")) > (no.logprob or float("-inf"))
+                    note = f"loglik yes={yes.logprob:.4f} no={no.logprob:.4f}" if yes.ok and no.ok else ""
+                    judged.append(self._judged(record, annotator, settle([yes, no]), accept, note))
+                    for pair, result in zip(pairs[2 * at : 2 * at + 2], (yes, no), strict=True):
+                        if result.ok:
+                            entries[at].append(log.add("loglikelihood", pair, result))
+            verdicts.append(judged)
+        return verdicts, entries
+
+    def _judged(self, record: StageResult, annotator: str, status: object, accept: bool, note: str) -> Judgement | None:
+        if status is PENDING:
+            return None
+        return Judgement(
+            item_id=record.record_id, annotator=annotator, task=self.task, accept=accept, comment=note or None
+        )

@@ -1,0 +1,546 @@
+"""The runner: build or resume any recipe in a run directory.
+
+A run directory holds ``manifest.json`` (written once, at the start, before the run
+store), the run store (``run.db`` unless a URL is given), and the outputs, rewritten
+whole whenever the run finishes: the recipe's dataset, ``funnel.json``, ``cost.json``,
+``rejects.jsonl`` and ``ledger.json``. While items wait for people the run stops with
+``review/queue.jsonl``, the items queued in the annotation app, and state
+``awaiting_review``; ``--resume`` reads their judgements and goes on.
+
+For every recipe alike the runner owns: the manifest and the refusal of a resume whose
+config differs (each difference named), the model pool per stage, batches and call
+rounds, stage results stored one batch per transaction (a killed run resumes at the
+first unstored batch and repeats no paid call), judgements, the review queue and
+imported decisions, the funnel and cost, and the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import subprocess
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from senseforge._version import __version__
+from senseforge.data.io import atomic_open, read_jsonl
+from senseforge.data.schema import Judgement
+from senseforge.errors import ConfigError, SenseforgeError
+from senseforge.llm.base import LLM
+from senseforge.llm.prices import PriceTable
+from senseforge.pipelines.config import RecipeConfig, config_differences, resolve_config
+from senseforge.pipelines.executor import Executor, ModelPool, make_executor
+from senseforge.pipelines.recipe import Recipe
+from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
+from senseforge.pipelines.review import Review
+from senseforge.pipelines.runstore import RunStore, StageResult, sqlite_url
+from senseforge.pipelines.stage import (
+    AWAITING,
+    NO_OUTPUT,
+    PENDING,
+    Children,
+    ProgressFactory,
+    RunIncomplete,
+    Stage,
+    iter_batches,
+    no_progress,
+    rejected,
+)
+from senseforge.pipelines.taskqueue import add_tasks
+from senseforge.store.db import Store
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+DEFAULT_RUN_STORE = "run.db"
+"""The manifest's name for the default run store: ``run.db`` in the run directory."""
+QUEUE = Path("review") / "queue.jsonl"
+SOURCE_FACTS = "source_facts"
+
+
+@dataclass
+class BuildSummary:
+    """How a build ended and where its outputs are."""
+
+    run_dir: Path
+    state: str
+    """``done`` or ``awaiting_review``."""
+    recipe: str = ""
+    funnel: dict[str, Any] | None = None
+    cost: dict[str, Any] | None = None
+    awaiting: int = 0
+    ledger: dict[str, Any] = field(default_factory=dict)
+
+
+# -- the run directory ----------------------------------------------------------------------
+
+
+def hide_password(url: str) -> str:
+    """A database URL fit for a manifest or a log line."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The manifest of a run directory, or ``None`` when there is none.
+
+    Raises:
+        ConfigError: an unreadable manifest, or a file that is not one.
+    """
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: unreadable manifest ({exc})") from exc
+    if not isinstance(value, dict) or "config" not in value:
+        raise ConfigError(f"{path}: not a senseforge run manifest")
+    return value
+
+
+def check_resume(run_dir: Path, config: RecipeConfig, *, resume: bool) -> dict[str, Any] | None:
+    """The existing manifest when resuming; refuse a fresh build over an old run, or a changed config.
+
+    Raises:
+        ConfigError: with what to do next.
+    """
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        if resume:
+            raise ConfigError(f"{run_dir}: no run to resume (no {MANIFEST}); start it without --resume")
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise ConfigError(f"{run_dir}: folder is not empty and holds no run; choose another --out")
+        return None
+    if not resume:
+        raise ConfigError(f"{run_dir}: a run already lives here; continue it with --resume, or choose another --out")
+    if manifest.get("recipe") not in (None, config.recipe):
+        raise ConfigError(f"{run_dir}: this is a {manifest.get('recipe')} run, not {config.recipe}")
+    if manifest.get("config_hash") != config.hash():
+        changes = config_differences(manifest["config"], config.model_dump(mode="json"))
+        raise ConfigError(
+            f"{run_dir}: the config differs from the run's manifest ({'; '.join(changes) or 'hash differs'}); "
+            "resume with the same settings, or start a new run in another --out"
+        )
+    return manifest
+
+
+def store_url_of(
+    run_dir: Path, given: str | None = None, manifest: Mapping[str, Any] | None = None, *, flag: str = "--run-store"
+) -> str:
+    """The run store of a run directory: ``given``, or the default ``run.db`` when the run uses it.
+
+    Raises:
+        ConfigError: no such run directory, or the run's store is elsewhere and no URL was given
+            (``flag`` names the option that gives it).
+    """
+    if given:
+        return given
+    if not run_dir.is_dir():
+        raise ConfigError(f"{run_dir}: no such run directory (build one first, or give {flag})")
+    recorded = (manifest if manifest is not None else _recorded_store(run_dir)).get("run_store_url")
+    if recorded not in (None, DEFAULT_RUN_STORE):
+        raise ConfigError(f"{run_dir}: this run's store is {recorded}; give its full URL with {flag}")
+    return sqlite_url(run_dir / DEFAULT_RUN_STORE)
+
+
+def _recorded_store(run_dir: Path) -> dict[str, Any]:
+    """What the manifest says about the run store (any manifest, even one without a config)."""
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: unreadable manifest ({exc})") from exc
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: not a senseforge run manifest")
+    return value
+
+
+def git_sha() -> str | None:
+    """The commit of the senseforge checkout this code runs from, or ``None`` (installed wheel)."""
+    here = Path(__file__).resolve().parent
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = result.stdout.strip()
+    return sha if result.returncode == 0 and len(sha) == 40 else None
+
+
+def build_manifest(
+    recipe: Recipe,
+    config: RecipeConfig,
+    *,
+    identities: dict[str, dict[str, str]],
+    store_url: str,
+    run_store_url: str,
+) -> dict[str, Any]:
+    """The manifest of a run: config and hash, versions, the recipe's facts, models, stores."""
+    return {
+        "recipe": config.recipe,
+        "config": config.model_dump(mode="json"),
+        "config_hash": config.hash(),
+        "senseforge_version": __version__,
+        "git_sha": git_sha(),
+        "python": platform.python_version(),
+        **recipe.manifest(config),
+        "models": identities,
+        "store_url": store_url,
+        "run_store_url": run_store_url,
+    }
+
+
+def resolve_run(
+    recipe: Recipe,
+    *,
+    flags: Mapping[str, Any],
+    out: Path | None,
+    resume: bool,
+    config_file: Path | None = None,
+    sets: Sequence[str] = (),
+) -> tuple[RecipeConfig, Path]:
+    """The config and run directory a command line asks for (settings of a resumed run from its manifest).
+
+    Raises:
+        ConfigError: nothing to resume, or an invalid setting (named as its flag).
+    """
+    if resume and out is None:  # the run the flags name by default
+        out = recipe.default_run_dir(
+            resolve_config(recipe.config_model, config_file=config_file, sets=sets, flags=flags)
+        )
+    manifest = read_manifest(out) if resume and out is not None else None
+    if resume and manifest is None:
+        raise ConfigError(f"{out}: no run to resume (no {MANIFEST}); start it without --resume")
+    recorded = manifest["config"] if manifest else None
+    config = resolve_config(recipe.config_model, recorded=recorded, config_file=config_file, sets=sets, flags=flags)
+    return config, out or recipe.default_run_dir(config)
+
+
+# -- running stages -----------------------------------------------------------------------------
+
+
+@dataclass
+class StageReport:
+    """What one pass of the runner left behind for a stage."""
+
+    stored: int = 0
+    awaiting: list[StageResult] = field(default_factory=list)
+
+
+def _parent(record_id: str, inputs: set[str]) -> str:
+    return record_id if record_id in inputs else record_id.rsplit("/", 1)[0]
+
+
+def run_stage(
+    stage: Stage,
+    inputs: Sequence[StageResult],
+    store: RunStore,
+    executor: Executor,
+    *,
+    batch_size: int,
+    rounds: int,
+    progress: ProgressFactory | None = None,
+) -> StageReport:
+    """Run ``stage`` over the inputs that have no stored result yet.
+
+    Raises:
+        RunIncomplete: records whose calls kept failing transiently after ``rounds`` passes.
+    """
+    bar = progress or no_progress
+    report = StageReport()
+    input_ids = {record.record_id for record in inputs}
+    done = {_parent(record_id, input_ids) for record_id in store.done_ids(stage.name)}
+    todo = [record for record in inputs if record.record_id not in done]
+    if not todo:
+        return report
+    if stage.barrier and len(todo) != len(inputs):
+        raise SenseforgeError(f"stage {stage.name}: partly stored; the run store is inconsistent")
+    size = len(todo) if stage.barrier else batch_size
+    for round_no in range(rounds):
+        pending: list[StageResult] = []
+        label = stage.name if round_no == 0 else f"{stage.name} (retry {round_no})"
+        with bar(label, len(todo)) as advance:
+            for batch in iter_batches(todo, size):
+                judged = (
+                    store.judgements_for(stage.reads_task, [r.record_id for r in batch]) if stage.reads_task else {}
+                )
+                output = executor.run(stage, batch, judged)
+                if len(output.outcomes) != len(batch):
+                    raise SenseforgeError(
+                        f"stage {stage.name}: {len(output.outcomes)} outcomes for {len(batch)} records"
+                    )
+                results: list[StageResult] = []
+                for record, outcome in zip(batch, output.outcomes, strict=True):
+                    if outcome is PENDING:
+                        pending.append(record)
+                    elif outcome is AWAITING:
+                        report.awaiting.append(record)
+                    elif isinstance(outcome, Children):
+                        results += _children(stage.name, record, outcome)
+                    elif isinstance(outcome, StageResult):
+                        if outcome.record_id != record.record_id:
+                            raise SenseforgeError(
+                                f"stage {stage.name}: result {outcome.record_id!r} for record {record.record_id!r}"
+                            )
+                        results.append(outcome)
+                store.put(stage.name, results, judgements=output.judgements)
+                report.stored += len(results)
+                advance(len(batch))
+        todo = pending
+        if not todo:
+            return report
+    raise RunIncomplete(
+        f"stage {stage.name}: {len(todo)} record(s) still failing after {rounds} round(s) of transient errors "
+        "(see the ledger); run again with --resume to retry them"
+    )
+
+
+def _children(stage: str, record: StageResult, outcome: Children) -> list[StageResult]:
+    if not outcome.results:
+        return [rejected(record, NO_OUTPUT)]
+    for index, kid in enumerate(outcome.results):
+        if kid.record_id != f"{record.record_id}/{index}":
+            raise SenseforgeError(
+                f"stage {stage}: child {kid.record_id!r} of {record.record_id!r} is not <parent>/<index>"
+            )
+    return list(outcome.results)
+
+
+# -- review ------------------------------------------------------------------------------------
+
+
+def review_stage(stages: Sequence[Stage]) -> Review | None:
+    """The recipe's review stage, if it has one."""
+    return next((stage for stage in stages if isinstance(stage, Review)), None)
+
+
+def import_decisions(run: RunStore, files: Iterable[Path], task: str) -> int:
+    """Store people's review decisions (JSONL of :class:`~senseforge.data.schema.Judgement` of ``task``).
+
+    Raises:
+        DataValidationError: a malformed line (``file:line: field: problem``).
+        ConfigError: a judgement of another task, or without ``accept``.
+    """
+    changed = 0
+    for path in files:
+        decisions = read_jsonl(path, Judgement)
+        for number, judgement in enumerate(decisions, start=1):
+            if judgement.task != task or judgement.accept is None:
+                raise ConfigError(
+                    f"{path}: decision {number} ({judgement.item_id}): review decisions need task "
+                    f"{task!r} and accept true/false"
+                )
+        changed += run.add_judgements(decisions, "human")
+    return changed
+
+
+def _write_queue(run_dir: Path, review: Review, waiting: Sequence[StageResult], run: RunStore) -> None:
+    stored = run.judgements_for(review.task, [r.record_id for r in waiting])
+    path = run_dir / QUEUE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(path) as handle:
+        for record in waiting:
+            item = review.task_item(record)
+            done = {j.judgement.annotator for j in stored.get(record.record_id, []) if j.source == "human"}
+            needed = max(0, review.k - len(done))
+            row = {**item.model_dump(mode="json"), "reviews_needed": needed, "reviewed_by": sorted(done)}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+# -- build -------------------------------------------------------------------------------------
+
+
+def build(
+    recipe: Recipe,
+    config: RecipeConfig,
+    run_dir: Path | None = None,
+    *,
+    resume: bool = False,
+    store: Store | None = None,
+    run_store_url: str | None = None,
+    decisions: Sequence[Path] = (),
+    human_rate: float | Mapping[str, float] | None = None,
+    prices: PriceTable | None = None,
+    progress: ProgressFactory | None = None,
+    llms: Mapping[str, LLM] | None = None,
+    responders: Mapping[str, Any] | None = None,
+    executor: str = "local",
+) -> BuildSummary:
+    """Run (or resume) ``recipe`` with ``config`` in ``run_dir``.
+
+    Args:
+        recipe: the recipe.
+        config: the resolved config (compared with the manifest on resume).
+        run_dir: the run directory (default: the recipe's).
+        resume: continue the run in ``run_dir``.
+        store: where the LM cache and ledger live (default store when None).
+        run_store_url: a SQLAlchemy URL for the run store (default ``run_dir/run.db``).
+        decisions: JSONL files of people's review decisions to import first.
+        human_rate: US dollars per human judgement (or per task type), for the cost report
+            (remembered by the run: a resume without it uses the last rate given).
+        prices: the price table (default: shipped plus the user's file).
+        progress: a factory of progress callbacks, ``(description, total)``.
+        llms: backends already built, by the spec the config names them with (tests,
+            custom providers); they too run through the cache and ledger.
+        responders: named scripted responders beyond the recipe's own dry-run authors
+            (``scripted/<name>``; the CLI passes every recipe's).
+        executor: where stage work runs (``local``).
+
+    Raises:
+        ConfigError: a fresh build over an existing run, a resume with a changed config …
+        RunIncomplete: calls kept failing; ``--resume`` retries them.
+    """
+    run_dir = run_dir or recipe.default_run_dir(config)
+    manifest = check_resume(run_dir, config, resume=resume)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    url = store_url_of(run_dir, run_store_url, manifest or {})
+    store = store or Store()
+    run_label = (manifest or {}).get("run_id") or f"{config.recipe}-{_label(config)}-{uuid.uuid4().hex[:12]}"
+    stages = recipe.stages(config)
+    review = review_stage(stages)
+    pool = ModelPool(config, store, run_label, llms, {**recipe.authors, **(responders or {})})
+    work = make_executor(executor, pool)
+    run: RunStore | None = None
+    try:
+        if manifest is None:  # written before the run store exists: a run directory always has one
+            specs = [spec for stage in stages for spec in stage.specs]
+            manifest = build_manifest(
+                recipe,
+                config,
+                identities=pool.identities(specs),
+                store_url=hide_password(store.url),
+                run_store_url=DEFAULT_RUN_STORE if run_store_url is None else hide_password(url),
+            )
+            manifest["run_id"] = run_label
+            write_json(run_dir / MANIFEST, manifest)
+        run = RunStore(url)
+        human_rate = _remember_rate(run, human_rate)
+        if decisions:
+            if review is None:
+                raise ConfigError(f"recipe {recipe.name} has no review stage to take --decisions")
+            changed = import_decisions(run, decisions, review.task)
+            logger.info("imported %d review decision(s)", changed)
+        run.set_meta({"state": "running"})
+        records = _source(recipe, config, run)
+        for stage in stages:
+            report = run_stage(
+                stage,
+                records,
+                run,
+                work,
+                batch_size=config.batch_for(stage.name),
+                rounds=config.call_rounds,
+                progress=progress,
+            )
+            if report.awaiting:
+                assert isinstance(stage, Review), f"stage {stage.name} awaits people but is no review stage"
+                _write_queue(run_dir, stage, report.awaiting, run)
+                items = [stage.task_item(r) for r in report.awaiting]
+                add_tasks(run.engine, stage.task, items, k=stage.k, group=f"{recipe.name}-review")
+                run.set_meta({"state": "awaiting_review"})
+                ledger = dict(store.ledger_summary(run_label))
+                return BuildSummary(
+                    run_dir, "awaiting_review", recipe=recipe.name, awaiting=len(report.awaiting), ledger=ledger
+                )
+            records = run.results(stage.name, "ok")
+        (run_dir / QUEUE).unlink(missing_ok=True)
+        return _finish(recipe, config, stages, run_dir, run, store, run_label, human_rate, prices)
+    finally:
+        work.close()
+        if run is not None:
+            run.close()
+
+
+def _label(config: RecipeConfig) -> str:
+    lang = getattr(config, "lang", None)
+    return str(lang) if lang else "run"
+
+
+def _remember_rate(run: RunStore, rate: float | Mapping[str, float] | None) -> float | Mapping[str, float] | None:
+    if rate is not None:
+        run.set_meta({"human_rate": json.dumps(rate) if isinstance(rate, Mapping) else repr(rate)})
+        return rate
+    recorded = run.meta("human_rate")
+    if recorded is None:
+        return None
+    value = json.loads(recorded) if recorded.startswith("{") else float(recorded)
+    return value if isinstance(value, dict) else float(value)
+
+
+def _source(recipe: Recipe, config: RecipeConfig, run: RunStore) -> list[StageResult]:
+    """The first records: made once by the recipe's source, then read back from the run store."""
+    source = recipe.source(config)
+    stored = run.results(source.name, "ok")
+    if stored or run.meta(SOURCE_FACTS) is not None:
+        return stored
+    records, facts = source.records(config)
+    run.put(source.name, sorted(records, key=lambda r: r.record_id))
+    run.set_meta({SOURCE_FACTS: json.dumps(facts)})
+    return run.results(source.name, "ok")
+
+
+def _finish(
+    recipe: Recipe,
+    config: RecipeConfig,
+    stages: Sequence[Stage],
+    run_dir: Path,
+    run: RunStore,
+    store: Store,
+    run_label: str,
+    human_rate: float | Mapping[str, float] | None,
+    prices: PriceTable | None,
+) -> BuildSummary:
+    names = [recipe.source(config).name, *(stage.name for stage in stages)]
+    facts = json.loads(run.meta(SOURCE_FACTS) or "{}")
+    rows = funnel_rows(run, names, recipe.splitting())
+    funnel_doc = recipe.finish(config, run, run_dir, rows, facts)
+    tasks = sorted({stage.task for stage in stages if isinstance(stage, Review)})
+    judged = {task: run.count_judgements(task, "human") for task in tasks}
+    cost_doc = cost(
+        run,
+        names,
+        kept=funnel_doc.kept,
+        human_judgements=judged,
+        human_rate=human_rate,
+        lang=getattr(config, "lang", None),
+        prices=prices,
+        model=recipe.cost_model,
+    )
+    write_json(run_dir / "funnel.json", funnel_doc)
+    write_json(run_dir / "cost.json", cost_doc)
+    write_rejects(run_dir, run, names)
+    ledger = dict(store.ledger_summary(run_label))
+    write_json(run_dir / "ledger.json", {"run": run_label, **ledger})
+    run.set_meta({"state": "done"})
+    return BuildSummary(
+        run_dir,
+        "done",
+        recipe=recipe.name,
+        funnel=funnel_doc.model_dump(mode="json", by_alias=True),
+        cost=cost_doc.model_dump(mode="json", by_alias=True),
+        ledger=ledger,
+    )
+
+
+__all__ = [
+    "BuildSummary",
+    "build",
+    "check_resume",
+    "import_decisions",
+    "read_manifest",
+    "resolve_run",
+    "run_stage",
+    "store_url_of",
+]

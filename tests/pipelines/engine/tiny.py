@@ -1,0 +1,101 @@
+"""A recipe of a few lines on the engine: words → each split into three parts by a model → three LM judges at 2 of 3.
+
+It holds only its own parts (config, source, one LM stage, one review stage, its output);
+everything else — resume, manifest, batches, judgements, funnel, cost — is the engine's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from senseforge.data.schema import Choice, MCItem
+from senseforge.llm.base import GenerateRequest
+from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.report import Cost, Funnel, StageFunnel
+from senseforge.pipelines.review import Review
+from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.stage import LMStage, Parsed, Reject, Stage
+
+RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
+
+
+class TinyConfig(RecipeConfig):
+    lm_stages: ClassVar[tuple[str, ...]] = ("expand",)
+    recipe: Literal["tiny"] = "tiny"
+    words: tuple[str, ...] = ("sun", "rain")
+
+
+@dataclass(frozen=True)
+class Words:
+    name: str = "words"
+
+    def records(self, config: TinyConfig) -> tuple[list[StageResult], dict[str, Any]]:
+        return [StageResult(f"w{i}", "ok", {"word": w}) for i, w in enumerate(config.words)], {}
+
+
+@dataclass
+class Expand(LMStage):
+    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+        return [GenerateRequest.chat(f"Split {r.payload['word']} into three.", max_tokens=16) for r in records]
+
+    def parse(self, record: StageResult, text: str) -> Parsed:
+        parts = text.split("|")
+        return [{"text": part} for part in parts] if len(parts) == 3 else Reject()
+
+
+@dataclass
+class Judge(Review):
+    def judge_prompt(self, record: StageResult) -> str:
+        return f"Is {record.payload['text']} fine? Answer yes or no.\nAnswer:"
+
+    def task_item(self, record: StageResult) -> MCItem:
+        choices = [Choice(label="A", text=record.payload["text"]), Choice(label="B", text="none")]
+        return MCItem(id=record.record_id, lang="en", question="Fine?", choices=choices, answer="A")
+
+
+@dataclass
+class Tiny:
+    name: str = "tiny"
+    summary: str = "words → three parts each → kept at two of three LM judges"
+    config_model: type[TinyConfig] = TinyConfig
+    cost_model: type[Cost] = Cost
+    flags: dict[str, Any] = field(default_factory=dict)
+    authors: dict[str, Any] = field(default_factory=dict)
+
+    def default_run_dir(self, config: TinyConfig) -> Path:
+        return Path("runs") / "tiny"
+
+    def source(self, config: TinyConfig) -> Words:
+        return Words()
+
+    def stages(self, config: TinyConfig) -> list[Stage]:
+        judge = Judge("judge", "check", config.reviewers, config.lm_review_policy, True, "unanimous", 1, config.seed)
+        return [Expand("expand", config.model), judge]
+
+    def splitting(self) -> frozenset[str]:
+        return frozenset({"expand"})
+
+    def manifest(self, config: TinyConfig) -> dict[str, Any]:
+        return {}
+
+    def finish(
+        self, config: TinyConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
+    ) -> Funnel:
+        kept = run.results("judge", "ok")
+        lines = "".join(json.dumps({"id": r.record_id, "text": r.payload["text"]}) + "\n" for r in kept)
+        (run_dir / "kept.jsonl").write_text(lines, encoding="utf-8")
+        return Funnel(stages=rows, kept=len(kept))
+
+
+def config(**overrides: Any) -> TinyConfig:
+    settings: dict[str, Any] = {
+        "model": RESPONDER,
+        "reviewers": (RESPONDER,) * 3,
+        "lm_review_policy": "at-least:2/3",
+        "batch_size": 1,
+    }
+    return TinyConfig.model_validate({**settings, **overrides})

@@ -1,0 +1,116 @@
+"""The engine under a recipe of a few lines: one record fans out into three, three LM judges keep two of three,
+a kill -9 at any moment resumes to the same bytes, and the funnel counts every stage in its own unit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from senseforge.errors import ConfigError
+from senseforge.pipelines.runner import build
+from senseforge.pipelines.runstore import RunStore, sqlite_url
+from senseforge.store.db import Store
+
+from .engine.tiny import Tiny, config
+
+OUTPUTS = ("kept.jsonl", "funnel.json", "cost.json", "rejects.jsonl")
+
+
+def test_fan_out_and_two_of_three_judges(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    summary = build(Tiny(), config(words=("sun", "rain", "broken")), run_dir, store=Store())
+    assert summary.state == "done"
+    funnel = json.loads((run_dir / "funnel.json").read_text())
+    assert funnel["stages"] == [
+        {"stage": "words", "in": 3, "out": 3, "rejected": {}},
+        {"stage": "expand", "in": 7, "out": 6, "rejected": {"malformed_output": 1}, "from": 3},
+        {"stage": "judge", "in": 6, "out": 4, "rejected": {"lm_review_rejected": 2}},
+    ]
+    assert funnel["kept"] == 4
+    kept = [json.loads(line) for line in (run_dir / "kept.jsonl").read_text().splitlines()]
+    assert [k["id"] for k in kept] == ["w0/0", "w0/2", "w1/0", "w1/2"]
+    assert [k["text"] for k in kept] == ["sun-0", "sun-2", "rain-0", "rain-2"]
+
+    run = RunStore(sqlite_url(run_dir / "run.db"))
+    votes = run.judgements_for("check")
+    run.close()
+    assert sorted(votes) == sorted(f"w{w}/{p}" for w in (0, 1) for p in range(3))
+    for item, stored in votes.items():
+        assert [s.judgement.annotator.rsplit("#", 1)[1] for s in stored] == ["0", "1", "2"]
+        assert all(s.source == "lm" and s.judgement.annotator.startswith("lm:scripted/") for s in stored)
+        assert sum(s.judgement.accept is True for s in stored) == {"0": 3, "1": 1, "2": 2}[item[-1]]
+
+    cost = json.loads((run_dir / "cost.json").read_text())
+    assert cost["stages"]["expand"]["calls"] == 3  # one call per record, shared by its three children
+    assert cost["stages"]["judge"]["calls"] == 18
+    assert cost["total_usd"] == 0.0 and cost["cost_per_kept_item_usd"] == 0.0  # scripted models cost nothing
+
+
+def test_a_changed_setting_is_refused_on_resume_naming_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    build(Tiny(), config(), run_dir, store=Store())
+    with pytest.raises(ConfigError, match=r"lm_review_policy: 'at-least:2/3' → 'majority'"):
+        build(Tiny(), config(lm_review_policy="majority"), run_dir, resume=True, store=Store())
+
+
+def test_an_edited_responder_is_a_new_model(tmp_path: Path) -> None:
+    responder = tmp_path / "r.py"
+    responder.write_text("def respond(request):\n    return 'a|b|c'\n")
+    spec = f"scripted/{responder}:respond"
+    first = build(Tiny(), config(model=spec, reviewers=()), tmp_path / "one", store=Store())
+    assert first.state == "awaiting_review"  # no LM judges: people decide
+    responder.write_text("def respond(request):\n    return 'no parts'\n")
+    build(Tiny(), config(model=spec, reviewers=()), tmp_path / "two", store=Store())
+    funnel_two = RunStore(sqlite_url(tmp_path / "two" / "run.db"))
+    assert funnel_two.counts("expand") == {"malformed_output": 2}  # not the cached 'a|b|c'
+    funnel_two.close()
+
+
+_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from engine.tiny import Tiny, config
+from senseforge.pipelines.runner import build
+build(Tiny(), config(words=tuple(sys.argv[3].split(","))), Path(sys.argv[2]))
+"""
+
+
+def _stored(run_dir: Path) -> int:
+    try:
+        with sqlite3.connect(run_dir / "run.db", timeout=5) as conn:
+            return int(conn.execute("select count(*) from stage_results").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.parametrize("kill_after", [2, 5, 9])
+def test_kill_9_then_resume_is_byte_identical(kill_after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    words = "sun,rain,snow"
+    clean = tmp_path / "clean"
+    build(Tiny(), config(words=tuple(words.split(","))), clean, store=Store())
+
+    killed = tmp_path / "killed"
+    env = {**os.environ, "TINY_SLOW": "0.05", "SENSEFORGE_HOME": str(tmp_path / "home-killed")}
+    here = str(Path(__file__).parent)
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, here, str(killed), words], env=env)
+    deadline = time.monotonic() + 120
+    while _stored(killed) < kill_after and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert not (killed / "funnel.json").exists(), "the run finished before the kill; kill earlier"
+
+    monkeypatch.setenv("SENSEFORGE_HOME", env["SENSEFORGE_HOME"])  # the killed run's own cache and ledger
+    summary = build(Tiny(), config(words=tuple(words.split(","))), killed, resume=True, store=Store())
+    assert summary.state == "done"
+    for name in OUTPUTS:
+        assert (killed / name).read_bytes() == (clean / name).read_bytes(), name

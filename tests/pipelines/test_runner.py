@@ -1,0 +1,156 @@
+"""The stage runner: batches stored as they finish, transient failures retried, waiting records reported,
+records split into children."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from senseforge.errors import BackendError, SenseforgeError
+from senseforge.llm.base import Completion, Failure
+from senseforge.pipelines.runner import run_stage
+from senseforge.pipelines.runstore import RunStore, StageResult, sqlite_url
+from senseforge.pipelines.stage import (
+    AWAITING,
+    PENDING,
+    Children,
+    Outcome,
+    RunIncomplete,
+    StageContext,
+    StageOutput,
+    failure_outcome,
+    ok,
+    rejected,
+    settle,
+)
+
+
+class Direct:
+    """An executor that runs the stage right here, without models."""
+
+    def run(self, stage, batch, judgements):  # type: ignore[no-untyped-def]
+        return stage.run(batch, None)
+
+    def close(self) -> None:
+        return None
+
+
+RUN = Direct()
+
+
+@dataclass
+class Flaky:
+    """Fails record ``r<i>`` transiently for its first ``fails[i]`` passes; ``w*`` records wait."""
+
+    fails: dict[str, int]
+    name: str = "flaky"
+    barrier: bool = False
+    batches: list[list[str]] = field(default_factory=list)
+    specs: tuple[str, ...] = ()
+    reads_task: str | None = None
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        self.batches.append([r.record_id for r in records])
+        out: list[Outcome] = []
+        for record in records:
+            if record.record_id.startswith("w"):
+                out.append(AWAITING)
+            elif self.fails.get(record.record_id, 0) > 0:
+                self.fails[record.record_id] -= 1
+                out.append(PENDING)
+            elif record.record_id.endswith("x"):
+                out.append(rejected(record, "bad"))
+            else:
+                out.append(ok(record, {**record.payload, "seen": True}))
+        return StageOutput(out)
+
+
+def _records(*ids: str) -> list[StageResult]:
+    return [StageResult(i, "ok", {"id": i}) for i in ids]
+
+
+def test_batches_retries_and_counts(tmp_path: Path) -> None:
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    stage = Flaky({"r1": 1, "r3": 2})
+    report = run_stage(stage, _records("r0", "r1", "r2", "r3", "r4x"), store, RUN, batch_size=2, rounds=3)
+    assert stage.batches == [["r0", "r1"], ["r2", "r3"], ["r4x"], ["r1", "r3"], ["r3"]]
+    assert report.stored == 5 and not report.awaiting
+    assert store.counts("flaky") == {"ok": 4, "bad": 1}
+    # a second pass over the same input finds everything stored and calls nothing
+    again = Flaky({})
+    assert run_stage(again, _records("r0", "r1", "r2", "r3", "r4x"), store, RUN, batch_size=2, rounds=3).stored == 0
+    assert again.batches == []
+
+
+def test_still_failing_after_the_rounds_stops_the_run(tmp_path: Path) -> None:
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    with pytest.raises(RunIncomplete, match=r"1 record.*--resume"):
+        run_stage(Flaky({"r1": 5}), _records("r0", "r1"), store, RUN, batch_size=8, rounds=2)
+    assert store.done_ids("flaky") == {"r0"}  # the good record was kept
+
+
+def test_waiting_records_are_reported_not_stored(tmp_path: Path) -> None:
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    report = run_stage(Flaky({}), _records("r0", "w1"), store, RUN, batch_size=8, rounds=1)
+    assert [r.record_id for r in report.awaiting] == ["w1"]
+    assert store.done_ids("flaky") == {"r0"}
+
+
+def test_failure_kinds() -> None:
+    assert failure_outcome(Completion(text="x")) is None
+    assert failure_outcome(Completion(failure=Failure(kind="rate_limit", message="429"))) is PENDING
+    assert failure_outcome(Completion(failure=Failure(kind="bad_request", message="400"))) == "llm_error"
+    with pytest.raises(BackendError, match="auth"):
+        failure_outcome(Completion(failure=Failure(kind="auth", message="bad key")))
+    assert settle([Completion(text="x"), Completion(failure=Failure(kind="timeout", message="slow"))]) is PENDING
+    assert settle([Completion(failure=Failure(kind="bad_request", message="400"))]) == "llm_error"
+
+
+@dataclass
+class Split3:
+    """Splits ``p<i>`` into three children (the middle one rejected); ``e*`` into none; ``z*`` misnames a child."""
+
+    name: str = "split3"
+    barrier: bool = False
+    specs: tuple[str, ...] = ()
+    reads_task: str | None = None
+    seen: list[str] = field(default_factory=list)
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        out: list[Outcome] = []
+        for record in records:
+            self.seen.append(record.record_id)
+            if record.record_id.startswith("e"):
+                out.append(Children(()))
+                continue
+            kids = []
+            for index in range(3):
+                sep = "-" if record.record_id.startswith("z") else "/"
+                name = f"{record.record_id}{sep}{index}"
+                kid = StageResult(name, "ok", {"part": index})
+                kids.append(rejected(kid, "middle") if index == 1 else ok(kid, kid.payload))
+            out.append(Children(tuple(kids)))
+        return StageOutput(out)
+
+
+def test_a_record_splits_into_children_counted_in_their_own_unit(tmp_path: Path) -> None:
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    stage = Split3()
+    report = run_stage(stage, _records("p0", "p1", "e2"), store, RUN, batch_size=2, rounds=1)
+    assert report.stored == 7  # 3 + 3 children, and the empty parent as a rejection
+    assert [r.record_id for r in store.results("split3", "ok")] == ["p0/0", "p0/2", "p1/0", "p1/2"]
+    assert store.counts("split3") == {"ok": 4, "middle": 2, "no_output": 1}
+    # a resume finds every parent done, children and empty ones alike
+    again = Split3()
+    assert run_stage(again, _records("p0", "p1", "e2"), store, RUN, batch_size=2, rounds=1).stored == 0
+    assert again.seen == []
+
+
+def test_children_must_be_named_after_their_parent(tmp_path: Path) -> None:
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    with pytest.raises(SenseforgeError, match="<parent>/<index>"):
+        run_stage(Split3(), _records("z0"), store, RUN, batch_size=2, rounds=1)
+    assert store.done_ids("split3") == set()
