@@ -9,6 +9,7 @@ import pytest
 
 from senseforge.kb.conceptnet import import_dump
 
+from ..pipelines.mcsqa.test_golden import compare_with_golden
 from .test_llm_cli import assert_one_line_error, run_cli
 
 AUTHOR = "scripted/mcsqa-author"
@@ -69,6 +70,53 @@ def test_build_errors_are_one_line(kb: Path, tmp_path: Path, senseforge_home: Pa
     assert_one_line_error(nothing, "no run to resume")
 
 
+MCSQA_FLAGS_BEFORE_THE_ENGINE = (
+    "--lang", "-l", "--n", "--all", "--answers-per-set", "--seed", "--kb", "--model", "-m", "--stage-model",
+    "--option", "-o", "--base-url", "--style", "--verify-by", "--reviewers", "--lm-review-as-hard",
+    "--no-lm-review-as-hard", "--review-k", "--decisions", "--human-rate", "--batch-size", "--out", "--resume",
+    "--store", "--run-store",
+)  # fmt: skip
+"""Every flag ``build mcsqa`` took before it was generated from the config."""
+
+
+def test_build_mcsqa_keeps_every_flag_and_adds_the_common_ones() -> None:
+    import typer
+
+    from senseforge.cli.main import app
+
+    group = typer.main.get_command(app)
+    command = group.commands["build"].commands["mcsqa"]  # type: ignore[attr-defined]
+    names = {name for param in command.params for name in (*param.opts, *param.secondary_opts)}
+    assert set(MCSQA_FLAGS_BEFORE_THE_ENGINE) <= names, set(MCSQA_FLAGS_BEFORE_THE_ENGINE) - names
+    assert {"--config", "--set", "--lm-review-policy", "--review-policy", "--call-rounds", "--ratios"} <= names
+
+
+def test_config_file_and_set_pairs_feed_the_run(kb: Path, tmp_path: Path, senseforge_home: Path) -> None:
+    run = tmp_path / "run"
+    settings = tmp_path / "run.toml"
+    settings.write_text(
+        f'lang = "en"\nn = 3\nkb = "{kb}"\nmodel = "{AUTHOR}"\nreviewers = ["{AUTHOR}"]\nlm_review_final = true\n'
+    )
+    args = ["build", "mcsqa", "--config", str(settings), "--set", "answers_per_set=1", "--set", "seed=2"]
+    result = run_cli(*args, "--out", str(run), home=senseforge_home)
+    assert result.returncode == 0, result.stderr
+    config = json.loads((run / "manifest.json").read_text())["config"]
+    assert (config["lang"], config["n"], config["answers_per_set"], config["seed"]) == ("en", 3, 1, 2)
+    funnel = json.loads((run / "funnel.json").read_text())
+    assert funnel["stages"][0]["in"] == 3
+    # a resume with another setting is refused, naming it; the same settings finish from the store
+    changed = run_cli("build", "mcsqa", "--out", str(run), "--resume", "--set", "seed=3", home=senseforge_home)
+    assert changed.returncode == 1 and "Traceback" not in changed.stderr
+    assert "error:" in changed.stderr and "seed: 2 → 3" in changed.stderr.splitlines()[-1]
+    again = run_cli("build", "mcsqa", "--out", str(run), "--resume", home=senseforge_home)
+    assert again.returncode == 0, again.stderr
+    bad = run_cli("build", "mcsqa", "--config", str(settings), "--set", "colour=red", home=senseforge_home)
+    assert_one_line_error(bad, "no setting 'colour'")
+
+
+GOLDEN_DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "demo"
+
+
 @pytest.mark.slow
 def test_demo_builds_both_languages_offline(tmp_path: Path, senseforge_home: Path) -> None:
     out = tmp_path / "demo"
@@ -89,4 +137,5 @@ def test_demo_builds_both_languages_offline(tmp_path: Path, senseforge_home: Pat
         ]
         assert {item["provenance"]["review"] for item in items if item["difficulty"] == "hard"} <= {"lm"}
         assert (run / "eval" / "results.json").is_file()
+        compare_with_golden(run, GOLDEN_DEMO / f"mcsqa-{lang}")  # the bytes the demo wrote before the engine
     assert "where everything is" in result.stdout

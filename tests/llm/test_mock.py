@@ -46,3 +46,47 @@ def test_scores_are_deterministic() -> None:
     first = [r.logprob for r in llm.loglikelihood(requests)]
     assert first == [r.logprob for r in llm.loglikelihood(requests)]
     assert first[0] is not None and first[1] is not None and first[0] > first[1]
+
+
+def test_a_python_responder_answers_both_kinds_and_its_hash_is_its_identity(tmp_path: Path) -> None:
+    responder = tmp_path / "respond.py"
+    responder.write_text(
+        "from senseforge.llm.base import LoglikelihoodRequest\n"
+        "def respond(request):\n"
+        "    if isinstance(request, LoglikelihoodRequest):\n"
+        "        return -len(request.continuation) / 10\n"
+        "    return request.as_messages()[-1].content.upper()\n"
+    )
+    llm = get_llm(f"scripted/{responder}:respond")
+    assert llm.generate([GenerateRequest(prompt="hi")])[0].text == "HI"
+    assert llm.loglikelihood([LoglikelihoodRequest(context="c", continuation="abcd")])[0].logprob == -0.4
+    before = llm.identity()["responder_sha256"]
+    responder.write_text("def respond(request):\n    return 'other'\n")
+    after = get_llm(f"scripted/{responder}:respond")
+    assert after.identity()["responder_sha256"] != before  # an edited responder is a new model for the cache
+    # a reply of the wrong kind is a recorded failure of that request, not a crash
+    scored = after.loglikelihood([LoglikelihoodRequest(context="c", continuation="x")])[0]
+    assert scored.failure is not None and "log-likelihood request got 'other'" in scored.failure.message
+
+
+def test_python_responder_errors_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such responder file"):
+        get_llm(f"scripted/{tmp_path / 'missing.py'}:respond")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def respond(:\n")
+    with pytest.raises(ConfigError, match="failed to load"):
+        get_llm(f"scripted/{broken}:respond")
+    plain = tmp_path / "plain.py"
+    plain.write_text("x = 1\n")
+    with pytest.raises(ConfigError, match="no function 'respond'"):
+        get_llm(f"scripted/{plain}:respond")
+    with pytest.raises(ConfigError, match="name the function"):
+        get_llm(f"scripted/{plain}")
+
+
+def test_named_responders_come_from_the_caller() -> None:
+    with pytest.raises(ConfigError, match="scripted/echo"):
+        get_llm("scripted/mcsqa-author")  # the LM layer knows no recipe's author by itself
+    llm = get_llm("scripted/shout", responders={"shout": lambda request: "HEY"})
+    assert llm.generate([GenerateRequest(prompt="x")])[0].text == "HEY"
+    assert llm.name == "scripted/shout"

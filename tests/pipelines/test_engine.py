@@ -114,3 +114,23 @@ def test_kill_9_then_resume_is_byte_identical(kill_after: int, tmp_path: Path, m
     assert summary.state == "done"
     for name in OUTPUTS:
         assert (killed / name).read_bytes() == (clean / name).read_bytes(), name
+
+
+def test_stage_work_can_be_pickled_for_another_executor() -> None:
+    import pickle
+
+    from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+
+    mcsqa = McsqaConfig(lang="en", model="scripted/mcsqa-author", reviewers=("scripted/mcsqa-author",) * 3)
+    for stage in [*Tiny().stages(config()), *MCSQA.stages(mcsqa)]:
+        copy = pickle.loads(pickle.dumps(stage))
+        assert copy.name == stage.name and copy.specs == stage.specs
+
+
+def test_the_registry_lists_the_recipes_and_their_authors() -> None:
+    from senseforge.pipelines.registry import dry_run_authors, get_recipe, recipes
+
+    assert "mcsqa" in recipes()
+    assert "mcsqa-author" in dry_run_authors()
+    with pytest.raises(ConfigError, match="unknown recipe 'nope'"):
+        get_recipe("nope")

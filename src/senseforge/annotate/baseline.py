@@ -24,7 +24,7 @@ from senseforge.data.schema import MCItem
 from senseforge.data.splits import SPLIT_NAMES
 from senseforge.errors import ConfigError
 from senseforge.evaluate.bootstrap import percentile_interval, resampled_means
-from senseforge.evaluate.policies import ambiguity_flagged, majority
+from senseforge.evaluate.policies import ExcludeAmbiguous, Majority, Policy
 
 ANSWER = "answer"
 GROUP_PREFIX = "baseline:"
@@ -72,11 +72,17 @@ def _model_results(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def baseline_policy(exclude_ambiguous: int | None = 3) -> Policy:
+    """The majority vote (ties to the earliest annotator), excluding items more than ``exclude_ambiguous`` flagged."""
+    return Majority() if exclude_ambiguous is None else ExcludeAmbiguous(exclude_ambiguous, Majority())
+
+
 def baseline_report(
     store: AnnotationStore, run_dir: Path, *, exclude_ambiguous: int | None = 3, seed: int = 0
 ) -> dict[str, Any]:
     """Human accuracy by majority vote per split (complete items only), beside the run's model results."""
     judged = store.judgements(ANSWER)
+    policy = baseline_policy(exclude_ambiguous)
     splits: dict[str, Any] = {}
     for item, k, group in store.items(ANSWER):
         if not group.startswith(GROUP_PREFIX):
@@ -88,10 +94,11 @@ def baseline_report(
         if len(votes) < k:
             continue
         entry["complete"] += 1
-        if exclude_ambiguous is not None and ambiguity_flagged(votes) > exclude_ambiguous:
+        decision = policy(votes)
+        if decision.status == "excluded":
             entry["excluded"] += 1
             continue
-        entry["correct"].append(1.0 if majority(votes).value == item.answer else 0.0)
+        entry["correct"].append(1.0 if decision.value == item.answer else 0.0)
     report: dict[str, Any] = {"splits": {}, "models": _model_results(run_dir)}
     for split, entry in splits.items():
         values = np.asarray(entry.pop("correct"), dtype=np.float64)

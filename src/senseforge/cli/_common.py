@@ -54,6 +54,24 @@ def parse_options(pairs: list[str] | None, base_url: str | None) -> dict[str, An
     return options
 
 
+def open_model(
+    model: str,
+    option: list[str] | None,
+    base_url: str | None,
+    store: str | None,
+    *,
+    no_cache: bool,
+    run: str | None = None,
+) -> Any:
+    """A cached backend from the common model flags; ``scripted/<name>`` knows every recipe's dry-run authors."""
+    from senseforge.llm.cache import open_llm
+    from senseforge.pipelines.registry import dry_run_authors
+    from senseforge.store.db import Store
+
+    options = parse_options(option, base_url)
+    return open_llm(model, options, store=Store(store), read_cache=not no_cache, run=run, responders=dry_run_authors())
+
+
 @contextlib.contextmanager
 def progress_bar(description: str, total: int | None) -> Iterator[Any]:
     """A progress bar on stderr (hidden when stderr is not a terminal or there is one item).

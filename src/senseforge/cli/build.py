@@ -30,6 +30,20 @@ from senseforge.pipelines.registry import dry_run_authors, recipes
 
 app = typer.Typer(help="Build a benchmark with a recipe (resumable).", no_args_is_help=True)
 
+
+@app.callback(invoke_without_command=True)
+def _recipes(
+    ctx: typer.Context, list_: bool = typer.Option(False, "--list", help="List the recipes and exit.")
+) -> None:
+    """Build a benchmark with a recipe (resumable)."""
+    if list_:
+        for recipe in recipes().values():
+            out.print(f"{recipe.name}\t{recipe.summary}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        out.print(ctx.get_help())
+
+
 _SKIPPED = frozenset({"recipe", "stage_models", "model_options"})
 """Config fields with their own common flags (or none)."""
 

@@ -18,8 +18,8 @@ from senseforge.cli._common import (
     StoreOption,
     describe_stats,
     err,
+    open_model,
     out,
-    parse_options,
     progress_bar,
 )
 
@@ -63,8 +63,6 @@ def run(
     from senseforge.errors import ConfigError
     from senseforge.evaluate.harness import run_eval
     from senseforge.evaluate.run import EvalConfig
-    from senseforge.llm.cache import open_llm
-    from senseforge.store.db import Store
 
     try:
         config = EvalConfig(
@@ -83,7 +81,7 @@ def run(
         first = exc.errors()[0]
         raise ConfigError(f"--{'-'.join(str(first['loc'][0]).split('_'))}: {first['msg']}") from exc
     destination = out_dir or _default_out(data, model)
-    llm = open_llm(model, parse_options(option, base_url), store=Store(store), read_cache=not no_cache, run="eval")
+    llm = open_model(model, option, base_url, store, no_cache=no_cache, run="eval")
     try:
         with progress_bar(f"evaluating with {model}", None) as advance:
             payload = run_eval(

@@ -16,8 +16,8 @@ from senseforge.cli._common import (
     StoreOption,
     describe_stats,
     err,
+    open_model,
     out,
-    parse_options,
     progress_bar,
 )
 from senseforge.errors import BackendError, ConfigError
@@ -59,8 +59,6 @@ def generate(
 ) -> None:
     """Generate text for each prompt and print it (status and cost go to stderr)."""
     from senseforge.llm.base import GenerateRequest
-    from senseforge.llm.cache import open_llm
-    from senseforge.store.db import Store
 
     sampling = {
         "temperature": temperature,
@@ -74,7 +72,7 @@ def generate(
         GenerateRequest.chat(p, system=system, **sampling) if chat or system else GenerateRequest(prompt=p, **sampling)
         for p in prompts
     ]
-    llm = open_llm(model, parse_options(option, base_url), store=Store(store), read_cache=not no_cache)
+    llm = open_model(model, option, base_url, store, no_cache=no_cache)
     try:
         with progress_bar(f"generating with {model}", len(requests)) as advance:
             results = llm.generate(requests, progress=advance)
@@ -117,14 +115,12 @@ def score(
 ) -> None:
     """Score each choice by its log-likelihood after the context; the best is marked."""
     from senseforge.llm.base import LoglikelihoodRequest
-    from senseforge.llm.cache import open_llm
-    from senseforge.store.db import Store
 
     if len(choices) < 1:
         raise ConfigError("give at least one --choice")
     joiner = "" if not context or context[-1].isspace() else sep
     requests = [LoglikelihoodRequest(context=context, continuation=joiner + choice) for choice in choices]
-    llm = open_llm(model, parse_options(option, base_url), store=Store(store), read_cache=not no_cache)
+    llm = open_model(model, option, base_url, store, no_cache=no_cache)
     try:
         with progress_bar(f"scoring with {model}", len(requests)) as advance:
             results = llm.loglikelihood(requests, progress=advance)
