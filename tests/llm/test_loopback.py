@@ -88,6 +88,10 @@ def test_injected_faults_are_retried_to_the_fault_free_answers() -> None:
 
     with LoopbackOpenAI(shout, fault_rate=0.3, hang_s=0.6, seed=FAULTY_SEED, max_consecutive_faults=3) as server:
         results = client(server, timeout_s=0.3).generate(requests)
+        # a good answer the client gave up on may still be on its way out: let the server settle first
+        settle_by = time.monotonic() + 10
+        while server.in_flight and time.monotonic() < settle_by:
+            time.sleep(0.02)
         faults = server.faults_by_kind
         attempts_seen = server.requests
         answered = server.answered_ok
