@@ -134,3 +134,16 @@ def test_the_registry_lists_the_recipes_and_their_authors() -> None:
     assert "mcsqa-author" in dry_run_authors()
     with pytest.raises(ConfigError, match="unknown recipe 'nope'"):
         get_recipe("nope")
+
+
+def test_a_judges_policy_needs_enough_judges() -> None:
+    with pytest.raises(ValueError, match="needs 3 LM judges"):
+        config(reviewers=("scripted/echo",) * 2)
+
+
+def test_set_pairs_split_lists_and_parse_json() -> None:
+    from senseforge.pipelines.config import parse_sets
+    from senseforge.pipelines.mcsqa import McsqaConfig
+
+    sets = parse_sets(["reviewers=a/b,c/d", "seed=3", "ratios=[0.5,0.25,0.25]", "kb=/tmp/kb"], McsqaConfig)
+    assert sets == {"reviewers": ["a/b", "c/d"], "seed": 3, "ratios": [0.5, 0.25, 0.25], "kb": "/tmp/kb"}

@@ -15,14 +15,16 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from senseforge.errors import ConfigError
-from senseforge.evaluate.policies import parse_policy
+from senseforge.evaluate.policies import AtLeast, ExcludeAmbiguous, Unanimous, parse_policy
 from senseforge.llm.registry import DEFAULT_MODEL, parse_spec, provider_info
 
 Style = Literal["auto", "chat", "completion"]
@@ -91,6 +93,19 @@ class RecipeConfig(BaseModel):
         if value is not None:
             parse_policy(value)
         return value
+
+    @model_validator(mode="after")
+    def _judges_can_decide(self) -> RecipeConfig:
+        if self.lm_review_policy is None or not self.reviewers:
+            return self
+        policy = parse_policy(self.lm_review_policy)
+        rule = policy.inner if isinstance(policy, ExcludeAmbiguous) else policy
+        if isinstance(rule, Unanimous | AtLeast) and rule.k > len(self.reviewers):
+            raise ValueError(
+                f"lm_review_policy {self.lm_review_policy!r} needs {rule.k} LM judges, "
+                f"but reviewers names {len(self.reviewers)} (repeat a model to ask it again)"
+            )
+        return self
 
     def model_for(self, stage: str) -> str:
         """The model spec of an LM stage."""
@@ -171,8 +186,12 @@ def parse_sets(pairs: Sequence[str], model: type[RecipeConfig]) -> dict[str, Any
 
 
 def _is_list(model: type[RecipeConfig], key: str) -> bool:
-    annotation = str(model.model_fields[key].annotation)
-    return annotation.startswith(("tuple", "list")) and "float" not in annotation and "int" not in annotation
+    """Whether a field holds a list of strings (``--set reviewers=a,b`` splits at commas)."""
+    annotation = model.model_fields[key].annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        annotation, args = args[0], list(typing.get_args(args[0]))
+    return typing.get_origin(annotation) in (tuple, list) and set(args) <= {str, Ellipsis}
 
 
 def _set_value(value: str, as_list: bool) -> Any:

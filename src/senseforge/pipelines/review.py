@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from senseforge.data.schema import Judgement, MCItem
+from senseforge.errors import SenseforgeError
 from senseforge.evaluate.extract import yes_no
 from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
@@ -141,6 +142,8 @@ class Review:
                     outcomes[record.record_id] = PENDING
                     continue
                 decision = policy([j for j in judged if j is not None])
+                if decision.status == "pending":  # the config validator makes this unreachable
+                    raise SenseforgeError(f"{self.name}: {decision.reason}: the LM judges cannot decide")
                 if decision.status == "accepted":
                     spent = StageResult(record.record_id, "ok", payload)
                     if self.lm_final:

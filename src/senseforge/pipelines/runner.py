@@ -445,7 +445,8 @@ def build(
                 progress=progress,
             )
             if report.awaiting:
-                assert isinstance(stage, Review), f"stage {stage.name} awaits people but is no review stage"
+                if not isinstance(stage, Review):
+                    raise SenseforgeError(f"stage {stage.name} waits for people but is no review stage")
                 _write_queue(run_dir, stage, report.awaiting, run)
                 items = [stage.task_item(r) for r in report.awaiting]
                 add_tasks(run.engine, stage.task, items, k=stage.k, group=f"{recipe.name}-review")
