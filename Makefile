@@ -15,7 +15,7 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 install-local: $(VENV)/bin/python
-	$(PIP) install -q -c constraints.txt -e '.[local,kb]'
+	$(PIP) install -q -c constraints.txt -e '.[local,kb,langid]'
 
 install-dev: $(VENV)/bin/python
 	$(PIP) install -q -c constraints.txt -e '.[dev]'

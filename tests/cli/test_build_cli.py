@@ -138,4 +138,10 @@ def test_demo_builds_both_languages_offline(tmp_path: Path, senseforge_home: Pat
         assert {item["provenance"]["review"] for item in items if item["difficulty"] == "hard"} <= {"lm"}
         assert (run / "eval" / "results.json").is_file()
         compare_with_golden(run, GOLDEN_DEMO / f"mcsqa-{lang}")  # the bytes the demo wrote before the engine
+    culture = out / "runs" / "culture-gen"
+    funnel = json.loads((culture / "funnel.json").read_text())
+    assert next(row for row in funnel["stages"] if row["stage"] == "check")["in"] > 0
+    assert {lang for lang in funnel["by_lang"]} == {"id", "su"}
+    assert (culture / "id" / "dataset" / "test.jsonl").is_file() and (culture / "rejects.jsonl").is_file()
+    assert "culture-gen funnel" in result.stdout
     assert "where everything is" in result.stdout

@@ -266,7 +266,11 @@ def print_summary(summary: Any) -> None:
         table.add_row(row["stage"], str(row["in"]), str(row["out"]), reasons)
     out.print(table)
     splits = funnel.get("splits")
-    if splits:
+    by_lang = funnel.get("by_lang")
+    if by_lang:
+        shown = " · ".join(f"{lang} {c['kept']} of {c['slots']} concepts" for lang, c in by_lang.items())
+        out.print(f"kept {funnel['kept']} items: {shown}")
+    elif splits:
         shown = " · ".join(f"{name} {c['easy']} easy / {c['hard']} hard" for name, c in splits.items())
         out.print(f"kept {funnel['kept']} items: {shown}")
     else:
@@ -288,4 +292,6 @@ def print_summary(summary: Any) -> None:
             f"{ledger.get('retried_calls', 0)} retried, {ledger.get('failed_calls', 0)} failed"
         )
     where = summary.run_dir
-    out.print(f"dataset: {where / 'dataset'} · reports: {where / 'funnel.json'}, {where / 'cost.json'}")
+    folders = [where / lang / "dataset" for lang in funnel.get("langs", [])] or [where / "dataset"]
+    shown = ", ".join(str(folder) for folder in folders)
+    out.print(f"dataset: {shown} · reports: {where / 'funnel.json'}, {where / 'cost.json'}, {where / 'rejects.jsonl'}")

@@ -14,26 +14,48 @@ def demo(
     model: str = typer.Option("llamacpp/gemma-3-270m", "--model", "-m", help="provider/model of every stage."),
     n: int | None = typer.Option(None, "--n", min=1, help="Question sets per language (default: en 12, ja 16)."),
     store: str | None = StoreOption,
+    recipe: str | None = typer.Option(
+        None, "--recipe", help="Run one recipe's demo: mcsqa | culture-gen (default: every recipe)."
+    ),
 ) -> None:
-    """Build small English and Japanese mCSQA benchmarks offline with the bundled model, then evaluate it."""
+    """Build small benchmarks offline with the bundled model: mCSQA (en, ja; then evaluated), culture-gen (id, su)."""
     from senseforge.cli.build import print_summary
     from senseforge.cli.eval import print_results
-    from senseforge.pipelines.demo import DemoEvents, run_demo
+    from senseforge.errors import ConfigError
+    from senseforge.pipelines.demo import DEMO_RECIPES, DemoEvents, run_culture_gen_demo, run_demo
     from senseforge.store.db import Store
 
-    events = DemoEvents(
-        note=err.print,
-        building=lambda lang: out.rule(f"mCSQA recipe · {lang}"),
-        built=print_summary,
-        evaluating=lambda summary: out.rule(f"evaluation · {summary.run_dir.name} (all splits)"),
-        evaluated=print_results,
-    )
-    finished = run_demo(out_dir, model=model, n=n, store=Store(store), progress=progress_bar, events=events)
-    out.print(
-        "Easy items are the ones this model already answered during verification, so it scores them "
-        "right again; Hard ones it got wrong. Judge a real benchmark with other models."
-    )
+    if recipe is not None and recipe not in DEMO_RECIPES:
+        raise ConfigError(f"--recipe {recipe!r}: the demo has {', '.join(DEMO_RECIPES)}")
+    store_ = Store(store)
+    where: list[str] = []
+    if recipe in (None, "mcsqa"):
+        events = DemoEvents(
+            note=err.print,
+            building=lambda lang: out.rule(f"mCSQA recipe · {lang}"),
+            built=print_summary,
+            evaluating=lambda summary: out.rule(f"evaluation · {summary.run_dir.name} (all splits)"),
+            evaluated=print_results,
+        )
+        finished = run_demo(out_dir, model=model, n=n, store=store_, progress=progress_bar, events=events)
+        out.print(
+            "Easy items are the ones this model already answered during verification, so it scores them "
+            "right again; Hard ones it got wrong. Judge a real benchmark with other models."
+        )
+        where += [
+            f"{s.run_dir}: dataset/ (mCSQA schema), items/ (with provenance), funnel.json, cost.json, eval/"
+            for s in finished
+        ]
+    if recipe in (None, "culture-gen"):
+        events = DemoEvents(building=lambda langs: out.rule(f"culture-gen recipe · {langs}"), built=print_summary)
+        summary = run_culture_gen_demo(out_dir, model=model, store=store_, progress=progress_bar, events=events)
+        out.print(
+            "A 270M base model copies the worked example and loses the JSON often: the rejects show each reason "
+            "(rejects.jsonl keeps every raw reply). A capable chat model writes whole batches."
+        )
+        where.append(
+            f"{summary.run_dir}: <lang>/dataset/ (Putri et al.'s shape), <lang>/items/, funnel.json, rejects.jsonl"
+        )
     out.rule("where everything is")
-    for summary in finished:
-        where = summary.run_dir
-        out.print(f"{where}: dataset/ (mCSQA schema), items/ (with provenance), funnel.json, cost.json, eval/")
+    for line in where:
+        out.print(line)

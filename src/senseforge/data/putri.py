@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from senseforge.data._rows import RowError, UniqueIds, choice_dict, convert, iter_json_records, require_str
+from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import MCItem, Provenance
 
 PUTRI_LANGS: dict[str, str] = {"ind": "id", "sun": "su"}
@@ -34,7 +35,7 @@ PUTRI_LANGS: dict[str, str] = {"ind": "id", "sun": "su"}
 PUTRI_SUBSETS: tuple[str, ...] = ("llm_adapt", "llm_gen", "human_gen")
 """The three ways the questions were made."""
 
-_ID_PREFIXES = {"adapt_": "llm_adapt", "orig_m_": "llm_gen", "orig_h_": "human_gen"}
+_ID_PREFIXES = {"adapt_": "llm_adapt", "orig_m_": "llm_gen", "orig_h_": "human_gen", "gen_": "llm_gen"}
 _ID_LANGS = {"_ind_": "id", "_sun_": "su"}
 _NOT_METADATA = ("id", "question", "choices")
 
@@ -66,6 +67,18 @@ def _lang_from_id(item_id: str) -> str | None:
     return None
 
 
+def _row_lang(row: Mapping[str, Any]) -> str | None:
+    value = row.get("lang")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise RowError(f"lang: expected a language tag, got {value!r}")
+    try:
+        return normalize_tag(value)
+    except ValueError as exc:
+        raise RowError(f"lang: {exc}") from exc
+
+
 def _check_annotations(row: Mapping[str, Any], labels: list[str]) -> None:
     majority = row.get("answer_majority")
     if majority is not None and majority not in labels:
@@ -86,7 +99,8 @@ def putri_row_to_item(
 
     Args:
         row: the JSON object.
-        lang: BCP-47 tag; ``None`` reads it from the id (``…_ind_…`` → ``id``, ``…_sun_…`` → ``su``).
+        lang: BCP-47 tag; ``None`` reads it from the row's ``lang`` when it has one (senseforge's
+            culture-gen output), else from the id (``…_ind_…`` → ``id``, ``…_sun_…`` → ``su``).
         subset: ``llm_adapt``, ``llm_gen`` or ``human_gen``; ``None`` reads it from the id prefix.
         split: recorded in ``metadata["split"]`` when given.
 
@@ -100,7 +114,7 @@ def putri_row_to_item(
     if answer not in labels:
         raise RowError(f"answer_creator: {answer!r} is not one of the choice labels {labels}")
     _check_annotations(row, labels)
-    tag = lang or _lang_from_id(item_id)
+    tag = lang or _row_lang(row) or _lang_from_id(item_id)
     if tag is None:
         raise RowError(f"id: cannot tell the language of {item_id!r}; pass lang= ('id' or 'su')")
     subset = subset or putri_subset(None, item_id)

@@ -1,11 +1,15 @@
-"""The demo: the whole loop offline, on embedded defaults.
+"""The demo: the whole loop offline, on embedded defaults, for every recipe that is built.
 
-For English and Japanese: import the demo knowledge base (ours, in ConceptNet's dump
+**mCSQA** (:func:`run_demo`), for English and Japanese: import the demo knowledge base (ours, in ConceptNet's dump
 format), run the mCSQA recipe with the bundled Gemma 3 270M (generate, filter, refine,
 distractors, shuffle, verify by log-likelihood), let the same model act as an LM review
 panel (its Hard items say ``review: lm``), moderate, split, and evaluate the model on the
 result. A base model of 270M parameters writes poor questions; the demo proves the
 pipeline end to end, and quality comes from a capable model.
+
+**culture-gen** (:func:`run_culture_gen_demo`): our small Indonesian and Sundanese concept
+table, two concepts a call, written by the same model from a few-shot completion page; it
+shows what the checks kept and why the rest was rejected.
 
 Running it again resumes the same runs: finished stages are read from the run store and
 every model call is answered from the cache.
@@ -23,11 +27,14 @@ from senseforge.evaluate.run import EvalConfig
 from senseforge.kb.conceptnet import import_dump
 from senseforge.llm.cache import open_llm
 from senseforge.llm.registry import DEFAULT_MODEL
+from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.runner import BuildSummary, build, read_manifest
 from senseforge.pipelines.stage import ProgressFactory, no_progress
 from senseforge.store.db import Store
 
+DEMO_RECIPES: tuple[str, ...] = ("mcsqa", "culture-gen")
+"""The recipes the demo runs, in order."""
 DEMO_LANGS: tuple[str, ...] = ("en", "ja")
 DEMO_SETS: dict[str, int] = {"en": 12, "ja": 16}
 """Question sets per language (three questions each): the small model's Japanese distractors
@@ -97,3 +104,26 @@ def run_demo(
     finally:
         llm.close()
     return finished
+
+
+CULTURE_GEN_DEMO = {"batch_concepts": 2, "max_tokens": 192}
+"""Two concepts a call and short replies: a base model of 270M writes one JSON line per call at best."""
+
+
+def run_culture_gen_demo(
+    out_dir: Path,
+    *,
+    model: str = DEFAULT_MODEL,
+    store: Store | None = None,
+    progress: ProgressFactory | None = None,
+    events: DemoEvents | None = None,
+) -> BuildSummary:
+    """Build culture-gen (Indonesian and Sundanese, our example table) into ``out_dir/runs/culture-gen``."""
+    events = events or DemoEvents()
+    run_dir = out_dir / "runs" / "culture-gen"
+    config = CultureGenConfig(model=model, **CULTURE_GEN_DEMO)
+    events.building("id, su")
+    resume = read_manifest(run_dir) is not None
+    summary = build(CULTURE_GEN, config, run_dir, resume=resume, store=store or Store(), progress=progress)
+    events.built(summary)
+    return summary

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from senseforge.data.io import atomic_open
 from senseforge.llm.prices import PriceTable
-from senseforge.pipelines.runstore import RunStore
+from senseforge.pipelines.runstore import RunStore, StageResult
 
 logger = logging.getLogger(__name__)
 
@@ -145,11 +145,16 @@ class Cost(_Ordered):
         return data
 
 
-def calls_by_stage(store: RunStore, stages: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per LM stage, the distinct calls (by cache key) any record's payload recorded, in every stage's results."""
+def calls_by_stage(
+    store: RunStore, stages: Sequence[str], keep: Callable[[StageResult], bool] | None = None
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per LM stage, the distinct calls (by cache key) any record's payload recorded, in every stage's results
+    (only the records ``keep`` accepts, when given: one language's share of a run, say)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for stage in stages:
         for record in store.results(stage):
+            if keep is not None and not keep(record):
+                continue
             for call_stage, entries in record.payload.get("calls", {}).items():
                 for entry in entries:
                     out.setdefault(call_stage, {}).setdefault(entry["key"], entry)
@@ -166,10 +171,11 @@ def cost(
     lang: str | None = None,
     prices: PriceTable | None = None,
     model: type[Cost] = Cost,
+    keep: Callable[[StageResult], bool] | None = None,
 ) -> Cost:
     """Tokens and money per stage, human judgements per task type at their rate, and cost per kept item."""
     table = prices or PriceTable.load()
-    calls = calls_by_stage(store, stages)
+    calls = calls_by_stage(store, stages, keep)
     per_stage: dict[str, StageCost] = {}
     unknown: set[str] = set()
     total: float | None = 0.0

@@ -82,8 +82,8 @@ class RunIncomplete(SenseforgeError):
 class StageOutput:
     """What a stage made of a batch: one outcome per record, and the judgements it made."""
 
-    outcomes: list[Outcome]
-    judgements: list[tuple[Judgement, JudgementSource]] = field(default_factory=list)
+    outcomes: Sequence[Outcome]
+    judgements: Sequence[tuple[Judgement, JudgementSource]] = field(default_factory=list)
 
 
 class StageContext(Protocol):
@@ -217,9 +217,11 @@ def add_call(payload: dict[str, Any], stage: str, entries: Sequence[dict[str, An
 
 @dataclass(frozen=True)
 class Reject:
-    """A parser's verdict that the reply is unusable, and why."""
+    """A parser's verdict that the reply (or one child of it) is unusable, and why."""
 
     reason: str = MALFORMED
+    payload: dict[str, Any] | None = None
+    """What the rejected child carries (default: the parent's payload)."""
 
 
 Parsed = dict[str, Any] | list[dict[str, Any] | Reject] | Reject
@@ -282,7 +284,7 @@ class LMStage:
         for index, part in enumerate(parsed):
             kid = StageResult(child_id(record.record_id, index), "ok", record.payload)
             if isinstance(part, Reject):
-                spent = add_call(record.payload, self.name, [call])
+                spent = add_call(part.payload if part.payload is not None else record.payload, self.name, [call])
                 children.append(rejected(kid, part.reason, payload=spent, prompt=prompt, response=text))
             else:
                 children.append(ok(kid, add_call(part, self.name, [call]), prompt=prompt, response=text))

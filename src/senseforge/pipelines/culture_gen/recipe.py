@@ -1,0 +1,333 @@
+"""``build culture-gen``: Putri et al.'s LLM_Gen (§4.3) on the recipe engine.
+
+batches (at most five concepts of one category, per language, in input order) →
+generate (one call per batch, written directly in the target language; the reply split
+into one record per concept) → check → dedup → flag the language → moderate → split.
+
+Outputs, per language, under the run directory: ``<lang>/dataset/<split>.jsonl`` in
+Putri et al.'s released shape (``id``, ``category``, ``question_concept``, ``question``,
+``choices{label,text}``, ``answer_creator``) plus ``lang``; ``<lang>/items/`` (full
+records with provenance); ``<lang>/funnel.json`` (per stage and per category) and
+``<lang>/cost.json``. The run's own ``funnel.json`` and ``cost.json`` cover every language.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from senseforge.data.io import atomic_open
+from senseforge.data.lang import normalize_tag
+from senseforge.data.schema import Choice, MCItem, Provenance
+from senseforge.data.splits import SPLIT_NAMES, split_items
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.culture_gen.concepts import batches, example_table, read_concepts
+from senseforge.pipelines.culture_gen.dryrun import author_reply
+from senseforge.pipelines.culture_gen.stages import Check, Dedup, FlagLanguage, Generate, Moderate, raw_item
+from senseforge.pipelines.culture_gen.templates import template_hashes
+from senseforge.pipelines.moderation import Moderator, default_moderator
+from senseforge.pipelines.recipe import Flag
+from senseforge.pipelines.report import Cost, Funnel, StageFunnel, cost, write_json
+from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.stage import Stage
+
+STAGES: tuple[str, ...] = ("batches", "generate", "check", "dedup", "language", "moderate")
+"""The stages of the recipe, in order (the split is written when it finishes)."""
+
+
+class CultureGenConfig(RecipeConfig):
+    """Everything that decides what a culture-gen build produces (hashed into the manifest)."""
+
+    lm_stages: ClassVar[tuple[str, ...]] = ("generate",)
+
+    recipe: Literal["culture-gen"] = "culture-gen"
+    concepts: str | None = None
+    """The concept table (CSV or JSONL: category, concept[, lang]); ``None``: our bundled example table."""
+    langs: tuple[str, ...] = ("id", "su")
+    """Languages to write in (BCP-47)."""
+    batch_concepts: int = Field(default=5, ge=1)
+    """Concepts per call (paper: at most five of one category)."""
+    prompt_language: Literal["english", "target"] = "english"
+    """The instruction in English (the paper's) or in the target language."""
+    temperature: float = Field(default=0.1, ge=0.0, le=2.0)
+    """Sampling temperature of the writer (paper: 0.1)."""
+    max_tokens: int = Field(default=2048, ge=16)
+    """Longest reply per call."""
+    concept_match: Literal["strict", "lenient"] = "strict"
+    """Concept in the question: as written (the paper's filter), or a morphological variant too."""
+    dedup: Literal["item", "question"] = "item"
+    """Drop repeated items (same question and options), or also a repeated question with other options."""
+    split: str | None = None
+    """Train/validation/test shares such as ``80/10/10``; ``None``: every item in test (the paper's release)."""
+
+    @field_validator("langs")
+    @classmethod
+    def _tags(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("give at least one language")
+        return tuple(normalize_tag(tag) for tag in value)
+
+    @field_validator("split")
+    @classmethod
+    def _split(cls, value: str | None) -> str | None:
+        if value is not None:
+            ratios(value)
+        return value
+
+
+def ratios(split: str) -> tuple[float, float, float]:
+    """``80/10/10`` as shares of one.
+
+    Raises:
+        ValueError: not three non-negative numbers with a positive sum.
+    """
+    parts = re.split(r"[/,:]", split)
+    try:
+        numbers = [float(p) for p in parts]
+    except ValueError:
+        numbers = []
+    if len(numbers) != 3 or min(numbers) < 0 or sum(numbers) <= 0:
+        raise ValueError(f"split {split!r}: write train/validation/test shares, e.g. 80/10/10")
+    total = sum(numbers)
+    return (numbers[0] / total, numbers[1] / total, numbers[2] / total)
+
+
+def culture_gen_author(request: GenerateRequest | LoglikelihoodRequest) -> str | float:
+    """``scripted/culture-gen-author``: the stand-in writer of dry runs."""
+    if isinstance(request, LoglikelihoodRequest):
+        return -float(len(request.continuation))
+    return author_reply(request)
+
+
+@dataclass(frozen=True)
+class ConceptBatches:
+    """The source: one record per batch of concepts (one call each)."""
+
+    name: str = "batches"
+
+    def records(self, config: CultureGenConfig) -> tuple[list[StageResult], dict[str, Any]]:
+        table = Path(config.concepts) if config.concepts else example_table()
+        rows = read_concepts(table)
+        cut = batches(rows, config.langs, config.batch_concepts)
+        records = [
+            StageResult(
+                f"{batch.lang}-{index:05d}",
+                "ok",
+                {
+                    "lang": batch.lang,
+                    "category": batch.category,
+                    "concepts": list(batch.concepts),
+                    "occurrence": batch.occurrence,
+                },
+            )
+            for index, batch in enumerate(cut)
+        ]
+        slots = {lang: sum(len(b.concepts) for b in cut if b.lang == lang) for lang in config.langs}
+        return records, {"table": str(table), "rows": len(rows), "slots": slots}
+
+
+def item_id(lang: str, concept: str, question: str, choices: list[tuple[str, str]]) -> str:
+    """``gen_<lang>_<hash>`` of what the item says."""
+    text = json.dumps([lang, concept, question, choices], ensure_ascii=False)
+    return f"gen_{lang}_{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}"
+
+
+def to_item(record: StageResult, model: str) -> MCItem:
+    """A kept record as a full item (labels sorted A–E)."""
+    raw = raw_item(record.payload)
+    choices = sorted((label.strip().upper(), text) for label, text in raw.choices)
+    payload = record.payload
+    return MCItem(
+        id=item_id(payload["lang"], payload["concept"], raw.question, choices),
+        lang=payload["lang"],
+        question=raw.question,
+        question_concept=payload["concept"],
+        choices=[Choice(label=label, text=text) for label, text in choices],
+        answer=raw.answer,
+        category=payload["category"],
+        provenance=Provenance(recipe="culture-gen", source_ids=[record.record_id], model_ids=[model]),
+        metadata={"lang_detected": payload.get("lang_detected"), "batch": record.record_id.rsplit("/", 1)[0]},
+    )
+
+
+def released_row(item: MCItem) -> dict[str, Any]:
+    """An item in Putri et al.'s released shape, plus ``lang``."""
+    return {
+        "id": item.id,
+        "category": item.category,
+        "question_concept": item.question_concept,
+        "question": item.question,
+        "choices": {"label": [c.label for c in item.choices], "text": [c.text for c in item.choices]},
+        "answer_creator": item.answer,
+        "lang": item.lang,
+    }
+
+
+class CultureGenFunnel(Funnel):
+    """The run's funnel: the stage rows, and what each language kept of its concept slots."""
+
+    key_order: ClassVar[tuple[str, ...]] = ("langs", "stages", "kept", "by_lang")
+    langs: list[str]
+    by_lang: dict[str, dict[str, int]]
+    """Per language: concept slots, kept items, items CLD3 read as another language."""
+
+
+def _lang_rows(run: RunStore, stages: list[str], lang: str) -> list[StageFunnel]:
+    rows: list[StageFunnel] = []
+    previous: int | None = None
+    for stage in stages:
+        results = [r for r in run.results(stage) if r.payload.get("lang") == lang]
+        out = sum(1 for r in results if r.status == "ok")
+        rejected: dict[str, int] = {}
+        for r in results:
+            if r.status == "rejected":
+                rejected[r.reason or "rejected"] = rejected.get(r.reason or "rejected", 0) + 1
+        rows.append(
+            StageFunnel(
+                stage=stage,
+                in_=len(results),
+                out=out,
+                rejected=dict(sorted(rejected.items())),
+                from_=previous if stage == "generate" else None,
+            )
+        )
+        previous = out
+    return rows
+
+
+def _by_category(run: RunStore, stages: list[str], lang: str) -> dict[str, dict[str, dict[str, Any]]]:
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for stage in stages[1:]:
+        for r in run.results(stage):
+            if r.payload.get("lang") != lang:
+                continue
+            row = table.setdefault(r.payload["category"], {}).setdefault(stage, {"out": 0, "rejected": {}})
+            if r.status == "ok":
+                row["out"] += 1
+            else:
+                reason = r.reason or "rejected"
+                row["rejected"][reason] = row["rejected"].get(reason, 0) + 1
+    return {category: table[category] for category in sorted(table)}
+
+
+@dataclass
+class CultureGen:
+    """Putri et al.'s LLM_Gen (its moderator replaceable, like mCSQA's)."""
+
+    moderator: Moderator = field(default_factory=default_moderator)
+
+    name = "culture-gen"
+    summary = "Concepts of a culture → LM-written questions in its language, checked (Putri et al.'s LLM_Gen)."
+    config_model = CultureGenConfig
+    cost_model = Cost
+    flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
+        {"concepts": Flag(path=True, help="Concept table (CSV or JSONL); default: ours.")}
+    )
+    authors: ClassVar[Mapping[str, Any]] = MappingProxyType({"culture-gen-author": culture_gen_author})
+
+    def default_run_dir(self, config: CultureGenConfig) -> Path:
+        return Path("runs") / f"culture-gen-{'-'.join(config.langs)}"
+
+    def source(self, config: CultureGenConfig) -> ConceptBatches:
+        return ConceptBatches()
+
+    def stages(self, config: CultureGenConfig) -> list[Stage]:
+        return [
+            Generate(
+                "generate",
+                config.model_for("generate"),
+                style=config.style_for("generate"),
+                prompt_language=config.prompt_language,
+                temperature=config.temperature,
+                max_tokens=config.max_tokens,
+                seed=config.seed,
+            ),
+            Check("check", match=config.concept_match),
+            Dedup("dedup", by=config.dedup),
+            FlagLanguage("language"),
+            Moderate("moderate", moderator=self.moderator),
+        ]
+
+    def splitting(self) -> frozenset[str]:
+        return frozenset({"generate"})
+
+    def manifest(self, config: CultureGenConfig) -> dict[str, Any]:
+        style = config.style_for("generate")
+        return {
+            "seeds": {"split": config.seed, "sampling.generate": config.seed},
+            "sampling": {"generate": {"temperature": config.temperature, "max_tokens": config.max_tokens}},
+            "templates": template_hashes(config.langs, style, config.prompt_language),
+        }
+
+    def finish(
+        self, config: CultureGenConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
+    ) -> Funnel:
+        names = list(STAGES)
+        kept = run.results("moderate", "ok")
+        by_lang: dict[str, dict[str, int]] = {}
+        for lang in config.langs:
+            items = sorted(
+                (to_item(r, config.model_for("generate")) for r in kept if r.payload["lang"] == lang),
+                key=lambda item: item.id,
+            )
+            splits = self._split(config, items)
+            self._write(run_dir / lang, splits)
+            wrong = sum(1 for item in items if item.metadata.get("lang_detected") not in (lang, None))
+            slots = int(facts.get("slots", {}).get(lang, 0))
+            by_lang[lang] = {"slots": slots, "kept": len(items), "other_language": wrong}
+            lang_funnel = {
+                "lang": lang,
+                "slots": slots,
+                "stages": [row.model_dump(mode="json", by_alias=True) for row in _lang_rows(run, names, lang)],
+                "by_category": _by_category(run, names, lang),
+                "kept": len(items),
+                "other_language": wrong,
+                "splits": {name: len(members) for name, members in splits.items()},
+            }
+            write_json(run_dir / lang / "funnel.json", lang_funnel)
+            lang_cost = cost(
+                run,
+                names,
+                kept=len(items),
+                human_judgements={},
+                human_rate=None,
+                lang=lang,
+                keep=lambda r, lang=lang: r.payload.get("lang") == lang,  # type: ignore[misc]
+            )
+            write_json(run_dir / lang / "cost.json", lang_cost)
+        return CultureGenFunnel(langs=list(config.langs), stages=rows, kept=len(kept), by_lang=by_lang)
+
+    @staticmethod
+    def _split(config: CultureGenConfig, items: list[MCItem]) -> dict[str, list[MCItem]]:
+        if config.split is None:
+            return {"test": items}
+        return split_items(items, ratios=ratios(config.split), seed=config.seed)
+
+    @staticmethod
+    def _write(folder: Path, splits: dict[str, list[MCItem]]) -> None:
+        for sub, render in (
+            ("dataset", lambda item: json.dumps(released_row(item), ensure_ascii=False)),
+            ("items", lambda item: item.model_dump_json()),
+        ):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+            for name in SPLIT_NAMES:
+                path = folder / sub / f"{name}.jsonl"
+                if name not in splits:
+                    path.unlink(missing_ok=True)
+                    continue
+                with atomic_open(path) as handle:
+                    for item in splits[name]:
+                        handle.write(render(item) + "\n")
+
+
+CULTURE_GEN = CultureGen()
+"""The recipe with the shipped moderation word lists."""

@@ -1,0 +1,175 @@
+"""The stages of culture-gen: generate (one call per batch, split into one record per concept), check,
+deduplicate, flag the language, moderate.
+
+A batch record's payload: ``lang``, ``category``, ``concepts``, ``occurrence``. A concept
+record (``<batch>/<index>``): the same plus ``concept`` and, once an item came back,
+``item`` (question, choices, answer as written); then ``lang_detected``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from senseforge.data.langid import detect
+from senseforge.llm.base import GenerateRequest
+from senseforge.pipelines.culture_gen.checks import ConceptMatch, check_item
+from senseforge.pipelines.culture_gen.concepts import Batch
+from senseforge.pipelines.culture_gen.parse import RawItem, assign, fold, parse_reply
+from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, build_request
+from senseforge.pipelines.moderation import Moderator
+from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.stage import (
+    MALFORMED,
+    CheckStage,
+    LMStage,
+    Parsed,
+    Reject,
+    StageContext,
+    StageOutput,
+    ok,
+    rejected,
+)
+
+NO_ITEM = "no_item"
+"""Rejection reason: the reply held no item for this concept."""
+EXTRA_ITEM = "extra_item"
+"""Rejection reason: a second (or later) item for a concept that already had one."""
+UNKNOWN_CONCEPT = "unknown_concept"
+"""Rejection reason: an item that names no concept of its batch."""
+DUPLICATE_ITEM = "duplicate_item"
+DUPLICATE_QUESTION = "duplicate_question"
+INAPPROPRIATE = "inappropriate"
+
+
+def batch_of(payload: dict[str, Any]) -> Batch:
+    """The batch a record was made from."""
+    return Batch(payload["lang"], payload["category"], tuple(payload["concepts"]), payload.get("occurrence", 0))
+
+
+def raw_item(payload: dict[str, Any]) -> RawItem:
+    """The item a concept record carries."""
+    item = payload["item"]
+    choices = tuple((str(label), str(text)) for label, text in item["choices"])
+    return RawItem(item["question"], choices, item["answer"], item.get("concept"))
+
+
+def _item_json(item: RawItem) -> dict[str, Any]:
+    return {
+        "question": item.question,
+        "choices": [list(pair) for pair in item.choices],
+        "answer": item.answer,
+        "concept": item.concept,
+    }
+
+
+@dataclass
+class Generate(LMStage):
+    """One call per batch; the reply split into one record per concept (and one per stray item)."""
+
+    style: Literal["chat", "completion"] = "chat"
+    prompt_language: Literal["english", "target"] = "english"
+    temperature: float = 0.1
+    max_tokens: int = 2048
+    seed: int = 0
+
+    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+        return [
+            build_request(
+                batch_of(r.payload),
+                self.style,
+                prompt_language=self.prompt_language,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                seed=self.seed,
+            )
+            for r in records
+        ]
+
+    def parse(self, record: StageResult, text: str) -> Parsed:
+        concepts = list(record.payload["concepts"])
+        base = {key: value for key, value in record.payload.items() if key != "concepts"}
+        items = parse_reply(text, COMPLETION_PREFIX if self.style == "completion" else "")
+        if items is None:
+            return [Reject(MALFORMED, {**base, "concept": c}) for c in concepts]
+        given, stray = assign(items, concepts)
+        parts: list[dict[str, Any] | Reject] = []
+        for concept in concepts:
+            mine = given[concept]
+            if not mine:
+                parts.append(Reject(NO_ITEM, {**base, "concept": concept}))
+                continue
+            parts.append({**base, "concept": concept, "item": _item_json(mine[0])})
+            parts += [Reject(EXTRA_ITEM, {**base, "concept": concept, "item": _item_json(x)}) for x in mine[1:]]
+        parts += [Reject(UNKNOWN_CONCEPT, {**base, "concept": None, "item": _item_json(x)}) for x in stray]
+        return parts
+
+
+@dataclass
+class Check(CheckStage):
+    """Five choices, labels A–E, the answer among them, distinct choices, the concept in the question."""
+
+    match: ConceptMatch = "strict"
+
+    def reason(self, payload: dict[str, Any]) -> str | None:
+        return check_item(raw_item(payload), payload["concept"], match=self.match)
+
+
+@dataclass
+class Dedup:
+    """Drop an item whose question and choices an earlier kept item of its language already has
+    (with ``question``, also a repeated question with other options)."""
+
+    name: str
+    by: Literal["item", "question"] = "item"
+    barrier = True
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return ()
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        items: set[tuple[str, str, tuple[str, ...]]] = set()
+        questions: set[tuple[str, str]] = set()
+        outcomes: list[StageResult] = []
+        for record in records:
+            item = raw_item(record.payload)
+            lang = record.payload["lang"]
+            question = fold(item.question)
+            key = (lang, question, tuple(sorted(fold(text) for _, text in item.choices)))
+            if key in items:
+                outcomes.append(rejected(record, DUPLICATE_ITEM))
+            elif self.by == "question" and (lang, question) in questions:
+                outcomes.append(rejected(record, DUPLICATE_QUESTION))
+            else:
+                items.add(key)
+                questions.add((lang, question))
+                outcomes.append(ok(record, record.payload))
+        return StageOutput(outcomes)
+
+
+@dataclass
+class FlagLanguage(CheckStage):
+    """Record the language CLD3 finds in the question (flagged, never rejected)."""
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        return StageOutput(
+            [ok(r, {**r.payload, "lang_detected": detect(raw_item(r.payload).question)}) for r in records]
+        )
+
+
+@dataclass
+class Moderate(CheckStage):
+    """The moderation filter over the question and every option (the shipped word lists by default)."""
+
+    moderator: Moderator | None = None
+
+    def reason(self, payload: dict[str, Any]) -> str | None:
+        if self.moderator is None:
+            return None
+        item = raw_item(payload)
+        texts = [item.question, *(text for _, text in item.choices)]
+        flagged = any(self.moderator.check(text, payload["lang"]) is not None for text in texts)
+        return INAPPROPRIATE if flagged else None
