@@ -47,6 +47,8 @@ def _item(concept: str, category: str) -> list[dict[str, object]]:
 
 def respond(request: GenerateRequest) -> str:
     user = request.as_messages()[-1].content
+    if "Marked answer" in user:  # a review judge: everything but ok-2 is right
+        return "no" if "ok-2" in user else "yes"
     concepts = [m.group(1).strip() for m in re.finditer(r"^\d+\.\s+(.*)$", user, flags=re.MULTILINE)]
     if concepts and concepts[0].startswith("prose-"):
         return "Tentu! Berikut beberapa pertanyaan yang menarik tentang budaya kita."

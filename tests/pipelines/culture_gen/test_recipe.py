@@ -127,3 +127,13 @@ def test_a_bad_concept_row_is_located(tmp_path: Path) -> None:
 def _run_table(table: Path, tmp_path: Path) -> None:
     config = CultureGenConfig(concepts=str(table), langs=("id",), model=RESPONDER)
     build(CULTURE_GEN, config, tmp_path / "bad-run", store=Store())
+
+
+def test_review_by_lm_judges_is_there_when_asked_for(tmp_path: Path) -> None:
+    run_dir = _run(tmp_path, reviewers=(RESPONDER,), lm_review_final=True)
+    funnel = json.loads((run_dir / "funnel.json").read_text())
+    review = funnel["stages"][-1]
+    assert review["stage"] == "review" and review["rejected"] == {"lm_review_rejected": 1}
+    rows = [json.loads(line) for line in (run_dir / "id" / "items" / "test.jsonl").read_text().splitlines()]
+    assert sorted(row["question_concept"] for row in rows) == ["extra-1", "ok-1", "ok-1"]
+    assert all(row["metadata"]["review"] == "lm" and len(row["metadata"]["template_sha256"]) == 64 for row in rows)

@@ -32,7 +32,16 @@ from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.culture_gen.concepts import batches, example_table, read_concepts
 from senseforge.pipelines.culture_gen.dryrun import author_reply
-from senseforge.pipelines.culture_gen.stages import Check, Dedup, FlagLanguage, Generate, Moderate, raw_item
+from senseforge.pipelines.culture_gen.stages import (
+    REVIEW_TASK,
+    Check,
+    CultureReview,
+    Dedup,
+    FlagLanguage,
+    Generate,
+    Moderate,
+    raw_item,
+)
 from senseforge.pipelines.culture_gen.templates import template_hashes
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
@@ -141,7 +150,7 @@ def item_id(lang: str, concept: str, question: str, choices: list[tuple[str, str
     return f"gen_{lang}_{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}"
 
 
-def to_item(record: StageResult, model: str) -> MCItem:
+def to_item(record: StageResult, model: str, template: str | None = None) -> MCItem:
     """A kept record as a full item (labels sorted A–E)."""
     raw = raw_item(record.payload)
     choices = sorted((label.strip().upper(), text) for label, text in raw.choices)
@@ -155,7 +164,13 @@ def to_item(record: StageResult, model: str) -> MCItem:
         answer=raw.answer,
         category=payload["category"],
         provenance=Provenance(recipe="culture-gen", source_ids=[record.record_id], model_ids=[model]),
-        metadata={"lang_detected": payload.get("lang_detected"), "batch": record.record_id.rsplit("/", 1)[0]},
+        metadata={
+            "lang_detected": payload.get("lang_detected"),
+            "batch": record.record_id.rsplit("/", 1)[0],
+            "batch_concepts": payload.get("batch_concepts"),
+            "template_sha256": template,
+            "review": payload.get("review"),
+        },
     )
 
 
@@ -255,6 +270,25 @@ class CultureGen:
             Dedup("dedup", by=config.dedup),
             FlagLanguage("language"),
             Moderate("moderate", moderator=self.moderator),
+            *self._review(config),
+        ]
+
+    @staticmethod
+    def _review(config: CultureGenConfig) -> list[Stage]:
+        """The review stage, only when LM judges are named (LLM_Gen had no review)."""
+        if not config.reviewers:
+            return []
+        return [
+            CultureReview(
+                "review",
+                task=REVIEW_TASK,
+                judges=config.reviewers,
+                judges_policy=config.lm_review_policy,
+                lm_final=config.lm_review_final,
+                policy=config.review_policy,
+                k=config.review_k,
+                seed=config.seed,
+            )
         ]
 
     def splitting(self) -> frozenset[str]:
@@ -271,12 +305,17 @@ class CultureGen:
     def finish(
         self, config: CultureGenConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
     ) -> Funnel:
-        names = list(STAGES)
-        kept = run.results("moderate", "ok")
+        names = [*STAGES, *(["review"] if config.reviewers else [])]
+        kept = run.results(names[-1], "ok")
+        hashes = template_hashes(config.langs, config.style_for("generate"), config.prompt_language)
         by_lang: dict[str, dict[str, int]] = {}
         for lang in config.langs:
             items = sorted(
-                (to_item(r, config.model_for("generate")) for r in kept if r.payload["lang"] == lang),
+                (
+                    to_item(r, config.model_for("generate"), hashes[f"generate/{lang}/{config.style_for('generate')}"])
+                    for r in kept
+                    if r.payload["lang"] == lang
+                ),
                 key=lambda item: item.id,
             )
             splits = self._split(config, items)

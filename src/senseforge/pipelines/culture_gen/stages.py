@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from senseforge.data.langid import detect
+from senseforge.data.schema import Choice, MCItem
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.culture_gen.checks import ConceptMatch, check_item
 from senseforge.pipelines.culture_gen.concepts import Batch
 from senseforge.pipelines.culture_gen.parse import RawItem, assign, fold, parse_reply
 from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, build_request
 from senseforge.pipelines.moderation import Moderator
+from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.stage import (
     MALFORMED,
@@ -41,6 +43,11 @@ UNKNOWN_CONCEPT = "unknown_concept"
 DUPLICATE_ITEM = "duplicate_item"
 DUPLICATE_QUESTION = "duplicate_question"
 INAPPROPRIATE = "inappropriate"
+REVIEW_TASK = "verify"
+"""The judgement task of review (the annotation app's *verify* task)."""
+REVIEW_QUESTION = (
+    "Is the marked answer the one right choice, by the everyday common sense of this culture? Answer yes or no."
+)
 
 
 def batch_of(payload: dict[str, Any]) -> Batch:
@@ -90,6 +97,7 @@ class Generate(LMStage):
     def parse(self, record: StageResult, text: str) -> Parsed:
         concepts = list(record.payload["concepts"])
         base = {key: value for key, value in record.payload.items() if key != "concepts"}
+        base["batch_concepts"] = concepts
         items = parse_reply(text, COMPLETION_PREFIX if self.style == "completion" else "")
         if items is None:
             return [Reject(MALFORMED, {**base, "concept": c}) for c in concepts]
@@ -173,3 +181,27 @@ class Moderate(CheckStage):
         texts = [item.question, *(text for _, text in item.choices)]
         flagged = any(self.moderator.check(text, payload["lang"]) is not None for text in texts)
         return INAPPROPRIATE if flagged else None
+
+
+@dataclass
+class CultureReview(Review):
+    """The engine's review stage over kept items (only when asked for: LLM_Gen had none)."""
+
+    def judge_prompt(self, record: StageResult) -> str:
+        item = raw_item(record.payload)
+        lines = [f"Question: {item.question}", *(f"{label}. {text}" for label, text in item.choices)]
+        marked = dict(item.choices).get(item.answer, "")
+        lines += [f"Marked answer: {item.answer}. {marked}", REVIEW_QUESTION]
+        return "\n".join(lines) + "\nAnswer:"
+
+    def task_item(self, record: StageResult) -> MCItem:
+        item = raw_item(record.payload)
+        return MCItem(
+            id=record.record_id,
+            lang=record.payload["lang"],
+            question=item.question,
+            question_concept=record.payload["concept"],
+            choices=[Choice(label=label.strip().upper(), text=text) for label, text in item.choices],
+            answer=item.answer,
+            category=record.payload["category"],
+        )
