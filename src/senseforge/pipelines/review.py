@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from senseforge.data.schema import Judgement, MCItem
 from senseforge.errors import SenseforgeError
@@ -32,6 +32,7 @@ from senseforge.evaluate.extract import yes_no
 from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.llm.registry import provider_info
+from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.runstore import JudgementSource, StageResult, StoredJudgement
 from senseforge.pipelines.stage import (
     AWAITING,
@@ -90,6 +91,20 @@ class Review:
     """People per item."""
     seed: int = 0
     barrier = False
+
+    @classmethod
+    def configured(cls, name: str, task: str, config: RecipeConfig) -> Self:
+        """The stage as a run's shared review settings describe it (judges, their policy, people, k, seed)."""
+        return cls(
+            name,
+            task=task,
+            judges=config.reviewers,
+            judges_policy=config.lm_review_policy,
+            lm_final=config.lm_review_final,
+            policy=config.review_policy,
+            k=config.review_k,
+            seed=config.seed,
+        )
 
     @property
     def specs(self) -> tuple[str, ...]:

@@ -89,12 +89,8 @@ def hide_password(url: str) -> str:
         return url
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any] | None:
-    """The manifest of a run directory, or ``None`` when there is none.
-
-    Raises:
-        ConfigError: an unreadable manifest, or a file that is not one.
-    """
+def _manifest_json(run_dir: Path) -> dict[str, Any] | None:
+    """The manifest file as JSON (any manifest, even one without a config), or ``None`` when there is none."""
     path = run_dir / MANIFEST
     if not path.is_file():
         return None
@@ -102,8 +98,20 @@ def read_manifest(run_dir: Path) -> dict[str, Any] | None:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: unreadable manifest ({exc})") from exc
-    if not isinstance(value, dict) or "config" not in value:
+    if not isinstance(value, dict):
         raise ConfigError(f"{path}: not a senseforge run manifest")
+    return value
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The manifest of a run directory, or ``None`` when there is none.
+
+    Raises:
+        ConfigError: an unreadable manifest, or a file that is not one.
+    """
+    value = _manifest_json(run_dir)
+    if value is not None and "config" not in value:
+        raise ConfigError(f"{run_dir / MANIFEST}: not a senseforge run manifest")
     return value
 
 
@@ -146,24 +154,10 @@ def store_url_of(
         return given
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: no such run directory (build one first, or give {flag})")
-    recorded = (manifest if manifest is not None else _recorded_store(run_dir)).get("run_store_url")
+    recorded = (manifest if manifest is not None else _manifest_json(run_dir) or {}).get("run_store_url")
     if recorded not in (None, DEFAULT_RUN_STORE):
         raise ConfigError(f"{run_dir}: this run's store is {recorded}; give its full URL with {flag}")
     return sqlite_url(run_dir / DEFAULT_RUN_STORE)
-
-
-def _recorded_store(run_dir: Path) -> dict[str, Any]:
-    """What the manifest says about the run store (any manifest, even one without a config)."""
-    path = run_dir / MANIFEST
-    if not path.is_file():
-        return {}
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: unreadable manifest ({exc})") from exc
-    if not isinstance(value, dict):
-        raise ConfigError(f"{path}: not a senseforge run manifest")
-    return value
 
 
 def git_sha() -> str | None:

@@ -73,8 +73,7 @@ class Tiny:
         return Words()
 
     def stages(self, config: TinyConfig) -> list[Stage]:
-        judge = Judge("judge", "check", config.reviewers, config.lm_review_policy, True, "unanimous", 1, config.seed)
-        return [Expand("expand", config.model), judge]
+        return [Expand("expand", config.model), Judge.configured("judge", "check", config)]
 
     def splitting(self) -> frozenset[str]:
         return frozenset({"expand"})
@@ -96,6 +95,8 @@ def config(**overrides: Any) -> TinyConfig:
         "model": RESPONDER,
         "reviewers": (RESPONDER,) * 3,
         "lm_review_policy": "at-least:2/3",
+        "lm_review_final": True,
+        "review_k": 1,
         "batch_size": 1,
     }
     return TinyConfig.model_validate({**settings, **overrides})

@@ -278,18 +278,7 @@ class CultureGen:
         """The review stage, only when LM judges are named (LLM_Gen had no review)."""
         if not config.reviewers:
             return []
-        return [
-            CultureReview(
-                "review",
-                task=REVIEW_TASK,
-                judges=config.reviewers,
-                judges_policy=config.lm_review_policy,
-                lm_final=config.lm_review_final,
-                policy=config.review_policy,
-                k=config.review_k,
-                seed=config.seed,
-            )
-        ]
+        return [CultureReview.configured("review", REVIEW_TASK, config)]
 
     def splitting(self) -> frozenset[str]:
         return frozenset({"generate"})

@@ -98,16 +98,7 @@ class Mcsqa:
             Distractors("distractors", config.model_for("distractors"), config, moderator),
             Shuffle("shuffle", config),
             Verify("verify", config.model_for("verify"), config),
-            McsqaReview(
-                "review",
-                task=REVIEW_TASK,
-                judges=config.reviewers,
-                judges_policy=config.lm_review_policy,
-                lm_final=config.lm_review_final,
-                policy=config.review_policy,
-                k=config.review_k,
-                seed=config.seed,
-            ),
+            McsqaReview.configured("review", REVIEW_TASK, config),
             Moderate("moderate", config, moderator),
             Split("split", config),
         ]
