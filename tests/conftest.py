@@ -9,7 +9,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -220,3 +220,36 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'test.db'}"
     url: str = request.getfixturevalue("pg_url")
     return url
+
+
+@pytest.fixture
+def tiny_gpt2() -> Callable[[Path, list[str]], None]:
+    """A builder of random-weight 2-layer GPT-2 folders with a byte-level BPE tokenizer trained on ``texts``."""
+    return build_tiny_gpt2
+
+
+def build_tiny_gpt2(folder: Path, texts: list[str]) -> None:
+    """A random-weight 2-layer GPT-2 with a byte-level BPE tokenizer trained on ``texts``."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    special = "<|endoftext|>"
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=tokenizer, bos_token=special, eos_token=special, pad_token=special, unk_token=special
+    )
+    fast.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(fast), n_positions=512, n_layer=2, n_head=2, n_embd=32)
+    config.bos_token_id = config.eos_token_id = config.pad_token_id = fast.eos_token_id
+    GPT2LMHeadModel(config).save_pretrained(folder)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,8 @@ from senseforge.annotate.baseline import baseline_report, queue_baseline
 from senseforge.annotate.store import AnnotationStore
 from senseforge.data.schema import Judgement
 from senseforge.errors import ConfigError
+from senseforge.evaluate.harness import write_outputs
+from senseforge.evaluate.records import DataInfo, EvalResults, MCMetrics, ModelInfo
 from senseforge.kb.conceptnet import import_dump
 from senseforge.pipelines.mcsqa import McsqaConfig, build
 from senseforge.pipelines.runstore import sqlite_url
@@ -27,9 +28,20 @@ def finished_run(tmp_path: Path) -> Path:
         lang="en", n=30, kb=str(tmp_path / "kb"), model=AUTHOR, reviewers=(AUTHOR,), lm_review_as_hard=True
     )
     build(config, tmp_path / "run", store=Store())
-    (tmp_path / "run" / "eval" / "m").mkdir(parents=True)
-    results = {"model": {"name": "hf/tiny"}, "data": {}, "results": {"mcsqa-en": {"acc,none": 0.4, "n": 9}}}
-    (tmp_path / "run" / "eval" / "m" / "results.json").write_text(json.dumps(results))
+    results = EvalResults(
+        results={"mcsqa-en": MCMetrics(n=9, n_withheld=0, failed_rate=0.0, acc=0.4, acc_ci95=[0.1, 0.7])},
+        breakdowns={},
+        config={},
+        data=DataInfo(path=str(tmp_path / "run"), name="mcsqa-en", format="senseforge", kind="mc", split="test"),
+        model=ModelInfo(name="hf/tiny", identity={}),
+        seeds={"seed": 0},
+        prompt_hashes={},
+        versions={},
+        timing={},
+    )
+    write_outputs(tmp_path / "run" / "eval" / "m", results, [])
+    (tmp_path / "run" / "eval" / "broken").mkdir()
+    (tmp_path / "run" / "eval" / "broken" / "results.json").write_text('{"results": {"x": {"acc,none": "no"}}}')
     return tmp_path / "run"
 
 
@@ -72,8 +84,10 @@ def test_baseline_queues_a_seeded_sample_and_scores_the_majority(finished_run: P
     test = report["splits"]["test"]
     assert test["scored"] == 4 and test["human_acc"] == 0.75  # the tie went to p2's wrong answer
     assert report["models"] == [
-        {"model": "hf/tiny", "task": "mcsqa-en", "acc": 0.4, "ci95": None, "n": 9, "split": None}
+        {"model": "hf/tiny", "task": "mcsqa-en", "acc": 0.4, "ci95": [0.1, 0.7], "n": 9, "split": "test"}
     ]
+    (unreadable,) = report["unreadable_results"]
+    assert unreadable.startswith(str(finished_run / "eval" / "broken" / "results.json"))
     # four of five flagged the tie item as ambiguous: more than three, so it is excluded
     excluded = baseline_report(store, finished_run, exclude_ambiguous=3)["splits"]["test"]
     assert excluded["excluded"] == 1 and excluded["scored"] == 3 and excluded["human_acc"] == 1.0

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -316,42 +317,17 @@ def test_lm_eval_row_has_no_nulls() -> None:
 # --------------------------------------------------------------------------- a real lm-eval run
 
 
-def _tiny_model(folder: Path, texts: list[str]) -> None:
-    """A random-weight 2-layer GPT-2 with a byte-level BPE tokenizer trained on ``texts``."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(texts, trainer)
-    special = "<|endoftext|>"
-    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
-        tokenizer_object=tokenizer, bos_token=special, eos_token=special, pad_token=special, unk_token=special
-    )
-    fast.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(fast), n_positions=512, n_layer=2, n_head=2, n_embd=32)
-    config.bos_token_id = config.eos_token_id = config.pad_token_id = fast.eos_token_id
-    GPT2LMHeadModel(config).save_pretrained(folder)
-
-
 @pytest.mark.slow
-def test_lm_eval_runs_the_exported_task_unmodified(splits: dict[str, list[MCItem]], tmp_path: Path) -> None:
+def test_lm_eval_runs_the_exported_task_unmodified(
+    splits: dict[str, list[MCItem]], tmp_path: Path, tiny_gpt2: Callable[[Path, list[str]], None]
+) -> None:
     pytest.importorskip("lm_eval")
     pytest.importorskip("transformers")
     tasks = tmp_path / "tasks"
     for lang in ("en", "ja"):
         export_lm_eval(splits, tasks / lang, task_name=f"sf_test_{lang}", lang=lang)
     texts = [item.question + " " + c.text for items in splits.values() for item in items for c in item.choices]
-    _tiny_model(tmp_path / "model", texts)
+    tiny_gpt2(tmp_path / "model", texts)
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",

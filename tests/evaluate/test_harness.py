@@ -8,21 +8,27 @@ from pathlib import Path
 import pytest
 
 from senseforge.evaluate.harness import read_results, run_eval
-from senseforge.evaluate.run import EvalConfig
+from senseforge.evaluate.records import BinaryMetrics, CrowSummary, EvalResults, MCMetrics, MCSample, read_samples
+from senseforge.evaluate.run import PUTRI_VARIANTS, EvalConfig
+from senseforge.llm.base import GenerateRequest
 from senseforge.llm.mock import ScriptedLLM
 
 CSQA = Path(__file__).parents[1] / "fixtures" / "csqa" / "dev_sample.jsonl"
 
 
-def _check_agreement(out: Path, task: str) -> dict[str, object]:
+def _check_agreement(out: Path, task: str) -> EvalResults:
     results = read_results(out)
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text(encoding="utf-8").splitlines()]
-    metrics = results["results"][task]
+    typed = read_samples(out)
+    assert [s.to_json() for s in typed] == samples  # the typed records read back exactly what was written
+    metrics = results.results[task]
+    assert isinstance(metrics, MCMetrics)
     acc = sum(bool(s["correct"]) for s in samples) / len(samples)
-    assert metrics["acc,none"] == pytest.approx(acc)
-    low, high = metrics["acc_ci95,none"]
+    assert metrics.acc == pytest.approx(acc)
+    assert metrics.acc_ci95 is not None
+    low, high = metrics.acc_ci95
     assert low <= acc <= high
-    assert metrics["n"] == len(samples)
+    assert metrics.n == len(samples)
     assert all({"prompt", "choices", "scores", "prediction", "gold", "correct"} <= set(s) for s in samples)
     return results
 
@@ -30,17 +36,18 @@ def _check_agreement(out: Path, task: str) -> dict[str, object]:
 def test_scripted_run_on_real_commonsenseqa_items(tmp_path: Path) -> None:
     llm = ScriptedLLM(scorer=lambda r: -float(len(r.continuation)), name="scripted/shortest")
     results = run_eval(CSQA, llm, EvalConfig(), tmp_path / "out")
-    checked = _check_agreement(tmp_path / "out", results["data"]["name"])
-    assert checked["model"] == {"name": "scripted/shortest", "identity": {"scripted": "scripted/shortest"}}
-    assert checked["config"]["formulation"] == "loglik" and checked["prompt_hashes"]
-    assert "lang" in checked["breakdowns"] and "en" in checked["breakdowns"]["lang"]
+    checked = _check_agreement(tmp_path / "out", results.data.name)
+    assert checked.model.name == "scripted/shortest" and checked.model.identity["scripted"] == "scripted/shortest"
+    assert checked.config["formulation"] == "loglik" and checked.prompt_hashes
+    assert "lang" in checked.breakdowns and "en" in checked.breakdowns["lang"]
 
 
 def test_garbage_generation_shows_a_high_unparsed_rate(tmp_path: Path) -> None:
     llm = ScriptedLLM(responder=lambda r: "Blue skies and no idea.", name="scripted/garbage")
     results = run_eval(CSQA, llm, EvalConfig(formulation="generate"), tmp_path / "out")
-    metrics = results["results"][results["data"]["name"]]
-    assert metrics["unparsed_rate,none"] == 1.0
+    metrics = results.results[results.data.name]
+    assert isinstance(metrics, MCMetrics)
+    assert metrics.unparsed_rate == 1.0
 
 
 @pytest.mark.slow
@@ -52,8 +59,8 @@ def test_embedded_model_on_real_items(tmp_path: Path, models_dir: Path) -> None:
         results = run_eval(CSQA, llm, EvalConfig(limit=6), tmp_path / "out")
     finally:
         llm.close()
-    checked = _check_agreement(tmp_path / "out", results["data"]["name"])
-    assert checked["model"]["identity"]["weights_sha256"]
+    checked = _check_agreement(tmp_path / "out", results.data.name)
+    assert checked.model.identity["weights_sha256"]
 
 
 def test_shots_need_a_source(tmp_path: Path) -> None:
@@ -62,18 +69,93 @@ def test_shots_need_a_source(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--shots-from"):
         run_eval(CSQA, ScriptedLLM(), EvalConfig(shots=2), tmp_path / "out")
     results = run_eval(CSQA, ScriptedLLM(), EvalConfig(shots=2, limit=3), tmp_path / "out", shots_from=CSQA)
-    assert results["results"][results["data"]["name"]]["n"] == 3
+    assert results.results[results.data.name].n == 3
 
 
 def test_binary_run_on_commonmt_with_baselines(tmp_path: Path) -> None:
     data = next((Path(__file__).parents[1] / "fixtures" / "commonmt").glob("*.csv"))
     llm = ScriptedLLM(scorer=lambda r: 0.0 if r.continuation.strip() == "yes" else -1.0, name="scripted/yes")
     results = run_eval(data, llm, EvalConfig(), tmp_path / "out")
-    task = results["results"]["mt-zh-en"]
-    assert task["situational_acc,none"] == 0.0  # always "yes": every context has one wrong target
-    assert task["macro_f1,none"] == pytest.approx(1 / 3)
-    majority = results["breakdowns"]["baselines"]["majority"]["summary"]
+    task = results.results["mt-zh-en"]
+    assert isinstance(task, BinaryMetrics)
+    assert task.situational_acc == 0.0  # always "yes": every context has one wrong target
+    assert task.macro_f1 == pytest.approx(1 / 3)
+    majority = results.breakdowns["baselines"]["majority"]["summary"]
     assert majority["crow_score_macro_f1,none"] == pytest.approx(1 / 3)
     assert majority["crow_score_situational_acc,none"] == 0.0
     samples = (tmp_path / "out" / "samples.jsonl").read_text(encoding="utf-8").splitlines()
-    assert len(samples) == task["n"] == 2 * task["n_contexts"]
+    assert len(samples) == task.n == 2 * task.n_contexts
+
+
+HUMAN_GEN = Path(__file__).parents[1] / "fixtures" / "id-csqa" / "human_gen" / "ind" / "filtered_test.json"
+
+
+def _putri_responder(request: GenerateRequest) -> str:
+    """Right on putri1, right on every other item under putri2, unparseable under putri3."""
+    from senseforge.data.loaders import load_dataset
+
+    prompt = request.messages[-1].content if request.messages else request.prompt or ""
+    answers = {item.question: (i, item.answer) for i, item in enumerate(load_dataset(HUMAN_GEN).items)}
+    (index, answer) = next(v for q, v in answers.items() if q in prompt)
+    if "Options:" in prompt:  # putri2 lists the choices under a header
+        return f"The answer is {answer}." if index % 2 == 0 else "A" if answer != "A" else "B"
+    if "Question:" in prompt:  # putri3: header and question cue
+        return "Saya tidak tahu."
+    return str(answer)  # putri1
+
+
+def test_putri_all_reports_each_prompt_and_their_mean(tmp_path: Path) -> None:
+    llm = ScriptedLLM(responder=_putri_responder, name="scripted/putri")
+    results = run_eval(HUMAN_GEN, llm, EvalConfig(formulation="generate", variant="putri-all"), tmp_path / "out")
+    name = results.data.name
+    assert list(results.results) == [f"{name}/putri1", f"{name}/putri2", f"{name}/putri3", f"{name}/putri-mean"]
+    first, second, third, mean = (m for m in results.results.values() if isinstance(m, MCMetrics))
+    assert (first.acc, second.acc, third.acc) == (1.0, 0.5, 0.0)
+    # unparsed answers count as wrong in acc, and their rate stays beside it
+    assert third.unparsed_rate == 1.0 and first.unparsed_rate == 0.0
+    assert mean.acc == pytest.approx(0.5) and mean.variants == 3 and mean.unparsed_rate == pytest.approx(1 / 3)
+    assert mean.acc_ci95 is not None and mean.acc_ci95[0] <= 0.5 <= mean.acc_ci95[1]
+    samples = read_samples(tmp_path / "out")
+    assert len(samples) == 3 * 6 and {s.variant for s in samples if isinstance(s, MCSample)} == set(PUTRI_VARIANTS)
+    # per-category and per-variant breakdowns
+    assert set(results.breakdowns["category"]) == {"culinary"}
+    assert results.breakdowns["variant"]["putri3"]["acc,none"] == 0.0
+    assert len(results.prompt_hashes) == 3
+
+
+def test_putri_variants_need_a_prompt_that_lists_the_choices(tmp_path: Path) -> None:
+    from senseforge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--formulation generate"):
+        run_eval(HUMAN_GEN, ScriptedLLM(), EvalConfig(variant="putri-all"), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+CROW = Path(__file__).parents[1] / "fixtures" / "crow" / "released_handwritten.jsonl"
+
+
+def test_crow_parity_counts_triples_and_the_leaderboard_zeros(tmp_path: Path) -> None:
+    from senseforge.data.loaders import load_dataset
+
+    examples = load_dataset(CROW).examples
+    llm = ScriptedLLM(scorer=lambda r: 0.0 if r.continuation.strip() == "yes" else -1.0, name="scripted/yes")
+    ours = run_eval(CROW, llm, EvalConfig(), tmp_path / "ours")
+    parity = run_eval(CROW, llm, EvalConfig(crow_parity=True), tmp_path / "parity")
+    summary, summary_parity = ours.results["crow"], parity.results["crow"]
+    assert isinstance(summary, CrowSummary) and isinstance(summary_parity, CrowSummary)
+    assert summary.convention == "senseforge" and summary_parity.convention == "crow-parity"
+    assert summary.per_dimension_macro_f1_leaderboard is None
+    assert summary_parity.per_dimension_macro_f1_leaderboard is not None
+    # the leaderboard lists CRoW's seven dimensions, averaged over every task (a missing one counts 0)
+    tasks = {ex.task for ex in examples}
+    assert all(m.tasks == len(tasks) for m in summary_parity.per_dimension_macro_f1_leaderboard.values())
+    # per task, parity has one entry per triple: n is the number of triples of that dimension
+    for task in tasks:
+        metrics_ = parity.results[task]
+        assert isinstance(metrics_, BinaryMetrics) and metrics_.per_dimension is not None
+        triples = sum(len(ex.knowledge) for ex in examples if ex.task == task)
+        assert sum(cell.n for cell in metrics_.per_dimension.values()) == triples
+        default = ours.results[task]
+        assert isinstance(default, BinaryMetrics) and default.per_dimension is not None
+        # the default counts each example once per distinct dimension, examples without triples in "other"
+        assert sum(cell.n for cell in default.per_dimension.values()) >= sum(1 for ex in examples if ex.task == task)

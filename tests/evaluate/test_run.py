@@ -30,26 +30,26 @@ def _prefers(text: str) -> ScriptedLLM:
 def test_loglik_picks_the_highest_scoring_choice() -> None:
     items = [_item(i, answer="B" if i < 6 else "A") for i in range(10)]
     samples = score_mc(items, _prefers("water"), EvalConfig())
-    assert [s["prediction"] for s in samples] == ["B"] * 10
+    assert [s.prediction for s in samples] == ["B"] * 10
     metrics = mc_metrics(samples, EvalConfig())
-    assert metrics["acc,none"] == 0.6
-    low, high = metrics["acc_ci95,none"]
+    assert metrics.acc == 0.6
+    low, high = metrics.acc_ci95
     assert low <= 0.6 <= high
-    assert samples[0]["continuations"][1] == " water" and len(samples[0]["scores"]) == 5
+    assert samples[0].continuations[1] == " water" and len(samples[0].scores or []) == 5
 
 
 def test_acc_norm_divides_by_characters() -> None:
     # every choice gets -len(chars): per character all tie at -1 except rounding, so use a scorer favouring long text
     llm = ScriptedLLM(scorer=lambda r: -2.0 * len(r.continuation) + (10.0 if "long" in r.continuation else 0.0))
     sample = score_mc([_item(0, answer="C")], llm, EvalConfig())[0]
-    assert sample["prediction_norm"] == "C"
+    assert sample.prediction_norm == "C"
 
 
 def test_letter_formulation_scores_letters() -> None:
     llm = ScriptedLLM(scorer=lambda r: 0.0 if r.continuation == " C" else -3.0)
     sample = score_mc([_item(0, answer="C")], llm, EvalConfig(formulation="letter"))[0]
-    assert sample["continuations"] == [" A", " B", " C", " D", " E"]
-    assert "A. stone" in sample["prompt"] and sample["correct"] is True
+    assert sample.continuations == [" A", " B", " C", " D", " E"]
+    assert "A. stone" in sample.prompt and sample.correct is True
 
 
 def test_generate_reports_unparsed_answers_separately() -> None:
@@ -57,10 +57,10 @@ def test_generate_reports_unparsed_answers_separately() -> None:
     garbage = ScriptedLLM(responder=lambda r: "I like turtles and prefer not to choose.", name="scripted/garbage")
     samples = score_mc(items, garbage, EvalConfig(formulation="generate"))
     metrics = mc_metrics(samples, EvalConfig(formulation="generate"))
-    assert metrics["unparsed_rate,none"] == 1.0 and metrics["acc,none"] == 0.0
+    assert metrics.unparsed_rate == 1.0 and metrics.acc == 0.0
     good = ScriptedLLM(responder=lambda r: "B", name="scripted/good")
     metrics = mc_metrics(score_mc(items, good, EvalConfig(formulation="generate")), EvalConfig(formulation="generate"))
-    assert metrics["unparsed_rate,none"] == 0.0 and metrics["acc,none"] == 1.0
+    assert metrics.unparsed_rate == 0.0 and metrics.acc == 1.0
 
 
 def test_shots_are_seeded_and_never_the_item_itself() -> None:
@@ -80,8 +80,8 @@ def test_languages_without_spaces_get_no_leading_space() -> None:
 def test_failures_are_recorded_not_counted_as_answers() -> None:
     failing = ScriptedLLM(scorer=lambda r: Loglikelihood(failure={"kind": "timeout", "message": "slow"}))  # type: ignore[arg-type]
     samples = score_mc([_item(0)], failing, EvalConfig())
-    assert samples[0]["error"].startswith("timeout") and samples[0]["correct"] is None
-    assert mc_metrics(samples, EvalConfig())["failed_rate,none"] == 1.0
+    assert (samples[0].error or "").startswith("timeout") and samples[0].correct is None
+    assert mc_metrics(samples, EvalConfig()).failed_rate == 1.0
 
 
 def _binary() -> list[BinaryExample]:
@@ -108,22 +108,23 @@ def test_binary_oracle_and_constant_predictors() -> None:
         return 0.0 if (r.continuation.strip() == "yes") == good else -4.0
 
     samples = score_binary(_binary(), ScriptedLLM(scorer=oracle), EvalConfig())
-    report = binary_report(samples, EvalConfig())
-    assert report["summary"]["crow_score_macro_f1,none"] == 1.0
-    assert report["tasks"]["dialogue"]["situational_acc,none"] == 1.0
+    tasks, summary = binary_report(samples, EvalConfig())
+    assert summary.crow_score_macro_f1 == 1.0
+    assert tasks["dialogue"].situational_acc == 1.0
     always_yes = ScriptedLLM(scorer=lambda r: 0.0 if r.continuation.strip() == "yes" else -1.0)
-    report = binary_report(score_binary(_binary(), always_yes, EvalConfig()), EvalConfig())
-    dialogue = report["tasks"]["dialogue"]
-    assert dialogue["situational_acc,none"] == 0.0
-    assert abs(dialogue["macro_f1,none"] - (1 / 3) / (1 + 1 / 3)) < 1e-9  # constant predictor: p / (1 + p), p = 1/3
-    assert "causal" in dialogue["per_dimension_macro_f1"] and "other" in dialogue["per_dimension_macro_f1"]
+    tasks, summary = binary_report(score_binary(_binary(), always_yes, EvalConfig()), EvalConfig())
+    dialogue = tasks["dialogue"]
+    assert dialogue.situational_acc == 0.0
+    assert abs(dialogue.macro_f1 - (1 / 3) / (1 + 1 / 3)) < 1e-9  # constant predictor: p / (1 + p), p = 1/3
+    assert dialogue.per_dimension_macro_f1 is not None
+    assert "causal" in dialogue.per_dimension_macro_f1 and "other" in dialogue.per_dimension_macro_f1
 
 
 def test_binary_chain_of_thought_extracts_tagged_answers() -> None:
     llm = ScriptedLLM(responder=lambda r: "The target contradicts the context. <Answer>no</Answer>")
     samples = score_binary(_binary()[:3], llm, EvalConfig(chain_of_thought=True))
-    assert [s["prediction"] for s in samples] == [False, False, False]
-    assert "<Answer>" in samples[0]["prompt"]
+    assert [s.prediction for s in samples] == [False, False, False]
+    assert "<Answer>" in samples[0].prompt
 
 
 def test_copa_items_are_scored_as_cloze_with_the_connector() -> None:

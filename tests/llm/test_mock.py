@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
-from senseforge.llm.mock import ScriptedLLM
+from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest
+from senseforge.llm.cache import CachedLLM
+from senseforge.llm.mock import Options, ScriptedLLM
+from senseforge.llm.prices import PriceTable
 from senseforge.llm.registry import get_llm
+from senseforge.store.db import Store
 
 
 def test_queue_then_responder_then_out_of_responses() -> None:
@@ -90,3 +94,47 @@ def test_named_responders_come_from_the_caller() -> None:
     llm = get_llm("scripted/shout", responders={"shout": lambda request: "HEY"})
     assert llm.generate([GenerateRequest(prompt="x")])[0].text == "HEY"
     assert llm.name == "scripted/shout"
+
+
+# -- options and the cache ---------------------------------------------------------------------
+
+OPTION_VALUES: dict[str, Any] = {}
+"""A value other than the default for every option; the scripted provider has none yet (a new one must get one here)."""
+
+
+def test_every_option_has_a_test_value() -> None:
+    assert set(OPTION_VALUES) == set(Options.model_fields)
+    for name, value in OPTION_VALUES.items():
+        assert value != Options.model_fields[name].default, name
+
+
+def test_without_options_the_identity_stays_bare(tmp_path: Path) -> None:
+    script = tmp_path / "script.jsonl"
+    script.write_text('{"text": "ok"}\n')
+    assert get_llm("scripted/echo", {}).identity() == {"scripted": "scripted/echo"}
+    assert get_llm(f"scripted/{script}").identity() == {"scripted": f"scripted/{script}"}
+    assert get_llm("scripted/named", responders={"named": lambda r: "x"}).identity() == {"scripted": "scripted/named"}
+
+
+def _answers(llm: LLM) -> list[dict[str, Any]]:
+    call = {"cached", "latency_s", "attempts", "retry_errors"}
+    results = [
+        *llm.generate([GenerateRequest(prompt="hello"), GenerateRequest.chat("hi there")]),
+        *llm.loglikelihood([LoglikelihoodRequest(context="c", continuation=" x")]),
+    ]
+    return [result.model_dump(exclude=call) for result in results]
+
+
+def test_a_shared_cache_answers_as_a_fresh_run(tmp_path: Path) -> None:
+    """For every option: a changed value misses the cache unless output-neutral, and answers as a fresh run."""
+    for name in sorted(Options.model_fields):
+        if name not in OPTION_VALUES:
+            pytest.fail(f"option {name!r} has no test value in OPTION_VALUES")
+        shared = Store(f"sqlite:///{tmp_path / f'shared-{name}.db'}")
+        _answers(CachedLLM(get_llm("scripted/echo"), shared, prices=PriceTable({})))
+        on_shared = CachedLLM(get_llm("scripted/echo", {name: OPTION_VALUES[name]}), shared, prices=PriceTable({}))
+        from_shared = _answers(on_shared)
+        empty = Store(f"sqlite:///{tmp_path / f'empty-{name}.db'}")
+        fresh = _answers(CachedLLM(get_llm("scripted/echo", {name: OPTION_VALUES[name]}), empty, prices=PriceTable({})))
+        assert (on_shared.stats.hits == 3) is (name in Options.OUTPUT_NEUTRAL), name
+        assert from_shared == fresh, name

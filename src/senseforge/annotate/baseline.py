@@ -11,7 +11,6 @@ the accuracy of every model evaluated on the run (``eval/*/results.json``).
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,10 @@ from senseforge.annotate.store import AnnotationStore
 from senseforge.data.io import read_jsonl
 from senseforge.data.schema import MCItem
 from senseforge.data.splits import SPLIT_NAMES
-from senseforge.errors import ConfigError
+from senseforge.errors import ConfigError, DataValidationError
 from senseforge.evaluate.bootstrap import percentile_interval, resampled_means
 from senseforge.evaluate.policies import ExcludeAmbiguous, Majority, Policy
+from senseforge.evaluate.records import read_results
 
 ANSWER = "answer"
 GROUP_PREFIX = "baseline:"
@@ -50,25 +50,27 @@ def queue_baseline(store: AnnotationStore, run_dir: Path, *, n: int, k: int = 5,
     return queued
 
 
-def _model_results(run_dir: Path) -> list[dict[str, Any]]:
+def _model_results(run_dir: Path, unreadable: list[str]) -> list[dict[str, Any]]:
     out = []
     for path in sorted((run_dir / "eval").glob("*/results.json")):
         try:
-            payload = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            payload = read_results(path)
+        except DataValidationError as exc:
+            unreadable.append(str(exc))
             continue
-        for task, metrics in payload.get("results", {}).items():
-            if isinstance(metrics, dict) and "acc,none" in metrics:
-                out.append(
-                    {
-                        "model": payload.get("model", {}).get("name"),
-                        "task": task,
-                        "acc": metrics["acc,none"],
-                        "ci95": metrics.get("acc_ci95,none"),
-                        "n": metrics.get("n"),
-                        "split": payload.get("data", {}).get("split"),
-                    }
-                )
+        for task, metrics in payload.accuracy_rows():
+            if metrics.acc is None:
+                continue
+            out.append(
+                {
+                    "model": payload.model.name,
+                    "task": task,
+                    "acc": metrics.acc,
+                    "ci95": metrics.acc_ci95,
+                    "n": metrics.n,
+                    "split": payload.data.split,
+                }
+            )
     return out
 
 
@@ -99,7 +101,9 @@ def baseline_report(
             entry["excluded"] += 1
             continue
         entry["correct"].append(1.0 if decision.value == item.answer else 0.0)
-    report: dict[str, Any] = {"splits": {}, "models": _model_results(run_dir)}
+    unreadable: list[str] = []
+    report: dict[str, Any] = {"splits": {}, "models": _model_results(run_dir, unreadable)}
+    report["unreadable_results"] = unreadable
     for split, entry in splits.items():
         values = np.asarray(entry.pop("correct"), dtype=np.float64)
         scored = len(values)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
 from senseforge.cli._common import (
     BaseUrlOption,
-    ModelOption,
     NoCacheOption,
     ProviderOptions,
     StoreOption,
@@ -23,22 +23,56 @@ from senseforge.cli._common import (
     progress_bar,
 )
 
+if TYPE_CHECKING:
+    from senseforge.evaluate.leaderboard import Entry
+    from senseforge.evaluate.records import EvalResults
+
 app = typer.Typer(help="Evaluate models: multiple choice and CRoW-style binary tasks.", no_args_is_help=True)
 
 
+MODELS_HELP = (
+    "provider/model, e.g. llamacpp/gemma-3-270m, openai/gpt-4o-mini, hf/path/to/folder; repeatable: "
+    "every model is evaluated on every --data."
+)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
+
+
 def _default_out(data: Path, model: str) -> Path:
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")
     if data.is_dir():
-        return data / "eval" / slug
-    return Path("evals") / f"{data.stem}-{slug}"
+        return data / "eval" / _slug(model)
+    return Path("evals") / f"{data.stem}-{_slug(model)}"
+
+
+def _pair_out(data: Path, model: str, root: Path | None, pairs: int) -> Path:
+    """Where one (data, model) result goes: ``--out`` itself for one pair, a folder under it for several."""
+    if root is None:
+        return _default_out(data, model)
+    if pairs == 1:
+        return root
+    name = data.name if data.is_dir() else data.stem
+    return root / f"{_slug(name)}-{_slug(model)}"
 
 
 @app.command("run")
 def run(
-    data: Path = typer.Option(..., "--data", "-d", help="Dataset file (any supported format) or a run directory."),
-    model: str = ModelOption,
-    formulation: str = typer.Option("loglik", "--formulation", "-f", help="loglik | letter | generate."),
-    variant: str = typer.Option("plain", "--variant", help="Prompt: plain | putri1 | putri2 | putri3."),
+    data: list[Path] = typer.Option(
+        ..., "--data", "-d", help="Dataset file (any supported format) or a run directory; repeatable."
+    ),
+    model: list[str] | None = typer.Option(None, "--model", "-m", envvar="SENSEFORGE_MODEL", help=MODELS_HELP),
+    formulation: str | None = typer.Option(
+        None,
+        "--formulation",
+        "-f",
+        help="loglik | letter | generate (default: loglik; generate with --variant putri-all, as Putri et al.).",
+    ),
+    variant: str = typer.Option(
+        "plain",
+        "--variant",
+        help="Prompt: plain | putri1 | putri2 | putri3 | putri-all (all three Putri prompts, each and their mean).",
+    ),
     prompt_language: str = typer.Option("en", "--prompt-language", help="en (default) or item."),
     shots: int = typer.Option(0, "--shots", min=0, help="Solved examples before each item."),
     shots_from: Path | None = typer.Option(None, "--shots-from", help="Dataset file to draw the shots from."),
@@ -50,23 +84,43 @@ def run(
     binary_mode: str = typer.Option("loglik", "--binary-mode", help="Binary tasks: loglik | generate."),
     oracle_knowledge: bool = typer.Option(False, "--oracle-knowledge", help="Binary: show the knowledge triples."),
     chain_of_thought: bool = typer.Option(False, "--cot", help="Binary: reason first, answer in <Answer> tags."),
+    crow_parity: bool = typer.Option(
+        False,
+        "--crow-parity",
+        help=(
+            "Binary: per-dimension Macro-F1 as CRoW's scripts count it (one entry per knowledge triple; a task "
+            "without a dimension counts 0 in the cross-task mean). Default: each example once per dimension it "
+            "names, within each task, averaged over the tasks that have the dimension, n reported per cell."
+        ),
+    ),
     n_bootstrap: int = typer.Option(1000, "--bootstrap", min=100, help="Bootstrap resamples for the CIs."),
-    out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default: evals/<data>-<model>)."),
+    out_dir: Path | None = typer.Option(
+        None,
+        "--out",
+        help=(
+            "Output folder (default: evals/<data>-<model>, or <run>/eval/<model> for a run directory). With "
+            "several models or datasets: one folder per pair under it, and leaderboard.json/.csv."
+        ),
+    ),
     base_url: str | None = BaseUrlOption,
     option: list[str] | None = ProviderOptions,
     store: str | None = StoreOption,
     no_cache: bool = NoCacheOption,
 ) -> None:
-    """Evaluate a model; writes results.json and samples.jsonl and prints the headline metrics."""
+    """Evaluate models; writes results.json and samples.jsonl per (data, model) and prints the headline metrics."""
     from pydantic import ValidationError
 
     from senseforge.errors import ConfigError
     from senseforge.evaluate.harness import run_eval
+    from senseforge.evaluate.leaderboard import entries, write_leaderboard
     from senseforge.evaluate.run import EvalConfig
+    from senseforge.llm.registry import DEFAULT_MODEL
 
+    models = list(dict.fromkeys(model or [DEFAULT_MODEL]))
+    datasets = list(dict.fromkeys(data))
     try:
         config = EvalConfig(
-            formulation=formulation,
+            formulation=formulation or ("generate" if variant == "putri-all" else "loglik"),
             variant=variant,
             prompt_language=prompt_language,
             shots=shots,
@@ -75,31 +129,49 @@ def run(
             binary_mode=binary_mode,
             oracle_knowledge=oracle_knowledge,
             chain_of_thought=chain_of_thought,
+            crow_parity=crow_parity,
             n_bootstrap=n_bootstrap,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(f"--{'-'.join(str(first['loc'][0]).split('_'))}: {first['msg']}") from exc
-    destination = out_dir or _default_out(data, model)
-    llm = open_model(model, option, base_url, store, no_cache=no_cache, run="eval")
-    try:
-        with progress_bar(f"evaluating with {model}", None) as advance:
-            payload = run_eval(
-                data,
-                llm,
-                config,
-                destination,
-                fmt=fmt,
-                lang=lang,
-                shots_from=shots_from,
-                split=split,
-                progress=advance,
-            )
-    finally:
-        llm.close()
-    print_results(payload)
-    err.print(describe_stats(llm))
-    err.print(f"wrote {destination / 'results.json'} and {destination / 'samples.jsonl'}")
+    config.check_variant()
+    missing = [str(path) for path in datasets if not path.exists()]
+    if missing:
+        raise ConfigError(f"--data: no such file or folder: {', '.join(missing)}")
+    pairs = len(models) * len(datasets)
+    done: list[tuple[EvalResults, Path]] = []
+    for name in models:
+        llm = open_model(name, option, base_url, store, no_cache=no_cache, run="eval")
+        try:
+            for path in datasets:
+                destination = _pair_out(path, name, out_dir, pairs)
+                with progress_bar(f"evaluating {name} on {path.name}", None) as advance:
+                    payload = run_eval(
+                        path,
+                        llm,
+                        config,
+                        destination,
+                        fmt=fmt,
+                        lang=lang,
+                        shots_from=shots_from,
+                        split=split,
+                        progress=advance,
+                    )
+                print_results(payload)
+                err.print(f"wrote {destination / 'results.json'} and {destination / 'samples.jsonl'}")
+                done.append((payload, destination))
+        finally:
+            llm.close()
+        err.print(describe_stats(llm))
+    if pairs > 1:
+        rows = entries([payload for payload, _ in done])
+        print_leaderboard(rows)
+        where = out_dir or Path("evals")
+        json_path, csv_path = write_leaderboard(
+            where, rows, [(f"{p.model.name} on {p.data.name}", d / "results.json") for p, d in done]
+        )
+        err.print(f"wrote {json_path} and {csv_path}")
 
 
 def _fmt(value: Any) -> str:
@@ -110,19 +182,36 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(k, v) for k, v in metrics.items() if "," in k and "stderr" not in k and not k.endswith("_ci95,none")]
-
-
-def print_results(payload: dict[str, Any]) -> None:
+def print_results(payload: EvalResults) -> None:
     """A table of each task's headline metrics with their 95% intervals."""
-    table = Table(title=f"{payload['model']['name']} on {payload['data']['name']}")
+    table = Table(title=f"{payload.model.name} on {payload.data.name}")
     for column in ("task", "metric", "value", "95% CI", "n"):
         table.add_column(column)
-    for task, metrics in payload["results"].items():
-        for key, value in _headline(metrics):
-            ci = metrics.get(key.replace(",none", "_ci95,none"))
-            table.add_row(task, key.split(",")[0], _fmt(value), _fmt(ci) if ci else "", str(metrics.get("n", "")))
+    for task, metric, value, ci, n in payload.headline():
+        table.add_row(task, metric, _fmt(value), _fmt(ci) if ci else "", "" if n is None else str(n))
+    out.print(table)
+
+
+def print_leaderboard(rows: Sequence[Entry]) -> None:
+    """Models as rows, (dataset, task, metric) as columns: value and 95% interval."""
+    columns = list(dict.fromkeys(row.column for row in rows))
+    models = list(dict.fromkeys(row.model for row in rows))
+    cell = {(row.model, row.column): row for row in rows}
+    table = Table(title="leaderboard")
+    table.add_column("model")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for name in models:
+        values = []
+        for column in columns:
+            entry = cell.get((name, column))
+            if entry is None:
+                values.append("")
+            elif entry.ci95_low is None or entry.ci95_high is None:
+                values.append(_fmt(entry.value))
+            else:
+                values.append(f"{_fmt(entry.value)} [{entry.ci95_low:.3f}, {entry.ci95_high:.3f}]")
+        table.add_row(name, *values)
     out.print(table)
 
 
@@ -132,19 +221,19 @@ def compare(
     second: Path = typer.Argument(..., help="Another results.json (or its folder)."),
 ) -> None:
     """Side-by-side headline metrics (and breakdowns) of two result files."""
-    from senseforge.evaluate.harness import read_results
+    from senseforge.evaluate.records import read_results
 
     a, b = read_results(first), read_results(second)
     table = Table(title="comparison")
     table.add_column("task / group")
     table.add_column("metric")
-    table.add_column(f"A: {a['model']['name']}", justify="right")
-    table.add_column(f"B: {b['model']['name']}", justify="right")
+    table.add_column(f"A: {a.model.name}", justify="right")
+    table.add_column(f"B: {b.model.name}", justify="right")
     table.add_column("B − A", justify="right")
-    rows = _rows(a) | _rows(b)
-    for key in sorted(rows):
-        va, vb = _rows(a).get(key), _rows(b).get(key)
-        delta = vb - va if isinstance(va, float) and isinstance(vb, float) else None
+    rows_a, rows_b = _rows(a), _rows(b)
+    for key in sorted(rows_a | rows_b):
+        va, vb = rows_a.get(key), rows_b.get(key)
+        delta = vb - va if va is not None and vb is not None else None
         table.add_row(
             key[0],
             key[1],
@@ -155,15 +244,11 @@ def compare(
     out.print(table)
 
 
-def _rows(payload: dict[str, Any]) -> dict[tuple[str, str], float]:
+def _rows(payload: EvalResults) -> dict[tuple[str, str], float]:
     rows: dict[tuple[str, str], float] = {}
-    for task, metrics in payload["results"].items():
-        for key, value in _headline(metrics):
-            if isinstance(value, (int, float)):
-                rows[(task, key.split(",")[0])] = float(value)
-    for field, groups in payload.get("breakdowns", {}).items():
-        for group, metrics in groups.items():
-            value = metrics.get("acc,none")
-            if isinstance(value, (int, float)):
-                rows[(f"{field}={group}", "acc")] = float(value)
+    for task, metric, value, _ci, _n in payload.headline():
+        rows[(task, metric)] = value
+    for field, group, metrics in payload.group_metrics():
+        if metrics.acc is not None:
+            rows[(f"{field}={group}", "acc")] = metrics.acc
     return rows

@@ -35,6 +35,17 @@ class MCPrompt:
     """For ``loglik``: the choice texts as scored; for ``letter``: the letters as scored."""
     letters: tuple[str, ...]
     """The labels shown for the choices, in order."""
+    delimiter: str = ""
+    """What each continuation starts with before its text (a space, or nothing for ``ja``, ``zh`` …)."""
+
+    def normalised(self) -> tuple[str, ...]:
+        """Each continuation without its delimiter: what ``acc_norm`` and ``acc_bytes`` divide by.
+
+        lm-eval scores the delimiter but counts only the choice text (its ``target_delimiter``
+        is not part of the choice), and so do we.
+        """
+        cut = len(self.delimiter)
+        return tuple(c[cut:] if c.startswith(self.delimiter) else c for c in self.continuations)
 
 
 def _lower_first(text: str) -> str:
@@ -105,6 +116,7 @@ def mc_prompt(
             text=f"{premise}{_sep(lit)}{connector}",
             continuations=tuple(_sep(lit) + _lower_first(c.text) for c in item.choices),
             letters=letters,
+            delimiter=_sep(lit),
         )
     with_choices = formulation != "loglik"
     blocks = [
@@ -118,7 +130,7 @@ def mc_prompt(
         continuations = tuple(_sep(lit) + c.text for c in item.choices)
     else:
         continuations = tuple(_sep(lit) + letter for letter in letters)
-    return MCPrompt(text=text, continuations=continuations, letters=letters)
+    return MCPrompt(text=text, continuations=continuations, letters=letters, delimiter=_sep(lit))
 
 
 @dataclass(frozen=True)

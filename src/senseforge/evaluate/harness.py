@@ -19,9 +19,22 @@ from senseforge.data.io import atomic_open
 from senseforge.data.schema import MCItem
 from senseforge.errors import ConfigError, DataValidationError
 from senseforge.evaluate.formulations import prompt_hash
-from senseforge.evaluate.report import baseline_report, binary_report, mc_breakdowns, mc_metrics
-from senseforge.evaluate.run import EvalConfig, Sample, score_binary, score_mc
+from senseforge.evaluate.records import (
+    BinarySample,
+    DataInfo,
+    EvalResults,
+    MCMetrics,
+    MCSample,
+    Metrics,
+    ModelInfo,
+    read_results,
+    write_samples_lines,
+)
+from senseforge.evaluate.report import baseline_report, binary_report, mc_breakdowns, mc_metrics, mc_variant_mean
+from senseforge.evaluate.run import EvalConfig, score_binary, score_mc
 from senseforge.llm.base import LLM, Progress
+
+__all__ = ["load_for_eval", "read_results", "run_eval", "write_outputs"]
 
 
 def load_for_eval(path: Path, fmt: str | None = None, lang: str | None = None, split: str = "test") -> Any:
@@ -58,11 +71,15 @@ def run_eval(
     shots_from: Path | None = None,
     split: str = "test",
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> EvalResults:
     """Evaluate ``llm`` on ``data`` and write ``results.json`` and ``samples.jsonl`` to ``out_dir``.
 
-    ``split`` picks the split of a run directory (``all`` for every split together).
+    ``split`` picks the split of a run directory (``all`` for every split together). With
+    ``variant="putri-all"`` each item is scored under each of Putri et al.'s three prompt
+    structures: ``results`` holds ``<task>/putri1`` … ``<task>/putri3`` and their mean
+    ``<task>/putri-mean``.
     """
+    config.check_variant()
     dataset = load_for_eval(data, fmt, lang, split)
     started = time.perf_counter()
     shot_pool: list[MCItem] = []
@@ -70,58 +87,71 @@ def run_eval(
         if shots_from is None:
             raise ConfigError("--shots needs --shots-from: a split to draw solved examples from")
         shot_pool = list(load_for_eval(shots_from, fmt, lang).items)
+    samples: list[MCSample] | list[BinarySample]
+    results: dict[str, Metrics]
     if dataset.kind == "mc":
         items = dataset.items[: config.limit] if config.limit else dataset.items
         if not items:
             raise DataValidationError(f"{data}: no items to evaluate")
         samples = score_mc(items, llm, config, shot_pool=shot_pool, progress=progress)
-        results: dict[str, Any] = {dataset.name: mc_metrics(samples, config)}
-        breakdowns: dict[str, Any] = mc_breakdowns(samples, config)
-        template = f"mc/{config.formulation}/{config.variant}/{config.prompt_language}/shots={config.shots}"
+        results = _mc_results(dataset.name, samples, config)
+        breakdowns: dict[str, Any] = {
+            field: {group: m.to_json() for group, m in groups.items()}
+            for field, groups in mc_breakdowns(samples, config).items()
+        }
+        templates = [
+            f"mc/{config.formulation}/{variant}/{config.prompt_language}/shots={config.shots}"
+            for variant in config.variants()
+        ]
     else:
         examples = dataset.examples[: config.limit] if config.limit else dataset.examples
         if not examples:
             raise DataValidationError(f"{data}: no examples to evaluate")
         samples = score_binary(examples, llm, config, progress=progress)
-        report = binary_report(samples, config)
-        results = {**report["tasks"], "crow": report["summary"]}
+        per_task, summary = binary_report(samples, config)
+        results = {**per_task, "crow": summary}
         breakdowns = {"baselines": baseline_report(samples, config)}
         mode = "cot" if config.chain_of_thought else config.binary_mode
-        template = f"binary/{mode}/knowledge={config.oracle_knowledge}/{config.prompt_language}"
+        templates = [f"binary/{mode}/knowledge={config.oracle_knowledge}/{config.prompt_language}"]
     elapsed = time.perf_counter() - started
-    payload = {
-        "results": results,
-        "breakdowns": breakdowns,
-        "config": config.model_dump(),
-        "data": {"path": str(data.resolve()), "name": dataset.name, "format": dataset.fmt, "kind": dataset.kind},
-        "model": {"name": llm.name, "identity": llm.identity()},
-        "seeds": {"seed": config.seed},
-        "prompt_hashes": {template: prompt_hash(template)},
-        "versions": {"senseforge": __version__, "python": platform.python_version()},
-        "timing": {"seconds": elapsed, "items_per_second": len(samples) / elapsed if elapsed > 0 else None},
-    }
+    payload = EvalResults(
+        results=results,
+        breakdowns=breakdowns,
+        config=config.model_dump(),
+        data=DataInfo(
+            path=str(data.resolve()),
+            name=dataset.name,
+            format=dataset.fmt,
+            kind=dataset.kind,
+            split=split if data.is_dir() else dataset.split,
+        ),
+        model=ModelInfo(name=llm.name, identity=llm.identity()),
+        seeds={"seed": config.seed},
+        prompt_hashes={template: prompt_hash(template) for template in templates},
+        versions={"senseforge": __version__, "python": platform.python_version()},
+        timing={"seconds": elapsed, "items_per_second": len(samples) / elapsed if elapsed > 0 else None},
+    )
     write_outputs(out_dir, payload, samples)
     return payload
 
 
-def write_outputs(out_dir: Path, payload: dict[str, Any], samples: list[Sample]) -> None:
+def _mc_results(name: str, samples: list[MCSample], config: EvalConfig) -> dict[str, Metrics]:
+    variants = config.variants()
+    if len(variants) == 1:
+        return {name: mc_metrics(samples, config)}
+    per_variant: dict[str, MCMetrics] = {
+        variant: mc_metrics([s for s in samples if s.variant == variant], config) for variant in variants
+    }
+    results: dict[str, Metrics] = {f"{name}/{variant}": m for variant, m in per_variant.items()}
+    results[f"{name}/{config.variant.removesuffix('-all')}-mean"] = mc_variant_mean(per_variant, samples, config)
+    return results
+
+
+def write_outputs(out_dir: Path, payload: EvalResults, samples: list[MCSample] | list[BinarySample]) -> None:
     """``results.json`` and ``samples.jsonl``, atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_open(out_dir / "samples.jsonl") as handle:
-        for sample in samples:
-            handle.write(json.dumps(sample, ensure_ascii=False) + "\n")
+        handle.writelines(write_samples_lines(samples))
     with atomic_open(out_dir / "results.json") as handle:
-        json.dump(payload, handle, ensure_ascii=False, indent=2, default=str)
+        json.dump(payload.to_json(), handle, ensure_ascii=False, indent=2, default=str)
         handle.write("\n")
-
-
-def read_results(path: Path) -> dict[str, Any]:
-    """A ``results.json`` (or the folder holding one)."""
-    file = path / "results.json" if path.is_dir() else path
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataValidationError(f"{file}: not a readable results.json ({exc})") from exc
-    if not isinstance(data, dict) or "results" not in data:
-        raise DataValidationError(f"{file}: has no 'results' section; is it a senseforge results.json?")
-    return data

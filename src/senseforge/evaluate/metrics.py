@@ -11,6 +11,10 @@ Binary (CRoW) metrics follow Ismayilzada et al. (2023) and the CRoW evaluation s
   (the leaderboard calls it ``exact_match``);
 - :func:`per_dimension_macro_f1`: Macro-F1 over the examples whose knowledge belongs to a
   commonsense dimension;
+- :func:`per_dimension_cells` and :func:`dimension_means`: the same per task, with the size of
+  every cell, and averaged across tasks. ``parity=True`` (per task) counts as CRoW's script
+  does, once per knowledge triple; ``missing_as_zero=True`` (across tasks) averages as CRoW's
+  leaderboard does, a dimension a task lacks scoring 0 there;
 - :func:`crow_score`: unweighted mean of per-task scores, each MT language pair its own
   task. CRoW reports it for Macro-F1 *and* for Situational Accuracy (Table 2, and the
   ``metrics``/``non_mt_metrics``/``mt_metrics`` blocks of its leaderboard): it is the same
@@ -27,7 +31,8 @@ import math
 import random
 import statistics
 from collections import Counter
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -198,8 +203,10 @@ def per_dimension_macro_f1(
     :data:`CROW_DIMENSIONS` order, then any others alphabetically.
 
     Note: CRoW's script appends an example once per knowledge *triple*, so an example with
-    two triples of one dimension weighs double there; pass its list as is to us and it
-    counts once.
+    two triples of one dimension weighs double there, and an example without triples is in
+    no dimension at all; pass its list as is to us and it counts once. For CRoW's counting,
+    per task, use :func:`per_dimension_cells` with ``parity=True``; for cross-task means,
+    :func:`dimension_means`.
 
     >>> per_dimension_macro_f1([["social", "causal"], "social", None], [True, False, True], [True, False, False])
     {'causal': 1.0, 'social': 1.0, 'other': 0.0}
@@ -211,8 +218,15 @@ def per_dimension_macro_f1(
     for i, entry in enumerate(dimensions):
         for dim in _dimensions_of(entry):
             members.setdefault(dim, []).append(i)
-    order = [d for d in CROW_DIMENSIONS if d in members] + sorted(set(members) - set(CROW_DIMENSIONS))
-    return {dim: macro_f1(gold[members[dim]].tolist(), pred[members[dim]].tolist()) for dim in order}
+    return {
+        dim: macro_f1(gold[members[dim]].tolist(), pred[members[dim]].tolist()) for dim in _dimension_order(members)
+    }
+
+
+def _dimension_order(names: Iterable[str]) -> list[str]:
+    """CRoW's dimensions first, in :data:`CROW_DIMENSIONS` order, then any others alphabetically."""
+    present = set(names)
+    return [d for d in CROW_DIMENSIONS if d in present] + sorted(present - set(CROW_DIMENSIONS))
 
 
 def is_mt_task(task: str) -> bool:
@@ -247,6 +261,159 @@ def crow_score(task_scores: Mapping[str, float], *, include_mt: bool = True) -> 
     if any(not math.isfinite(s) for s in scores):
         raise ValueError(f"task scores must be finite numbers, got {dict(task_scores)}")
     return math.fsum(scores) / len(scores)
+
+
+# --------------------------------------------------------------------------- per-dimension cells (CRoW)
+
+
+@dataclass(frozen=True)
+class DimensionCell:
+    """Macro-F1 of one (task, dimension) cell, and what it was computed over.
+
+    ``n`` counts examples (our convention) or entries, one per knowledge triple (CRoW's
+    counting, ``parity=True`` in :func:`per_dimension_cells`); it is at least 1.
+    """
+
+    macro_f1: float
+    n: int
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.macro_f1) and 0.0 <= self.macro_f1 <= 1.0):
+            raise ValueError(f"macro_f1 must be a number in [0, 1], got {self.macro_f1}")
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+            raise ValueError(f"n must be a positive integer, got {self.n!r}")
+
+
+def _triple_dimension(value: str | None, example: int, triple: int) -> str:
+    """A triple's dimension as CRoW's script accepts it: one of its seven names, nothing else."""
+    name = value.strip() if isinstance(value, str) else value
+    if name not in CROW_DIMENSIONS:
+        raise ValueError(
+            f"dimensions[{example}][{triple}] is {value!r}: with parity=True every knowledge triple needs one of "
+            f"CRoW's dimensions {list(CROW_DIMENSIONS)} (CRoW's script cannot score any other)"
+        )
+    return name
+
+
+def per_dimension_cells(
+    tasks: Sequence[str],
+    dimensions: Sequence[Sequence[str | None]],
+    golds: Sequence[bool],
+    preds: Sequence[bool],
+    *,
+    parity: bool = False,
+) -> dict[str, dict[str, DimensionCell]]:
+    """Macro-F1 of every (task, commonsense dimension) cell, with the size of the cell.
+
+    ``tasks[i]`` is example ``i``'s task (names are used as given: each MT language pair is
+    its own task) and ``dimensions[i]`` the dimension of each of its knowledge triples, one
+    entry per triple, repeats kept; ``None`` for a triple without a dimension and an empty
+    list for an example without triples.
+
+    Our convention (the default): within a task, an example counts once in every distinct
+    dimension its triples name, as in :func:`per_dimension_macro_f1` (``None``, ``""`` and
+    an example without triples mean :data:`OTHER_DIMENSION`); ``n`` is the number of
+    examples in the cell.
+
+    ``parity=True`` counts as CRoW's ``evaluation/report_metrics.py`` does: within a task,
+    an example enters a dimension once per triple of that dimension (two ``social`` triples:
+    it weighs double in ``social``), an example without triples is in no dimension (its
+    task's overall Macro-F1 still counts it), and every triple must name one of the seven
+    :data:`CROW_DIMENSIONS` (anything else makes CRoW's script fail, so it is refused here).
+    ``n`` is then the number of entries. A target's triples are its own: CRoW's optional
+    ``post_populate_kg.py`` gives a target without a ``knowledge`` field the triples of the
+    other targets of its context; if its numbers were made that way, pass those triples.
+
+    Either way a cell's score is :func:`macro_f1`, which equals the scikit-learn call CRoW
+    makes (``f1_score(average="macro")`` over the labels present, unrounded). Every task
+    appears, in order of first appearance; within it, only the dimensions with at least
+    one entry, ordered as in :func:`per_dimension_macro_f1`. A task can be empty with
+    ``parity=True`` (no example has triples); :func:`dimension_means` still counts it.
+
+    >>> tasks = ["stance"] * 3
+    >>> dims = [["social", "social"], ["social"], []]
+    >>> golds, preds = [True, False, True], [True, True, True]
+    >>> per_dimension_cells(tasks, dims, golds, preds)
+    {'stance': {'social': DimensionCell(macro_f1=0.3333333333333333, n=2), 'other': DimensionCell(macro_f1=1.0, n=1)}}
+    >>> per_dimension_cells(tasks, dims, golds, preds, parity=True)
+    {'stance': {'social': DimensionCell(macro_f1=0.4, n=3)}}
+    """
+    gold, pred = _paired(golds, preds)
+    if len(tasks) != len(gold):
+        raise ValueError(f"tasks and golds differ in length: {len(tasks)} != {len(gold)}")
+    if len(dimensions) != len(gold):
+        raise ValueError(f"dimensions and golds differ in length: {len(dimensions)} != {len(gold)}")
+    members: dict[str, dict[str, list[int]]] = {}
+    for i, (task, entry) in enumerate(zip(tasks, dimensions, strict=True)):
+        if not isinstance(task, str) or not task.strip():
+            raise ValueError(f"tasks[{i}] must be a non-empty task name, got {task!r}")
+        if isinstance(entry, str) or not isinstance(entry, Sequence):
+            raise ValueError(
+                f"dimensions[{i}] must be a list with the dimension of each knowledge triple "
+                f"(an empty list for none), got {entry!r}"
+            )
+        cells = members.setdefault(task, {})
+        if parity:
+            for k, value in enumerate(entry):
+                cells.setdefault(_triple_dimension(value, i, k), []).append(i)
+        else:
+            for dim in _dimensions_of(entry):
+                cells.setdefault(dim, []).append(i)
+    return {
+        task: {
+            dim: DimensionCell(macro_f1(gold[cells[dim]].tolist(), pred[cells[dim]].tolist()), len(cells[dim]))
+            for dim in _dimension_order(cells)
+        }
+        for task, cells in members.items()
+    }
+
+
+def dimension_means(
+    cells: Mapping[str, Mapping[str, DimensionCell]],
+    *,
+    missing_as_zero: bool = False,
+    include_mt: bool = True,
+) -> dict[str, tuple[float, int]]:
+    """Cross-task Macro-F1 of each dimension: ``dimension -> (mean, number of tasks averaged)``.
+
+    ``cells`` is what :func:`per_dimension_cells` returns (task -> dimension -> cell); each
+    task weighs the same, whatever the size of its cells.
+
+    By default a dimension's mean is over the tasks that have a cell for it; a task without
+    it is left out. That is our convention and also what CRoW's
+    ``evaluation/report_agg_metrics_across_tasks.py`` does (its ``dimensions`` block, and
+    ``non_mt_dimensions`` with ``include_mt=False``).
+
+    ``missing_as_zero=True`` reproduces CRoW's published leaderboard instead: there every task
+    lists all seven :data:`CROW_DIMENSIONS`, a dimension it lacks scored 0, and the mean
+    divides by the number of tasks. All seven then appear (0.0 where no task has one), each
+    averaged over every task kept.
+
+    ``include_mt=False`` keeps only the non-MT tasks (:func:`is_mt_task`), CRoW's "(-MT)"
+    block; for the leaderboard's MT-only block pass only the MT tasks' cells.
+
+    >>> cells = {"dialogue": {"social": DimensionCell(0.5, 4), "temporal": DimensionCell(1.0, 2)},
+    ...          "stance": {"social": DimensionCell(1.0, 3)}}
+    >>> dimension_means(cells)
+    {'temporal': (1.0, 1), 'social': (0.75, 2)}
+    >>> dimension_means(cells, missing_as_zero=True)["temporal"]
+    (0.5, 2)
+    """
+    kept = {task: row for task, row in cells.items() if include_mt or not is_mt_task(task)}
+    if not kept:
+        which = "tasks" if include_mt else "non-MT tasks"
+        raise ValueError(f"no {which} to average: the per-dimension means are undefined")
+    scores: dict[str, list[float]] = {dim: [] for dim in CROW_DIMENSIONS} if missing_as_zero else {}
+    for task, row in kept.items():
+        for dim, cell in row.items():
+            if not isinstance(cell, DimensionCell):
+                raise ValueError(f"cells[{task!r}][{dim!r}] must be a DimensionCell, got {cell!r}")
+            scores.setdefault(dim, []).append(cell.macro_f1)
+    means: dict[str, tuple[float, int]] = {}
+    for dim in _dimension_order(scores):
+        divisor = len(kept) if missing_as_zero else len(scores[dim])
+        means[dim] = (math.fsum(scores[dim]) / divisor, divisor)
+    return means
 
 
 # --------------------------------------------------------------------------- baselines

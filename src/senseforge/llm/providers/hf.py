@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +37,7 @@ from senseforge.llm.base import (
     Loglikelihood,
     LoglikelihoodRequest,
     Progress,
+    options_identity,
 )
 from senseforge.llm.providers._hf_generate import earliest_stop, generate_one, plain_chat_prompt
 from senseforge.llm.providers._hf_scoring import (
@@ -88,9 +89,17 @@ DEFAULT_MAX_LENGTH = 2048
 
 
 class Options(BaseModel):
-    """Options of the ``hf`` provider."""
+    """Options of the ``hf`` provider.
+
+    Every one of them can change an answer, so all are part of :meth:`HFLLM.identity`: the
+    device and dtype pick different kernels and rounding, and ``batch_size`` and
+    ``max_length`` change padding, packing and truncation, which move float results.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    OUTPUT_NEUTRAL: ClassVar[frozenset[str]] = frozenset()
+    """Options that cannot change an answer: none."""
 
     device: str = "cpu"
     """Torch device to run on: ``cpu``, ``cuda``, ``cuda:1``, ``mps`` …"""
@@ -142,7 +151,7 @@ class HFLLM:
         return f"hf/{self._model_arg}"
 
     def identity(self) -> dict[str, str]:
-        """The folder, a hash of the weights and ``config.json``, a hash of the tokenizer files, and the dtype."""
+        """The folder, a hash of the weights and ``config.json``, a hash of the tokenizer files, and the options."""
         if self._identity is None:
             files = sorted(p for p in self._path.iterdir() if p.is_file())
             weights = [p for p in files if p.name.endswith(WEIGHT_SUFFIXES) or p.name == "config.json"]
@@ -151,7 +160,7 @@ class HFLLM:
                 "path": str(self._path),
                 "weights_sha256": self._combined_digest(weights),
                 "tokenizer_sha256": self._combined_digest(tokenizer),
-                "dtype": self._options.dtype,
+                **options_identity(self._options),
             }
         return dict(self._identity)
 

@@ -23,6 +23,15 @@ without repacking, whose kernels depend far less on the batch layout: shared-pre
 scores stay within a few hundredths of a nat of a one-sequence pass, are never affected
 by how requests are grouped into batches, and cost one context evaluation per question
 instead of one per choice.
+
+Options and the cache. Every option that touches the kernels, the context or KV-cache
+layout or the batch layout (``n_ctx``, ``score_n_ctx``, ``n_batch``, ``chat_format``,
+``share_prefix``) can change an answer, so it is part of :meth:`LlamaCppLLM.identity` and
+of every cache key. ``n_threads`` is not: the bundled model's log-likelihood scores
+(``share_prefix`` off and on) and its greedy and seeded sampled generations came out
+bit-identical for 1, 2, 3, 4 and 8 threads, and again for 1, 2 and 5 threads with
+``n_batch=16`` (llama-cpp-python 0.3.36 on an AVX-512 CPU). The provider tests check it
+again, one thread against the default.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -49,6 +58,7 @@ from senseforge.llm.base import (
     Loglikelihood,
     LoglikelihoodRequest,
     Progress,
+    options_identity,
 )
 from senseforge.store.db import senseforge_home, sha256_file
 
@@ -65,6 +75,9 @@ class Options(BaseModel):
     """Settings of the llama.cpp backend."""
 
     model_config = ConfigDict(extra="forbid")
+
+    OUTPUT_NEUTRAL: ClassVar[frozenset[str]] = frozenset({"n_threads"})
+    """Options that cannot change an answer (left out of the identity; see the module notes)."""
 
     n_ctx: int = Field(default=2048, ge=64)
     """Context window for generation."""
@@ -190,7 +203,8 @@ class LlamaCppLLM:
         return f"llamacpp/{self._model}"
 
     def identity(self) -> dict[str, str]:
-        return {"weights_sha256": self.digest}
+        """The weights' SHA-256 and the options that can change an answer."""
+        return {"weights_sha256": self.digest, **options_identity(self.options)}
 
     # --- instances ----------------------------------------------------------------
     def _load(self, *, n_ctx: int, logits_all: bool, repack: bool = True) -> Llama:

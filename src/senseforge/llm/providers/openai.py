@@ -47,6 +47,7 @@ from senseforge.llm.base import (
     LoglikelihoodRequest,
     Message,
     Progress,
+    options_identity,
 )
 
 if TYPE_CHECKING:
@@ -81,6 +82,11 @@ class Options(BaseModel):
     """Settings of the ``openai`` provider."""
 
     model_config = ConfigDict(extra="forbid")
+
+    OUTPUT_NEUTRAL: ClassVar[frozenset[str]] = frozenset(
+        {"api_key_env", "max_concurrency", "max_retries", "timeout_s", "backoff_base_s", "backoff_max_s"}
+    )
+    """Options that cannot change a successful answer (failures are never cached), left out of the identity."""
 
     base_url: str | None = None
     """Endpoint, e.g. ``http://localhost:8000/v1``; default: ``$OPENAI_BASE_URL``, else OpenAI."""
@@ -262,8 +268,16 @@ class OpenAILLM:
         return self._options
 
     def identity(self) -> dict[str, str]:
-        """The served model name and the endpoint it is served from."""
-        return {"model": self._model, "base_url": self._base_url}
+        """The served model name, the endpoint it is served from, and the options that can change an answer.
+
+        ``base_url`` is there as resolved (option, else ``$OPENAI_BASE_URL``, else OpenAI), so
+        the options entry leaves it out.
+        """
+        return {
+            "model": self._model,
+            "base_url": self._base_url,
+            **options_identity(self._options, covered={"base_url"}),
+        }
 
     def close(self) -> None:
         """Nothing to release: every batch opens and closes its own client."""

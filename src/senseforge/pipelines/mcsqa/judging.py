@@ -129,21 +129,19 @@ class Verify:
                 outcomes.append(PENDING)
                 continue
             if isinstance(status, str):
-                outcomes.append(rejected(record, status, prompt=sample.get("prompt")))
+                outcomes.append(rejected(record, status, prompt=sample.prompt))
                 continue
             entries = [log.add(kind, request, result) for kind, request, result in calls]
-            parsed = method == "loglik" or bool(sample.get("parsed"))
-            outcome = "correct" if sample.get("correct") else ("wrong" if parsed else "unparsed")
-            verdict: dict[str, Any] = {"method": method, "prediction": sample.get("prediction"), "outcome": outcome}
+            parsed = method == "loglik" or bool(sample.parsed)
+            outcome = "correct" if sample.correct else ("wrong" if parsed else "unparsed")
+            verdict: dict[str, Any] = {"method": method, "prediction": sample.prediction, "outcome": outcome}
             if method == "loglik":
-                verdict["scores"] = [round(float(s), 6) for s in sample.get("scores", [])]
+                verdict["scores"] = [round(float(s), 6) for s in sample.scores or []]
             payload = {**record.payload, "verify": verdict}
             if outcome == "correct":
                 payload["difficulty"] = "easy"
-            response = sample.get("response") if method == "generate" else None
-            outcomes.append(
-                ok(record, add_call(payload, self.name, entries), prompt=sample.get("prompt"), response=response)
-            )
+            response = sample.response if method == "generate" else None
+            outcomes.append(ok(record, add_call(payload, self.name, entries), prompt=sample.prompt, response=response))
         return StageOutput(outcomes)
 
 
