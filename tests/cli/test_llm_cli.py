@@ -52,6 +52,8 @@ def test_generate_twice_second_is_a_cache_hit_without_backend_call(senseforge_ho
 def test_score_json_equals_direct_llama(senseforge_home: Path, models_dir: Path) -> None:
     from llama_cpp import Llama
 
+    from senseforge.llm.providers.llamacpp import _weight_repacking
+
     context = "Question: What do people use to cut paper?\nAnswer:"
     choices = ["scissors", "a spoon", "a cloud"]
     args = ["llm", "score", "--context", context, "--json"]
@@ -62,7 +64,11 @@ def test_score_json_equals_direct_llama(senseforge_home: Path, models_dir: Path)
     payload = json.loads(result.stdout)
     assert payload["best"] == "scissors"
 
-    model = Llama(model_path=str(models_dir / "gemma-3-270m-q4_k_m.gguf"), n_ctx=256, logits_all=True, verbose=False)
+    # llama.cpp's own one-sequence pass on the weights the scorer loads (not repacked)
+    with _weight_repacking(False):
+        model = Llama(
+            model_path=str(models_dir / "gemma-3-270m-q4_k_m.gguf"), n_ctx=256, logits_all=True, verbose=False
+        )
     import numpy as np
 
     for row in payload["scores"]:

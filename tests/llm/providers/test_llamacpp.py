@@ -20,6 +20,8 @@ from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest
 from senseforge.llm.cache import CachedLLM
 from senseforge.llm.prices import PriceTable
 from senseforge.llm.providers.llamacpp import (
+    MIN_ROWS,
+    PAD_TOKEN,
     LlamaCppLLM,
     Options,
     _weight_repacking,
@@ -48,7 +50,9 @@ def gemma(model_path: Path) -> Iterator[LlamaCppLLM]:
 
 @pytest.fixture(scope="module")
 def direct(model_path: Path) -> Iterator[Llama]:
-    llm = Llama(model_path=str(model_path), n_ctx=512, logits_all=True, verbose=False, seed=0)
+    """llama.cpp's own one-sequence pass on the weights the scorer uses (not repacked)."""
+    with _weight_repacking(False):
+        llm = Llama(model_path=str(model_path), n_ctx=512, logits_all=True, verbose=False, seed=0)
     yield llm
     llm.close()
 
@@ -60,11 +64,16 @@ def _log_softmax(row: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 
 def direct_loglikelihood(llm: Llama, context: str, continuation: str) -> tuple[float, bool]:
-    """Score the continuation with one plain forward pass over the whole text."""
+    """Score the continuation with one plain forward pass over the whole text.
+
+    A text shorter than ``MIN_ROWS`` tokens gets pad tokens after it, as the scorer's own
+    decodes do: causal attention keeps them out of the text's numbers, and llama.cpp's CPU
+    kernels round differently for batches that small.
+    """
     whole = llm.tokenize((context + continuation).encode(), add_bos=True)
     n_context = len(llm.tokenize(context.encode(), add_bos=True))
     llm.reset()
-    llm.eval(whole)
+    llm.eval(whole + [PAD_TOKEN] * max(0, MIN_ROWS - len(whole)))
     total, greedy = 0.0, True
     for position in range(n_context, len(whole)):
         row = llm.scores[position - 1]
@@ -93,7 +102,6 @@ def test_identity_is_the_published_weights_hash(gemma: LlamaCppLLM) -> None:
         "n_batch": 512,
         "n_ctx": 2048,
         "score_n_ctx": 256,
-        "share_prefix": False,
     }
     assert set(identity) == {"weights_sha256", "options"}
     assert gemma.name == "llamacpp/gemma-3-270m"
@@ -108,22 +116,59 @@ def test_loglikelihood_equals_direct_llama_logits(gemma: LlamaCppLLM, direct: Ll
         assert result.n_tokens and result.n_tokens >= 1
 
 
-def test_shared_prefix_scoring_equals_one_pass_on_the_same_kernels(model_path: Path) -> None:
-    shared = create("gemma-3-270m", Options(share_prefix=True))
-    with _weight_repacking(False):
-        reference = Llama(model_path=str(model_path), n_ctx=512, logits_all=True, verbose=False, seed=0)
+def _questions() -> list[LoglikelihoodRequest]:
+    """Five questions of four or five choices: one-token, two-token and long continuations, shared contexts."""
+    rows = [
+        ("Question: Where would you keep milk cold?\nAnswer:", [" fridge", " oven", " garden shed", " pocket"]),
+        ("Question: What do bees make?\nAnswer:", [" honey", " wax", " silk thread", " milk", " paper"]),
+        ("質問: 雨の日に使うものは何？\n答え:", ["傘", "扇風機", "長靴", "サングラス"]),
+        ("Question: What is the opposite of hot?\nAnswer:", [" cold", " warm", " boiling water", " a summer day"]),
+        ("The capital of France is", [" Paris", " Lyon", " Marseille on the sea", " Berlin"]),
+    ]
+    return [LoglikelihoodRequest(context=c, continuation=x) for c, choices in rows for x in choices]
+
+
+def test_scores_never_depend_on_grouping_and_match_one_pass(gemma: LlamaCppLLM, direct: Llama) -> None:
+    import random
+
+    requests = _questions()
+    together = [r.logprob for r in gemma.loglikelihood(requests)]
+    order = list(range(len(requests)))
+    random.Random(7).shuffle(order)
+    regrouped: dict[int, float | None] = {}
+    cursor, sizes = 0, [1, 3, 2, 5, 1, 4, 7, 2, 100]
+    for size in sizes:
+        part = order[cursor : cursor + size]
+        cursor += size
+        for index, result in zip(part, gemma.loglikelihood([requests[i] for i in part]), strict=True):
+            regrouped[index] = result.logprob
+    assert [regrouped[i] for i in range(len(requests))] == together  # bit-identical, whatever the grouping
+    for request, score in zip(requests, together, strict=True):
+        expected, _ = direct_loglikelihood(direct, request.context, request.continuation)
+        assert score == pytest.approx(expected, abs=0.05), request
+
+
+def test_short_decodes_are_padded_so_scores_match_one_pass(gemma: LlamaCppLLM, direct: Llama) -> None:
+    # a two-token continuation after its context is a decode of two tokens, padded to MIN_ROWS
+    request = LoglikelihoodRequest(context="Question: Where do fish live?\nAnswer:", continuation=" in water")
+    assert len(gemma.encode_pair(request)[1]) >= 2
+    (result,) = gemma.loglikelihood([request])
+    expected, greedy = direct_loglikelihood(direct, request.context, request.continuation)
+    assert result.logprob == pytest.approx(expected, abs=1e-3) and result.is_greedy == greedy
+
+
+def test_retired_share_prefix_is_accepted_with_a_warning_and_changes_nothing(gemma: LlamaCppLLM) -> None:
+    with pytest.warns(UserWarning, match="share_prefix no longer changes anything"):
+        options = Options(share_prefix=True)
+    retired = create("gemma-3-270m", options)
     try:
-        requests = [LoglikelihoodRequest(context=c, continuation=x) for c, x in PAIRS]
-        grouped = shared.loglikelihood(requests)
-        one_by_one = [shared.loglikelihood([request])[0] for request in reversed(requests)][::-1]
-        for (context, continuation), result, alone in zip(PAIRS, grouped, one_by_one, strict=True):
-            expected, _ = direct_loglikelihood(reference, context, continuation)
-            # the context and each continuation are separate batches: close to one pass, not bit-equal
-            assert result.logprob == pytest.approx(expected, abs=0.05), (context, continuation)
-            assert result.logprob == alone.logprob  # but never dependent on how requests are grouped
+        requests = _questions()[:6]
+        assert [r.logprob for r in retired.loglikelihood(requests)] == [
+            r.logprob for r in gemma.loglikelihood(requests)
+        ]
+        assert retired.identity() == gemma.identity()
     finally:
-        shared.close()
-        reference.close()
+        retired.close()
 
 
 def test_scoring_projects_only_the_rows_it_needs(gemma: LlamaCppLLM) -> None:

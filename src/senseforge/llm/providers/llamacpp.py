@@ -10,25 +10,28 @@ one for log-likelihood scoring. Scoring asks llama.cpp for the logits of just th
 positions that predict a continuation token, so the vocabulary projection (262,144 rows
 for Gemma 3) runs only there and no ``n_ctx × vocabulary`` score buffer is kept.
 
-Scoring and batch layout. llama.cpp's repacked CPU kernels (the default for quantised
-weights) compute a token's logits slightly differently depending on where it falls in
-the batch being decoded: the same text scored as one batch or as "context, then
-continuation" differs by up to about one logit per token (0.3 nats on a short answer,
-measured here). So by default each (context, continuation) pair is evaluated as one
-sequence, exactly as a plain forward pass does, and its score equals what
-``Llama(logits_all=True)`` gives for that text. With ``share_prefix=True`` the context
-shared by several choices is evaluated once and only each continuation after it
-(rewinding the KV cache in between). The scoring instance then loads the weights
-without repacking, whose kernels depend far less on the batch layout: shared-prefix
-scores stay within a few hundredths of a nat of a one-sequence pass, are never affected
-by how requests are grouped into batches, and cost one context evaluation per question
-instead of one per choice.
+Scoring and batch layout. The context shared by a question's choices is decoded once;
+each continuation is then decoded after it and removed again. Two things make that exact:
+
+* the scoring instance loads the weights without llama.cpp's repacked CPU buffers, whose
+  kernels compute a token's numbers differently depending on where it falls in the batch
+  (up to about one logit per token with the bundled model);
+* no decode call holds fewer than :data:`MIN_ROWS` tokens: a short one (a two-token
+  continuation) is padded after its last token, which causal attention keeps out of every
+  real token's numbers, because llama.cpp's CPU kernels take another, differently rounding
+  path for very small batches (measured here: a decode of fewer than 8 tokens shifts logits
+  by up to one; 8 and more give bit-identical numbers).
+
+So a request's score is bit-identical to a one-sequence pass over context and continuation
+on the same weights (``Llama(logits_all=True)`` on one text), whatever the other requests
+of the call, their order or their grouping into calls. ``share_prefix`` is retired: the
+fast path is the exact one.
 
 Options and the cache. Every option that touches the kernels, the context or KV-cache
-layout or the batch layout (``n_ctx``, ``score_n_ctx``, ``n_batch``, ``chat_format``,
-``share_prefix``) can change an answer, so it is part of :meth:`LlamaCppLLM.identity` and
-of every cache key. ``n_threads`` is not: the bundled model's log-likelihood scores
-(``share_prefix`` off and on) and its greedy and seeded sampled generations came out
+layout or the batch layout (``n_ctx``, ``score_n_ctx``, ``n_batch``, ``chat_format``) can
+change an answer, so it is part of :meth:`LlamaCppLLM.identity` and of every cache key.
+``share_prefix`` (retired) and ``n_threads`` are not: the bundled model's log-likelihood
+scores and its greedy and seeded sampled generations came out
 bit-identical for 1, 2, 3, 4 and 8 threads, and again for 1, 2 and 5 threads with
 ``n_batch=16`` (llama-cpp-python 0.3.36 on an AVX-512 CPU). The provider tests check it
 again, one thread against the default.
@@ -42,13 +45,14 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from senseforge.errors import BackendError, ConfigError
 from senseforge.llm.base import (
@@ -76,7 +80,7 @@ class Options(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    OUTPUT_NEUTRAL: ClassVar[frozenset[str]] = frozenset({"n_threads"})
+    OUTPUT_NEUTRAL: ClassVar[frozenset[str]] = frozenset({"n_threads", "share_prefix"})
     """Options that cannot change an answer (left out of the identity; see the module notes)."""
 
     n_ctx: int = Field(default=2048, ge=64)
@@ -90,7 +94,19 @@ class Options(BaseModel):
     chat_format: str | None = None
     """llama-cpp-python chat format; default: the template stored in the GGUF file."""
     share_prefix: bool = False
-    """Score choices that share a context by evaluating the context once (see the module notes)."""
+    """Retired: every context is now evaluated once for all its continuations, exactly. Accepted with a
+    warning, and changes nothing."""
+
+    @model_validator(mode="after")
+    def _retired(self) -> Options:
+        if "share_prefix" in self.model_fields_set:
+            warnings.warn(
+                "llamacpp option share_prefix no longer changes anything: scoring always evaluates a shared "
+                "context once, with the scores of a one-sequence pass; drop the option",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self
 
 
 def _quiet_stderr() -> contextlib.AbstractContextManager[None]:
@@ -234,7 +250,7 @@ class LlamaCppLLM:
         if self._scorer is None or needed > self._scorer_ctx:
             size = max(self.options.score_n_ctx, 1 << (needed - 1).bit_length())
             self._scorer = None  # free the old score buffer first
-            self._scorer = self._load(n_ctx=size, logits_all=False, repack=not self.options.share_prefix)
+            self._scorer = self._load(n_ctx=size, logits_all=False, repack=False)
             self._scorer_ctx = size
         return self._scorer
 
@@ -336,6 +352,11 @@ class LlamaCppLLM:
     def loglikelihood(
         self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
     ) -> list[Loglikelihood]:
+        """Scores of each continuation after its context: each context decoded once for all its continuations.
+
+        A request's numbers depend on its own context and continuation only, never on the
+        other requests of the call or their order (see the module notes on layouts).
+        """
         results: list[Loglikelihood | None] = [None] * len(requests)
         with self._lock:
             encoded = [self.encode_pair(request) for request in requests]
@@ -344,33 +365,23 @@ class LlamaCppLLM:
                 groups[tuple(prefix)].append(index)
             for prefix_key, members in groups.items():
                 prefix = list(prefix_key)
-                needed = len(prefix) + max(len(encoded[i][1]) for i in members)
-                llm = self._scoring(needed)
-                shared, last_prefix_row = 0.0, None
-                if self.options.share_prefix:
-                    started = time.perf_counter()
-                    _clear(llm)
-                    last_prefix_row = _decode_rows(llm, prefix, 0, [len(prefix) - 1])[len(prefix) - 1]
-                    shared = (time.perf_counter() - started) / len(members)
+                longest = max(max(len(encoded[i][1]), MIN_ROWS) for i in members)
+                llm = self._scoring(len(prefix) + longest)
+                started = time.perf_counter()
+                # the context once: its last row predicts every continuation's first token
+                _clear(llm)
+                first_row = _decode_rows(llm, prefix, 0, [len(prefix) - 1])[len(prefix) - 1]
+                _clear(llm, keep=len(prefix))
+                shared = (time.perf_counter() - started) / len(members)
+                done: dict[tuple[int, ...], tuple[float, bool, float]] = {}
                 for index in members:
                     began = time.perf_counter()
                     continuation = encoded[index][1]
-                    # rows whose logits predict a continuation token: only these are projected
-                    wanted = list(range(len(prefix) - 1, len(prefix) + len(continuation) - 1))
-                    if self.options.share_prefix:
-                        _clear(llm, keep=len(prefix))
-                        rows = _decode_rows(llm, continuation, len(prefix), wanted[1:])
-                        assert last_prefix_row is not None
-                        rows[len(prefix) - 1] = last_prefix_row
-                    else:
-                        _clear(llm)
-                        rows = _decode_rows(llm, prefix + continuation, 0, wanted)
-                    self.backend_calls += 1
-                    logprob, greedy = 0.0, True
-                    for position, token in zip(wanted, continuation, strict=True):
-                        value, top = _log_softmax_at(rows[position], token)
-                        logprob += value
-                        greedy = greedy and top
+                    key = tuple(continuation)
+                    if key not in done:
+                        done[key] = (*self._continuation(llm, prefix, continuation, first_row), 0.0)
+                        self.backend_calls += 1
+                    logprob, greedy, _ = done[key]
                     results[index] = Loglikelihood(
                         logprob=logprob,
                         is_greedy=greedy,
@@ -383,19 +394,45 @@ class LlamaCppLLM:
                         progress(1)
         return [r for r in results if r is not None]
 
+    def _continuation(
+        self, llm: Llama, prefix: Sequence[int], continuation: Sequence[int], first_row: Any
+    ) -> tuple[float, bool]:
+        """Summed log-probability of ``continuation`` after the decoded ``prefix``, and whether it is greedy."""
+        n = len(prefix)
+        rows = {n - 1: first_row}
+        if len(continuation) > 1:
+            # rows whose logits predict a later continuation token: only these are projected
+            rows.update(_decode_rows(llm, continuation, n, range(n, n + len(continuation) - 1)))
+            _clear(llm, keep=n)
+        logprob, greedy = 0.0, True
+        for offset, token in enumerate(continuation):
+            value, top = _log_softmax_at(rows[n - 1 + offset], token)
+            logprob += value
+            greedy = greedy and top
+        return logprob, greedy
+
+
+MIN_ROWS = 8
+"""Fewest tokens in one decode call: shorter ones are padded after their last token."""
+
+PAD_TOKEN = 0
+"""What pads a short decode (never seen by the tokens before it, and removed after)."""
+
 
 def _clear(llm: Llama, keep: int = 0) -> None:
     """Drop the KV cache from position ``keep`` on."""
-    llm._ctx.kv_cache_seq_rm(-1, keep, -1)
+    llm._ctx.kv_cache_seq_rm(0, keep, -1)
     llm.n_tokens = keep
 
 
-def _decode_rows(llm: Llama, tokens: Sequence[int], n_past: int, wanted: Sequence[int]) -> dict[int, Any]:
+def _decode_rows(llm: Llama, tokens: Sequence[int], n_past: int, wanted: Iterable[int]) -> dict[int, Any]:
     """Decode ``tokens`` at positions ``n_past…`` and return the logits of the ``wanted`` positions.
 
     Only the wanted positions are flagged for output, so llama.cpp projects just those
-    rows onto the vocabulary. Tokens go in chunks of ``n_batch`` aligned as
-    ``Llama.eval`` aligns them, which keeps the numbers identical to a plain evaluation.
+    rows onto the vocabulary. Tokens go in chunks of ``n_batch``; a chunk shorter than
+    :data:`MIN_ROWS` is padded after its last token (causal attention keeps the pad out of
+    every real token's numbers) so that it runs through the same kernels as a long one;
+    the pad leaves the cache again right after.
     """
     import llama_cpp.llama_cpp as lib
 
@@ -405,19 +442,22 @@ def _decode_rows(llm: Llama, tokens: Sequence[int], n_past: int, wanted: Sequenc
     for start in range(0, len(tokens), llm.n_batch):
         chunk = list(tokens[start : start + llm.n_batch])
         first = n_past + start
+        real = len(chunk)
+        if real < min(MIN_ROWS, llm.n_batch):
+            chunk += [PAD_TOKEN] * (min(MIN_ROWS, llm.n_batch) - real)
         llm._batch.set_batch(batch=chunk, n_past=first, logits_all=False)
-        flagged = [i for i in range(len(chunk)) if first + i in wanted_set]
+        flagged = [i for i in range(real) if first + i in wanted_set]
         llm._batch.batch.logits[len(chunk) - 1] = False
         for i in flagged:
             llm._batch.batch.logits[i] = True
-        if flagged:
-            llm._ctx.decode(llm._batch)
-        else:
+        if not flagged:
             llm._batch.batch.logits[len(chunk) - 1] = True  # llama.cpp wants at least one output
-            llm._ctx.decode(llm._batch)
+        llm._ctx.decode(llm._batch)
         for i in flagged:
             pointer = lib.llama_get_logits_ith(llm._ctx.ctx, i)
             rows[first + i] = np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
+        if real < len(chunk):
+            _clear(llm, keep=first + real)
     llm.n_tokens = n_past + len(tokens)
     return rows
 
