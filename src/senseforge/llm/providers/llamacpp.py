@@ -10,22 +10,28 @@ one for log-likelihood scoring. Scoring asks llama.cpp for the logits of just th
 positions that predict a continuation token, so the vocabulary projection (262,144 rows
 for Gemma 3) runs only there and no ``n_ctx × vocabulary`` score buffer is kept.
 
-Scoring and batch layout. The context shared by a question's choices is decoded once;
-each continuation is then decoded after it and removed again. Two things make that exact:
+Scoring and batch layout. One llama.cpp call scores several questions: their contexts in
+one decode, each in a KV-cache stream of its own (together with its longest multi-token
+choice), then every other multi-token choice in a second decode, each in a stream holding a
+copy of its context. One-token choices need no decode: their token is predicted by the
+context's last row. Three things make that exact:
 
 * the scoring instance loads the weights without llama.cpp's repacked CPU buffers, whose
   kernels compute a token's numbers differently depending on where it falls in the batch
   (up to about one logit per token with the bundled model);
-* no decode call holds fewer than :data:`MIN_ROWS` tokens: a short one (a two-token
-  continuation) is padded after its last token, which causal attention keeps out of every
-  real token's numbers, because llama.cpp's CPU kernels take another, differently rounding
-  path for very small batches (measured here: a decode of fewer than 8 tokens shifts logits
-  by up to one; 8 and more give bit-identical numbers).
+* no sequence of a decode holds fewer than :data:`MIN_ROWS` tokens, and no decode asks for
+  fewer output rows: shorter ones are padded after their last token (causal attention keeps
+  a pad out of every real token's numbers) or given extra output rows, because llama.cpp's
+  CPU kernels (attention per stream, the output head) round differently below that
+  (measured here: a 2-token decode shifts logits by up to one, a head over 4 rows by a
+  thousandth of a nat; 8 and more give bit-identical numbers);
+* every stream starts from a bare context laid out as a one-sequence pass lays it out.
 
-So a request's score is bit-identical to a one-sequence pass over context and continuation
-on the same weights (``Llama(logits_all=True)`` on one text), whatever the other requests
-of the call, their order or their grouping into calls. ``share_prefix`` is retired: the
-fast path is the exact one.
+So a request's score is bit-identical to a one-sequence pass over its context and
+continuation on the same weights, whatever the other requests of the call, their order or
+their grouping into calls (tests regroup and shuffle). A question too long for the streams
+(:data:`MAX_STREAM_CTX`) is scored on a one-sequence instance the same way. ``share_prefix``
+is retired: the fast path is the exact one.
 
 Options and the cache. Every option that touches the kernels, the context or KV-cache
 layout or the batch layout (``n_ctx``, ``score_n_ctx``, ``n_batch``, ``chat_format``) can
@@ -136,7 +142,8 @@ def models_dir() -> Path:
     return Path(env).expanduser() if env else senseforge_home() / "models"
 
 
-_PARAMS_LOCK = threading.Lock()
+_PARAMS_LOCK = threading.RLock()
+"""Held while a default-parameter factory of llama-cpp-python is wrapped (re-entrant: the wrappers nest)."""
 
 
 @contextlib.contextmanager
@@ -164,6 +171,34 @@ def _weight_repacking(enabled: bool) -> Iterator[None]:
             yield
         finally:
             lib.llama_model_default_params = original
+
+
+@contextlib.contextmanager
+def _kv_streams(n: int) -> Iterator[None]:
+    """Create contexts holding ``n`` sequences, each in a KV-cache stream of its own.
+
+    As for repacking, llama-cpp-python has no argument for ``n_seq_max`` / ``kv_unified``
+    outside embedding models, so the default-parameter factory is wrapped while it builds one.
+    """
+    if n <= 1:
+        yield
+        return
+    import llama_cpp.llama_cpp as lib
+
+    original = lib.llama_context_default_params
+
+    def with_streams() -> Any:
+        params = original()
+        params.n_seq_max = n
+        params.kv_unified = False
+        return params
+
+    with _PARAMS_LOCK:
+        lib.llama_context_default_params = with_streams
+        try:
+            yield
+        finally:
+            lib.llama_context_default_params = original
 
 
 def bundled_model_path(name: str, store: Store | None = None) -> tuple[Path, str]:
@@ -210,6 +245,8 @@ class LlamaCppLLM:
         self._gen: Llama | None = None
         self._scorer: Llama | None = None
         self._scorer_ctx = 0
+        self._long: Llama | None = None
+        self._long_ctx = 0
         self._lock = threading.Lock()
         self.backend_calls = 0
         """How many requests reached llama.cpp (for cache tests)."""
@@ -223,15 +260,18 @@ class LlamaCppLLM:
         return {"weights_sha256": self.digest, **options_identity(self.options)}
 
     # --- instances ----------------------------------------------------------------
-    def _load(self, *, n_ctx: int, logits_all: bool, repack: bool = True) -> Llama:
+    def _load(self, *, n_ctx: int, logits_all: bool, repack: bool = True, streams: int = 1) -> Llama:
+        """A llama.cpp instance; with ``streams`` > 1, that many sequences of ``n_ctx`` tokens each."""
         from llama_cpp import Llama
 
+        n_batch = min(self.options.n_batch, n_ctx * streams)
         try:
-            with _quiet_stderr(), _weight_repacking(repack):
+            with _quiet_stderr(), _weight_repacking(repack), _kv_streams(streams):
                 return Llama(
                     model_path=str(self.path),
-                    n_ctx=n_ctx,
-                    n_batch=min(self.options.n_batch, n_ctx),
+                    n_ctx=n_ctx * streams,
+                    n_batch=n_batch,
+                    n_ubatch=n_batch,
                     n_threads=self.options.n_threads or os.cpu_count() or 1,
                     logits_all=logits_all,
                     chat_format=self.options.chat_format,
@@ -247,19 +287,37 @@ class LlamaCppLLM:
         return self._gen
 
     def _scoring(self, needed: int) -> Llama:
+        """The scoring instance: :data:`STREAMS` sequences of at least ``needed`` tokens each (grown on need)."""
         if self._scorer is None or needed > self._scorer_ctx:
             size = max(self.options.score_n_ctx, 1 << (needed - 1).bit_length())
-            self._scorer = None  # free the old score buffer first
-            self._scorer = self._load(n_ctx=size, logits_all=False, repack=False)
+            if self._scorer is not None:
+                self._scorer.close()  # free the old cache first
+            self._scorer = None
+            self._scorer = self._load(n_ctx=size, logits_all=False, repack=False, streams=self._streams())
             self._scorer_ctx = size
         return self._scorer
 
+    def _streams(self) -> int:
+        """Sequences of the scoring instance: :data:`STREAMS`, fewer when ``n_batch`` cannot hold them."""
+        return max(1, min(STREAMS, self.options.n_batch // MIN_ROWS))
+
+    def _long_scoring(self, needed: int) -> Llama:
+        """A one-sequence scoring instance for what does not fit the streams (grown on need)."""
+        if self._long is None or needed > self._long_ctx:
+            size = max(self.options.score_n_ctx, 1 << (needed - 1).bit_length())
+            if self._long is not None:
+                self._long.close()
+            self._long = None
+            self._long = self._load(n_ctx=size, logits_all=False, repack=False)
+            self._long_ctx = size
+        return self._long
+
     def close(self) -> None:
         with self._lock:
-            for llm in (self._gen, self._scorer):
+            for llm in (self._gen, self._scorer, self._long):
                 if llm is not None:
                     llm.close()
-            self._gen = self._scorer = None
+            self._gen = self._scorer = self._long = None
 
     # --- generation -----------------------------------------------------------------
     def _sampling(self, request: GenerateRequest) -> dict[str, Any]:
@@ -352,64 +410,290 @@ class LlamaCppLLM:
     def loglikelihood(
         self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
     ) -> list[Loglikelihood]:
-        """Scores of each continuation after its context: each context decoded once for all its continuations.
+        """Scores of each continuation after its context, several questions per llama.cpp call.
 
-        A request's numbers depend on its own context and continuation only, never on the
-        other requests of the call or their order (see the module notes on layouts).
+        Each context is decoded once for all its continuations, and a request's numbers
+        depend on its own context and continuation only, never on the other requests of the
+        call, their order or their grouping into calls (see the module notes on layouts).
         """
+        if not requests:
+            return []
         results: list[Loglikelihood | None] = [None] * len(requests)
         with self._lock:
             encoded = [self.encode_pair(request) for request in requests]
-            groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
-            for index, (prefix, _) in enumerate(encoded):
-                groups[tuple(prefix)].append(index)
-            for prefix_key, members in groups.items():
-                prefix = list(prefix_key)
-                longest = max(max(len(encoded[i][1]), MIN_ROWS) for i in members)
-                llm = self._scoring(len(prefix) + longest)
-                started = time.perf_counter()
-                # the context once: its last row predicts every continuation's first token
-                _clear(llm)
-                first_row = _decode_rows(llm, prefix, 0, [len(prefix) - 1])[len(prefix) - 1]
-                _clear(llm, keep=len(prefix))
-                shared = (time.perf_counter() - started) / len(members)
-                done: dict[tuple[int, ...], tuple[float, bool, float]] = {}
-                for index in members:
-                    began = time.perf_counter()
-                    continuation = encoded[index][1]
-                    key = tuple(continuation)
-                    if key not in done:
-                        done[key] = (*self._continuation(llm, prefix, continuation, first_row), 0.0)
-                        self.backend_calls += 1
-                    logprob, greedy, _ = done[key]
-                    results[index] = Loglikelihood(
-                        logprob=logprob,
-                        is_greedy=greedy,
-                        n_tokens=len(continuation),
-                        tokens_in=len(prefix) + len(continuation),
-                        tokens_out=0,
-                        latency_s=shared + time.perf_counter() - began,
-                    )
-                    if progress:
-                        progress(1)
+            groups: dict[tuple[int, ...], list[tuple[int, ...]]] = defaultdict(list)
+            for prefix, continuation in encoded:
+                if tuple(continuation) not in groups[tuple(prefix)]:
+                    groups[tuple(prefix)].append(tuple(continuation))
+            needed = max(len(p) + max(max(len(c) for c in cs), MIN_ROWS) for p, cs in groups.items())
+            llm = self._scoring(min(needed, MAX_STREAM_CTX))
+            calls, alone = _plan(groups, budget=llm.n_batch, streams=self._streams(), stream_ctx=self._scorer_ctx)
+            for call in calls:
+                began = time.perf_counter()
+                try:
+                    got = _score_call(llm, call)
+                except (BackendError, RuntimeError) as exc:
+                    failure = Failure(kind="backend", message=" ".join(str(exc).split()) or type(exc).__name__)
+                    got = {(p, c): failure for p, cs in call for c in cs}
+                self.backend_calls += len(got)
+                self._report(encoded, got, time.perf_counter() - began, results, progress)
+            for long_prefix, conts in alone:
+                began = time.perf_counter()
+                got = self._score_alone(long_prefix, conts)
+                self.backend_calls += len(got)
+                self._report(encoded, got, time.perf_counter() - began, results, progress)
         return [r for r in results if r is not None]
 
-    def _continuation(
-        self, llm: Llama, prefix: Sequence[int], continuation: Sequence[int], first_row: Any
-    ) -> tuple[float, bool]:
-        """Summed log-probability of ``continuation`` after the decoded ``prefix``, and whether it is greedy."""
+    def _report(
+        self,
+        encoded: Sequence[tuple[list[int], list[int]]],
+        got: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[float, bool] | Failure],
+        seconds: float,
+        results: list[Loglikelihood | None],
+        progress: Progress | None,
+    ) -> None:
+        """Fill in the results of every request answered by ``got`` (duplicates included)."""
+        indices = [i for i, (p, c) in enumerate(encoded) if results[i] is None and (tuple(p), tuple(c)) in got]
+        for index in indices:
+            prefix, continuation = encoded[index]
+            value = got[(tuple(prefix), tuple(continuation))]
+            if isinstance(value, Failure):
+                results[index] = Loglikelihood(failure=value)
+            else:
+                results[index] = Loglikelihood(
+                    logprob=value[0],
+                    is_greedy=value[1],
+                    n_tokens=len(continuation),
+                    tokens_in=len(prefix) + len(continuation),
+                    tokens_out=0,
+                    latency_s=seconds / max(1, len(indices)),
+                )
+        if progress and indices:
+            progress(len(indices))
+
+    def _score_alone(
+        self, prefix: tuple[int, ...], continuations: Sequence[tuple[int, ...]]
+    ) -> dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[float, bool] | Failure]:
+        """A question too long for the streams: one sequence, its context decoded once in chunks."""
+        longest = max(max(len(c) for c in continuations), MIN_ROWS)
+        llm = self._long_scoring(len(prefix) + longest)
+        out: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[float, bool] | Failure] = {}
+        try:
+            _clear(llm)
+            first_row = _decode_rows(llm, prefix, 0, [len(prefix) - 1])[len(prefix) - 1]
+            _clear(llm, keep=len(prefix))
+            for continuation in continuations:
+                out[(prefix, continuation)] = _continuation(llm, prefix, continuation, first_row)
+        except (BackendError, RuntimeError) as exc:
+            failure = Failure(kind="backend", message=" ".join(str(exc).split()) or type(exc).__name__)
+            out = {(prefix, c): failure for c in continuations}
+        return out
+
+
+Tokens = tuple[int, ...]
+Question = tuple[Tokens, list[Tokens]]
+"""A context and the continuations scored after it."""
+
+STREAMS = 32
+"""Sequences the scoring instance holds at once, each in a KV-cache stream of its own: the
+contexts of a call's questions, then one per continuation (its context copied in)."""
+
+MAX_STREAM_CTX = 1024
+"""Longest context + continuation scored through the streams; longer ones go one at a time."""
+
+
+def _plan(
+    groups: dict[Tokens, list[Tokens]], *, budget: int, streams: int, stream_ctx: int
+) -> tuple[list[list[Question]], list[Question]]:
+    """Pack questions (a context and its continuations) into llama.cpp calls.
+
+    A call holds at most ``streams`` sequences and ``budget`` tokens per decode, and every
+    sequence fits ``stream_ctx``. Questions go in order of context length (less padding);
+    which questions share a call never changes a score. A question whose continuations do
+    not fit one call is split over several; one that does not fit at all is returned apart.
+    """
+    calls: list[list[tuple[tuple[int, ...], list[tuple[int, ...]]]]] = []
+    alone: list[tuple[tuple[int, ...], list[tuple[int, ...]]]] = []
+    current: list[tuple[tuple[int, ...], list[tuple[int, ...]]]] = []
+    for prefix in sorted(groups, key=lambda p: (len(p), p)):
+        conts = sorted(groups[prefix], key=lambda c: (len(c), c))
+        if not _fits([(prefix, conts[:1])], budget, streams, stream_ctx):
+            alone.append((prefix, conts))
+            continue
+        chunk: list[tuple[int, ...]] = []
+        for cont in conts:
+            if _fits([(prefix, [*chunk, cont])], budget, streams, stream_ctx):
+                chunk.append(cont)
+                continue
+            if not _fits([(prefix, [cont])], budget, streams, stream_ctx):
+                alone.append((prefix, [cont]))
+                continue
+            current = _add(calls, current, (prefix, chunk), budget, streams, stream_ctx)
+            chunk = [cont]
+        if chunk:
+            current = _add(calls, current, (prefix, chunk), budget, streams, stream_ctx)
+    if current:
+        calls.append(current)
+    return calls, alone
+
+
+def _add(
+    calls: list[list[Question]], current: list[Question], question: Question, budget: int, streams: int, stream_ctx: int
+) -> list[Question]:
+    if _fits([*current, question], budget, streams, stream_ctx):
+        return [*current, question]
+    if current:
+        calls.append(current)
+    return [question]
+
+
+def _lead(conts: Sequence[Tokens]) -> Tokens | None:
+    """The continuation decoded in its context's own sequence: the longest of two tokens or more."""
+    decoded = [c for c in conts if len(c) > 1]
+    return max(decoded, key=lambda c: (len(c), c)) if decoded else None
+
+
+def _widths(call: Sequence[Question]) -> tuple[int, int]:
+    """Tokens per context sequence and per continuation sequence in a call (pads included).
+
+    A context's sequence also holds its lead continuation (:func:`_lead`); every other
+    continuation of two tokens or more gets a sequence of its own, the context copied in (a
+    continuation's first token is predicted by its context's last row, so one-token
+    continuations need none). Every sequence gets at least :data:`MIN_ROWS` tokens:
+    attention runs per stream, and llama.cpp's kernels round differently for fewer queries.
+    The continuation width is 0 when no continuation needs a sequence of its own.
+    """
+    leads = [_lead(conts) for _, conts in call]
+    context = max(max(len(p) + len(lead or ()) for (p, _), lead in zip(call, leads, strict=True)), MIN_ROWS)
+    others = [len(c) for (_, conts), lead in zip(call, leads, strict=True) for c in conts if len(c) > 1 and c != lead]
+    continuation = max(max(others), MIN_ROWS) if others else 0
+    return context, continuation
+
+
+def _fits(call: Sequence[Question], budget: int, streams: int, stream_ctx: int) -> bool:
+    context, continuation = _widths(call)
+    leads = [_lead(conts) for _, conts in call]
+    n_others = sum(len(c) > 1 and c != lead for (_, conts), lead in zip(call, leads, strict=True) for c in conts)
+    return (
+        len(call) + n_others <= streams
+        and len(call) * context <= budget
+        and n_others * continuation <= budget
+        and context <= stream_ctx
+        and max(len(p) for p, _ in call) + continuation <= stream_ctx
+    )
+
+
+def _score_call(llm: Llama, call: Sequence[Question]) -> dict[tuple[Tokens, Tokens], tuple[float, bool] | Failure]:
+    """Score a planned call in two decodes: every context with its lead continuation, then the other continuations.
+
+    Each question's context (and lead continuation) is one sequence, in a KV-cache stream of
+    its own; each other continuation gets a stream holding a copy of its context. Every
+    sequence of a decode gets the same number of tokens (pads after the real ones, kept out
+    of the real tokens' numbers by causal attention), as llama.cpp requires of separate
+    streams, and never fewer than :data:`MIN_ROWS`.
+    """
+    import llama_cpp.llama_cpp as lib
+
+    memory = lib.llama_get_memory(llm._ctx.ctx)
+    lib.llama_memory_clear(memory, True)
+    context_width, continuation_width = _widths(call)
+    leads = [_lead(conts) for _, conts in call]
+    entries: list[tuple[int, int, int, bool]] = []
+    for seq, ((prefix, _), lead) in enumerate(zip(call, leads, strict=True)):
+        tokens = [*prefix, *(lead or ())]
+        wanted_from, wanted_to = len(prefix) - 1, len(tokens) - 2 if lead else len(prefix) - 1
+        entries += [(token, pos, seq, wanted_from <= pos <= wanted_to) for pos, token in enumerate(tokens)]
+        entries += [(PAD_TOKEN, pos, seq, False) for pos in range(len(tokens), context_width)]
+    rows = _decode_entries(llm, entries)
+    placed: list[tuple[int, Tokens, Tokens]] = []  # (sequence holding the continuation's rows, prefix, continuation)
+    stream = len(call)
+    for seq, ((prefix, conts), lead) in enumerate(zip(call, leads, strict=True)):
+        # the lead's rows are in hand: drop it and the pad, so that every copy holds the bare context
+        lib.llama_memory_seq_rm(memory, seq, len(prefix), -1)
+        for cont in conts:
+            if len(cont) > 1 and cont != lead:
+                lib.llama_memory_seq_cp(memory, seq, stream, -1, -1)
+                placed.append((stream, prefix, cont))
+                stream += 1
+            else:
+                placed.append((seq, prefix, cont))
+    if continuation_width:
+        entries = []
+        for where, prefix, cont in placed:
+            if where < len(call):
+                continue
+            n = len(prefix)
+            entries += [(token, n + k, where, k < len(cont) - 1) for k, token in enumerate(cont)]
+            entries += [(PAD_TOKEN, n + k, where, False) for k in range(len(cont), continuation_width)]
+        rows.update(_decode_entries(llm, entries))
+    firsts = {prefix: seq for seq, (prefix, _) in enumerate(call)}
+    out: dict[tuple[Tokens, Tokens], tuple[float, bool] | Failure] = {}
+    for where, prefix, cont in placed:
         n = len(prefix)
-        rows = {n - 1: first_row}
-        if len(continuation) > 1:
-            # rows whose logits predict a later continuation token: only these are projected
-            rows.update(_decode_rows(llm, continuation, n, range(n, n + len(continuation) - 1)))
-            _clear(llm, keep=n)
-        logprob, greedy = 0.0, True
-        for offset, token in enumerate(continuation):
-            value, top = _log_softmax_at(rows[n - 1 + offset], token)
+        logprob, greedy = _log_softmax_at(rows[(firsts[prefix], n - 1)], cont[0])
+        for k in range(1, len(cont)):
+            value, top = _log_softmax_at(rows[(where, n + k - 1)], cont[k])
             logprob += value
             greedy = greedy and top
-        return logprob, greedy
+        out[(prefix, cont)] = (logprob, greedy)
+    return out
+
+
+def _output_rows(wanted: Sequence[bool]) -> set[int]:
+    """The rows to ask logits for: the wanted ones, topped up to :data:`MIN_ROWS` from the last row back.
+
+    The output head, too, rounds differently when it projects fewer rows than that, so a
+    decode never asks for fewer (the extra rows are computed and ignored).
+    """
+    rows = {i for i, flag in enumerate(wanted) if flag}
+    for i in range(len(wanted) - 1, -1, -1):
+        if len(rows) >= min(MIN_ROWS, len(wanted)):
+            break
+        rows.add(i)
+    return rows
+
+
+def _decode_entries(llm: Llama, entries: Sequence[tuple[int, int, int, bool]]) -> dict[tuple[int, int], Any]:
+    """One llama.cpp decode of ``(token, position, sequence, wanted)`` entries; the logits of the wanted ones."""
+    import llama_cpp.llama_cpp as lib
+
+    if len(entries) > llm.n_batch:
+        raise BackendError(f"internal: a decode of {len(entries)} tokens exceeds the batch of {llm.n_batch}")
+    batch = llm._batch.batch
+    outputs = _output_rows([wanted for *_, wanted in entries])
+    for i, (token, pos, seq, _) in enumerate(entries):
+        batch.token[i] = token
+        batch.pos[i] = pos
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = seq
+        batch.logits[i] = i in outputs
+    batch.n_tokens = len(entries)
+    code = lib.llama_decode(llm._ctx.ctx, batch)
+    if code != 0:
+        raise BackendError(f"llama.cpp decode failed (code {code})")
+    n_vocab = llm.n_vocab()
+    rows: dict[tuple[int, int], Any] = {}
+    for i, (_, pos, seq, wanted) in enumerate(entries):
+        if wanted:
+            pointer = lib.llama_get_logits_ith(llm._ctx.ctx, i)
+            rows[(seq, pos)] = np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
+    return rows
+
+
+def _continuation(llm: Llama, prefix: Sequence[int], continuation: Sequence[int], first_row: Any) -> tuple[float, bool]:
+    """Summed log-probability of ``continuation`` after the decoded ``prefix`` (sequence 0); whether greedy."""
+    n = len(prefix)
+    rows = {n - 1: first_row}
+    if len(continuation) > 1:
+        # rows whose logits predict a later continuation token: only these are projected
+        rows.update(_decode_rows(llm, continuation, n, range(n, n + len(continuation) - 1)))
+        _clear(llm, keep=n)
+    logprob, greedy = 0.0, True
+    for offset, token in enumerate(continuation):
+        value, top = _log_softmax_at(rows[n - 1 + offset], token)
+        logprob += value
+        greedy = greedy and top
+    return logprob, greedy
 
 
 MIN_ROWS = 8
@@ -447,11 +731,9 @@ def _decode_rows(llm: Llama, tokens: Sequence[int], n_past: int, wanted: Iterabl
             chunk += [PAD_TOKEN] * (min(MIN_ROWS, llm.n_batch) - real)
         llm._batch.set_batch(batch=chunk, n_past=first, logits_all=False)
         flagged = [i for i in range(real) if first + i in wanted_set]
-        llm._batch.batch.logits[len(chunk) - 1] = False
-        for i in flagged:
-            llm._batch.batch.logits[i] = True
-        if not flagged:
-            llm._batch.batch.logits[len(chunk) - 1] = True  # llama.cpp wants at least one output
+        outputs = _output_rows([i in flagged for i in range(len(chunk))])
+        for i in range(len(chunk)):
+            llm._batch.batch.logits[i] = i in outputs
         llm._ctx.decode(llm._batch)
         for i in flagged:
             pointer = lib.llama_get_logits_ith(llm._ctx.ctx, i)
