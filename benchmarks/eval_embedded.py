@@ -123,7 +123,7 @@ def embedded(grouped: list[list[Any]]) -> tuple[list[float], float, Any]:
 
 def one_sequence(llm: Any, grouped: list[list[Any]], *, repack: bool) -> tuple[list[float], float]:
     """Each (context, continuation) decoded as one sequence: the plain forward pass."""
-    from senseforge.llm.providers import llamacpp
+    from senseforge.llm.providers import _llamacpp_scoring as scoring
 
     scorer = llm._load(n_ctx=512, logits_all=False, repack=repack)
     try:
@@ -131,12 +131,10 @@ def one_sequence(llm: Any, grouped: list[list[Any]], *, repack: bool) -> tuple[l
         scores: list[float] = []
         began = time.perf_counter()
         for prefix, continuation in encoded:
-            llamacpp._clear(scorer)
+            scoring.clear(scorer)
             wanted = range(len(prefix) - 1, len(prefix) + len(continuation) - 1)
-            rows = llamacpp._decode_rows(scorer, prefix + continuation, 0, wanted)
-            scores.append(
-                sum(llamacpp._log_softmax_at(rows[p], t)[0] for p, t in zip(wanted, continuation, strict=True))
-            )
+            rows = scoring.decode_rows(scorer, prefix + continuation, 0, wanted)
+            scores.append(sum(scoring.log_softmax_at(rows[p], t)[0] for p, t in zip(wanted, continuation, strict=True)))
         return scores, time.perf_counter() - began
     finally:
         scorer.close()
@@ -165,7 +163,7 @@ def hf(grouped: list[list[Any]], workdir: Path) -> tuple[list[float], float] | N
 
 def rates(llm: Any, repeats: int = 3) -> dict[str, float]:
     """llama.cpp's best rates on these weights: seconds per token of a 512-token decode, per extra output row."""
-    from senseforge.llm.providers import llamacpp
+    from senseforge.llm.providers import _llamacpp_scoring as scoring
 
     scorer = llm._load(n_ctx=1024, logits_all=False, repack=False)
     try:
@@ -174,9 +172,9 @@ def rates(llm: Any, repeats: int = 3) -> dict[str, float]:
         def timed(outputs: int) -> float:
             best = float("inf")
             for _ in range(repeats):
-                llamacpp._clear(scorer)
+                scoring.clear(scorer)
                 began = time.perf_counter()
-                llamacpp._decode_rows(scorer, tokens, 0, range(512 - outputs, 512))
+                scoring.decode_rows(scorer, tokens, 0, range(512 - outputs, 512))
                 best = min(best, time.perf_counter() - began)
             return best
 

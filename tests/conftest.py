@@ -253,3 +253,28 @@ def build_tiny_gpt2(folder: Path, texts: list[str]) -> None:
     config = GPT2Config(vocab_size=len(fast), n_positions=512, n_layer=2, n_head=2, n_embd=32)
     config.bos_token_id = config.eos_token_id = config.pad_token_id = fast.eos_token_id
     GPT2LMHeadModel(config).save_pretrained(folder)
+
+
+def run_lm_eval(model: Path | str, tasks: str, include_path: Path, out: Path, *extra: str) -> None:
+    """Run lm-evaluation-harness offline on a local hf ``model`` (``--model hf``, CPU); fail on a non-zero exit."""
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HOME": str(out.parent / "hf-home"),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    command = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={model}"]
+    command += ["--tasks", tasks, "--include_path", str(include_path), "--device", "cpu", "--output_path", str(out)]
+    done = subprocess.run([*command, *extra], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+@pytest.fixture
+def lm_eval_runner() -> Callable[..., None]:
+    """:func:`run_lm_eval`, for tests that run the exported lm-eval tasks."""
+    return run_lm_eval

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -319,7 +317,10 @@ def test_lm_eval_row_has_no_nulls() -> None:
 
 @pytest.mark.slow
 def test_lm_eval_runs_the_exported_task_unmodified(
-    splits: dict[str, list[MCItem]], tmp_path: Path, tiny_gpt2: Callable[[Path, list[str]], None]
+    splits: dict[str, list[MCItem]],
+    tmp_path: Path,
+    tiny_gpt2: Callable[[Path, list[str]], None],
+    lm_eval_runner: Callable[..., None],
 ) -> None:
     pytest.importorskip("lm_eval")
     pytest.importorskip("transformers")
@@ -328,35 +329,7 @@ def test_lm_eval_runs_the_exported_task_unmodified(
         export_lm_eval(splits, tasks / lang, task_name=f"sf_test_{lang}", lang=lang)
     texts = [item.question + " " + c.text for items in splits.values() for item in items for c in item.choices]
     tiny_gpt2(tmp_path / "model", texts)
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_HOME": str(tmp_path / "hf-home"),
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "lm_eval",
-        "--model",
-        "hf",
-        "--model_args",
-        f"pretrained={tmp_path / 'model'}",
-        "--tasks",
-        "sf_test_en,sf_test_ja",
-        "--include_path",
-        str(tasks),
-        "--limit",
-        "50",
-        "--device",
-        "cpu",
-        "--output_path",
-        str(tmp_path / "results"),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
-    assert done.returncode == 0, done.stderr[-4000:]
+    lm_eval_runner(tmp_path / "model", "sf_test_en,sf_test_ja", tasks, tmp_path / "results", "--limit", "50")
     (result_file,) = (tmp_path / "results").rglob("results_*.json")
     results = json.loads(result_file.read_text(encoding="utf-8"))
     # en scores test (2 items with answers); ja's test withholds answers, so ja scores validation (2 items)

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -91,7 +88,9 @@ def _items() -> list[MCItem]:
 
 
 @pytest.mark.slow
-def test_exported_task_and_eval_run_agree(tmp_path: Path, tiny_gpt2: Callable[[Path, list[str]], None]) -> None:
+def test_exported_task_and_eval_run_agree(
+    tmp_path: Path, tiny_gpt2: Callable[[Path, list[str]], None], lm_eval_runner: Callable[..., None]
+) -> None:
     pytest.importorskip("lm_eval")
     pytest.importorskip("transformers")
     from senseforge.llm.registry import get_llm
@@ -100,36 +99,10 @@ def test_exported_task_and_eval_run_agree(tmp_path: Path, tiny_gpt2: Callable[[P
     task = export_lm_eval({"test": items}, tmp_path / "task", task_name="sf_parity", lang="en")
     model = tmp_path / "model"
     tiny_gpt2(model, [item.question + " " + c.text for item in items for c in item.choices])
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_HOME": str(tmp_path / "hf-home"),
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "lm_eval",
-        "--model",
-        "hf",
-        "--model_args",
-        f"pretrained={model},dtype=float32",
-        "--tasks",
-        "sf_parity",
-        "--include_path",
-        str(task.yaml_path.parent),
-        "--device",
-        "cpu",
-        "--batch_size",
-        "1",
-        "--log_samples",
-        "--output_path",
-        str(tmp_path / "lm-eval"),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    out = tmp_path / "lm-eval"
+    lm_eval_runner(
+        f"{model},dtype=float32", "sf_parity", task.yaml_path.parent, out, "--batch_size", "1", "--log_samples"
+    )
     (result_file,) = (tmp_path / "lm-eval").rglob("results_*.json")
     (samples_file,) = (tmp_path / "lm-eval").rglob("samples_sf_parity_*.jsonl")
     theirs = json.loads(result_file.read_text(encoding="utf-8"))["results"]["sf_parity"]

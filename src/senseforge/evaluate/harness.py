@@ -79,7 +79,6 @@ def run_eval(
     structures: ``results`` holds ``<task>/putri1`` … ``<task>/putri3`` and their mean
     ``<task>/putri-mean``.
     """
-    config.check_variant()
     dataset = load_for_eval(data, fmt, lang, split)
     started = time.perf_counter()
     shot_pool: list[MCItem] = []

@@ -11,7 +11,6 @@ attributes (``metrics.acc``, ``results.model.name``), never string keys.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -267,11 +266,6 @@ class EvalResults(_Record):
                 continue
             for group, metrics in groups.items():
                 yield field, str(group), MCMetrics.model_validate(metrics)
-
-
-def finite_or_none(value: float | None) -> float | None:
-    """``value`` unless it is missing or NaN."""
-    return None if value is None or math.isnan(value) else value
 
 
 def read_results(path: Path) -> EvalResults:

@@ -19,9 +19,8 @@ from senseforge.errors import ConfigError
 from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest
 from senseforge.llm.cache import CachedLLM
 from senseforge.llm.prices import PriceTable
+from senseforge.llm.providers._llamacpp_scoring import MIN_ROWS, PAD_TOKEN
 from senseforge.llm.providers.llamacpp import (
-    MIN_ROWS,
-    PAD_TOKEN,
     LlamaCppLLM,
     Options,
     _weight_repacking,

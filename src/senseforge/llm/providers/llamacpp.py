@@ -19,19 +19,19 @@ context's last row. Three things make that exact:
 * the scoring instance loads the weights without llama.cpp's repacked CPU buffers, whose
   kernels compute a token's numbers differently depending on where it falls in the batch
   (up to about one logit per token with the bundled model);
-* no sequence of a decode holds fewer than :data:`MIN_ROWS` tokens, and no decode asks for
-  fewer output rows: shorter ones are padded after their last token (causal attention keeps
-  a pad out of every real token's numbers) or given extra output rows, because llama.cpp's
-  CPU kernels (attention per stream, the output head) round differently below that
+* no sequence of a decode holds fewer than ``scoring.MIN_ROWS`` tokens, and no decode
+  asks for fewer output rows: shorter ones are padded after their last token (causal
+  attention keeps a pad out of every real token's numbers) or given extra output rows,
+  because llama.cpp's CPU kernels (attention per stream, the output head) round differently below that
   (measured here: a 2-token decode shifts logits by up to one, a head over 4 rows by a
   thousandth of a nat; 8 and more give bit-identical numbers);
 * every stream starts from a bare context laid out as a one-sequence pass lays it out.
 
 So a request's score is bit-identical to a one-sequence pass over its context and
 continuation on the same weights, whatever the other requests of the call, their order or
-their grouping into calls (tests regroup and shuffle). A question too long for the streams
-(:data:`MAX_STREAM_CTX`) is scored on a one-sequence instance the same way. ``share_prefix``
-is retired: the fast path is the exact one.
+their grouping into calls (tests regroup and shuffle). A question too long for the
+streams (``scoring.MAX_STREAM_CTX``) is scored on a one-sequence instance the same way.
+``share_prefix`` is retired: the fast path is the exact one.
 
 Options and the cache. Every option that touches the kernels, the context or KV-cache
 layout or the batch layout (``n_ctx``, ``score_n_ctx``, ``n_batch``, ``chat_format``) can
@@ -53,11 +53,10 @@ import threading
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from senseforge.errors import BackendError, ConfigError
@@ -70,6 +69,7 @@ from senseforge.llm.base import (
     Progress,
     options_identity,
 )
+from senseforge.llm.providers import _llamacpp_scoring as scoring
 from senseforge.store.db import senseforge_home, sha256_file
 
 if TYPE_CHECKING:
@@ -147,58 +147,43 @@ _PARAMS_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
-def _weight_repacking(enabled: bool) -> Iterator[None]:
-    """Load models with or without llama.cpp's repacked weight buffers.
+def _wrapped_defaults(factory: str, **fields: Any) -> Iterator[None]:
+    """While the block runs, llama-cpp-python's ``factory`` (a default-parameter function) sets ``fields``.
 
-    llama-cpp-python exposes no argument for ``use_extra_bufts``, so while a model loads
-    the default-parameter factory is wrapped to set it.
+    llama-cpp-python has no arguments for some llama.cpp parameters (``use_extra_bufts``
+    of a model; ``n_seq_max`` and ``kv_unified`` of a non-embedding context), so the
+    factory it calls while building an instance is wrapped instead.
     """
-    if enabled:
+    if not fields:
         yield
         return
     import llama_cpp.llama_cpp as lib
 
-    original = lib.llama_model_default_params
+    original = getattr(lib, factory)
 
-    def without_repacking() -> Any:
+    def with_fields() -> Any:
         params = original()
-        params.use_extra_bufts = False
+        for name, value in fields.items():
+            setattr(params, name, value)
         return params
 
     with _PARAMS_LOCK:
-        lib.llama_model_default_params = without_repacking
+        setattr(lib, factory, with_fields)
         try:
             yield
         finally:
-            lib.llama_model_default_params = original
+            setattr(lib, factory, original)
 
 
-@contextlib.contextmanager
-def _kv_streams(n: int) -> Iterator[None]:
-    """Create contexts holding ``n`` sequences, each in a KV-cache stream of its own.
+def _weight_repacking(enabled: bool) -> contextlib.AbstractContextManager[None]:
+    """Load models with or without llama.cpp's repacked weight buffers."""
+    return _wrapped_defaults("llama_model_default_params", **({} if enabled else {"use_extra_bufts": False}))
 
-    As for repacking, llama-cpp-python has no argument for ``n_seq_max`` / ``kv_unified``
-    outside embedding models, so the default-parameter factory is wrapped while it builds one.
-    """
-    if n <= 1:
-        yield
-        return
-    import llama_cpp.llama_cpp as lib
 
-    original = lib.llama_context_default_params
-
-    def with_streams() -> Any:
-        params = original()
-        params.n_seq_max = n
-        params.kv_unified = False
-        return params
-
-    with _PARAMS_LOCK:
-        lib.llama_context_default_params = with_streams
-        try:
-            yield
-        finally:
-            lib.llama_context_default_params = original
+def _kv_streams(n: int) -> contextlib.AbstractContextManager[None]:
+    """Create contexts holding ``n`` sequences, each in a KV-cache stream of its own."""
+    fields: dict[str, Any] = {"n_seq_max": n, "kv_unified": False} if n > 1 else {}
+    return _wrapped_defaults("llama_context_default_params", **fields)
 
 
 def bundled_model_path(name: str, store: Store | None = None) -> tuple[Path, str]:
@@ -224,14 +209,6 @@ def bundled_model_path(name: str, store: Store | None = None) -> tuple[Path, str
     if store is not None:
         store.file_digest(target)
     return target, expected
-
-
-def _log_softmax_at(row: np.ndarray[Any, Any], token: int) -> tuple[float, bool]:
-    """Log-probability of ``token`` under logits ``row``, and whether it is the argmax."""
-    row64 = row.astype(np.float64)
-    peak = float(row64.max())
-    log_norm = peak + float(np.log(np.exp(row64 - peak).sum()))
-    return float(row64[token]) - log_norm, int(row.argmax()) == token
 
 
 class LlamaCppLLM:
@@ -287,7 +264,7 @@ class LlamaCppLLM:
         return self._gen
 
     def _scoring(self, needed: int) -> Llama:
-        """The scoring instance: :data:`STREAMS` sequences of at least ``needed`` tokens each (grown on need)."""
+        """The scoring instance: ``scoring.STREAMS`` sequences of at least ``needed`` tokens each (grown on need)."""
         if self._scorer is None or needed > self._scorer_ctx:
             size = max(self.options.score_n_ctx, 1 << (needed - 1).bit_length())
             if self._scorer is not None:
@@ -298,8 +275,8 @@ class LlamaCppLLM:
         return self._scorer
 
     def _streams(self) -> int:
-        """Sequences of the scoring instance: :data:`STREAMS`, fewer when ``n_batch`` cannot hold them."""
-        return max(1, min(STREAMS, self.options.n_batch // MIN_ROWS))
+        """Sequences of the scoring instance: ``scoring.STREAMS``, fewer when ``n_batch`` cannot hold them."""
+        return max(1, min(scoring.STREAMS, self.options.n_batch // scoring.MIN_ROWS))
 
     def _long_scoring(self, needed: int) -> Llama:
         """A one-sequence scoring instance for what does not fit the streams (grown on need)."""
@@ -425,13 +402,15 @@ class LlamaCppLLM:
             for prefix, continuation in encoded:
                 if tuple(continuation) not in groups[tuple(prefix)]:
                     groups[tuple(prefix)].append(tuple(continuation))
-            needed = max(len(p) + max(max(len(c) for c in cs), MIN_ROWS) for p, cs in groups.items())
-            llm = self._scoring(min(needed, MAX_STREAM_CTX))
-            calls, alone = _plan(groups, budget=llm.n_batch, streams=self._streams(), stream_ctx=self._scorer_ctx)
+            needed = max(len(p) + max(max(len(c) for c in cs), scoring.MIN_ROWS) for p, cs in groups.items())
+            llm = self._scoring(min(needed, scoring.MAX_STREAM_CTX))
+            calls, alone = scoring.plan(
+                groups, budget=llm.n_batch, streams=self._streams(), stream_ctx=self._scorer_ctx
+            )
             for call in calls:
                 began = time.perf_counter()
                 try:
-                    got = _score_call(llm, call)
+                    got = scoring.score_call(llm, call)
                 except (BackendError, RuntimeError) as exc:
                     failure = Failure(kind="backend", message=" ".join(str(exc).split()) or type(exc).__name__)
                     got = {(p, c): failure for p, cs in call for c in cs}
@@ -475,273 +454,19 @@ class LlamaCppLLM:
         self, prefix: tuple[int, ...], continuations: Sequence[tuple[int, ...]]
     ) -> dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[float, bool] | Failure]:
         """A question too long for the streams: one sequence, its context decoded once in chunks."""
-        longest = max(max(len(c) for c in continuations), MIN_ROWS)
+        longest = max(max(len(c) for c in continuations), scoring.MIN_ROWS)
         llm = self._long_scoring(len(prefix) + longest)
         out: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[float, bool] | Failure] = {}
         try:
-            _clear(llm)
-            first_row = _decode_rows(llm, prefix, 0, [len(prefix) - 1])[len(prefix) - 1]
-            _clear(llm, keep=len(prefix))
+            scoring.clear(llm)
+            first_row = scoring.decode_rows(llm, prefix, 0, [len(prefix) - 1])[len(prefix) - 1]
+            scoring.clear(llm, keep=len(prefix))
             for continuation in continuations:
-                out[(prefix, continuation)] = _continuation(llm, prefix, continuation, first_row)
+                out[(prefix, continuation)] = scoring.continuation_score(llm, prefix, continuation, first_row)
         except (BackendError, RuntimeError) as exc:
             failure = Failure(kind="backend", message=" ".join(str(exc).split()) or type(exc).__name__)
             out = {(prefix, c): failure for c in continuations}
         return out
-
-
-Tokens = tuple[int, ...]
-Question = tuple[Tokens, list[Tokens]]
-"""A context and the continuations scored after it."""
-
-STREAMS = 32
-"""Sequences the scoring instance holds at once, each in a KV-cache stream of its own: the
-contexts of a call's questions, then one per continuation (its context copied in)."""
-
-MAX_STREAM_CTX = 1024
-"""Longest context + continuation scored through the streams; longer ones go one at a time."""
-
-
-def _plan(
-    groups: dict[Tokens, list[Tokens]], *, budget: int, streams: int, stream_ctx: int
-) -> tuple[list[list[Question]], list[Question]]:
-    """Pack questions (a context and its continuations) into llama.cpp calls.
-
-    A call holds at most ``streams`` sequences and ``budget`` tokens per decode, and every
-    sequence fits ``stream_ctx``. Questions go in order of context length (less padding);
-    which questions share a call never changes a score. A question whose continuations do
-    not fit one call is split over several; one that does not fit at all is returned apart.
-    """
-    calls: list[list[tuple[tuple[int, ...], list[tuple[int, ...]]]]] = []
-    alone: list[tuple[tuple[int, ...], list[tuple[int, ...]]]] = []
-    current: list[tuple[tuple[int, ...], list[tuple[int, ...]]]] = []
-    for prefix in sorted(groups, key=lambda p: (len(p), p)):
-        conts = sorted(groups[prefix], key=lambda c: (len(c), c))
-        if not _fits([(prefix, conts[:1])], budget, streams, stream_ctx):
-            alone.append((prefix, conts))
-            continue
-        chunk: list[tuple[int, ...]] = []
-        for cont in conts:
-            if _fits([(prefix, [*chunk, cont])], budget, streams, stream_ctx):
-                chunk.append(cont)
-                continue
-            if not _fits([(prefix, [cont])], budget, streams, stream_ctx):
-                alone.append((prefix, [cont]))
-                continue
-            current = _add(calls, current, (prefix, chunk), budget, streams, stream_ctx)
-            chunk = [cont]
-        if chunk:
-            current = _add(calls, current, (prefix, chunk), budget, streams, stream_ctx)
-    if current:
-        calls.append(current)
-    return calls, alone
-
-
-def _add(
-    calls: list[list[Question]], current: list[Question], question: Question, budget: int, streams: int, stream_ctx: int
-) -> list[Question]:
-    if _fits([*current, question], budget, streams, stream_ctx):
-        return [*current, question]
-    if current:
-        calls.append(current)
-    return [question]
-
-
-def _lead(conts: Sequence[Tokens]) -> Tokens | None:
-    """The continuation decoded in its context's own sequence: the longest of two tokens or more."""
-    decoded = [c for c in conts if len(c) > 1]
-    return max(decoded, key=lambda c: (len(c), c)) if decoded else None
-
-
-def _widths(call: Sequence[Question]) -> tuple[int, int]:
-    """Tokens per context sequence and per continuation sequence in a call (pads included).
-
-    A context's sequence also holds its lead continuation (:func:`_lead`); every other
-    continuation of two tokens or more gets a sequence of its own, the context copied in (a
-    continuation's first token is predicted by its context's last row, so one-token
-    continuations need none). Every sequence gets at least :data:`MIN_ROWS` tokens:
-    attention runs per stream, and llama.cpp's kernels round differently for fewer queries.
-    The continuation width is 0 when no continuation needs a sequence of its own.
-    """
-    leads = [_lead(conts) for _, conts in call]
-    context = max(max(len(p) + len(lead or ()) for (p, _), lead in zip(call, leads, strict=True)), MIN_ROWS)
-    others = [len(c) for (_, conts), lead in zip(call, leads, strict=True) for c in conts if len(c) > 1 and c != lead]
-    continuation = max(max(others), MIN_ROWS) if others else 0
-    return context, continuation
-
-
-def _fits(call: Sequence[Question], budget: int, streams: int, stream_ctx: int) -> bool:
-    context, continuation = _widths(call)
-    leads = [_lead(conts) for _, conts in call]
-    n_others = sum(len(c) > 1 and c != lead for (_, conts), lead in zip(call, leads, strict=True) for c in conts)
-    return (
-        len(call) + n_others <= streams
-        and len(call) * context <= budget
-        and n_others * continuation <= budget
-        and context <= stream_ctx
-        and max(len(p) for p, _ in call) + continuation <= stream_ctx
-    )
-
-
-def _score_call(llm: Llama, call: Sequence[Question]) -> dict[tuple[Tokens, Tokens], tuple[float, bool] | Failure]:
-    """Score a planned call in two decodes: every context with its lead continuation, then the other continuations.
-
-    Each question's context (and lead continuation) is one sequence, in a KV-cache stream of
-    its own; each other continuation gets a stream holding a copy of its context. Every
-    sequence of a decode gets the same number of tokens (pads after the real ones, kept out
-    of the real tokens' numbers by causal attention), as llama.cpp requires of separate
-    streams, and never fewer than :data:`MIN_ROWS`.
-    """
-    import llama_cpp.llama_cpp as lib
-
-    memory = lib.llama_get_memory(llm._ctx.ctx)
-    lib.llama_memory_clear(memory, True)
-    context_width, continuation_width = _widths(call)
-    leads = [_lead(conts) for _, conts in call]
-    entries: list[tuple[int, int, int, bool]] = []
-    for seq, ((prefix, _), lead) in enumerate(zip(call, leads, strict=True)):
-        tokens = [*prefix, *(lead or ())]
-        wanted_from, wanted_to = len(prefix) - 1, len(tokens) - 2 if lead else len(prefix) - 1
-        entries += [(token, pos, seq, wanted_from <= pos <= wanted_to) for pos, token in enumerate(tokens)]
-        entries += [(PAD_TOKEN, pos, seq, False) for pos in range(len(tokens), context_width)]
-    rows = _decode_entries(llm, entries)
-    placed: list[tuple[int, Tokens, Tokens]] = []  # (sequence holding the continuation's rows, prefix, continuation)
-    stream = len(call)
-    for seq, ((prefix, conts), lead) in enumerate(zip(call, leads, strict=True)):
-        # the lead's rows are in hand: drop it and the pad, so that every copy holds the bare context
-        lib.llama_memory_seq_rm(memory, seq, len(prefix), -1)
-        for cont in conts:
-            if len(cont) > 1 and cont != lead:
-                lib.llama_memory_seq_cp(memory, seq, stream, -1, -1)
-                placed.append((stream, prefix, cont))
-                stream += 1
-            else:
-                placed.append((seq, prefix, cont))
-    if continuation_width:
-        entries = []
-        for where, prefix, cont in placed:
-            if where < len(call):
-                continue
-            n = len(prefix)
-            entries += [(token, n + k, where, k < len(cont) - 1) for k, token in enumerate(cont)]
-            entries += [(PAD_TOKEN, n + k, where, False) for k in range(len(cont), continuation_width)]
-        rows.update(_decode_entries(llm, entries))
-    firsts = {prefix: seq for seq, (prefix, _) in enumerate(call)}
-    out: dict[tuple[Tokens, Tokens], tuple[float, bool] | Failure] = {}
-    for where, prefix, cont in placed:
-        n = len(prefix)
-        logprob, greedy = _log_softmax_at(rows[(firsts[prefix], n - 1)], cont[0])
-        for k in range(1, len(cont)):
-            value, top = _log_softmax_at(rows[(where, n + k - 1)], cont[k])
-            logprob += value
-            greedy = greedy and top
-        out[(prefix, cont)] = (logprob, greedy)
-    return out
-
-
-def _output_rows(wanted: Sequence[bool]) -> set[int]:
-    """The rows to ask logits for: the wanted ones, topped up to :data:`MIN_ROWS` from the last row back.
-
-    The output head, too, rounds differently when it projects fewer rows than that, so a
-    decode never asks for fewer (the extra rows are computed and ignored).
-    """
-    rows = {i for i, flag in enumerate(wanted) if flag}
-    for i in range(len(wanted) - 1, -1, -1):
-        if len(rows) >= min(MIN_ROWS, len(wanted)):
-            break
-        rows.add(i)
-    return rows
-
-
-def _decode_entries(llm: Llama, entries: Sequence[tuple[int, int, int, bool]]) -> dict[tuple[int, int], Any]:
-    """One llama.cpp decode of ``(token, position, sequence, wanted)`` entries; the logits of the wanted ones."""
-    import llama_cpp.llama_cpp as lib
-
-    if len(entries) > llm.n_batch:
-        raise BackendError(f"internal: a decode of {len(entries)} tokens exceeds the batch of {llm.n_batch}")
-    batch = llm._batch.batch
-    outputs = _output_rows([wanted for *_, wanted in entries])
-    for i, (token, pos, seq, _) in enumerate(entries):
-        batch.token[i] = token
-        batch.pos[i] = pos
-        batch.n_seq_id[i] = 1
-        batch.seq_id[i][0] = seq
-        batch.logits[i] = i in outputs
-    batch.n_tokens = len(entries)
-    code = lib.llama_decode(llm._ctx.ctx, batch)
-    if code != 0:
-        raise BackendError(f"llama.cpp decode failed (code {code})")
-    n_vocab = llm.n_vocab()
-    rows: dict[tuple[int, int], Any] = {}
-    for i, (_, pos, seq, wanted) in enumerate(entries):
-        if wanted:
-            pointer = lib.llama_get_logits_ith(llm._ctx.ctx, i)
-            rows[(seq, pos)] = np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
-    return rows
-
-
-def _continuation(llm: Llama, prefix: Sequence[int], continuation: Sequence[int], first_row: Any) -> tuple[float, bool]:
-    """Summed log-probability of ``continuation`` after the decoded ``prefix`` (sequence 0); whether greedy."""
-    n = len(prefix)
-    rows = {n - 1: first_row}
-    if len(continuation) > 1:
-        # rows whose logits predict a later continuation token: only these are projected
-        rows.update(_decode_rows(llm, continuation, n, range(n, n + len(continuation) - 1)))
-        _clear(llm, keep=n)
-    logprob, greedy = 0.0, True
-    for offset, token in enumerate(continuation):
-        value, top = _log_softmax_at(rows[n - 1 + offset], token)
-        logprob += value
-        greedy = greedy and top
-    return logprob, greedy
-
-
-MIN_ROWS = 8
-"""Fewest tokens in one decode call: shorter ones are padded after their last token."""
-
-PAD_TOKEN = 0
-"""What pads a short decode (never seen by the tokens before it, and removed after)."""
-
-
-def _clear(llm: Llama, keep: int = 0) -> None:
-    """Drop the KV cache from position ``keep`` on."""
-    llm._ctx.kv_cache_seq_rm(0, keep, -1)
-    llm.n_tokens = keep
-
-
-def _decode_rows(llm: Llama, tokens: Sequence[int], n_past: int, wanted: Iterable[int]) -> dict[int, Any]:
-    """Decode ``tokens`` at positions ``n_past…`` and return the logits of the ``wanted`` positions.
-
-    Only the wanted positions are flagged for output, so llama.cpp projects just those
-    rows onto the vocabulary. Tokens go in chunks of ``n_batch``; a chunk shorter than
-    :data:`MIN_ROWS` is padded after its last token (causal attention keeps the pad out of
-    every real token's numbers) so that it runs through the same kernels as a long one;
-    the pad leaves the cache again right after.
-    """
-    import llama_cpp.llama_cpp as lib
-
-    wanted_set = set(wanted)
-    rows: dict[int, Any] = {}
-    n_vocab = llm.n_vocab()
-    for start in range(0, len(tokens), llm.n_batch):
-        chunk = list(tokens[start : start + llm.n_batch])
-        first = n_past + start
-        real = len(chunk)
-        if real < min(MIN_ROWS, llm.n_batch):
-            chunk += [PAD_TOKEN] * (min(MIN_ROWS, llm.n_batch) - real)
-        llm._batch.set_batch(batch=chunk, n_past=first, logits_all=False)
-        flagged = [i for i in range(real) if first + i in wanted_set]
-        outputs = _output_rows([i in flagged for i in range(len(chunk))])
-        for i in range(len(chunk)):
-            llm._batch.batch.logits[i] = i in outputs
-        llm._ctx.decode(llm._batch)
-        for i in flagged:
-            pointer = lib.llama_get_logits_ith(llm._ctx.ctx, i)
-            rows[first + i] = np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
-        if real < len(chunk):
-            _clear(llm, keep=first + real)
-    llm.n_tokens = n_past + len(tokens)
-    return rows
 
 
 def resolve_model(model: str, store: Store | None) -> tuple[Path, str]:
