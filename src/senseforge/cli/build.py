@@ -80,7 +80,7 @@ def _describe(name: str, info: FieldInfo, flag: Flag, kind: str) -> str:
     if kind == "choice":
         text += " One of: " + ", ".join(map(str, typing.get_args(info.annotation))) + "."
     if kind == "list":
-        text += " Comma-separated."
+        text += " Repeatable." if flag.repeat else " Comma-separated."
     default = info.get_default(call_default_factory=True)
     if default not in (None, (), [], {}) and not info.is_required():
         shown = ",".join(map(str, default)) if isinstance(default, tuple | list) else default
@@ -113,6 +113,8 @@ def _field_params(recipe: Recipe) -> tuple[list[inspect.Parameter], dict[str, tu
             names.append(flag.short)
         option = typer.Option(None, *names, help=_describe(name, info, flag, kind))
         annotation = (bool | None) if kind == "bool" else (click_type | None)
+        if kind == "list" and flag.repeat:
+            annotation = list[str] | None
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
         fields[name] = (name, kind, flag)
         if flag.none_flag:
@@ -186,7 +188,11 @@ def _flags(values: dict[str, Any], fields: dict[str, tuple[str, str, Flag]]) -> 
             continue
         if value is None or name in given:
             continue
-        if kind == "list":
+        if kind == "list" and flag.repeat:
+            value = tuple(value)
+            if not value:
+                continue
+        elif kind == "list":
             value = tuple(part.strip() for part in str(value).split(",") if part.strip())
         elif flag.path:
             value = str(Path(value).resolve())
@@ -244,6 +250,14 @@ for _recipe in recipes().values():
     app.command(_recipe.name, help=_recipe.summary)(recipe_command(_recipe))
 
 
+def _kept_in(lang: str, counts: dict[str, Any]) -> str:
+    """One language's share of a funnel: of its concept slots, or per split."""
+    if "slots" in counts:
+        return f"{lang} {counts['kept']} of {counts['slots']} concepts"
+    splits = ", ".join(f"{name} {n}" for name, n in (counts.get("splits") or {}).items())
+    return f"{lang} {counts['kept']}" + (f" ({splits})" if splits else "")
+
+
 def print_summary(summary: Any) -> None:
     """The funnel, the cost and where everything is."""
     if summary.state == "awaiting_review":
@@ -268,13 +282,19 @@ def print_summary(summary: Any) -> None:
     splits = funnel.get("splits")
     by_lang = funnel.get("by_lang")
     if by_lang:
-        shown = " · ".join(f"{lang} {c['kept']} of {c['slots']} concepts" for lang, c in by_lang.items())
+        shown = " · ".join(_kept_in(lang, counts) for lang, counts in by_lang.items())
         out.print(f"kept {funnel['kept']} items: {shown}")
     elif splits:
         shown = " · ".join(f"{name} {c['easy']} easy / {c['hard']} hard" for name, c in splits.items())
         out.print(f"kept {funnel['kept']} items: {shown}")
     else:
         out.print(f"kept {funnel['kept']} items")
+    adapted = funnel.get("adapted")
+    if adapted:
+        out.print(
+            f"of them adapted: {adapted.get('full', 0)} rewritten for the culture, "
+            f"{adapted.get('names', 0)} names only, {adapted.get('none', 0)} unchanged"
+        )
     refined = funnel.get("refined")
     if refined:
         share = refined["changed_share"]

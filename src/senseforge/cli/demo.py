@@ -15,14 +15,21 @@ def demo(
     n: int | None = typer.Option(None, "--n", min=1, help="Question sets per language (default: en 12, ja 16)."),
     store: str | None = StoreOption,
     recipe: str | None = typer.Option(
-        None, "--recipe", help="Run one recipe's demo: mcsqa | culture-gen (default: every recipe)."
+        None, "--recipe", help="Run one recipe's demo: mcsqa | culture-gen | culture-adapt (default: every recipe)."
     ),
 ) -> None:
-    """Build small benchmarks offline with the bundled model: mCSQA (en, ja; then evaluated), culture-gen (id, su)."""
+    """Build small benchmarks offline with the bundled model: mCSQA (en, ja; then evaluated), culture-gen (id, su),
+    culture-adapt (CommonsenseQA → id, su)."""
     from senseforge.cli.build import print_summary
     from senseforge.cli.eval import print_results
     from senseforge.errors import ConfigError
-    from senseforge.pipelines.demo import DEMO_RECIPES, DemoEvents, run_culture_gen_demo, run_demo
+    from senseforge.pipelines.demo import (
+        DEMO_RECIPES,
+        DemoEvents,
+        run_culture_adapt_demo,
+        run_culture_gen_demo,
+        run_demo,
+    )
     from senseforge.store.db import Store
 
     if recipe is not None and recipe not in DEMO_RECIPES:
@@ -55,6 +62,17 @@ def demo(
         )
         where.append(
             f"{summary.run_dir}: <lang>/dataset/ (Putri et al.'s shape), <lang>/items/, funnel.json, rejects.jsonl"
+        )
+    if recipe in (None, "culture-adapt"):
+        events = DemoEvents(building=lambda langs: out.rule(f"culture-adapt recipe · {langs}"), built=print_summary)
+        summary = run_culture_adapt_demo(out_dir, model=model, store=store_, progress=progress_bar, events=events)
+        out.print(
+            "A 270M base model rarely returns a whole adapted item as JSON: most rejects are malformed_output, and "
+            "rejects.jsonl keeps every raw reply. A capable chat model adapts and translates most items."
+        )
+        where.append(
+            f"{summary.run_dir}: <lang>/dataset/ (LLM_Adapt's shape), <lang>/items/ (provenance), funnel.json, "
+            "rejects.jsonl"
         )
     out.rule("where everything is")
     for line in where:

@@ -11,6 +11,10 @@ pipeline end to end, and quality comes from a capable model.
 table, two concepts a call, written by the same model from a few-shot completion page; it
 shows what the checks kept and why the rest was rejected.
 
+**culture-adapt** (:func:`run_culture_adapt_demo`): our bundled sample of eight CommonsenseQA
+items carried into Indonesian culture and language and translated into Sundanese by the
+same model; it shows what survived and why the rest was rejected.
+
 Running it again resumes the same runs: finished stages are read from the run store and
 every model call is answered from the cache.
 """
@@ -27,13 +31,15 @@ from senseforge.evaluate.run import EvalConfig
 from senseforge.kb.conceptnet import import_dump
 from senseforge.llm.cache import open_llm
 from senseforge.llm.registry import DEFAULT_MODEL
+from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
+from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.runner import BuildSummary, build, read_manifest
 from senseforge.pipelines.stage import ProgressFactory, no_progress
 from senseforge.store.db import Store
 
-DEMO_RECIPES: tuple[str, ...] = ("mcsqa", "culture-gen")
+DEMO_RECIPES: tuple[str, ...] = ("mcsqa", "culture-gen", "culture-adapt")
 """The recipes the demo runs, in order."""
 DEMO_LANGS: tuple[str, ...] = ("en", "ja")
 DEMO_SETS: dict[str, int] = {"en": 12, "ja": 16}
@@ -125,5 +131,28 @@ def run_culture_gen_demo(
     events.building("id, su")
     resume = read_manifest(run_dir) is not None
     summary = build(CULTURE_GEN, config, run_dir, resume=resume, store=store or Store(), progress=progress)
+    events.built(summary)
+    return summary
+
+
+CULTURE_ADAPT_DEMO = {"max_tokens": 192}
+"""Short replies: the adapting call's one-line JSON item fits, and the demo stays within two minutes on 2 cores."""
+
+
+def run_culture_adapt_demo(
+    out_dir: Path,
+    *,
+    model: str = DEFAULT_MODEL,
+    store: Store | None = None,
+    progress: ProgressFactory | None = None,
+    events: DemoEvents | None = None,
+) -> BuildSummary:
+    """Build culture-adapt (English → Indonesian, then Sundanese; our sample) into ``out_dir/runs/culture-adapt``."""
+    events = events or DemoEvents()
+    run_dir = out_dir / "runs" / "culture-adapt"
+    config = CultureAdaptConfig(model=model, **CULTURE_ADAPT_DEMO)
+    events.building("en → id, su")
+    resume = read_manifest(run_dir) is not None
+    summary = build(CULTURE_ADAPT, config, run_dir, resume=resume, store=store or Store(), progress=progress)
     events.built(summary)
     return summary

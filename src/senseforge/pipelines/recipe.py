@@ -43,6 +43,8 @@ class Flag:
     """Help text (default: the field's docstring)."""
     path: bool = False
     """The value is a local path, recorded absolute (so a resume from elsewhere finds it)."""
+    repeat: bool = False
+    """A list field given by repeating the flag (``--source a --source b``), not comma-separated."""
 
 
 class Source(Protocol):

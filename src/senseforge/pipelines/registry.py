@@ -9,10 +9,11 @@ from senseforge.pipelines.recipe import Recipe
 
 def recipes() -> dict[str, Recipe]:
     """The built-in recipes by name."""
+    from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
     from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN
     from senseforge.pipelines.mcsqa.recipe import MCSQA
 
-    return {recipe.name: recipe for recipe in (MCSQA, CULTURE_GEN)}
+    return {recipe.name: recipe for recipe in (MCSQA, CULTURE_GEN, CULTURE_ADAPT)}
 
 
 def get_recipe(name: str) -> Recipe:

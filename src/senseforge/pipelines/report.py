@@ -46,6 +46,24 @@ def write_json(path: Path, value: Any) -> None:
         handle.write(_dumps(value))
 
 
+def write_splits(folder: Path, splits: Mapping[str, Sequence[Any]], released: Callable[[Any], dict[str, Any]]) -> None:
+    """A recipe's dataset, atomically: ``dataset/<split>.jsonl`` (rows by ``released``) and ``items/<split>.jsonl``
+    (the full items); a split with no items has no file (an old one is removed)."""
+    for sub, render in (
+        ("dataset", lambda item: json.dumps(released(item), ensure_ascii=False)),
+        ("items", lambda item: item.model_dump_json()),
+    ):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+        for name in ("train", "validation", "test"):
+            path = folder / sub / f"{name}.jsonl"
+            if name not in splits:
+                path.unlink(missing_ok=True)
+                continue
+            with atomic_open(path) as handle:
+                for item in splits[name]:
+                    handle.write(render(item) + "\n")
+
+
 class _Ordered(BaseModel):
     """A model whose JSON keys follow :attr:`key_order` (the rest after, as declared)."""
 

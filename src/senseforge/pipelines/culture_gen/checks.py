@@ -69,6 +69,17 @@ def _stem(word: str) -> str:
 
 def check_item(item: RawItem, concept: str, *, match: ConceptMatch = "strict") -> str | None:
     """The first check the item fails, or ``None``."""
+    reason = check_choices(item)
+    if reason is not None:
+        return reason
+    found = fold(concept) in fold(item.question) if match == "strict" else lenient_contains(item.question, concept)
+    if not found:
+        return "concept_missing"
+    return None
+
+
+def check_choices(item: RawItem) -> str | None:
+    """The first multiple-choice check the item fails (count, labels, answer, distinct choices), or ``None``."""
     labels = [label.strip().upper() for label, _ in item.choices]
     if len(item.choices) != len(LABELS):
         return "choice_count"
@@ -79,7 +90,4 @@ def check_item(item: RawItem, concept: str, *, match: ConceptMatch = "strict") -
     texts = [fold(text) for _, text in item.choices]
     if len(set(texts)) != len(texts) or any(not t for t in texts):
         return "duplicate_choices"
-    found = fold(concept) in fold(item.question) if match == "strict" else lenient_contains(item.question, concept)
-    if not found:
-        return "concept_missing"
     return None

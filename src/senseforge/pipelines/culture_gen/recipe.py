@@ -24,10 +24,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from senseforge.data.io import atomic_open
 from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import Choice, MCItem, Provenance
-from senseforge.data.splits import SPLIT_NAMES, split_items
+from senseforge.data.splits import split_items
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.culture_gen.concepts import batches, example_table, read_concepts
@@ -45,7 +44,7 @@ from senseforge.pipelines.culture_gen.stages import (
 from senseforge.pipelines.culture_gen.templates import template_hashes
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Cost, Funnel, StageFunnel, cost, write_json
+from senseforge.pipelines.report import Cost, Funnel, StageFunnel, cost, write_json, write_splits
 from senseforge.pipelines.runstore import RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
@@ -308,7 +307,7 @@ class CultureGen:
                 key=lambda item: item.id,
             )
             splits = self._split(config, items)
-            self._write(run_dir / lang, splits)
+            write_splits(run_dir / lang, splits, released_row)
             wrong = sum(1 for item in items if item.metadata.get("lang_detected") not in (lang, None))
             slots = int(facts.get("slots", {}).get(lang, 0))
             by_lang[lang] = {"slots": slots, "kept": len(items), "other_language": wrong}
@@ -339,22 +338,6 @@ class CultureGen:
         if config.split is None:
             return {"test": items}
         return split_items(items, ratios=ratios(config.split), seed=config.seed)
-
-    @staticmethod
-    def _write(folder: Path, splits: dict[str, list[MCItem]]) -> None:
-        for sub, render in (
-            ("dataset", lambda item: json.dumps(released_row(item), ensure_ascii=False)),
-            ("items", lambda item: item.model_dump_json()),
-        ):
-            (folder / sub).mkdir(parents=True, exist_ok=True)
-            for name in SPLIT_NAMES:
-                path = folder / sub / f"{name}.jsonl"
-                if name not in splits:
-                    path.unlink(missing_ok=True)
-                    continue
-                with atomic_open(path) as handle:
-                    for item in splits[name]:
-                        handle.write(render(item) + "\n")
 
 
 CULTURE_GEN = CultureGen()

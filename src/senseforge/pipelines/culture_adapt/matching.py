@@ -1,0 +1,163 @@
+"""Lenient concept matching: does an item's concept still appear in its question?
+
+Putri et al. kept an adapted item only if its concept still appeared in its question in
+every language. Adaptation and translation bend words (a concept ``tari`` "dance" comes back
+as ``menari`` "to dance"; ``lubang besar`` "big hole" as ``liang gedé``), so the test is
+lenient. Texts are compared folded (NFKC, case-folded, spacing collapsed), words are the
+``\\w+`` runs of the folded text, and the concept appears when any of these holds:
+
+(a) the whole folded concept is a substring of the folded question (so it also matches
+    inside a longer word: ``kota`` is found in ``kotak``);
+(b) a concept word that is not a stopword of the language is a word of the question;
+(c) a concept word that is not a stopword has the same stem as a word of the question —
+    Sastrawi stems for Indonesian (``id``), Porter stems (NLTK) for English (``en``).
+
+Languages without a stemmer (Sundanese ``su`` among them; :func:`stemmer_name` is ``None``)
+use (a) and (b) only, so a Sundanese concept that shows up only in an affixed or nasalised
+form (``sapu`` as ``nyapu``) is not found. Stopwords come from the ``stop-words`` package for
+English and Indonesian and from our own list for Sundanese (``data/su_stopwords.txt``);
+other languages have none. A concept made only of stopwords can match by (a) alone, and an
+empty concept never matches.
+
+>>> concept_appears("Di mana para penari biasanya menari?", "tari", "id")
+True
+>>> concept_appears("Budi hariwang nalika aya liang gedé di pakaranganna.", "badag liang", "su")
+True
+>>> concept_appears("Budi pergi ke pantai untuk melihat laut.", "di rumah", "id")
+False
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache, lru_cache
+from importlib import resources
+from typing import Any, Final
+
+from senseforge.data.lang import primary_language
+from senseforge.errors import MissingDependencyError
+from senseforge.pipelines.culture_gen.parse import fold
+from senseforge.pipelines.moderation import parse_terms
+
+_WORD: Final = re.compile(r"\w+")
+
+_INSTALL_HINT: Final = "pip install 'senseforge[langid]'"
+
+_STOP_WORDS_LANGUAGES: Final = {"en": "en", "id": "id"}
+"""Primary subtag → the ``stop-words`` package's code for it."""
+
+_OWN_STOPWORD_FILES: Final = {"su": "su_stopwords.txt"}
+"""Primary subtag → a stopword list shipped in ``data/``."""
+
+_STEMMERS: Final = {"id": "sastrawi", "en": "porter"}
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(fold(text))
+
+
+@cache
+def stopwords(lang: str) -> frozenset[str]:
+    """The folded stopwords of ``lang`` (its primary subtag: ``id-ID`` reads ``id``); empty when none are known.
+
+    Args:
+        lang: a BCP-47 tag.
+
+    Returns:
+        English and Indonesian from the ``stop-words`` package, Sundanese from
+        ``data/su_stopwords.txt``, nothing for other languages.
+
+    Raises:
+        MissingDependencyError: for English or Indonesian when ``stop-words`` is not installed.
+        ValueError: when ``lang`` is not a BCP-47 tag.
+
+    >>> {"dan", "yang"} <= stopwords("id")
+    True
+    >>> {"téh", "teh", "jeung"} <= stopwords("su")
+    True
+    >>> stopwords("ja")
+    frozenset()
+    """
+    primary = primary_language(lang)
+    if primary in _STOP_WORDS_LANGUAGES:
+        try:
+            from stop_words import get_stop_words
+        except ImportError as exc:
+            raise MissingDependencyError(f"stopwords for {primary!r} need stop-words: {_INSTALL_HINT}") from exc
+        words: list[str] = get_stop_words(_STOP_WORDS_LANGUAGES[primary])
+    elif primary in _OWN_STOPWORD_FILES:
+        path = resources.files(__package__ or __name__).joinpath("data", _OWN_STOPWORD_FILES[primary])
+        words = list(parse_terms(path.read_text(encoding="utf-8")))
+    else:
+        words = []
+    return frozenset(fold(word) for word in words if fold(word))
+
+
+def stemmer_name(lang: str) -> str | None:
+    """The stemmer the matcher uses for ``lang``, for provenance: ``"sastrawi"``, ``"porter"`` or ``None``.
+
+    >>> stemmer_name("id"), stemmer_name("en-GB"), stemmer_name("su")
+    ('sastrawi', 'porter', None)
+    """
+    return _STEMMERS.get(primary_language(lang))
+
+
+@cache
+def _sastrawi() -> Any:
+    try:
+        from Sastrawi.Stemmer.StemmerFactory import StemmerFactory
+    except ImportError as exc:
+        raise MissingDependencyError(f"Indonesian concept matching needs Sastrawi: {_INSTALL_HINT}") from exc
+    return StemmerFactory().create_stemmer()
+
+
+@cache
+def _porter() -> Any:
+    try:
+        from nltk.stem import PorterStemmer
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "English concept matching needs NLTK's Porter stemmer: pip install 'senseforge[langid]'"
+        ) from exc
+    return PorterStemmer()
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str, stemmer: str) -> str:
+    engine = _sastrawi() if stemmer == "sastrawi" else _porter()
+    return str(engine.stem(word)) or word
+
+
+def concept_appears(question: str, concept: str, lang: str) -> bool:
+    """Whether ``concept`` appears in ``question`` by the lenient rule of the module docstring.
+
+    Args:
+        question: the question text.
+        concept: the concept, one word or several.
+        lang: the BCP-47 tag of both texts; it picks the stopwords and the stemmer.
+
+    Returns:
+        ``True`` when the concept is a substring of the question, shares a non-stopword word
+        with it, or (with a stemmer) shares a stem of a non-stopword word with it.
+
+    Raises:
+        MissingDependencyError: when the language's stopword package or stemmer is not installed.
+        ValueError: when ``lang`` is not a BCP-47 tag.
+    """
+    folded_concept, folded_question = fold(concept), fold(question)
+    if not folded_concept:
+        return False
+    if folded_concept in folded_question:
+        return True
+    ignored = stopwords(lang)
+    content = {word for word in _words(concept) if word not in ignored}
+    if not content:
+        return False
+    question_words = set(_words(question))
+    if content & question_words:
+        return True
+    stemmer = stemmer_name(lang)
+    if stemmer is None:
+        return False
+    concept_stems = {_stem(word, stemmer) for word in content}
+    return any(_stem(word, stemmer) in concept_stems for word in question_words)

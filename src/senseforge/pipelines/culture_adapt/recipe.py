@@ -1,0 +1,307 @@
+"""``build culture-adapt``: Putri et al.'s LLM_Adapt (§4.1) on the recipe engine.
+
+source (the items of an existing benchmark, each keeping its split) → screen (offensive
+words, ambiguous options: dropped before any call) → extract (person names and places) →
+relevance (concept, names and places each judged by five prompts) → adapt (a full
+rewrite for the culture and the adaptation language, a name-only rewrite, or nothing) →
+check (five choices A–E, the answer among them, distinct choices) → localize (a draft
+still in the source language translated into the adaptation language) → translate (field
+by field into each further language) → back_translate (into the adaptation language) →
+keep (the concept still in the question in every language; every translation faithful).
+
+Outputs, per language: ``<lang>/dataset/<split>.jsonl`` in Putri et al.'s released shape
+(``id`` = ``adapt_<lang>_<source id>``, ``question``, ``question_concept``,
+``choices{label,text}``, ``answer_creator``, plus ``lang``), ``<lang>/items/`` (full
+records with provenance) and ``<lang>/funnel.json``; the run's ``funnel.json`` and
+``cost.json`` cover the whole run (an item is kept or dropped in every language together).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from senseforge.data.schema import Choice, MCItem, Provenance
+from senseforge.data.splits import SPLIT_NAMES
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.pipelines.culture_adapt import templates
+from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
+from senseforge.pipelines.culture_adapt.dryrun import author_loglikelihood, author_reply
+from senseforge.pipelines.culture_adapt.item import Fields
+from senseforge.pipelines.culture_adapt.similarity import similarity_for
+from senseforge.pipelines.culture_adapt.source import SourceItems
+from senseforge.pipelines.culture_adapt.stages import (
+    Adapt,
+    BackTranslate,
+    Check,
+    Extract,
+    Keep,
+    Localize,
+    Relevance,
+    Screen,
+    SpacyExtract,
+    Translate,
+    _AdaptCall,
+    _RenameCall,
+)
+from senseforge.pipelines.moderation import Moderator, default_moderator
+from senseforge.pipelines.recipe import Flag
+from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_json, write_splits
+from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.stage import Stage
+from senseforge.pipelines.taskqueue import add_tasks
+
+STAGES: tuple[str, ...] = (
+    "source",
+    "screen",
+    "extract",
+    "relevance",
+    "adapt",
+    "check",
+    "localize",
+    "translate",
+    "back_translate",
+    "keep",
+)
+ADAPT_CHECK_TASK = "adapt-check"
+"""The annotation task adapted items are queued for (the source beside the adapted item)."""
+
+
+def culture_adapt_author(request: GenerateRequest | LoglikelihoodRequest) -> str | float:
+    """``scripted/culture-adapt-author``: the stand-in model of dry runs."""
+    if isinstance(request, LoglikelihoodRequest):
+        return author_loglikelihood(request)
+    return author_reply(request)
+
+
+def culture_of(config: CultureAdaptConfig) -> str:
+    """The target culture: as given, or the culture of the adaptation language."""
+    return config.target_culture or templates.default_culture(config.adaptation_lang)
+
+
+def item_id(lang: str, source_id: str) -> str:
+    """The released id: ``adapt_<lang>_<source id>``."""
+    return f"adapt_{lang}_{source_id}"
+
+
+def _models(config: CultureAdaptConfig, payload: dict[str, Any]) -> list[str]:
+    stages = ["relevance"] if payload.get("extractor") != "lm" else ["extract", "relevance"]
+    if payload.get("mode") == "full":
+        stages.append("adapt")
+    elif payload.get("mode") == "names":
+        stages.append("rename")
+    if len(config.langs) > 1 or payload.get("draft_lang") != config.adaptation_lang:
+        stages.append("translate")
+    return list(dict.fromkeys(config.model_for(stage) for stage in stages))
+
+
+TEMPLATE_STAGES: tuple[str, ...] = ("extract", "relevance", "adapt", "rename", "translate")
+
+
+def stage_hashes(config: CultureAdaptConfig) -> dict[str, str]:
+    """The hashes of every template the run's stages use, each in its stage's prompt style."""
+    out: dict[str, str] = {}
+    for stage in TEMPLATE_STAGES:
+        if stage == "extract" and config.extractor != "lm":
+            continue
+        hashes = templates.template_hashes(config.langs, config.style_for(stage))
+        out.update({key: value for key, value in hashes.items() if key.split("/", 1)[0] == stage})
+    return out
+
+
+def _templates(config: CultureAdaptConfig, payload: dict[str, Any]) -> dict[str, str]:
+    """The hashes of the templates this item went through."""
+    skip = {"full": "rename", "names": "adapt"}.get(str(payload.get("mode")), "")
+    skipped = {skip} if skip else {"adapt", "rename"}
+    return {key: value for key, value in stage_hashes(config).items() if key.split("/", 1)[0] not in skipped}
+
+
+def to_items(config: CultureAdaptConfig, record: StageResult) -> dict[str, MCItem]:
+    """A kept record as one item per language."""
+    payload = record.payload
+    source = Fields.from_json(payload["source"])
+    meta: dict[str, Any] = {
+        "split": payload["split"],
+        "adapted": bool(payload.get("adapted")),
+        "mode": payload.get("mode"),
+        "irrelevant": payload.get("irrelevant", []),
+        "relevance": payload.get("relevance", {}),
+        "names": payload.get("names", []),
+        "places": payload.get("places", []),
+        "extractor": payload.get("extractor"),
+        "similarity": payload.get("similarity"),
+        "lang_detected": payload.get("lang_detected"),
+        "source": {"lang": payload["source_lang"], **source.to_json()},
+        "templates": _templates(config, payload),
+    }
+    models = _models(config, payload)
+    out: dict[str, MCItem] = {}
+    for lang in config.langs:
+        item = Fields.from_json(payload["items"][lang])
+        out[lang] = MCItem(
+            id=item_id(lang, payload["source_id"]),
+            lang=lang,
+            question=item.question,
+            question_concept=item.concept,
+            choices=[Choice(label=label.strip().upper(), text=text) for label, text in item.choices],
+            answer=item.answer.strip().upper(),
+            provenance=Provenance(recipe="culture-adapt", source_ids=[payload["source_id"]], model_ids=models),
+            metadata=meta,
+        )
+    return out
+
+
+def released_row(item: MCItem) -> dict[str, Any]:
+    """An item in Putri et al.'s released LLM_Adapt shape, plus ``lang``."""
+    return {
+        "id": item.id,
+        "question": item.question,
+        "question_concept": item.question_concept,
+        "choices": {"label": [c.label for c in item.choices], "text": [c.text for c in item.choices]},
+        "answer_creator": item.answer,
+        "lang": item.lang,
+    }
+
+
+class CultureAdaptFunnel(Funnel):
+    """The run's funnel: the stage rows, how items were adapted, and what each language kept per split."""
+
+    key_order: ClassVar[tuple[str, ...]] = ("langs", "stages", "kept", "adapted", "by_lang")
+    langs: list[str]
+    adapted: dict[str, int]
+    """Kept items by how they were adapted: ``full``, ``names`` (name-only rewrite), ``none`` (unchanged)."""
+    by_lang: dict[str, dict[str, Any]]
+
+
+@dataclass
+class CultureAdapt:
+    """Putri et al.'s LLM_Adapt (its moderator replaceable, like every recipe's)."""
+
+    moderator: Moderator = field(default_factory=default_moderator)
+
+    name = "culture-adapt"
+    summary = "An existing benchmark carried into a culture and its languages, kept where it survives (LLM_Adapt)."
+    config_model = CultureAdaptConfig
+    cost_model = Cost
+    flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
+        {
+            "source": Flag(
+                repeat=True, help="Source items, SPLIT=FILE or FILE (= test); repeat for several files. Default: ours."
+            )
+        }
+    )
+    authors: ClassVar[Mapping[str, Any]] = MappingProxyType({"culture-adapt-author": culture_adapt_author})
+
+    def default_run_dir(self, config: CultureAdaptConfig) -> Path:
+        return Path("runs") / f"culture-adapt-{'-'.join(config.langs)}"
+
+    def source(self, config: CultureAdaptConfig) -> SourceItems:
+        return SourceItems()
+
+    def stages(self, config: CultureAdaptConfig) -> list[Stage]:
+        culture = culture_of(config)
+        first = config.adaptation_lang
+        extract: Stage = (
+            SpacyExtract("extract", model=config.spacy_model or "")
+            if config.extractor == "spacy"
+            else Extract("extract", config.model_for("extract"), style=config.style_for("extract"), seed=config.seed)
+        )
+        full = _AdaptCall(
+            "adapt",
+            config.model_for("adapt"),
+            style=config.style_for("adapt"),
+            target_lang=first,
+            culture=culture,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            seed=config.seed,
+        )
+        names = _RenameCall(
+            "adapt",
+            config.model_for("rename"),
+            style=config.style_for("rename"),
+            culture=culture,
+            temperature=config.temperature,
+            seed=config.seed,
+        )
+        translate = config.model_for("translate")
+        style = config.style_for("translate")
+        return [
+            Screen("screen", moderator=self.moderator),
+            extract,
+            Relevance(
+                "relevance",
+                config.model_for("relevance"),
+                culture,
+                votes=config.relevance_votes,
+                style=config.style_for("relevance"),
+                seed=config.seed,
+            ),
+            Adapt("adapt", full=full, names=names),
+            Check("check"),
+            Localize("localize", translate, style=style, seed=config.seed, target=first),
+            Translate(
+                "translate", translate, style=style, seed=config.seed, source=first, targets=config.further_langs
+            ),
+            BackTranslate(
+                "back_translate", translate, style=style, seed=config.seed, target=first, sources=config.further_langs
+            ),
+            Keep(
+                "keep",
+                config.langs,
+                measure=config.similarity,
+                min_similarity=config.min_similarity,
+                min_chrf=config.min_chrf,
+            ),
+        ]
+
+    def splitting(self) -> frozenset[str]:
+        return frozenset()
+
+    def manifest(self, config: CultureAdaptConfig) -> dict[str, Any]:
+        return {
+            "seeds": {"sampling.adapt": config.seed, "sampling.rename": config.seed, "test_from_train": config.seed},
+            "sampling": {"adapt": {"temperature": config.temperature, "max_tokens": config.max_tokens}},
+            "culture": culture_of(config),
+            "similarity": similarity_for(config.similarity).identity(),
+            "templates": stage_hashes(config),
+        }
+
+    def finish(
+        self, config: CultureAdaptConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
+    ) -> Funnel:
+        kept = sorted(run.results("keep", "ok"), key=lambda r: r.record_id)
+        per_lang: dict[str, list[MCItem]] = {lang: [] for lang in config.langs}
+        adapted = {"full": 0, "names": 0, "none": 0}
+        for record in kept:
+            adapted[str(record.payload.get("mode", "none"))] += 1
+            for lang, item in to_items(config, record).items():
+                per_lang[lang].append(item)
+        by_lang: dict[str, dict[str, Any]] = {}
+        stage_rows = [row.model_dump(mode="json", by_alias=True) for row in rows]
+        for lang, items in per_lang.items():
+            splits: dict[str, list[MCItem]] = {}
+            for item in items:
+                splits.setdefault(str(item.metadata["split"]), []).append(item)
+            write_splits(run_dir / lang, splits, released_row)
+            detected = [item.metadata.get("lang_detected") or {} for item in items]
+            other = sum(1 for found in detected if isinstance(found, dict) and found.get(lang) not in (lang, None))
+            counts = {name: len(splits.get(name, [])) for name in SPLIT_NAMES if name in splits}
+            by_lang[lang] = {"kept": len(items), "splits": counts, "other_language": other}
+            write_json(
+                run_dir / lang / "funnel.json",
+                {"lang": lang, "stages": stage_rows, "kept": len(items), "splits": counts, "other_language": other},
+            )
+        if config.adapt_check_k is not None:
+            queued = [item for item in per_lang[config.adaptation_lang] if item.metadata.get("adapted")]
+            add_tasks(run.engine, ADAPT_CHECK_TASK, queued, k=config.adapt_check_k, group="culture-adapt")
+        return CultureAdaptFunnel(
+            langs=list(config.langs), stages=rows, kept=len(kept), adapted=adapted, by_lang=by_lang
+        )
+
+
+CULTURE_ADAPT = CultureAdapt()
+"""The recipe with the shipped moderation word lists."""

@@ -1,0 +1,515 @@
+"""The stages of culture-adapt, in order: screen → extract → relevance → adapt → check → localize →
+translate → back_translate → keep.
+
+A record's payload grows as it goes: ``split``, ``source_id``, ``source_lang``, ``source``
+(the item as read); ``names`` and ``places`` (the spans found, and by which extractor);
+``relevance`` (per element its value, the five votes and the verdict), ``irrelevant`` and
+``mode`` (``full``: adapt the whole item; ``names``: only person names are foreign, so a
+name-only rewrite; ``none``: the item passes unchanged); ``draft`` and ``draft_lang``
+(the item after adapting, in the adaptation language for ``full``, still in the source
+language otherwise); ``items`` (the item per language: the adaptation language first,
+then each translation); ``back`` (each translation back-translated into the adaptation
+language); ``similarity`` and ``lang_detected`` (the keep stage's measurements).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from senseforge.data.langid import detect
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.pipelines.culture_adapt import parse, templates
+from senseforge.pipelines.culture_adapt.item import Fields
+from senseforge.pipelines.culture_adapt.matching import concept_appears
+from senseforge.pipelines.culture_adapt.screen import screen
+from senseforge.pipelines.culture_adapt.similarity import similarity_for
+from senseforge.pipelines.culture_gen.checks import check_choices
+from senseforge.pipelines.culture_gen.parse import RawItem
+from senseforge.pipelines.moderation import Moderator
+from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.stage import (
+    MALFORMED,
+    PENDING,
+    CallLog,
+    CheckStage,
+    LMStage,
+    Outcome,
+    Parsed,
+    Reject,
+    StageContext,
+    StageOutput,
+    add_call,
+    failure_outcome,
+    ok,
+    rejected,
+    request_text,
+    settle,
+)
+
+Style = Literal["chat", "completion"]
+NO_ANSWER = "no_answer"
+"""Rejection reason: the source item has no answer (e.g. CommonsenseQA's test split)."""
+CONCEPT_LOST = "concept_lost"
+"""Rejection reason: in some language the concept no longer appears in the question."""
+LOW_SIMILARITY = "low_similarity"
+"""Rejection reason: a translation is not faithful (neither direct nor back-translated similarity is high enough)."""
+
+
+def source_of(payload: dict[str, Any]) -> Fields:
+    return Fields.from_json(payload["source"])
+
+
+def draft_of(payload: dict[str, Any]) -> Fields:
+    return Fields.from_json(payload["draft"])
+
+
+def item_in(payload: dict[str, Any], lang: str) -> Fields:
+    return Fields.from_json(payload["items"][lang])
+
+
+@dataclass
+class Screen(CheckStage):
+    """Drop, before any call, an item with no answer, offensive words or ambiguous options."""
+
+    moderator: Moderator | None = None
+
+    def reason(self, payload: dict[str, Any]) -> str | None:
+        item = source_of(payload)
+        if not item.answer or item.answer not in item.labels:
+            return NO_ANSWER
+        return screen(item.question, item.concept, item.options, payload["source_lang"], self.moderator)
+
+
+@dataclass
+class Extract(LMStage):
+    """The LM extractor: the person names and places of the question and options, as spans of the text."""
+
+    style: Style = "chat"
+    seed: int = 0
+
+    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+        return [templates.extract_request(source_of(r.payload), self.style, seed=self.seed) for r in records]
+
+    def parse(self, record: StageResult, text: str) -> Parsed:
+        prefix = templates.EXTRACT_PREFIX if self.style == "completion" else ""
+        spans = parse.parse_spans(text, source_of(record.payload).display(), prefix)
+        if spans is None:
+            return Reject(MALFORMED)
+        names, places = spans
+        return {**record.payload, "names": names, "places": places, "extractor": "lm"}
+
+
+@dataclass
+class SpacyExtract(CheckStage):
+    """Names (``PERSON``) and places (``GPE``, ``LOC``, ``FAC``) found by an installed spaCy pipeline."""
+
+    model: str = ""
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        from senseforge.pipelines.culture_adapt.spans import spacy_spans
+
+        outcomes: list[Outcome] = []
+        for record in records:
+            names, places = spacy_spans(self.model, source_of(record.payload).display())
+            outcomes.append(ok(record, {**record.payload, "names": names, "places": places, "extractor": self.model}))
+        return StageOutput(outcomes)
+
+
+def elements(payload: dict[str, Any]) -> list[tuple[str, str]]:
+    """The elements to judge: the concept always, names and places when any were found."""
+    out = [("concept", source_of(payload).concept)]
+    if payload.get("names"):
+        out.append(("names", ", ".join(payload["names"])))
+    if payload.get("places"):
+        out.append(("places", ", ".join(payload["places"])))
+    return out
+
+
+def adapt_mode(irrelevant: Sequence[str]) -> str:
+    """``full`` when the concept or a place is foreign, ``names`` when only names are, else ``none``."""
+    if "concept" in irrelevant or "places" in irrelevant:
+        return "full"
+    return "names" if irrelevant else "none"
+
+
+@dataclass
+class Relevance:
+    """Each element judged by five differently worded prompts; irrelevant when ``votes`` of them say so.
+
+    A chat model answers yes or no in text (anything unreadable is no vote); a base model
+    compares the log-likelihoods of " yes" and " no" after the prompt.
+    """
+
+    name: str
+    spec: str
+    culture: str
+    votes: int = 3
+    style: Style = "chat"
+    seed: int = 0
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return (self.spec,)
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        llm = ctx.llm(self.spec)
+        log = CallLog.of(llm)
+        plans = [
+            [
+                (element, value, templates.relevance_prompts(element, value, source_of(r.payload), self.culture))
+                for element, value in elements(r.payload)
+            ]
+            for r in records
+        ]
+        prompts = [(text, yes_relevant) for plan in plans for _, _, asked in plan for text, yes_relevant in asked]
+        votes: list[bool | None] = []
+        results: list[list[Any]] = []
+        entries: list[list[dict[str, Any]]] = []
+        if self.style == "chat":
+            requests = [
+                GenerateRequest.chat(text, max_tokens=8, temperature=0.0, seed=self.seed) for text, _ in prompts
+            ]
+            replies = llm.generate(requests)
+            for (_, yes_relevant), request, reply in zip(prompts, requests, replies, strict=True):
+                results.append([reply])
+                votes.append(parse.relevance_vote(reply.text, yes_relevant) if reply.ok else None)
+                entries.append([log.add("generate", request, reply)] if reply.ok else [])
+        else:
+            pairs = [
+                LoglikelihoodRequest(context=f"{text}\nAnswer:", continuation=c)
+                for text, _ in prompts
+                for c in (" yes", " no")
+            ]
+            scores = llm.loglikelihood(pairs)
+            for at, (_, yes_relevant) in enumerate(prompts):
+                yes, no = scores[2 * at], scores[2 * at + 1]
+                results.append([yes, no])
+                said_yes = yes.ok and no.ok and (yes.logprob or float("-inf")) > (no.logprob or float("-inf"))
+                votes.append(None if not (yes.ok and no.ok) else (not yes_relevant) == said_yes)
+                entries.append(
+                    [
+                        log.add("loglikelihood", pair, result)
+                        for pair, result in zip(pairs[2 * at : 2 * at + 2], (yes, no), strict=True)
+                        if result.ok
+                    ]
+                )
+        outcomes: list[Outcome] = []
+        at = 0
+        for record, plan in zip(records, plans, strict=True):
+            size = sum(len(asked) for _, _, asked in plan)
+            mine = slice(at, at + size)
+            at += size
+            status = settle([r for group in results[mine] for r in group])
+            if status is PENDING:
+                outcomes.append(PENDING)
+                continue
+            if isinstance(status, str):
+                outcomes.append(rejected(record, status))
+                continue
+            outcomes.append(ok(record, self._judged(record, plan, votes[mine], entries[mine])))
+        return StageOutput(outcomes)
+
+    def _judged(
+        self,
+        record: StageResult,
+        plan: list[tuple[str, str, list[tuple[str, bool]]]],
+        votes: Sequence[bool | None],
+        entries: Sequence[list[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        verdicts: dict[str, Any] = {}
+        at = 0
+        for element, value, asked in plan:
+            mine = list(votes[at : at + len(asked)])
+            at += len(asked)
+            said = sum(1 for v in mine if v is True)
+            verdicts[element] = {"value": value, "votes": mine, "irrelevant": said >= self.votes}
+        irrelevant = [e for e in templates.ELEMENTS if verdicts.get(e, {}).get("irrelevant")]
+        payload = {**record.payload, "relevance": verdicts, "irrelevant": irrelevant, "mode": adapt_mode(irrelevant)}
+        return add_call(payload, self.name, [e for group in entries for e in group])
+
+
+@dataclass
+class _AdaptCall(LMStage):
+    """The full adaptation: one JSON call rewriting question, concept and options (the answer label kept)."""
+
+    style: Style = "chat"
+    target_lang: str = "id"
+    culture: str = "Indonesia"
+    temperature: float = 0.2
+    max_tokens: int = 512
+    seed: int = 0
+
+    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+        return [
+            templates.adapt_request(
+                source_of(r.payload),
+                r.payload["source_lang"],
+                self.target_lang,
+                self.culture,
+                self.style,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                seed=self.seed,
+            )
+            for r in records
+        ]
+
+    def parse(self, record: StageResult, text: str) -> Parsed:
+        prefix = templates.ADAPT_PREFIX if self.style == "completion" else ""
+        draft = parse.parse_adapted(text, source_of(record.payload), prefix)
+        if draft is None:
+            return Reject(MALFORMED)
+        return {**record.payload, "draft": draft.to_json(), "draft_lang": self.target_lang, "adapted": True}
+
+
+@dataclass
+class _RenameCall(LMStage):
+    """The name-only rewrite: person names replaced by names of the culture, nothing else changed."""
+
+    style: Style = "chat"
+    culture: str = "Indonesia"
+    temperature: float = 0.2
+    seed: int = 0
+
+    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+        return [
+            templates.rename_request(
+                source_of(r.payload),
+                r.payload["source_lang"],
+                self.culture,
+                self.style,
+                temperature=self.temperature,
+                seed=self.seed,
+            )
+            for r in records
+        ]
+
+    def parse(self, record: StageResult, text: str) -> Parsed:
+        prefix = templates.RENAME_PREFIX if self.style == "completion" else ""
+        draft = parse.parse_rename(text, source_of(record.payload), prefix)
+        if draft is None:
+            return Reject(MALFORMED)
+        lang = record.payload["source_lang"]
+        return {**record.payload, "draft": draft.to_json(), "draft_lang": lang, "adapted": True}
+
+
+@dataclass
+class Adapt:
+    """Adapt what the relevance stage flagged: a full rewrite, a name-only rewrite, or nothing."""
+
+    name: str
+    full: _AdaptCall
+    names: _RenameCall
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((self.full.spec, self.names.spec)))
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        outcomes: list[Outcome | None] = [None] * len(records)
+        for mode, call in (("full", self.full), ("names", self.names)):
+            picked = [i for i, r in enumerate(records) if r.payload["mode"] == mode]
+            if picked:
+                done = call.run([records[i] for i in picked], ctx).outcomes
+                for i, outcome in zip(picked, done, strict=True):
+                    outcomes[i] = outcome
+        for i, record in enumerate(records):
+            if outcomes[i] is None:
+                passed = {**record.payload, "draft": record.payload["source"], "adapted": False}
+                outcomes[i] = ok(record, {**passed, "draft_lang": record.payload["source_lang"]})
+        return StageOutput([o for o in outcomes if o is not None])
+
+
+@dataclass
+class Check(CheckStage):
+    """culture-gen's multiple-choice checks again: five choices A–E, the answer among them, distinct choices."""
+
+    def reason(self, payload: dict[str, Any]) -> str | None:
+        draft = draft_of(payload)
+        return check_choices(RawItem(draft.question, draft.choices, draft.answer, draft.concept))
+
+
+Job = tuple[str, str, str, str, str]
+"""One translation: ``(language key, field key, text, from, to)``."""
+
+
+@dataclass
+class _Translating:
+    """Field-by-field translation (question, concept, each option), every field its own call."""
+
+    name: str
+    spec: str
+    style: Style = "chat"
+    seed: int = 0
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return (self.spec,)
+
+    def jobs(self, payload: dict[str, Any]) -> list[Job]:
+        raise NotImplementedError
+
+    def store(self, payload: dict[str, Any], done: dict[str, dict[str, str]]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        llm = ctx.llm(self.spec)
+        log = CallLog.of(llm)
+        plans = [self.jobs(r.payload) for r in records]
+        requests = [
+            templates.translate_request(text, key, source, target, self.style, seed=self.seed)
+            for plan in plans
+            for _, key, text, source, target in plan
+        ]
+        replies = llm.generate(requests) if requests else []
+        outcomes: list[Outcome] = []
+        at = 0
+        for record, plan in zip(records, plans, strict=True):
+            mine = list(zip(plan, requests[at : at + len(plan)], replies[at : at + len(plan)], strict=True))
+            at += len(plan)
+            status = settle([reply for _, _, reply in mine])
+            if status is PENDING:
+                outcomes.append(PENDING)
+                continue
+            if isinstance(status, str):
+                failed = next(r for _, _, r in mine if isinstance(failure_outcome(r), str))
+                outcomes.append(rejected(record, status, response=failed.failure.message if failed.failure else ""))
+                continue
+            done: dict[str, dict[str, str]] = {}
+            entries = [log.add("generate", request, reply) for _, request, reply in mine]
+            bad = None
+            for (lang, key, _, _, _), request, reply in mine:
+                text = parse.parse_translation(reply.text)
+                if text is None:
+                    bad = (request, reply)
+                    break
+                done.setdefault(lang, {})[key] = text
+            spent = add_call(record.payload, self.name, entries)
+            if bad is not None:
+                outcomes.append(
+                    rejected(record, MALFORMED, payload=spent, prompt=request_text(bad[0]), response=bad[1].text)
+                )
+                continue
+            outcomes.append(ok(record, self.store(spent, done)))
+        return StageOutput(outcomes)
+
+
+def _jobs(lang: str, item: Fields, source: str, target: str) -> list[Job]:
+    return [(lang, key, text, source, target) for key, text in item.texts().items()]
+
+
+@dataclass
+class Localize(_Translating):
+    """The item in the adaptation language: a draft still in the source language is translated into it."""
+
+    target: str = "id"
+
+    def jobs(self, payload: dict[str, Any]) -> list[Job]:
+        if payload["draft_lang"] == self.target:
+            return []
+        return _jobs(self.target, draft_of(payload), payload["draft_lang"], self.target)
+
+    def store(self, payload: dict[str, Any], done: dict[str, dict[str, str]]) -> dict[str, Any]:
+        draft = draft_of(payload)
+        item = draft.with_texts(done[self.target]) if self.target in done else draft
+        return {**payload, "items": {self.target: item.to_json()}}
+
+
+@dataclass
+class Translate(_Translating):
+    """The adapted item translated into each further language."""
+
+    source: str = "id"
+    targets: tuple[str, ...] = ()
+
+    def jobs(self, payload: dict[str, Any]) -> list[Job]:
+        item = item_in(payload, self.source)
+        return [job for lang in self.targets for job in _jobs(lang, item, self.source, lang)]
+
+    def store(self, payload: dict[str, Any], done: dict[str, dict[str, str]]) -> dict[str, Any]:
+        item = item_in(payload, self.source)
+        items = dict(payload["items"])
+        for lang in self.targets:
+            items[lang] = item.with_texts(done[lang]).to_json()
+        return {**payload, "items": items}
+
+
+@dataclass
+class BackTranslate(_Translating):
+    """Each translation back into the adaptation language (the faithfulness check compares it with the original)."""
+
+    target: str = "id"
+    sources: tuple[str, ...] = ()
+
+    def jobs(self, payload: dict[str, Any]) -> list[Job]:
+        return [job for lang in self.sources for job in _jobs(lang, item_in(payload, lang), lang, self.target)]
+
+    def store(self, payload: dict[str, Any], done: dict[str, dict[str, str]]) -> dict[str, Any]:
+        back = {lang: item_in(payload, lang).with_texts(done[lang]).to_json() for lang in self.sources}
+        return {**payload, "back": back}
+
+
+def _concept_kept(payload: dict[str, Any], lang: str) -> bool:
+    item = item_in(payload, lang)
+    return concept_appears(item.question, item.concept, lang)
+
+
+@dataclass
+class Keep:
+    """Keep an item, in every language or in none: its concept still in its question everywhere, and every
+    translation faithful (direct or back-translated similarity at least the threshold)."""
+
+    name: str
+    langs: tuple[str, ...]
+    measure: Literal["auto", "embedding", "chrf"] = "auto"
+    min_similarity: float = 0.9
+    min_chrf: float = 0.5
+    flag_language: bool = True
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return ()
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        similarity = similarity_for(self.measure)
+        threshold = self.min_chrf if similarity.name == "chrf" else self.min_similarity
+        first, further = self.langs[0], self.langs[1:]
+        pairs: list[tuple[str, str]] = []
+        for record in records:
+            original = item_in(record.payload, first).display()
+            for lang in further:
+                pairs.append((original, item_in(record.payload, lang).display()))
+                pairs.append((original, Fields.from_json(record.payload["back"][lang]).display()))
+        scores = similarity.scores(pairs) if pairs else []
+        outcomes: list[Outcome] = []
+        at = 0
+        for record in records:
+            measured: dict[str, dict[str, float]] = {}
+            for lang in further:
+                measured[lang] = {"direct": round(scores[at], 6), "back": round(scores[at + 1], 6)}
+                at += 2
+            lost = [lang for lang in self.langs if not _concept_kept(record.payload, lang)]
+            payload = {
+                **record.payload,
+                "similarity": {"measure": similarity.identity(), "threshold": threshold, "scores": measured},
+                "concept_lost_in": lost,
+            }
+            if self.flag_language:
+                payload["lang_detected"] = {lang: detect(item_in(record.payload, lang).question) for lang in self.langs}
+            if lost:
+                outcomes.append(rejected(record, CONCEPT_LOST, payload=payload))
+            elif any(max(s["direct"], s["back"]) < threshold for s in measured.values()):
+                outcomes.append(rejected(record, LOW_SIMILARITY, payload=payload))
+            else:
+                outcomes.append(ok(record, payload))
+        return StageOutput(outcomes)
