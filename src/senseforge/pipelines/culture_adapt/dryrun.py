@@ -131,6 +131,9 @@ def author_reply(request: GenerateRequest) -> str:
 
 
 def author_loglikelihood(request: LoglikelihoodRequest) -> float:
-    """Log-likelihood of `` yes``/`` no`` after a relevance prompt: the sensible answer scores higher."""
+    """Log-likelihood of `` yes``/`` no`` after a relevance prompt: the sensible answer scores higher, and a
+    blanked prompt (nothing to judge: the calibration baseline) gives both the same."""
+    if '"N/A"' in request.context:
+        return -1.0
     preferred = "yes" if _says_yes(request.context.removesuffix("\nAnswer:")) else "no"
     return -0.25 if request.continuation.strip().casefold() == preferred else -2.5

@@ -41,11 +41,10 @@ from senseforge.pipelines.culture_adapt.stages import (
     Keep,
     Localize,
     Relevance,
+    Rewrite,
     Screen,
     SpacyExtract,
     Translate,
-    _AdaptCall,
-    _RenameCall,
 )
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
@@ -209,9 +208,10 @@ class CultureAdapt:
             if config.extractor == "spacy"
             else Extract("extract", config.model_for("extract"), style=config.style_for("extract"), seed=config.seed)
         )
-        full = _AdaptCall(
+        full = Rewrite(
             "adapt",
             config.model_for("adapt"),
+            kind="full",
             style=config.style_for("adapt"),
             target_lang=first,
             culture=culture,
@@ -219,9 +219,10 @@ class CultureAdapt:
             max_tokens=config.max_tokens,
             seed=config.seed,
         )
-        names = _RenameCall(
+        names = Rewrite(
             "adapt",
             config.model_for("rename"),
+            kind="names",
             style=config.style_for("rename"),
             culture=culture,
             temperature=config.temperature,

@@ -117,6 +117,10 @@ class SpacyExtract(CheckStage):
         return StageOutput(outcomes)
 
 
+_Asked = tuple[list[bool | None], list[list[Any]], list[list[dict[str, Any]]]]
+"""Per prompt: the vote (``True`` = irrelevant, ``None`` = unreadable), the raw results and the call entries."""
+
+
 def elements(payload: dict[str, Any]) -> list[tuple[str, str]]:
     """The elements to judge: the concept always, names and places when any were found."""
     out = [("concept", source_of(payload).concept)]
@@ -138,8 +142,11 @@ def adapt_mode(irrelevant: Sequence[str]) -> str:
 class Relevance:
     """Each element judged by five differently worded prompts; irrelevant when ``votes`` of them say so.
 
-    A chat model answers yes or no in text (anything unreadable is no vote); a base model
-    compares the log-likelihoods of " yes" and " no" after the prompt.
+    A chat model answers yes or no in text (anything unreadable is no vote). A base model's
+    answer is the sign of its log-odds of " yes" over " no" after the prompt, calibrated by
+    the log-odds after the same prompt with the item and the element blanked out
+    (contextual calibration, Zhao et al. 2021): small base models prefer " yes" to any
+    question, and without it every element would be judged alike.
     """
 
     name: str
@@ -157,7 +164,6 @@ class Relevance:
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         llm = ctx.llm(self.spec)
-        log = CallLog.of(llm)
         plans = [
             [
                 (element, value, templates.relevance_prompts(element, value, source_of(r.payload), self.culture))
@@ -165,42 +171,18 @@ class Relevance:
             ]
             for r in records
         ]
-        prompts = [(text, yes_relevant) for plan in plans for _, _, asked in plan for text, yes_relevant in asked]
-        votes: list[bool | None] = []
-        results: list[list[Any]] = []
-        entries: list[list[dict[str, Any]]] = []
-        if self.style == "chat":
-            requests = [
-                GenerateRequest.chat(text, max_tokens=8, temperature=0.0, seed=self.seed) for text, _ in prompts
-            ]
-            replies = llm.generate(requests)
-            for (_, yes_relevant), request, reply in zip(prompts, requests, replies, strict=True):
-                results.append([reply])
-                votes.append(parse.relevance_vote(reply.text, yes_relevant) if reply.ok else None)
-                entries.append([log.add("generate", request, reply)] if reply.ok else [])
-        else:
-            pairs = [
-                LoglikelihoodRequest(context=f"{text}\nAnswer:", continuation=c)
-                for text, _ in prompts
-                for c in (" yes", " no")
-            ]
-            scores = llm.loglikelihood(pairs)
-            for at, (_, yes_relevant) in enumerate(prompts):
-                yes, no = scores[2 * at], scores[2 * at + 1]
-                results.append([yes, no])
-                said_yes = yes.ok and no.ok and (yes.logprob or float("-inf")) > (no.logprob or float("-inf"))
-                votes.append(None if not (yes.ok and no.ok) else (not yes_relevant) == said_yes)
-                entries.append(
-                    [
-                        log.add("loglikelihood", pair, result)
-                        for pair, result in zip(pairs[2 * at : 2 * at + 2], (yes, no), strict=True)
-                        if result.ok
-                    ]
-                )
+        asked = [
+            (text, yes_relevant, blank)
+            for r, plan in zip(records, plans, strict=True)
+            for element, _, prompts in plan
+            for (text, yes_relevant), (blank, _) in zip(prompts, self._blank(element, r), strict=True)
+        ]
+        ask = self._ask_chat if self.style == "chat" else self._ask_base
+        votes, results, entries = ask(llm, asked)
         outcomes: list[Outcome] = []
         at = 0
         for record, plan in zip(records, plans, strict=True):
-            size = sum(len(asked) for _, _, asked in plan)
+            size = sum(len(prompts) for _, _, prompts in plan)
             mine = slice(at, at + size)
             at += size
             status = settle([r for group in results[mine] for r in group])
@@ -212,6 +194,50 @@ class Relevance:
                 continue
             outcomes.append(ok(record, self._judged(record, plan, votes[mine], entries[mine])))
         return StageOutput(outcomes)
+
+    def _blank(self, element: str, record: StageResult) -> list[tuple[str, bool]]:
+        """The prompts with nothing to judge: the element and every text of the item replaced by ``N/A``."""
+        item = source_of(record.payload)
+        blank = Fields("N/A", "N/A", tuple((label, "N/A") for label in item.labels), item.answer)
+        return templates.relevance_prompts(element, "N/A", blank, self.culture)
+
+    def _ask_chat(self, llm: Any, asked: Sequence[tuple[str, bool, str]]) -> _Asked:
+        log = CallLog.of(llm)
+        requests = [GenerateRequest.chat(text, max_tokens=8, temperature=0.0, seed=self.seed) for text, _, _ in asked]
+        votes: list[bool | None] = []
+        results: list[list[Any]] = []
+        entries: list[list[dict[str, Any]]] = []
+        for (_, yes_relevant, _), request, reply in zip(asked, requests, llm.generate(requests), strict=True):
+            results.append([reply])
+            votes.append(parse.relevance_vote(reply.text, yes_relevant) if reply.ok else None)
+            entries.append([log.add("generate", request, reply)] if reply.ok else [])
+        return votes, results, entries
+
+    def _ask_base(self, llm: Any, asked: Sequence[tuple[str, bool, str]]) -> _Asked:
+        log = CallLog.of(llm)
+        pairs = [
+            LoglikelihoodRequest(context=f"{context}\nAnswer:", continuation=answer)
+            for text, _, blank in asked
+            for context in (text, blank)
+            for answer in (" yes", " no")
+        ]
+        scores = llm.loglikelihood(pairs)
+        votes: list[bool | None] = []
+        results: list[list[Any]] = []
+        entries: list[list[dict[str, Any]]] = []
+        for at, (_, yes_relevant, _) in enumerate(asked):
+            four = scores[4 * at : 4 * at + 4]
+            results.append(list(four))
+            entries.append(
+                [log.add("loglikelihood", p, r) for p, r in zip(pairs[4 * at : 4 * at + 4], four, strict=True) if r.ok]
+            )
+            if not all(r.ok and r.logprob is not None for r in four):
+                votes.append(None)
+                continue
+            yes, no, blank_yes, blank_no = (float(r.logprob or 0.0) for r in four)
+            said_yes = (yes - no) - (blank_yes - blank_no) > 0
+            votes.append(said_yes != yes_relevant)
+        return votes, results, entries
 
     def _judged(
         self,
@@ -233,9 +259,12 @@ class Relevance:
 
 
 @dataclass
-class _AdaptCall(LMStage):
-    """The full adaptation: one JSON call rewriting question, concept and options (the answer label kept)."""
+class Rewrite(LMStage):
+    """One JSON call per item: the full adaptation (question, concept and options rewritten for the culture, in
+    the adaptation language, the answer label kept) or the name-only rewrite (person names replaced by names of
+    the culture, nothing else changed, in the source language)."""
 
+    kind: Literal["full", "names"] = "full"
     style: Style = "chat"
     target_lang: str = "id"
     culture: str = "Indonesia"
@@ -244,56 +273,29 @@ class _AdaptCall(LMStage):
     seed: int = 0
 
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
-        return [
-            templates.adapt_request(
-                source_of(r.payload),
-                r.payload["source_lang"],
-                self.target_lang,
-                self.culture,
-                self.style,
-                temperature=self.temperature,
-                max_tokens=self.max_tokens,
-                seed=self.seed,
-            )
-            for r in records
-        ]
+        out: list[GenerateRequest] = []
+        for record in records:
+            item, lang = source_of(record.payload), record.payload["source_lang"]
+            if self.kind == "full":
+                request = templates.adapt_request(
+                    item, lang, self.target_lang, self.culture, self.style, max_tokens=self.max_tokens,
+                    temperature=self.temperature, seed=self.seed,
+                )  # fmt: skip
+            else:
+                request = templates.rename_request(
+                    item, lang, self.culture, self.style, temperature=self.temperature, seed=self.seed
+                )
+            out.append(request)
+        return out
 
     def parse(self, record: StageResult, text: str) -> Parsed:
-        prefix = templates.ADAPT_PREFIX if self.style == "completion" else ""
-        draft = parse.parse_adapted(text, source_of(record.payload), prefix)
+        full = self.kind == "full"
+        prefix = (templates.ADAPT_PREFIX if full else templates.RENAME_PREFIX) if self.style == "completion" else ""
+        read = parse.parse_adapted if full else parse.parse_rename
+        draft = read(text, source_of(record.payload), prefix)
         if draft is None:
             return Reject(MALFORMED)
-        return {**record.payload, "draft": draft.to_json(), "draft_lang": self.target_lang, "adapted": True}
-
-
-@dataclass
-class _RenameCall(LMStage):
-    """The name-only rewrite: person names replaced by names of the culture, nothing else changed."""
-
-    style: Style = "chat"
-    culture: str = "Indonesia"
-    temperature: float = 0.2
-    seed: int = 0
-
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
-        return [
-            templates.rename_request(
-                source_of(r.payload),
-                r.payload["source_lang"],
-                self.culture,
-                self.style,
-                temperature=self.temperature,
-                seed=self.seed,
-            )
-            for r in records
-        ]
-
-    def parse(self, record: StageResult, text: str) -> Parsed:
-        prefix = templates.RENAME_PREFIX if self.style == "completion" else ""
-        draft = parse.parse_rename(text, source_of(record.payload), prefix)
-        if draft is None:
-            return Reject(MALFORMED)
-        lang = record.payload["source_lang"]
+        lang = self.target_lang if full else record.payload["source_lang"]
         return {**record.payload, "draft": draft.to_json(), "draft_lang": lang, "adapted": True}
 
 
@@ -302,8 +304,8 @@ class Adapt:
     """Adapt what the relevance stage flagged: a full rewrite, a name-only rewrite, or nothing."""
 
     name: str
-    full: _AdaptCall
-    names: _RenameCall
+    full: Rewrite
+    names: Rewrite
     barrier = False
     reads_task = None
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from senseforge.errors import ConfigError
@@ -63,6 +63,16 @@ OPENINGS: dict[str, tuple[str, str]] = {
     ),
 }
 """``kind → (chat first line, completion first line)``."""
+
+
+def _styled(
+    style: Style, chat: Callable[[], tuple[str, str]], page: Callable[[], str], **sampling: Any
+) -> GenerateRequest:
+    """A chat request (``chat()`` gives the system and user turns) or a completion page that stops at a newline."""
+    if style == "chat":
+        system, user = chat()
+        return GenerateRequest.chat(user, system=system, **sampling)
+    return GenerateRequest(prompt=page(), stop=("\n",), **sampling)
 
 
 def default_culture(lang: str) -> str:
@@ -144,11 +154,14 @@ def _extract_page(item: Fields) -> str:
 
 def extract_request(item: Fields, style: Style, *, max_tokens: int = 128, seed: int = 0) -> GenerateRequest:
     """Ask for the person names and places in an item's question and options (``{"names", "places"}``)."""
-    if style == "chat":
-        return GenerateRequest.chat(
-            _item_block(item), system=_EXTRACT_SYSTEM, temperature=0.0, max_tokens=max_tokens, seed=seed
-        )
-    return GenerateRequest(prompt=_extract_page(item), temperature=0.0, max_tokens=max_tokens, seed=seed, stop=("\n",))
+    return _styled(
+        style,
+        lambda: (_EXTRACT_SYSTEM, _item_block(item)),
+        lambda: _extract_page(item),
+        temperature=0.0,
+        max_tokens=max_tokens,
+        seed=seed,
+    )
 
 
 # --- relevance -------------------------------------------------------------------------------
@@ -318,21 +331,16 @@ def adapt_request(
     ``source_lang`` names the item's language (the completion page's worked example is an
     English item whatever it is).
     """
-    if style == "chat":
-        system = _ADAPT_SYSTEM.format(culture=culture, language=language_name(target_lang))
-        return GenerateRequest.chat(
+    return _styled(
+        style,
+        lambda: (
+            _ADAPT_SYSTEM.format(culture=culture, language=language_name(target_lang)),
             _adapt_user(item, source_lang, target_lang, culture),
-            system=system,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            seed=seed,
-        )
-    return GenerateRequest(
-        prompt=_adapt_page(item, source_lang, target_lang, culture),
+        ),
+        lambda: _adapt_page(item, source_lang, target_lang, culture),
         temperature=temperature,
         max_tokens=max_tokens,
         seed=seed,
-        stop=("\n",),
     )
 
 
@@ -413,16 +421,16 @@ def rename_request(
     seed: int = 0,
 ) -> GenerateRequest:
     """Ask for the item with each person name replaced by one common in ``culture``, nothing else changed."""
-    if style == "chat":
-        system = _RENAME_SYSTEM.format(culture=culture, language=language_name(source_lang))
-        user = f"Culture: {culture}\nItem: {_rename_json(item)}"
-        return GenerateRequest.chat(user, system=system, temperature=temperature, max_tokens=max_tokens, seed=seed)
-    return GenerateRequest(
-        prompt=_rename_page(item, source_lang, culture),
+    return _styled(
+        style,
+        lambda: (
+            _RENAME_SYSTEM.format(culture=culture, language=language_name(source_lang)),
+            f"Culture: {culture}\nItem: {_rename_json(item)}",
+        ),
+        lambda: _rename_page(item, source_lang, culture),
         temperature=temperature,
         max_tokens=max_tokens,
         seed=seed,
-        stop=("\n",),
     )
 
 
@@ -491,16 +499,16 @@ def translate_request(
     seed: int = 0,
 ) -> GenerateRequest:
     """Ask for one field (``question``, ``concept`` or ``option:<label>``) translated, the translation only."""
-    if style == "chat":
-        system = _TRANSLATE_SYSTEM.format(source=language_name(source_lang), target=language_name(target_lang))
-        user = f"{_field_noun(field)}:\n{text}"
-        return GenerateRequest.chat(user, system=system, temperature=0.0, max_tokens=max_tokens, seed=seed)
-    return GenerateRequest(
-        prompt=_translate_page(text, source_lang, target_lang),
+    return _styled(
+        style,
+        lambda: (
+            _TRANSLATE_SYSTEM.format(source=language_name(source_lang), target=language_name(target_lang)),
+            f"{_field_noun(field)}:\n{text}",
+        ),
+        lambda: _translate_page(text, source_lang, target_lang),
         temperature=0.0,
         max_tokens=max_tokens,
         seed=seed,
-        stop=("\n",),
     )
 
 

@@ -1,0 +1,33 @@
+"""``senseforge demo --recipe culture-adapt`` with the dry-run author: the run, its summary and where it went."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from senseforge.cli.main import app
+
+
+def test_the_culture_adapt_demo_shows_what_it_kept_and_resumes(tmp_path: Path) -> None:
+    args = ["demo", "--recipe", "culture-adapt", "-m", "scripted/culture-adapt-author", "--out", str(tmp_path)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "culture-adapt recipe · en → id, su" in first.output and "names only" in first.output
+    run_dir = tmp_path / "runs" / "culture-adapt"
+    funnel = json.loads((run_dir / "funnel.json").read_text())
+    assert funnel["stages"][0] == {"stage": "source", "in": 8, "out": 8, "rejected": {}}
+    assert funnel["kept"] == funnel["by_lang"]["id"]["kept"] == funnel["by_lang"]["su"]["kept"] > 0
+    assert funnel["adapted"]["full"] + funnel["adapted"]["names"] > 0  # the sample names people and places
+    assert str(run_dir) in first.output
+
+    again = CliRunner().invoke(app, args)  # the same demo again: read back, nothing new asked
+    assert again.exit_code == 0, again.output
+    assert json.loads((run_dir / "funnel.json").read_text()) == funnel
+
+
+def test_an_unknown_demo_recipe_is_named(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["demo", "--recipe", "nope", "--out", str(tmp_path)])
+    assert result.exit_code != 0
+    assert "culture-adapt" in str(result.exception)

@@ -1,0 +1,60 @@
+"""``build culture-adapt`` with the bundled Gemma 3 270M on 20 CommonsenseQA items, end to end: a kill -9 mid-run
+resumes to the bytes an uninterrupted run writes, and a rerun on the same cache makes no backend call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
+from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
+from senseforge.pipelines.demo import CULTURE_ADAPT_DEMO
+from senseforge.pipelines.runner import build
+from senseforge.store.db import Store
+
+SOURCE = Path(__file__).parents[2] / "fixtures" / "csqa" / "adapt_sample.jsonl"
+PER_LANG = ("dataset/test.jsonl", "items/test.jsonl", "funnel.json")
+OUTPUTS = (
+    *(f"{lang}/{name}" for lang in ("id", "su") for name in PER_LANG),
+    "funnel.json",
+    "cost.json",
+    "rejects.jsonl",
+)
+FLAGS = ["--source", str(SOURCE), "--max-tokens", str(CULTURE_ADAPT_DEMO["max_tokens"])]
+
+
+@pytest.mark.slow
+def test_embedded_model_end_to_end_kill_9_and_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill_build: Callable[..., None]
+) -> None:
+    """One cold build, killed with SIGKILL while it translates and resumed; then the same build uninterrupted into
+    a new run directory on that cache: every call answered from it, and every output byte the same as the
+    resumed run's (so the resume stored exactly what an uninterrupted run stores)."""
+    config = CultureAdaptConfig(source=(str(SOURCE),), **CULTURE_ADAPT_DEMO)
+    killed = tmp_path / "killed"
+    home = tmp_path / "home"
+    kill_build("culture-adapt", FLAGS, killed, home, "localize", 1)
+    monkeypatch.setenv("SENSEFORGE_HOME", str(home))
+    resumed = build(CULTURE_ADAPT, config, killed, resume=True, store=Store())
+    assert resumed.state == "done"
+
+    again = build(CULTURE_ADAPT, config, tmp_path / "again", store=Store())
+    assert again.ledger["calls"] == again.ledger["cache_hits"] > 0
+    for name in OUTPUTS:
+        assert (killed / name).read_bytes() == (again.run_dir / name).read_bytes(), name
+
+    funnel = json.loads((killed / "funnel.json").read_text())
+    rows = {row["stage"]: row for row in funnel["stages"]}
+    assert rows["source"]["in"] == 20
+    assert rows["keep"]["in"] > 0, funnel  # items get through every model stage to the last check
+    assert sum(funnel["adapted"].values()) == funnel["kept"]
+    for row in funnel["stages"]:
+        assert row["in"] == row["out"] + sum(row["rejected"].values())
+    for item in (json.loads(line) for line in (killed / "su" / "items" / "test.jsonl").read_text().splitlines()):
+        assert item["id"].startswith("adapt_su_") and set(item["metadata"]["similarity"]["scores"]["su"]) == {
+            "direct",
+            "back",
+        }
