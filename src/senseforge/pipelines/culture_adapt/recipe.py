@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.data.splits import SPLIT_NAMES
@@ -208,26 +208,20 @@ class CultureAdapt:
             if config.extractor == "spacy"
             else Extract("extract", config.model_for("extract"), style=config.style_for("extract"), seed=config.seed)
         )
-        full = Rewrite(
-            "adapt",
-            config.model_for("adapt"),
-            kind="full",
-            style=config.style_for("adapt"),
-            target_lang=first,
-            culture=culture,
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
-            seed=config.seed,
-        )
-        names = Rewrite(
-            "adapt",
-            config.model_for("rename"),
-            kind="names",
-            style=config.style_for("rename"),
-            culture=culture,
-            temperature=config.temperature,
-            seed=config.seed,
-        )
+
+        def rewrite(kind: Literal["full", "names"], stage: str) -> Rewrite:
+            return Rewrite(
+                "adapt",
+                config.model_for(stage),
+                kind=kind,
+                style=config.style_for(stage),
+                target_lang=first,
+                culture=culture,
+                temperature=config.temperature,
+                max_tokens=config.max_tokens,
+                seed=config.seed,
+            )
+
         translate = config.model_for("translate")
         style = config.style_for("translate")
         return [
@@ -241,7 +235,7 @@ class CultureAdapt:
                 style=config.style_for("relevance"),
                 seed=config.seed,
             ),
-            Adapt("adapt", full=full, names=names),
+            Adapt("adapt", full=rewrite("full", "adapt"), names=rewrite("names", "rename")),
             Check("check"),
             Localize("localize", translate, style=style, seed=config.seed, target=first),
             Translate(
