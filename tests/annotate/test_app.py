@@ -151,6 +151,11 @@ BAD_BODIES: list[tuple[str, str, Any, str]] = [
     ("verify", "overlong comment", json.dumps({"accept": False, "comment": "x" * 2001}).encode(), "at most 2000"),
     ("answer", "choice outside labels", b'{"choice": "Z", "certain": true}', "not one of A, B, C, D, E"),
     ("answer", "missing certain", b'{"choice": "A"}', "certain: required"),
+    ("adapt-check", "missing verdict", b"{}", "verdict: required"),
+    ("adapt-check", "unknown verdict", b'{"verdict": "fine"}', "not one of correct-major"),
+    ("adapt-check", "wrong without its error", b'{"verdict": "wrong"}', "names its error"),
+    ("adapt-check", "an error on a right one", b'{"verdict": "correct-minor", "error": "translation"}', "only a wrong"),
+    ("adapt-check", "unknown error", b'{"verdict": "wrong", "error": "spelling"}', "not one of translation"),
 ]
 
 
@@ -197,6 +202,41 @@ def test_api_submission_is_201_then_200_for_the_same_and_409_for_a_change(
     assert judgement_rows(store.runs.url) == [("q1", "ana", "answer")]
 
 
+def adapted(n: int, source_question: str = "Where do you keep snow in winter?") -> MCItem:
+    """An item as culture-adapt queues it: the adapted text, and its source in the metadata."""
+    base = item(n, question=f"Di mana Anda menyimpan hujan abu vulkanik nomor {n}?")
+    source = {"lang": "en", "question": source_question, "concept": "snow", "answer": "B",
+              "choices": [[label, f"spot {label.lower()}"] for label in LABELS]}  # fmt: skip
+    return base.model_copy(update={"question_concept": "hujan abu vulkanik", "metadata": {"source": source}})
+
+
+def test_adapt_check_shows_the_source_beside_the_adaptation_and_stores_the_verdict(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    store.add_tasks("adapt-check", [adapted(1), adapted(2)], k=1, group="culture-adapt")
+    token = store.invite("ana")
+    first = client.post("/api/adapt-check/next", headers=bearer(token)).json()
+    shown = first["item"]
+    assert shown["source"]["question"] == "Where do you keep snow in winter?" and shown["source"]["concept"] == "snow"
+    assert shown["concept"] == "hujan abu vulkanik" and shown["answer"] == "B"
+    assert [c["label"] for c in shown["source"]["choices"]] == list(LABELS)
+    body = {"verdict": "correct-major", "comment": "snow became volcanic ash"}
+    assignment = first["assignment_id"]
+    assert client.post(f"/api/adapt-check/{assignment}", headers=bearer(token), json=body).status_code == 201
+    second = client.post("/api/adapt-check/next", headers=bearer(token)).json()["assignment_id"]
+    wrong = {"verdict": "wrong", "error": "translation"}
+    assert client.post(f"/api/adapt-check/{second}", headers=bearer(token), json=wrong).status_code == 201
+    judged = store.judgements("adapt-check")
+    verdicts = sorted((j.item_id, j.accept, tuple(j.flags), j.comment) for js in judged.values() for j in js)
+    assert verdicts == [
+        ("q1", True, ("major-change",), "snow became volcanic ash"),
+        ("q2", False, ("error:translation",), None),
+    ]
+    store.add_tasks("adapt-check", [adapted(3, "Who sells snow?")], k=1, group="culture-adapt")
+    page = client.get("/t/adapt-check", headers=bearer(store.invite("bo")))
+    assert page.status_code == 200 and "Who sells snow?" in page.text and "hujan abu vulkanik nomor 3" in page.text
+
+
 def test_form_posts_need_the_csrf_field(client: TestClient, store: AnnotationStore) -> None:
     store.add_tasks("verify", [item(1), item(2)], k=1, group="g")
     token = store.invite("ana")
@@ -239,7 +279,7 @@ def test_bearer_form_posts_need_no_csrf(client: TestClient, store: AnnotationSto
     assert response.status_code == 303
 
 
-@pytest.mark.parametrize("task", ["verify", "answer"])
+@pytest.mark.parametrize("task", ["verify", "answer", "adapt-check"])
 def test_item_text_is_escaped(client: TestClient, store: AnnotationStore, task: str) -> None:
     hostile = "<script>alert(1)</script>"
     store.add_tasks(task, [item(1, question=f"{hostile} Where?")], k=1, group="g")

@@ -150,3 +150,33 @@ def test_hostile_item_text_renders_as_text(served: Served, page: Any, task: str)
     assert page.locator("#question img, #question script").count() == 0
     page.wait_for_timeout(200)  # give a stray onerror a chance to fire
     assert page.evaluate("typeof window.__pwned") == "undefined"
+
+
+def adapted(n: int, source_question: str) -> MCItem:
+    """An item as culture-adapt queues it for ``adapt-check``: its source in the metadata."""
+    source = {"lang": "en", "question": source_question, "concept": "snow", "answer": "A",
+              "choices": [[label, f"spot {label.lower()}"] for label in "ABCDE"]}  # fmt: skip
+    return item(n).model_copy(update={"question_concept": "hujan abu", "metadata": {"source": source}})
+
+
+def test_adapt_check_by_keyboard_with_hostile_source_text_inert(served: Served, page: Any) -> None:
+    page.set_default_timeout(10_000)
+    served.store.add_tasks("adapt-check", [adapted(1, HOSTILE), adapted(2, "Where is snow kept?")], k=1, group="g")
+    page.goto(served.link(served.store.invite("ana")))
+    page.goto(f"{served.base}/t/adapt-check")
+    assert page.locator("#source-question").inner_text() in (HOSTILE, "Where is snow kept?")
+    page.wait_for_timeout(200)  # give a stray onerror a chance to fire
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("#source-question img, #source-question script").count() == 0
+    # a wrong adaptation and its error in three keystrokes, then a right one in two
+    page.keyboard.press("3")
+    page.keyboard.press("t")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.keyboard.press("1")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert "Nothing left for you in adapt-check" in page.content()
+    judged = served.judgements("adapt-check")
+    verdicts = sorted((j.accept, tuple(j.flags)) for js in judged.values() for j in js)
+    assert verdicts == [(False, ("error:translation",)), (True, ("major-change",))]

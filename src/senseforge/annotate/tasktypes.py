@@ -15,6 +15,13 @@ taxonomy and the CRoW task types slot in as more of these.
     Blind answering (human baselines): a ``choice`` among the item's labels, ``certain``
     (yes/no), ambiguity flags for the question and for each option
     (``ambiguous-question``, ``ambiguous-option:B``), an optional reason.
+``adapt-check``
+    An item culture-adapt adapted, beside its source (Putri et al.'s concept-adaptation
+    check, their Tables 2, 8 and 9): ``verdict`` ``correct-major`` (right, and changed to
+    fit the culture), ``correct-minor`` (right, little more than a translation) or
+    ``wrong``; a wrong one names its ``error`` (``translation``, ``phrase-structure``,
+    ``typo-mechanics``); an optional comment. Stored as ``accept`` (not wrong) with the
+    flag ``major-change``, ``minor-change`` or ``error:<type>``.
 """
 
 from __future__ import annotations
@@ -155,7 +162,64 @@ class Answer:
         )
 
 
-TASK_TYPES: dict[str, TaskType] = {"verify": Verify(), "answer": Answer()}
+ADAPT_VERDICTS: tuple[str, ...] = ("correct-major", "correct-minor", "wrong")
+ADAPT_ERRORS: tuple[str, ...] = ("translation", "phrase-structure", "typo-mechanics")
+
+
+class AdaptCheck:
+    """The check of an adapted item against its source (culture-adapt's ``adapt-check`` queue)."""
+
+    name: str = "adapt-check"
+
+    def view(self, item: MCItem) -> dict[str, Any]:
+        """The adapted item, its answer and concept, and the source it came from."""
+        source = item.metadata.get("source")
+        shown = source if isinstance(source, Mapping) else {}
+        raw = shown.get("choices")
+        choices = (
+            [{"label": str(c[0]), "text": str(c[1])} for c in raw if isinstance(c, list) and len(c) == 2]
+            if isinstance(raw, list)
+            else []
+        )
+        return {
+            **_item_view(item),
+            "answer": item.answer,
+            "concept": item.question_concept,
+            "source": {
+                "lang": str(shown.get("lang") or ""),
+                "question": str(shown.get("question") or ""),
+                "concept": str(shown.get("concept") or ""),
+                "answer": str(shown.get("answer") or ""),
+                "choices": choices,
+            },
+            "verdicts": list(ADAPT_VERDICTS),
+            "errors": list(ADAPT_ERRORS),
+        }
+
+    def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement:
+        problems: list[str] = []
+        verdict = _one(fields, "verdict")
+        if not verdict:
+            problems.append("verdict: required (correct-major, correct-minor or wrong)")
+        elif verdict not in ADAPT_VERDICTS:
+            problems.append(f"verdict: {verdict[:20]!r} is not one of {', '.join(ADAPT_VERDICTS)}")
+        error = _one(fields, "error") or None
+        if error is not None and error not in ADAPT_ERRORS:
+            problems.append(f"error: {error[:20]!r} is not one of {', '.join(ADAPT_ERRORS)}")
+        elif verdict == "wrong" and error is None:
+            problems.append(f"error: a wrong adaptation names its error ({', '.join(ADAPT_ERRORS)})")
+        elif verdict in ("correct-major", "correct-minor") and error is not None:
+            problems.append("error: only a wrong adaptation has an error type")
+        comment = _comment(fields, "comment", problems)
+        if problems:
+            raise InvalidSubmission(problems)
+        flag = {"correct-major": "major-change", "correct-minor": "minor-change"}.get(str(verdict), f"error:{error}")
+        return Judgement(
+            item_id=item.id, annotator="?", task=self.name, accept=verdict != "wrong", flags=[flag], comment=comment
+        )
+
+
+TASK_TYPES: dict[str, TaskType] = {"verify": Verify(), "answer": Answer(), "adapt-check": AdaptCheck()}
 """The task types the app serves, by name."""
 
 

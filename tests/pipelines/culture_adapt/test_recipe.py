@@ -4,13 +4,17 @@ ids follow the source, splits follow ``--source SPLIT=FILE``; outputs in Putri e
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
+from senseforge.annotate.app import create_app
+from senseforge.annotate.store import AnnotationStore
 from senseforge.cli.main import app
 from senseforge.errors import ConfigError
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
@@ -81,15 +85,17 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     tmp_path = tmp_path_factory.mktemp("adapt")
     run_dir = tmp_path / "run"
-    summary = build(CULTURE_ADAPT, _config(tmp_path), run_dir, store=Store())
+    with pytest.MonkeyPatch.context() as patch:  # its own cache: the per-test home is not set up yet here
+        patch.setenv("SENSEFORGE_HOME", str(tmp_path / "home"))
+        summary = build(CULTURE_ADAPT, _config(tmp_path), run_dir, store=Store())
     assert summary.state == "done"
     # rate limits on one relevance prompt and on the two umbrella fields (question, concept) going into Sundanese:
     # nothing stored for those records, retried in the next round, and they land as if nothing had failed
     assert summary.ledger["failures_by_kind"] == {"rate_limit": 1 + 2}, summary.ledger
-    return run_dir
+    yield run_dir
 
 
 def test_every_item_lands_where_it_should_with_its_reason(built: Path) -> None:
@@ -251,3 +257,22 @@ def test_adapted_items_are_queued_for_the_adapt_check_task(tmp_path: Path) -> No
     ]  # the adapted ones only, in the adaptation language, each with its source beside it
     snow = json.loads(next(row.item for row in rows if row.item_id == "adapt_id_v-snow"))
     assert snow["metadata"]["source"]["question"] == "What falls from the sky in winter as snow?"
+
+    # the app over the run's store hands them out with the source beside the adaptation
+    url = sqlite_url(run_dir / "run.db")
+    annotation = AnnotationStore(url)
+    try:
+        token = annotation.invite("ana")
+        with TestClient(create_app(url)) as client:
+            headers = {"Authorization": f"Bearer {token}"}
+            sources = []
+            for _ in range(2):  # each lease judged before the next (an open lease is handed out again)
+                lease = client.post("/api/adapt-check/next", headers=headers).json()
+                sources.append(lease["item"]["source"]["question"])
+                verdict = {"verdict": "correct-major"}
+                response = client.post(f"/api/adapt-check/{lease['assignment_id']}", headers=headers, json=verdict)
+                assert response.status_code == 201
+            assert "What falls from the sky in winter as snow?" in sources
+        assert sorted(annotation.judgements("adapt-check")) == ["adapt_id_t-name", "adapt_id_v-snow"]
+    finally:
+        annotation.close()
