@@ -59,6 +59,7 @@ TEST = [
          ["Dallas", "Paris", "Rome", "Oslo", "Lima"]),
     {**_row("x-noanswer", "What do you read at night?", "book", ["novel", "plate", "shoe", "wall", "cup"]),
      "answerKey": ""},
+    _row("x-noconcept", "What do you drink at breakfast?", "", ["tea", "sand", "ink", "glue", "oil"]),
 ]  # fmt: skip
 
 
@@ -104,6 +105,7 @@ def test_every_item_lands_where_it_should_with_its_reason(built: Path) -> None:
         "t-offensive": ("screen", "offensive"),
         "t-dup": ("screen", "ambiguous_options"),
         "x-noanswer": ("screen", "no_answer"),
+        "x-noconcept": ("screen", "no_concept"),  # JCommonsenseQA's items have none
         "v-seven": ("check", "choice_count"),  # the adapting model returned seven options
         "x-prose": ("adapt", "malformed_output"),
         "x-lost": ("keep", "concept_lost"),

@@ -51,6 +51,8 @@ from senseforge.pipelines.stage import (
 Style = Literal["chat", "completion"]
 NO_ANSWER = "no_answer"
 """Rejection reason: the source item has no answer (e.g. CommonsenseQA's test split)."""
+NO_CONCEPT = "no_concept"
+"""Rejection reason: the source item names no concept (e.g. JCommonsenseQA), so nothing can be kept track of."""
 CONCEPT_LOST = "concept_lost"
 """Rejection reason: in some language the concept no longer appears in the question."""
 LOW_SIMILARITY = "low_similarity"
@@ -71,7 +73,7 @@ def item_in(payload: dict[str, Any], lang: str) -> Fields:
 
 @dataclass
 class Screen(CheckStage):
-    """Drop, before any call, an item with no answer, offensive words or ambiguous options."""
+    """Drop, before any call, an item with no answer or no concept, offensive words or ambiguous options."""
 
     moderator: Moderator | None = None
 
@@ -79,6 +81,8 @@ class Screen(CheckStage):
         item = source_of(payload)
         if not item.answer or item.answer not in item.labels:
             return NO_ANSWER
+        if not item.concept.strip():
+            return NO_CONCEPT
         return screen(item.question, item.concept, item.options, payload["source_lang"], self.moderator)
 
 

@@ -26,6 +26,14 @@ LANGUAGE_NAMES: dict[str, str] = {
     "jv": "Javanese",
     "ms": "Malay",
     "en": "English",
+    "ja": "Japanese",
+    "zh": "Chinese",
+    "fr": "French",
+    "de": "German",
+    "es": "Spanish",
+    "pt": "Portuguese",
+    "nl": "Dutch",
+    "ru": "Russian",
 }
 """English names of the languages a run may ask for."""
 
