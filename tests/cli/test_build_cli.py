@@ -118,9 +118,9 @@ GOLDEN_DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "dem
 
 
 @pytest.mark.slow
-def test_demo_builds_both_languages_offline(tmp_path: Path, senseforge_home: Path) -> None:
+def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path) -> None:
     out = tmp_path / "demo"
-    result = run_cli("demo", "--out", str(out), home=senseforge_home, timeout=1200)  # ~2 min on an idle 2-core machine
+    result = run_cli("demo", "--out", str(out), home=senseforge_home, timeout=1200)  # ~4 min on an idle 2-core machine
     assert result.returncode == 0, result.stderr
     for lang in ("en", "ja"):
         run = out / "runs" / f"mcsqa-{lang}"
@@ -144,4 +144,9 @@ def test_demo_builds_both_languages_offline(tmp_path: Path, senseforge_home: Pat
     assert {lang for lang in funnel["by_lang"]} == {"id", "su"}
     assert (culture / "id" / "dataset" / "test.jsonl").is_file() and (culture / "rejects.jsonl").is_file()
     assert "culture-gen funnel" in result.stdout
+    adapt = out / "runs" / "culture-adapt"
+    funnel = json.loads((adapt / "funnel.json").read_text())
+    assert funnel["stages"][0]["in"] == 8 and next(r for r in funnel["stages"] if r["stage"] == "keep")["in"] > 0
+    assert (adapt / "su" / "funnel.json").is_file() and (adapt / "rejects.jsonl").is_file()
+    assert "culture-adapt funnel" in result.stdout
     assert "where everything is" in result.stdout

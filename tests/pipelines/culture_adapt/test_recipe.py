@@ -195,6 +195,8 @@ def test_bad_settings_are_named_before_the_run(tmp_path: Path) -> None:
         CultureAdaptConfig(source=("train=a.jsonl", "b.jsonl"), test_from_train=3)
     with pytest.raises(ValueError, match="spacy-model"):
         CultureAdaptConfig(extractor="spacy")
+    with pytest.raises(ValueError, match="no review stage"):
+        CultureAdaptConfig(reviewers=("scripted/culture-adapt-author",))
     missing = _config(tmp_path, source=(str(tmp_path / "nowhere.jsonl"),))
     with pytest.raises(ConfigError, match=r"nowhere\.jsonl"):
         build(CULTURE_ADAPT, missing, tmp_path / "run", store=Store())

@@ -113,6 +113,11 @@ class CultureAdaptConfig(RecipeConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> CultureAdaptConfig:
+        if self.reviewers:
+            raise ValueError(
+                "culture-adapt has no review stage (LLM_Adapt had none): people check adapted items with "
+                "--adapt-check-k, and `senseforge annotate baseline` answers the result"
+            )
         if self.extractor == "spacy" and not self.spacy_model:
             raise ValueError("extractor=spacy needs --spacy-model (an installed pipeline or its folder)")
         splits = [split_and_path(entry)[0] for entry in self.source]
