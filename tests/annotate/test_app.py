@@ -156,6 +156,13 @@ BAD_BODIES: list[tuple[str, str, Any, str]] = [
     ("adapt-check", "wrong without its error", b'{"verdict": "wrong"}', "names its error"),
     ("adapt-check", "an error on a right one", b'{"verdict": "correct-minor", "error": "translation"}', "only a wrong"),
     ("adapt-check", "unknown error", b'{"verdict": "wrong", "error": "spelling"}', "not one of translation"),
+    ("label-errors", "missing both labels", b"{}", "question: required"),
+    (
+        "label-errors",
+        "a question-only label on options",
+        b'{"question": "none", "options": "subjectivity"}',
+        "options: 'subjectivity' is not one of",
+    ),
 ]
 
 
@@ -237,6 +244,26 @@ def test_adapt_check_shows_the_source_beside_the_adaptation_and_stores_the_verdi
     assert page.status_code == 200 and "Who sells snow?" in page.text and "hujan abu vulkanik nomor 3" in page.text
 
 
+def test_label_errors_stores_one_primary_label_for_the_question_and_one_for_the_options(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    store.add_tasks("label-errors", [item(1), item(2)], k=1, group="errors")
+    token = store.invite("ana")
+    for body in ({"question": "fluency", "options": "typo-mechanics", "comment": "kapitalisasi"},
+                 {"question": "none", "options": "none"}):  # fmt: skip
+        lease = client.post("/api/label-errors/next", headers=bearer(token)).json()
+        assert lease["item"]["question_errors"][0] == "none" and "invalid-options" in lease["item"]["option_errors"]
+        response = client.post(f"/api/label-errors/{lease['assignment_id']}", headers=bearer(token), json=body)
+        assert response.status_code == 201
+    judged = sorted(
+        (j.accept, tuple(j.flags), j.comment) for js in store.judgements("label-errors").values() for j in js
+    )
+    assert judged == [
+        (False, ("question:fluency", "options:typo-mechanics"), "kapitalisasi"),
+        (True, ("question:none", "options:none"), None),
+    ]
+
+
 def test_form_posts_need_the_csrf_field(client: TestClient, store: AnnotationStore) -> None:
     store.add_tasks("verify", [item(1), item(2)], k=1, group="g")
     token = store.invite("ana")
@@ -279,7 +306,7 @@ def test_bearer_form_posts_need_no_csrf(client: TestClient, store: AnnotationSto
     assert response.status_code == 303
 
 
-@pytest.mark.parametrize("task", ["verify", "answer", "adapt-check"])
+@pytest.mark.parametrize("task", ["verify", "answer", "adapt-check", "label-errors"])
 def test_item_text_is_escaped(client: TestClient, store: AnnotationStore, task: str) -> None:
     hostile = "<script>alert(1)</script>"
     store.add_tasks(task, [item(1, question=f"{hostile} Where?")], k=1, group="g")

@@ -180,3 +180,19 @@ def test_adapt_check_by_keyboard_with_hostile_source_text_inert(served: Served, 
     judged = served.judgements("adapt-check")
     verdicts = sorted((j.accept, tuple(j.flags)) for js in judged.values() for j in js)
     assert verdicts == [(False, ("error:translation",)), (True, ("major-change",))]
+
+
+def test_label_errors_by_keyboard(served: Served, page: Any) -> None:
+    page.set_default_timeout(10_000)
+    served.store.add_tasks("label-errors", [item(1, question=HOSTILE)], k=1, group="g")
+    page.goto(served.link(served.store.invite("ana")))
+    page.goto(f"{served.base}/t/label-errors")
+    assert page.locator("#question").inner_text() == HOSTILE
+    page.keyboard.press("4")  # the question: fluency
+    page.keyboard.press("e")  # the options: invalid options
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert "Nothing left for you in label-errors" in page.content()
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    (judgement,) = served.judgements("label-errors")["q1"]
+    assert judgement.accept is False and sorted(judgement.flags) == ["options:invalid-options", "question:fluency"]

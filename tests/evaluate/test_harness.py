@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from senseforge.errors import DataValidationError
 from senseforge.evaluate.harness import read_results, run_eval
 from senseforge.evaluate.records import BinaryMetrics, CrowSummary, EvalResults, MCMetrics, MCSample, read_samples
 from senseforge.evaluate.run import PUTRI_VARIANTS, EvalConfig
@@ -159,3 +160,26 @@ def test_crow_parity_counts_triples_and_the_leaderboard_zeros(tmp_path: Path) ->
         assert isinstance(default, BinaryMetrics) and default.per_dimension is not None
         # the default counts each example once per distinct dimension, examples without triples in "other"
         assert sum(cell.n for cell in default.per_dimension.values()) >= sum(1 for ex in examples if ex.task == task)
+
+
+HUMAN_GEN = Path(__file__).parents[1] / "fixtures" / "id-csqa" / "human_gen" / "ind" / "filtered_test.json"
+
+
+def test_the_gold_key_picks_the_creators_or_the_majoritys_answer(tmp_path: Path) -> None:
+    """Putri et al.'s Human_Gen items carry both answers; one of the six fixture items has them differ."""
+    llm = ScriptedLLM(scorer=lambda r: -float(len(r.continuation)), name="scripted/shortest")
+    rows = {row["id"]: row for row in json.loads(HUMAN_GEN.read_text(encoding="utf-8"))}
+    by_key = {}
+    for key in ("answer_creator", "answer_majority"):
+        run_eval(HUMAN_GEN, llm, EvalConfig(gold_key=key), tmp_path / key)
+        samples = [s for s in read_samples(tmp_path / key) if isinstance(s, MCSample)]
+        assert {s.id: s.gold for s in samples} == {i: row[key] for i, row in rows.items()}
+        by_key[key] = {s.id: s.correct for s in samples}
+    differ = [i for i, row in rows.items() if row["answer_creator"] != row["answer_majority"]]
+    assert len(differ) == 1
+    assert [i for i in rows if by_key["answer_creator"][i] != by_key["answer_majority"][i]] == differ
+
+
+def test_the_majority_gold_key_needs_a_majority(tmp_path: Path) -> None:
+    with pytest.raises(DataValidationError, match="answer_majority"):
+        run_eval(CSQA, ScriptedLLM(), EvalConfig(gold_key="answer_majority"), tmp_path / "out")

@@ -22,6 +22,13 @@ taxonomy and the CRoW task types slot in as more of these.
     ``wrong``; a wrong one names its ``error`` (``translation``, ``phrase-structure``,
     ``typo-mechanics``); an optional comment. Stored as ``accept`` (not wrong) with the
     flag ``major-change``, ``minor-change`` or ``error:<type>``.
+``label-errors``
+    One primary error label for the question (``none``, ``translation``,
+    ``sentence-structure``, ``fluency``, ``context``, ``subjectivity``, ``typo-mechanics``)
+    and one for the options (``none``, ``translation``, ``fluency``, ``context``,
+    ``invalid-options``, ``typo-mechanics``) — Putri et al.'s Tables 3–6 — and an optional
+    comment. Stored as ``accept`` (both labels ``none``) with the flags
+    ``question:<label>`` and ``options:<label>``.
 """
 
 from __future__ import annotations
@@ -219,7 +226,56 @@ class AdaptCheck:
         )
 
 
-TASK_TYPES: dict[str, TaskType] = {"verify": Verify(), "answer": Answer(), "adapt-check": AdaptCheck()}
+QUESTION_ERRORS: tuple[str, ...] = (
+    "none",
+    "translation",
+    "sentence-structure",
+    "fluency",
+    "context",
+    "subjectivity",
+    "typo-mechanics",
+)
+OPTION_ERRORS: tuple[str, ...] = ("none", "translation", "fluency", "context", "invalid-options", "typo-mechanics")
+
+
+class LabelErrors:
+    """The primary error of an item's question and of its options (the error taxonomy of Putri et al.)."""
+
+    name: str = "label-errors"
+
+    def view(self, item: MCItem) -> dict[str, Any]:
+        """The item with its marked answer (invalid options are judged against it) and the two label sets."""
+        return {
+            **_item_view(item),
+            "answer": item.answer,
+            "question_errors": list(QUESTION_ERRORS),
+            "option_errors": list(OPTION_ERRORS),
+        }
+
+    def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement:
+        problems: list[str] = []
+        labels: dict[str, str | None] = {}
+        for name, allowed in (("question", QUESTION_ERRORS), ("options", OPTION_ERRORS)):
+            value = _one(fields, name)
+            if not value:
+                problems.append(f"{name}: required (one of {', '.join(allowed)})")
+            elif value not in allowed:
+                problems.append(f"{name}: {value[:30]!r} is not one of {', '.join(allowed)}")
+            labels[name] = value
+        comment = _comment(fields, "comment", problems)
+        if problems:
+            raise InvalidSubmission(problems)
+        clean = labels["question"] == "none" and labels["options"] == "none"
+        flags = [f"question:{labels['question']}", f"options:{labels['options']}"]
+        return Judgement(item_id=item.id, annotator="?", task=self.name, accept=clean, flags=flags, comment=comment)
+
+
+TASK_TYPES: dict[str, TaskType] = {
+    "verify": Verify(),
+    "answer": Answer(),
+    "adapt-check": AdaptCheck(),
+    "label-errors": LabelErrors(),
+}
 """The task types the app serves, by name."""
 
 

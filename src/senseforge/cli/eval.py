@@ -93,6 +93,11 @@ def run(
             "names, within each task, averaged over the tasks that have the dimension, n reported per cell."
         ),
     ),
+    gold_key: str = typer.Option(
+        "answer_creator",
+        "--gold-key",
+        help="Gold answer of items with both (Putri et al.'s Human_Gen): answer_creator (default) | answer_majority.",
+    ),
     n_bootstrap: int = typer.Option(1000, "--bootstrap", min=100, help="Bootstrap resamples for the CIs."),
     out_dir: Path | None = typer.Option(
         None,
@@ -130,6 +135,7 @@ def run(
             oracle_knowledge=oracle_knowledge,
             chain_of_thought=chain_of_thought,
             crow_parity=crow_parity,
+            gold_key=gold_key,
             n_bootstrap=n_bootstrap,
         )
     except ValidationError as exc:

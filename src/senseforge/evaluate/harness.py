@@ -89,7 +89,7 @@ def run_eval(
     samples: list[MCSample] | list[BinarySample]
     results: dict[str, Metrics]
     if dataset.kind == "mc":
-        items = dataset.items[: config.limit] if config.limit else dataset.items
+        items = config.with_gold(dataset.items[: config.limit] if config.limit else dataset.items)
         if not items:
             raise DataValidationError(f"{data}: no items to evaluate")
         samples = score_mc(items, llm, config, shot_pool=shot_pool, progress=progress)

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.data.schema import BinaryExample, MCItem
-from senseforge.errors import ConfigError
+from senseforge.errors import ConfigError, DataValidationError
 from senseforge.evaluate.extract import lenient_letter, strict_letter, yes_no
 from senseforge.evaluate.formulations import (
     PROMPT_VARIANTS,
@@ -70,6 +70,28 @@ class EvalConfig(BaseModel):
     crow_parity: bool = False
     """Binary tasks: count dimensions as CRoW's scripts do (per knowledge triple; a task without a
     dimension counts 0 in the cross-task mean) instead of once per example over the tasks that have it."""
+    gold_key: Literal["answer_creator", "answer_majority"] = "answer_creator"
+    """Multiple choice: the gold answer of items that carry both (Putri et al.'s Human_Gen): the creator's
+    (the item's answer, as every format has it) or the majority of the other annotators."""
+
+    def with_gold(self, items: Sequence[MCItem]) -> list[MCItem]:
+        """The items with the gold answer :attr:`gold_key` names.
+
+        Raises:
+            DataValidationError: ``answer_majority`` asked for, and an item without one (named).
+        """
+        if self.gold_key == "answer_creator":
+            return list(items)
+        out: list[MCItem] = []
+        for item in items:
+            majority = item.metadata.get("answer_majority")
+            if not isinstance(majority, str) or majority not in [c.label for c in item.choices]:
+                raise DataValidationError(
+                    f"item {item.id!r} has no answer_majority among its labels; --gold-key answer_majority "
+                    "needs data with the annotators' majority (Putri et al.'s Human_Gen shape)"
+                )
+            out.append(item.model_copy(update={"answer": majority}))
+        return out
 
     def variants(self) -> tuple[PromptVariant, ...]:
         """The prompt variants this run scores (three for ``putri-all``)."""
