@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from senseforge.pipelines.culture_adapt.matching import concept_appears, stemmer_name, stopwords
+from senseforge.pipelines.culture_adapt.matching import concept_appears, stopwords
 
 LLM_ADAPT_IND = Path(__file__).parents[2] / "fixtures" / "id-csqa" / "llm_adapt" / "ind" / "filtered_test.json"
 
@@ -88,11 +88,3 @@ def test_stopwords() -> None:
     assert stopwords("ja") == frozenset()
     for lang in ("en", "id", "su"):
         assert all(word == word.casefold() and word.strip() == word and word for word in stopwords(lang)), lang
-
-
-def test_stemmer_names() -> None:
-    assert stemmer_name("id") == "sastrawi"
-    assert stemmer_name("en-US") == "porter"
-    assert stemmer_name("su") is None
-    assert stemmer_name("ms") is None
-    assert stemmer_name("ja") is None

@@ -12,7 +12,7 @@ lenient. Texts are compared folded (NFKC, case-folded, spacing collapsed), words
 (c) a concept word that is not a stopword has the same stem as a word of the question —
     Sastrawi stems for Indonesian (``id``), Porter stems (NLTK) for English (``en``).
 
-Languages without a stemmer (Sundanese ``su`` among them; :func:`stemmer_name` is ``None``)
+Languages without a stemmer (:mod:`senseforge.data.stems`; Sundanese ``su`` among them)
 use (a) and (b) only, so a Sundanese concept that shows up only in an affixed or nasalised
 form (``sapu`` as ``nyapu``) is not found. Stopwords come from the ``stop-words`` package for
 English and Indonesian and from our own list for Sundanese (``data/su_stopwords.txt``);
@@ -30,11 +30,12 @@ False
 from __future__ import annotations
 
 import re
-from functools import cache, lru_cache
+from functools import cache
 from importlib import resources
-from typing import Any, Final
+from typing import Final
 
 from senseforge.data.lang import primary_language
+from senseforge.data.stems import stem, stemmer_name
 from senseforge.errors import MissingDependencyError
 from senseforge.pipelines.culture_gen.parse import fold
 from senseforge.pipelines.moderation import parse_terms
@@ -48,8 +49,6 @@ _STOP_WORDS_LANGUAGES: Final = {"en": "en", "id": "id"}
 
 _OWN_STOPWORD_FILES: Final = {"su": "su_stopwords.txt"}
 """Primary subtag → a stopword list shipped in ``data/``."""
-
-_STEMMERS: Final = {"id": "sastrawi", "en": "porter"}
 
 
 def _words(text: str) -> list[str]:
@@ -93,41 +92,6 @@ def stopwords(lang: str) -> frozenset[str]:
     return frozenset(fold(word) for word in words if fold(word))
 
 
-def stemmer_name(lang: str) -> str | None:
-    """The stemmer the matcher uses for ``lang``, for provenance: ``"sastrawi"``, ``"porter"`` or ``None``.
-
-    >>> stemmer_name("id"), stemmer_name("en-GB"), stemmer_name("su")
-    ('sastrawi', 'porter', None)
-    """
-    return _STEMMERS.get(primary_language(lang))
-
-
-@cache
-def _sastrawi() -> Any:
-    try:
-        from Sastrawi.Stemmer.StemmerFactory import StemmerFactory
-    except ImportError as exc:
-        raise MissingDependencyError(f"Indonesian concept matching needs Sastrawi: {_INSTALL_HINT}") from exc
-    return StemmerFactory().create_stemmer()
-
-
-@cache
-def _porter() -> Any:
-    try:
-        from nltk.stem import PorterStemmer
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "English concept matching needs NLTK's Porter stemmer: pip install 'senseforge[langid]'"
-        ) from exc
-    return PorterStemmer()
-
-
-@lru_cache(maxsize=65536)
-def _stem(word: str, stemmer: str) -> str:
-    engine = _sastrawi() if stemmer == "sastrawi" else _porter()
-    return str(engine.stem(word)) or word
-
-
 def concept_appears(question: str, concept: str, lang: str) -> bool:
     """Whether ``concept`` appears in ``question`` by the lenient rule of the module docstring.
 
@@ -156,8 +120,7 @@ def concept_appears(question: str, concept: str, lang: str) -> bool:
     question_words = set(_words(question))
     if content & question_words:
         return True
-    stemmer = stemmer_name(lang)
-    if stemmer is None:
+    if stemmer_name(lang) is None:
         return False
-    concept_stems = {_stem(word, stemmer) for word in content}
-    return any(_stem(word, stemmer) in concept_stems for word in question_words)
+    concept_stems = {stem(word, lang) for word in content}
+    return any(stem(word, lang) in concept_stems for word in question_words)

@@ -12,10 +12,9 @@ option equal to the concept is allowed (the released data has one).
 from __future__ import annotations
 
 import re
-from functools import cache
-from typing import Any, Literal
+from typing import Literal
 
-from senseforge.errors import MissingDependencyError
+from senseforge.data.stems import stem
 from senseforge.pipelines.culture_gen.parse import RawItem, fold
 
 LABELS = ("A", "B", "C", "D", "E")
@@ -42,29 +41,13 @@ def lenient_contains(question: str, concept: str) -> bool:
         return False
 
     def variant(word: str, target: str) -> bool:
-        if _stem(word) == _stem(target):
+        if stem(word, "id") == stem(target, "id"):
             return True
         if len(target) >= _MIN_STEM and word.startswith(target[:_MIN_STEM]) and len(word) - len(target) <= 4:
             return word[: len(target) - 1] == target[: len(target) - 1]
         return len(target) >= _MIN_STEM and target in word and len(word) - len(target) <= 5
 
     return all(any(variant(word, target) for word in words) for target in wanted)
-
-
-@cache
-def _stemmer() -> Any:
-    try:
-        from Sastrawi.Stemmer.StemmerFactory import StemmerFactory
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "lenient concept matching needs Sastrawi: pip install 'senseforge[langid]'"
-        ) from exc
-    return StemmerFactory().create_stemmer()
-
-
-@cache
-def _stem(word: str) -> str:
-    return str(_stemmer().stem(word))
 
 
 def check_item(item: RawItem, concept: str, *, match: ConceptMatch = "strict") -> str | None:
