@@ -234,10 +234,10 @@ def test_adapt_check_shows_the_source_beside_the_adaptation_and_stores_the_verdi
     wrong = {"verdict": "wrong", "error": "translation"}
     assert client.post(f"/api/adapt-check/{second}", headers=bearer(token), json=wrong).status_code == 201
     judged = store.judgements("adapt-check")
-    verdicts = sorted((j.item_id, j.accept, tuple(j.flags), j.comment) for js in judged.values() for j in js)
+    verdicts = sorted((j.item_id, j.accept, j.verdict, j.error, j.comment) for js in judged.values() for j in js)
     assert verdicts == [
-        ("q1", True, ("major-change",), "snow became volcanic ash"),
-        ("q2", False, ("error:translation",), None),
+        ("q1", True, "correct-major", None, "snow became volcanic ash"),
+        ("q2", False, "wrong", "translation", None),
     ]
     store.add_tasks("adapt-check", [adapted(3, "Who sells snow?")], k=1, group="culture-adapt")
     page = client.get("/t/adapt-check", headers=bearer(store.invite("bo")))
@@ -256,12 +256,11 @@ def test_label_errors_stores_one_primary_label_for_the_question_and_one_for_the_
         response = client.post(f"/api/label-errors/{lease['assignment_id']}", headers=bearer(token), json=body)
         assert response.status_code == 201
     judged = sorted(
-        (j.accept, tuple(j.flags), j.comment) for js in store.judgements("label-errors").values() for j in js
+        (j.accept, j.question_error, j.options_error, j.comment)
+        for js in store.judgements("label-errors").values()
+        for j in js
     )
-    assert judged == [
-        (False, ("question:fluency", "options:typo-mechanics"), "kapitalisasi"),
-        (True, ("question:none", "options:none"), None),
-    ]
+    assert judged == [(False, "fluency", "typo-mechanics", "kapitalisasi"), (True, "none", "none", None)]
 
 
 def test_form_posts_need_the_csrf_field(client: TestClient, store: AnnotationStore) -> None:
@@ -418,5 +417,5 @@ def test_admin_sees_progress_agreement_and_exports(client: TestClient, store: An
         "agreement": {"task": "verify", "items": 2, "ratings": 4, "fleiss_kappa": 1.0, "krippendorff_alpha": 1.0}
     }
     home = client.get("/", headers=bearer(ana))
-    assert "0 judgements still needed" in home.text and "you did 2" in home.text
+    assert "0 open to you" in home.text and "you did 2" in home.text
     assert "ben" not in home.text  # nobody sees another's work

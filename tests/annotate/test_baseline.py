@@ -8,7 +8,7 @@ import pytest
 
 from senseforge.annotate.baseline import baseline_report, queue_baseline
 from senseforge.annotate.store import AnnotationStore
-from senseforge.data.schema import Judgement
+from senseforge.data.schema import judgement
 from senseforge.errors import ConfigError
 from senseforge.evaluate.harness import write_outputs
 from senseforge.evaluate.records import DataInfo, EvalResults, MCMetrics, ModelInfo
@@ -59,7 +59,7 @@ def test_baseline_queues_a_seeded_sample_and_scores_the_majority(finished_run: P
     tie_item = sorted(i for i, (_, _, g) in zip(items, store.items("answer"), strict=True) if g == "baseline:test")[0]
     for person in PEOPLE:
         while (assignment := store.next_assignment(person, "answer")) is not None:
-            item = assignment.item
+            item = assignment.input
             labels = [c.label for c in item.choices]
             wrong = [label for label in labels if label != item.answer]
             if item.id == tie_item:
@@ -67,7 +67,7 @@ def test_baseline_queues_a_seeded_sample_and_scores_the_majority(finished_run: P
             else:
                 choice = item.answer if person in ("p1", "p2", "p3") else wrong[0]
             flags = ["ambiguous-question"] if person != "p5" and item.id == tie_item else []
-            verdict = Judgement(
+            verdict = judgement(
                 item_id=item.id, annotator=person, task="answer", choice=choice, certain=True, flags=flags
             )
             assert store.submit(assignment.id, person, verdict)

@@ -178,8 +178,8 @@ def test_adapt_check_by_keyboard_with_hostile_source_text_inert(served: Served, 
         page.keyboard.press("Enter")
     assert "Nothing left for you in adapt-check" in page.content()
     judged = served.judgements("adapt-check")
-    verdicts = sorted((j.accept, tuple(j.flags)) for js in judged.values() for j in js)
-    assert verdicts == [(False, ("error:translation",)), (True, ("major-change",))]
+    verdicts = sorted((j.verdict, j.error) for js in judged.values() for j in js)
+    assert verdicts == [("correct-major", None), ("wrong", "translation")]
 
 
 def test_label_errors_by_keyboard(served: Served, page: Any) -> None:
@@ -195,4 +195,5 @@ def test_label_errors_by_keyboard(served: Served, page: Any) -> None:
     assert "Nothing left for you in label-errors" in page.content()
     assert page.evaluate("typeof window.__pwned") == "undefined"
     (judgement,) = served.judgements("label-errors")["q1"]
-    assert judgement.accept is False and sorted(judgement.flags) == ["options:invalid-options", "question:fluency"]
+    assert (judgement.question_error, judgement.options_error) == ("fluency", "invalid-options")
+    assert judgement.accept is False

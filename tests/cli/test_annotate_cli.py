@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from senseforge.annotate.store import AnnotationStore
 from senseforge.cli.annotate import _HideTokens, app, run_store_url
-from senseforge.data.schema import Judgement, MCItem
+from senseforge.data.schema import MCItem, judgement
 from senseforge.errors import ConfigError
 from senseforge.pipelines.runstore import sqlite_url
 
@@ -47,7 +47,7 @@ def test_status_shows_progress_per_task_type_and_annotator(tmp_path: Path) -> No
         store.invite("ben")
         assignment = store.next_assignment("ben", "verify")
         assert assignment is not None
-        store.submit(assignment.id, "ben", Judgement(item_id="q1", annotator="ben", task="verify", accept=True))
+        store.submit(assignment.id, "ben", judgement(item_id="q1", annotator="ben", task="verify", accept=True))
     finally:
         store.close()
     result = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "120"})
@@ -102,8 +102,8 @@ def test_baseline_queues_then_reports(tmp_path: Path) -> None:
     store = AnnotationStore(run_store_url(run, None))
     store.invite("solo")
     while (assignment := store.next_assignment("solo", "answer")) is not None:
-        item = assignment.item
-        verdict = Judgement(item_id=item.id, annotator="solo", task="answer", choice=item.answer, certain=True)
+        item = assignment.input
+        verdict = judgement(item_id=item.id, annotator="solo", task="answer", choice=item.answer, certain=True)
         assert store.submit(assignment.id, "solo", verdict)
     store.close()
     second = runner.invoke(app, ["baseline", str(run), "--n", "2", "--k", "1"])

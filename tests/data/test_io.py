@@ -13,8 +13,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from senseforge.data.io import atomic_open, dump_record, iter_jsonl, read_jsonl, write_jsonl
-from senseforge.data.schema import BinaryExample, Choice, Judgement, MCItem, Provenance, QuestionSet, Triple
+from senseforge.data.io import atomic_open, dump_record, iter_jsonl, read_jsonl, read_judgements, write_jsonl
+from senseforge.data.schema import (
+    AnswerJudgement,
+    BinaryExample,
+    Choice,
+    MCItem,
+    Provenance,
+    QuestionSet,
+    Triple,
+    VerifyJudgement,
+)
 from senseforge.errors import DataValidationError
 
 
@@ -128,24 +137,22 @@ def test_written_file_is_one_utf8_line_per_record(tmp_path: Path) -> None:
             )
         ],
         [
-            Judgement(
+            AnswerJudgement(
                 item_id="q1",
                 annotator="ann-1",
-                task="answer",
                 choice="B",
                 certain=False,
                 flags=["ambiguous-question"],
-                comment="Pilihan B jeung C sarua.",
+                reason="Pilihan B jeung C sarua.",
                 created_at=datetime(2024, 5, 1, 12, 30, tzinfo=UTC),
             ),
-            Judgement(
+            VerifyJudgement(
                 item_id="q2",
                 annotator="openai/gpt-4o",
-                task="verify",
                 accept=True,
                 created_at=datetime(2024, 5, 1, 21, 0, tzinfo=timezone(timedelta(hours=9))),
             ),
-            Judgement(item_id="q3", annotator="ann-2", task="verify", created_at=datetime(2024, 1, 2, 3, 4, 5, 678)),
+            VerifyJudgement(item_id="q3", annotator="ann-2", created_at=datetime(2024, 1, 2, 3, 4, 5, 678)),
         ],
     ],
     ids=["question-set", "binary-example", "judgement"],
@@ -153,7 +160,8 @@ def test_written_file_is_one_utf8_line_per_record(tmp_path: Path) -> None:
 def test_other_records_round_trip(tmp_path: Path, records: list[BaseModel]) -> None:
     path = tmp_path / "records.jsonl"
     write_jsonl(path, records)
-    back = read_jsonl(path, type(records[0]))
+    judged = isinstance(records[0], AnswerJudgement | VerifyJudgement)
+    back = read_judgements(path) if judged else read_jsonl(path, type(records[0]))
     assert back == records
     write_jsonl(tmp_path / "again.jsonl", back)
     assert (tmp_path / "again.jsonl").read_bytes() == path.read_bytes()

@@ -9,13 +9,21 @@ import pytest
 from pydantic import ValidationError
 
 from senseforge.data.schema import (
+    JUDGEMENT,
+    AdaptCheckJudgement,
+    AnswerJudgement,
     BinaryExample,
     Choice,
-    Judgement,
+    CreateJudgement,
+    Draft,
+    LabelErrorsJudgement,
     MCItem,
     Provenance,
+    QCJudgement,
     QuestionSet,
     Triple,
+    VerifyJudgement,
+    judgement,
 )
 
 
@@ -238,26 +246,84 @@ def test_triple_normalises_lang_and_forbids_extra() -> None:
 
 
 def test_judgement_with_datetime() -> None:
-    j = Judgement.model_validate(
+    j = JUDGEMENT.validate_python(
         {
             "item_id": "q1",
             "annotator": "openai/gpt-4o-mini",
-            "task": "verify",
-            "accept": False,
+            "task": "answer",
+            "choice": "B",
             "certain": True,
             "flags": ["ambiguous-option:B"],
             "created_at": "2024-05-01T12:30:00Z",
         }
     )
+    assert isinstance(j, AnswerJudgement)
     assert j.created_at == datetime(2024, 5, 1, 12, 30, tzinfo=UTC)
     assert j.created_at.tzinfo is not None
-    assert j.flags == ["ambiguous-option:B"]
-    assert j.choice is None
+    assert j.option_ambiguous("B") and not j.question_ambiguous
+    assert j.vote() == "B" and j.ambiguous()
 
 
-def test_judgement_rejects_bad_datetime_and_extra() -> None:
+def test_judgement_rejects_bad_datetime_extra_and_unknown_task() -> None:
     with pytest.raises(ValidationError) as exc:
-        Judgement(item_id="q1", annotator="ann1", task="answer", created_at="yesterday")
-    assert _errors(exc)[0][0] == ("created_at",)
+        judgement(item_id="q1", annotator="ann1", task="answer", created_at="yesterday")
+    assert _errors(exc)[0][0] == ("answer", "created_at")
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
-        Judgement.model_validate({"item_id": "q1", "annotator": "ann1", "task": "answer", "score": 3})
+        JUDGEMENT.validate_python({"item_id": "q1", "annotator": "ann1", "task": "answer", "score": 3})
+    with pytest.raises(ValidationError, match="does not match any of the expected tags"):
+        judgement(item_id="q1", annotator="ann1", task="rate")
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        judgement(item_id="q1", annotator="ann1", task="verify", choice="A")  # a verify body has no choice
+
+
+def test_legacy_judgement_rows_still_read() -> None:
+    """Run stores written before bodies were typed hold every field, mostly empty: they still read."""
+    old_verify = {
+        "item_id": "q",
+        "annotator": "a",
+        "task": "verify",
+        "accept": True,
+        "choice": None,
+        "certain": None,
+        "flags": [],
+        "comment": None,
+        "created_at": None,
+    }
+    assert judgement(**old_verify) == VerifyJudgement(item_id="q", annotator="a", accept=True)
+    old_answer = {
+        **old_verify,
+        "task": "answer",
+        "accept": None,
+        "choice": "C",
+        "certain": False,
+        "flags": ["ambiguous-question"],
+        "comment": "unsure",
+    }
+    back = judgement(**old_answer)
+    assert isinstance(back, AnswerJudgement)
+    assert (back.choice, back.certain, back.question_ambiguous, back.reason) == ("C", False, True, "unsure")
+
+
+def test_bodies_say_how_they_vote() -> None:
+    assert VerifyJudgement(item_id="q", annotator="a", accept=False).vote() == "reject"
+    assert VerifyJudgement(item_id="q", annotator="a").vote() is None
+    assert QCJudgement(item_id="q@1", annotator="a", verdict="needs_revision", comment="x").vote() == "reject"
+    check = AdaptCheckJudgement(item_id="q", annotator="a", verdict="wrong", error="translation")
+    assert (check.vote(), check.accept, check.vote_kind) == ("wrong", False, "choice")
+    labels = LabelErrorsJudgement(item_id="q", annotator="a", question_error="none", options_error="fluency")
+    assert (labels.vote(), labels.accept) == ("none/fluency", False)
+    with pytest.raises(ValidationError, match="names its error"):
+        AdaptCheckJudgement(item_id="q", annotator="a", verdict="wrong")
+    with pytest.raises(ValidationError, match="names its error"):
+        AdaptCheckJudgement(item_id="q", annotator="a", verdict="correct-minor", error="translation")
+
+
+def test_draft_checks_its_labels() -> None:
+    choices = [Choice(label=x, text=x.lower()) for x in "ABCDE"]
+    draft = Draft(question="q?", choices=choices, answer="C", distractor="B")
+    created = judgement(item_id="s1", annotator="ana", task="create", draft=draft.model_dump())
+    assert isinstance(created, CreateJudgement) and created.draft == draft and created.vote() is None
+    with pytest.raises(ValidationError, match="another option"):
+        Draft(question="q?", choices=choices, answer="C", distractor="C")
+    with pytest.raises(ValidationError, match="not one of the labels"):
+        Draft(question="q?", choices=choices, answer="F", distractor="B")

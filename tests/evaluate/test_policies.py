@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from senseforge.data.schema import Judgement
+from senseforge.data.schema import Judgement, judgement
 from senseforge.errors import ConfigError
 from senseforge.evaluate.policies import (
     AtLeast,
@@ -42,14 +42,14 @@ def verify(*accepts: bool | None, item: str = "q1", flags: dict[int, list[str]] 
     """Verify judgements by annotators a0, a1, … in that order."""
     flags = flags or {}
     return [
-        Judgement(item_id=item, annotator=f"a{i}", task="verify", accept=a, flags=flags.get(i, []))
+        judgement(item_id=item, annotator=f"a{i}", task="verify", accept=a, flags=flags.get(i, []))
         for i, a in enumerate(accepts)
     ]
 
 
 def answers(*choices: str, item: str = "q1") -> list[Judgement]:
     """Answer judgements by annotators a0, a1, … in that order."""
-    return [Judgement(item_id=item, annotator=f"a{i}", task="answer", choice=c) for i, c in enumerate(choices)]
+    return [judgement(item_id=item, annotator=f"a{i}", task="answer", choice=c) for i, c in enumerate(choices)]
 
 
 # --------------------------------------------------------------------------- unanimous
@@ -86,10 +86,10 @@ def test_unanimous_even_an_early_rejection_waits_for_k() -> None:
 
 def test_votes_skip_abstentions_and_repeats() -> None:
     judgements = [
-        Judgement(item_id="q1", annotator="ana", task="verify", accept=None, flags=["offensive"]),
-        Judgement(item_id="q1", annotator="ana", task="verify", accept=True),
-        Judgement(item_id="q1", annotator="ana", task="verify", accept=False),
-        Judgement(item_id="q1", annotator="budi", task="verify", accept=True),
+        judgement(item_id="q1", annotator="ana", task="verify", accept=None, flags=["offensive"]),
+        judgement(item_id="q1", annotator="ana", task="verify", accept=True),
+        judgement(item_id="q1", annotator="ana", task="verify", accept=False),
+        judgement(item_id="q1", annotator="budi", task="verify", accept=True),
     ]
     assert votes_of(judgements) == [("ana", "accept"), ("budi", "accept")]
     assert unanimous(judgements).status == "accepted"
@@ -98,7 +98,7 @@ def test_votes_skip_abstentions_and_repeats() -> None:
 def test_rules_refuse_mixed_items_and_kinds() -> None:
     with pytest.raises(ValueError, match="one item at a time"):
         majority(answers("A", item="q1") + answers("B", item="q2"))
-    mixed = [*answers("A"), Judgement(item_id="q1", annotator="z", task="verify", accept=True)]
+    mixed = [*answers("A"), judgement(item_id="q1", annotator="z", task="verify", accept=True)]
     with pytest.raises(ValueError, match="split them by task"):
         majority(mixed)
     with pytest.raises(ValueError, match="verify judgements"):
@@ -452,7 +452,7 @@ def _putri_judgements(row: dict[str, Any]) -> list[Judgement]:
         flags += [f"ambiguous-option:{labels[i]}" for i, value in enumerate(options) if value == "ambiguous"]
         certainty = row["answers_uncertainty"][annotator]
         out.append(
-            Judgement(
+            judgement(
                 item_id=row["id"],
                 annotator=annotator,
                 task="answer",

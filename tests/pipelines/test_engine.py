@@ -40,7 +40,7 @@ def test_fan_out_and_two_of_three_judges(tmp_path: Path) -> None:
     assert [k["text"] for k in kept] == ["sun-0", "sun-2", "rain-0", "rain-2"]
 
     run = RunStore(sqlite_url(run_dir / "run.db"))
-    votes = run.judgements_for("check")
+    votes = run.judgements_for("verify")
     run.close()
     assert sorted(votes) == sorted(f"w{w}/{p}" for w in (0, 1) for p in range(3))
     for item, stored in votes.items():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from senseforge.data.schema import Judgement
+from senseforge.data.schema import judgement
 from senseforge.pipelines.runstore import RunStore, StageResult, sqlite_url
 
 
@@ -35,8 +35,8 @@ def test_results_counts_and_order(tmp_path: Path) -> None:
 
 def test_judgements_replace_per_annotator_and_keep_order(tmp_path: Path) -> None:
     store = RunStore(sqlite_url(tmp_path / "run.db"))
-    ana = Judgement(item_id="i1", annotator="ana", task="verify", accept=True)
-    ben = Judgement(item_id="i1", annotator="ben", task="verify", accept=False)
+    ana = judgement(item_id="i1", annotator="ana", task="verify", accept=True)
+    ben = judgement(item_id="i1", annotator="ben", task="verify", accept=False)
     assert store.add_judgements([ana, ben], "human") == 2
     assert store.add_judgements([ana], "human") == 0
     assert store.add_judgements([ana.model_copy(update={"accept": False})], "human") == 1

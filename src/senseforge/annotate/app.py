@@ -106,8 +106,10 @@ def agreement_summary(by_item: Mapping[str, list[Judgement]], task: str) -> dict
 
 
 def _same(a: Judgement, b: Judgement) -> bool:
-    def key(j: Judgement) -> tuple[Any, ...]:
-        return (j.accept, j.choice, j.certain, sorted(j.flags), j.comment)
+    """Whether two judgements say the same (who made them and when aside)."""
+
+    def key(j: Judgement) -> dict[str, Any]:
+        return j.model_dump(mode="json", exclude={"annotator", "created_at"})
 
     return key(a) == key(b)
 
@@ -249,18 +251,15 @@ class _App:
         caller = self.caller(request)
         progress = self.store.progress()
         mine = progress["annotators"].get(caller.who.name, {})
+        open_to_me = self.store.available(caller.who.name)
         rows = []
         for name in TASK_TYPES:
-            totals = progress["tasks"].get(name)
-            if totals is None:
+            if name not in progress["tasks"]:
                 continue
-            rows.append(
-                {
-                    "type": name,
-                    "left": totals["wanted"] - totals["done"],
-                    "mine": mine.get(name, {}).get("done", 0),
-                }
-            )
+            done = mine.get(name, {}).get("done", 0)
+            if not open_to_me.get(name) and not done:
+                continue  # work for others only (a slot of another creator, a pool they are not in)
+            rows.append({"type": name, "left": open_to_me.get(name, 0), "mine": done})
         return self.page("home.html", who=caller.who, rows=rows, csrf=csrf_token(caller.token))
 
     def form(
@@ -278,7 +277,7 @@ class _App:
             status,
             who=caller.who,
             task=task.name,
-            item=task.view(assignment.item),
+            item=task.view(assignment.input),
             assignment_id=assignment.id,
             csrf=csrf_token(caller.token),
             values=values or {},
@@ -304,7 +303,7 @@ class _App:
         assignment = self.own_assignment(caller, task.name, int(raw_id))
         fields = {key: value for key, value in values.items() if key not in _RESERVED}
         try:
-            judgement = task.parse(assignment.item, fields)
+            judgement = task.parse(assignment.input, fields)
         except InvalidSubmission as exc:
             return self.form(caller, task, assignment, status=422, values=fields, problems=exc.problems)
         self.store_judgement(assignment, caller.who.name, judgement)
@@ -358,7 +357,7 @@ class _App:
         if assignment is None:
             return Response(status_code=204)
         return JSONResponse(
-            {"assignment_id": assignment.id, "expires_at": assignment.expires_at, "item": task.view(assignment.item)}
+            {"assignment_id": assignment.id, "expires_at": assignment.expires_at, "item": task.view(assignment.input)}
         )
 
     def api_submit(self, request: Request, body: bytes) -> Response:
@@ -373,7 +372,7 @@ class _App:
         if not isinstance(fields, dict):
             return JSONResponse({"problems": ["body: expected a JSON object of fields"]}, status_code=422)
         try:
-            judgement = task.parse(assignment.item, fields)
+            judgement = task.parse(assignment.input, fields)
         except InvalidSubmission as exc:
             return JSONResponse({"problems": exc.problems}, status_code=422)
         if self.store_judgement(assignment, caller.who.name, judgement):

@@ -5,9 +5,10 @@ for a team), so the decisions people make are the very rows ``build --resume`` r
 
 * ``annotators`` — a name, a role (``admin`` or ``annotator``) and the SHA-256 of their
   invite token (the token itself is shown once, never stored);
-* ``tasks`` — one per (task type, item): the item to show, ``k`` (distinct annotators
-  wanted), who created the item (they never judge it) and a group (``mcsqa-review``,
-  ``baseline`` …);
+* ``tasks`` — one per (task type, input): the input (the task type's input model: an
+  item, a concept slot, a draft), ``k`` (distinct annotators wanted), who created the item
+  (they never judge it) and a group (``mcsqa-review``, ``baseline`` …);
+* ``task_eligible`` — who may take a task, when only some may (none listed: anyone);
 * ``assignments`` — one per (task, annotator): a lease that expires (its slot goes back
   to the pool) or is closed by the annotator's judgement.
 
@@ -27,14 +28,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from senseforge.annotate.tasktypes import task_type as task_type_of
 from senseforge.data.schema import Judgement, MCItem
 from senseforge.errors import ConfigError
 from senseforge.pipelines.runstore import RunStore
-from senseforge.pipelines.tables import annotators, assignments, judgements, tasks
-from senseforge.pipelines.taskqueue import add_tasks
+from senseforge.pipelines.tables import annotators, assignments, judgements, task_eligible, tasks
+from senseforge.pipelines.taskqueue import QueuedTask, add_tasks, queue_tasks
 
 Role = Literal["admin", "annotator"]
 DEFAULT_LEASE_S = 600.0
@@ -54,14 +57,19 @@ class Annotator:
 
 @dataclass(frozen=True)
 class Assignment:
-    """A leased task: what one annotator is asked to judge now."""
+    """A leased task: what one annotator is asked to do now."""
 
     id: int
     task_id: int
     type: str
-    item: MCItem
+    input: BaseModel
+    """The task's input, as its task type's input model."""
     annotator: str
     expires_at: float
+
+    @property
+    def item_id(self) -> str:
+        return str(getattr(self.input, "id"))  # noqa: B009 — every task input model has an id
 
 
 class NotYours(Exception):
@@ -129,6 +137,10 @@ class AnnotationStore:
         """Queue items for a task type (an item already queued for it is left as it is); how many were new."""
         return add_tasks(self.engine, task_type, items, k=k, group=group, creator=creator, now=self.clock())
 
+    def queue(self, queued: Sequence[QueuedTask]) -> int:
+        """Queue tasks of any type (one already queued is left as it is); how many were new."""
+        return queue_tasks(self.engine, queued, now=self.clock())
+
     def _lock_task(self, conn: Connection, task_id: int) -> Any:
         query = sa.select(tasks).where(tasks.c.id == task_id)
         if self._postgres:
@@ -194,6 +206,7 @@ class AnnotationStore:
                     .where(
                         tasks.c.type == task_type,
                         sa.or_(tasks.c.creator.is_(None), tasks.c.creator != annotator),
+                        _eligible(annotator),
                         tasks.c.id.not_in(seen),
                         tasks.c.id.not_in(full) if full else sa.true(),
                         taken < tasks.c.k,
@@ -258,7 +271,7 @@ class AnnotationStore:
             id=row["id"],
             task_id=row["task_id"],
             type=row["type"],
-            item=MCItem.model_validate_json(row["item"]),
+            input=task_type_of(row["type"]).input_model.model_validate_json(row["item"]),
             annotator=row["annotator"],
             expires_at=row["expires_at"],
         )
@@ -330,12 +343,45 @@ class AnnotationStore:
         return {item: [s.judgement for s in entries if s.source == "human"] for item, entries in stored.items()}
 
     def items(self, task_type: str) -> list[tuple[MCItem, int, str]]:
-        """(item, k, group) of every task of a type, in queue order."""
+        """(item, k, group) of every task of a type over items, in queue order."""
+        return [(item, k, grp) for item, k, grp in self.inputs(task_type) if isinstance(item, MCItem)]
+
+    def inputs(self, task_type: str) -> list[tuple[BaseModel, int, str]]:
+        """(input, k, group) of every task of a type, in queue order."""
+        model = task_type_of(task_type).input_model
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(tasks.c.item, tasks.c.k, tasks.c.grp).where(tasks.c.type == task_type).order_by(tasks.c.id)
             ).all()
-        return [(MCItem.model_validate_json(item), int(k), str(grp)) for item, k, grp in rows]
+        return [(model.model_validate_json(item), int(k), str(grp)) for item, k, grp in rows]
+
+    def available(self, annotator: str) -> dict[str, int]:
+        """Per task type, how many tasks this annotator could take now (not theirs to skip, not full, not done)."""
+        now = self.clock()
+        taken = (
+            sa.select(sa.func.count())
+            .where(
+                assignments.c.task_id == tasks.c.id,
+                assignments.c.annotator != annotator,
+                sa.or_(assignments.c.done_at.is_not(None), assignments.c.expires_at > now),
+            )
+            .scalar_subquery()
+        )
+        done = sa.select(assignments.c.task_id).where(
+            assignments.c.annotator == annotator, assignments.c.done_at.is_not(None)
+        )
+        query = (
+            sa.select(tasks.c.type, sa.func.count())
+            .where(
+                sa.or_(tasks.c.creator.is_(None), tasks.c.creator != annotator),
+                _eligible(annotator),
+                tasks.c.id.not_in(done),
+                taken < tasks.c.k,
+            )
+            .group_by(tasks.c.type)
+        )
+        with self.engine.connect() as conn:
+            return {str(t): int(n) for t, n in conn.execute(query)}
 
     def task_types(self) -> list[str]:
         with self.engine.connect() as conn:
@@ -376,6 +422,13 @@ class AnnotationStore:
         for name, task_type, done, open_ in people:
             out["annotators"].setdefault(name, {})[task_type] = {"done": int(done or 0), "open": int(open_ or 0)}
         return out
+
+
+def _eligible(annotator: str) -> Any:
+    """The condition "this annotator may take the task": nobody is listed for it, or they are."""
+    listed = sa.select(task_eligible.c.task_id).where(task_eligible.c.task_id == tasks.c.id)
+    mine = listed.where(task_eligible.c.annotator == annotator)
+    return sa.or_(~sa.exists(listed), sa.exists(mine))
 
 
 def dumps(value: Any) -> str:

@@ -1,44 +1,80 @@
-"""Task types: what an annotator is shown, what a valid answer is, and how answers combine.
+"""Task types: what an annotator is given and shown, what a valid answer is, and how answers combine.
 
-A task type is one small object: :attr:`TaskType.name`, :meth:`TaskType.view` (the item as
-the annotator may see it — an ``answer`` task never shows the answer), :meth:`TaskType.parse`
-(form or JSON fields → a :class:`~senseforge.data.schema.Judgement`, or
-:class:`InvalidSubmission` with every problem, answered 422) and :meth:`TaskType.decide`
-(the judgements of one item → a decision under a policy). Creation, revision, error
-taxonomy and the CRoW task types slot in as more of these.
+A task type is one object (and one template, ``templates/<name>.html``):
+
+* :attr:`TaskType.input_model` — what a task holds (an :class:`~senseforge.data.schema.MCItem`
+  to verify or answer, a :class:`~senseforge.data.schema.ConceptSlot` to write from, a
+  :class:`~senseforge.data.schema.DraftItem` to check or revise); the store keeps it as JSON
+  and gives it back validated;
+* :meth:`TaskType.view` — the input as the annotator may see it (an ``answer`` task never
+  shows the answer, the creator, or anyone else's answer);
+* :meth:`TaskType.parse` — form or JSON fields → the task's judgement body (one member of
+  :data:`~senseforge.data.schema.Judgement`), or :class:`InvalidSubmission` with every
+  problem, answered 422;
+* :attr:`TaskType.policy` — how several judgements of one item become a decision (the
+  shared policies of :mod:`senseforge.evaluate.policies`; ``None``: one judgement is the
+  decision).
 
 ``verify``
     Does the marked answer follow from common sense, and is it the only right one?
     ``accept`` (yes/no), optional flags (``ambiguous-question``, ``several-right``,
     ``offensive``, ``wrong-language``), an optional comment.
 ``answer``
-    Blind answering (human baselines): a ``choice`` among the item's labels, ``certain``
-    (yes/no), ambiguity flags for the question and for each option
-    (``ambiguous-question``, ``ambiguous-option:B``), an optional reason.
+    Blind answering (human baselines, Human_Gen): a ``choice`` among the item's labels,
+    ``certain`` (yes/no), the question clear or ambiguous and each option clear or
+    ambiguous (flags ``ambiguous-question``, ``ambiguous-option:B``), an optional reason.
+``create``
+    From (category, concept) the annotator writes a question, its options (five by
+    default), marks the answer and one hard distractor. The concept must appear in the
+    question, or the form of it the annotator types (``concept_form``: ``kunjungan`` for
+    ``berkunjung``) must, and must be a variant of the concept (same word, or same stem).
+``qc``
+    A checker marks a written item ``complete`` or ``needs_revision`` (with a comment
+    saying what to change).
+``revise``
+    The creator sees the checker's comment and edits the item (checked as ``create``).
 ``adapt-check``
-    An item culture-adapt adapted, beside its source (Putri et al.'s concept-adaptation
-    check, their Tables 2, 8 and 9): ``verdict`` ``correct-major`` (right, and changed to
-    fit the culture), ``correct-minor`` (right, little more than a translation) or
-    ``wrong``; a wrong one names its ``error`` (``translation``, ``phrase-structure``,
-    ``typo-mechanics``); an optional comment. Stored as ``accept`` (not wrong) with the
-    flag ``major-change``, ``minor-change`` or ``error:<type>``.
+    An item culture-adapt adapted, beside its source (Putri et al.'s Tables 2, 8 and 9):
+    ``verdict`` ``correct-major``, ``correct-minor`` or ``wrong``; a wrong one names its
+    ``error`` (``translation``, ``phrase-structure``, ``typo-mechanics``); a comment.
 ``label-errors``
-    One primary error label for the question (``none``, ``translation``,
-    ``sentence-structure``, ``fluency``, ``context``, ``subjectivity``, ``typo-mechanics``)
-    and one for the options (``none``, ``translation``, ``fluency``, ``context``,
-    ``invalid-options``, ``typo-mechanics``) — Putri et al.'s Tables 3–6 — and an optional
-    comment. Stored as ``accept`` (both labels ``none``) with the flags
-    ``question:<label>`` and ``options:<label>``.
+    One primary error label for the question and one for the options (Putri et al.'s
+    Tables 3–6) and a comment.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
-from senseforge.data.schema import Judgement, MCItem
+from pydantic import BaseModel
+
+from senseforge.data.schema import (
+    AdaptCheckJudgement,
+    AdaptError,
+    AdaptVerdict,
+    AnswerJudgement,
+    Choice,
+    ConceptSlot,
+    CreateJudgement,
+    Draft,
+    DraftItem,
+    Judgement,
+    LabelErrorsJudgement,
+    MCItem,
+    OptionsError,
+    QCJudgement,
+    QuestionError,
+    ReviseJudgement,
+    VerifyJudgement,
+)
+from senseforge.evaluate.policies import Majority, Policy, exclude_ambiguous, parse_policy
+from senseforge.pipelines.culture_adapt.matching import concept_appears
+from senseforge.pipelines.culture_gen.parse import fold
 
 MAX_COMMENT = 2000
+MAX_QUESTION = 1000
+MAX_OPTION = 300
 VERIFY_FLAGS: tuple[str, ...] = ("ambiguous-question", "several-right", "offensive", "wrong-language")
 
 
@@ -90,7 +126,7 @@ def _comment(fields: Mapping[str, Any], name: str, problems: list[str]) -> str |
 
 
 def _item_view(item: MCItem) -> dict[str, Any]:
-    """What every task type shows of an item: its id, language, question and choices."""
+    """What every task type over an item shows of it: its id, language, question and choices."""
     return {
         "id": item.id,
         "lang": item.lang,
@@ -99,24 +135,49 @@ def _item_view(item: MCItem) -> dict[str, Any]:
     }
 
 
+def _choice_of(fields: Mapping[str, Any], name: str, allowed: Sequence[str], problems: list[str]) -> str | None:
+    value = _one(fields, name)
+    if not value:
+        problems.append(f"{name}: required (one of {', '.join(allowed)})")
+        return None
+    if value not in allowed:
+        problems.append(f"{name}: {value[:30]!r} is not one of {', '.join(allowed)}")
+        return None
+    return value
+
+
 class TaskType(Protocol):
     name: str
+    input_model: type[BaseModel]
+    """What a task of this type holds (validated when the store reads it back)."""
+    policy: Policy | None
+    """How several judgements of one item are decided (``None``: the one judgement decides)."""
 
-    def view(self, item: MCItem) -> dict[str, Any]: ...
+    def view(self, task: Any) -> dict[str, Any]:
+        """The task's input as the annotator may see it (JSON-ready)."""
+        ...
 
-    def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement: ...
+    def parse(self, task: Any, fields: Mapping[str, Any]) -> Judgement:
+        """The judgement body the fields make (annotator ``?``: the store stamps who).
+
+        Raises:
+            InvalidSubmission: with every problem.
+        """
+        ...
 
 
 class Verify:
     """Verification of an item's marked answer (mCSQA's human review)."""
 
     name: str = "verify"
+    input_model: type[BaseModel] = MCItem
+    policy: Policy | None = parse_policy("unanimous")
     flags: tuple[str, ...] = VERIFY_FLAGS
 
-    def view(self, item: MCItem) -> dict[str, Any]:
-        return {**_item_view(item), "answer": item.answer, "flags": list(self.flags)}
+    def view(self, task: MCItem) -> dict[str, Any]:
+        return {**_item_view(task), "answer": task.answer, "flags": list(self.flags)}
 
-    def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement:
+    def parse(self, task: MCItem, fields: Mapping[str, Any]) -> Judgement:
         problems: list[str] = []
         accept = _yes_no(fields, "accept", problems, required=True)
         flags = _values(fields, "flags")
@@ -126,24 +187,24 @@ class Verify:
         comment = _comment(fields, "comment", problems)
         if problems:
             raise InvalidSubmission(problems)
-        return Judgement(
-            item_id=item.id, annotator="?", task=self.name, accept=accept, flags=sorted(set(flags)), comment=comment
-        )
+        return VerifyJudgement(item_id=task.id, annotator="?", accept=accept, flags=sorted(set(flags)), comment=comment)
 
 
 class Answer:
     """Blind answering: the annotator picks the right choice without seeing the answer."""
 
     name: str = "answer"
+    input_model: type[BaseModel] = MCItem
+    policy: Policy | None = exclude_ambiguous(3, Majority())
 
-    def view(self, item: MCItem) -> dict[str, Any]:
-        """The item without its answer: answering is blind."""
-        flags = ["ambiguous-question", *(f"ambiguous-option:{c.label}" for c in item.choices)]
-        return {**_item_view(item), "flags": flags}
+    def view(self, task: MCItem) -> dict[str, Any]:
+        """The item without its answer, its creator or anyone's answers: answering is blind."""
+        flags = ["ambiguous-question", *(f"ambiguous-option:{c.label}" for c in task.choices)]
+        return {**_item_view(task), "flags": flags}
 
-    def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement:
+    def parse(self, task: MCItem, fields: Mapping[str, Any]) -> Judgement:
         problems: list[str] = []
-        labels = [c.label for c in item.choices]
+        labels = [c.label for c in task.choices]
         choice = _one(fields, "choice")
         if not choice:
             problems.append("choice: required")
@@ -158,29 +219,194 @@ class Answer:
         reason = _comment(fields, "reason", problems)
         if problems:
             raise InvalidSubmission(problems)
-        return Judgement(
-            item_id=item.id,
-            annotator="?",
-            task=self.name,
-            choice=choice,
-            certain=certain,
-            flags=sorted(set(flags)),
-            comment=reason,
+        return AnswerJudgement(
+            item_id=task.id, annotator="?", choice=choice, certain=certain, flags=sorted(set(flags)), reason=reason
         )
 
 
-ADAPT_VERDICTS: tuple[str, ...] = ("correct-major", "correct-minor", "wrong")
-ADAPT_ERRORS: tuple[str, ...] = ("translation", "phrase-structure", "typo-mechanics")
+LABELS = "ABCDEFGHIJ"
+"""Option labels by position."""
+
+
+def _options(fields: Mapping[str, Any], wanted: int, problems: list[str]) -> list[str]:
+    """The option texts of a create or revise form: ``option`` repeated, or JSON ``options`` / ``choices``."""
+    raw = fields.get("options", fields.get("option"))
+    if raw is None and isinstance(fields.get("choices"), list):
+        raw = [c.get("text") if isinstance(c, Mapping) else c for c in fields["choices"]]
+    given = [] if raw is None else raw if isinstance(raw, list) else [raw]
+    texts = [" ".join(str(t).split()) if t is not None else "" for t in given]
+    if len(texts) != wanted:
+        problems.append(f"options: write exactly {wanted} options (got {len(texts)})")
+    for index, text in enumerate(texts):
+        label = LABELS[index] if index < len(LABELS) else str(index + 1)
+        if not text:
+            problems.append(f"options: option {label} is empty")
+        elif len(text) > MAX_OPTION:
+            problems.append(f"options: option {label} has more than {MAX_OPTION} characters")
+    folded = [fold(t) for t in texts if t]
+    if len(set(folded)) != len(folded):
+        problems.append("options: two options say the same thing")
+    return texts
+
+
+def parse_draft(
+    fields: Mapping[str, Any], *, concept: str, lang: str, options: int, problems: list[str]
+) -> Draft | None:
+    """A written item from create or revise fields, or ``None`` with its problems added.
+
+    The concept must appear in the question (folded), or the typed ``concept_form`` must,
+    and be a variant of the concept: the lenient matcher of culture-adapt (a shared
+    non-stopword word, or a shared stem where the language has a stemmer) between the form
+    and the concept.
+    """
+    question = " ".join((_one(fields, "question") or "").split())
+    if not question:
+        problems.append("question: required")
+    elif len(question) > MAX_QUESTION:
+        problems.append(f"question: at most {MAX_QUESTION} characters")
+    texts = _options(fields, options, problems)
+    labels = [LABELS[i] for i in range(min(len(texts), len(LABELS)))]
+    answer = _choice_of(fields, "answer", labels or ["A"], problems)
+    distractor = _choice_of(fields, "distractor", labels or ["A"], problems)
+    if answer and distractor and answer == distractor:
+        problems.append("distractor: the hard distractor is another option than the answer")
+    form = " ".join((_one(fields, "concept_form") or "").split()) or None
+    if question:
+        if form is None:
+            if fold(concept) not in fold(question):
+                problems.append(
+                    f"question: the concept {concept!r} does not appear in it; write it in, "
+                    "or type the form you used in concept_form"
+                )
+        elif fold(form) not in fold(question):
+            problems.append(f"concept_form: {form[:60]!r} does not appear in the question")
+        elif not concept_appears(form, concept, lang):
+            problems.append(f"concept_form: {form[:60]!r} is not a form of the concept {concept!r}")
+    if problems:
+        return None
+    assert answer is not None and distractor is not None
+    return Draft(
+        question=question,
+        choices=[Choice(label=label, text=text) for label, text in zip(labels, texts, strict=True)],
+        answer=answer,
+        distractor=distractor,
+        concept_form=form,
+    )
+
+
+class Create:
+    """Writing a question from (category, concept): Putri et al.'s Human_Gen creation."""
+
+    name: str = "create"
+    input_model: type[BaseModel] = ConceptSlot
+    policy: Policy | None = None
+
+    def view(self, task: ConceptSlot) -> dict[str, Any]:
+        return {
+            "id": task.id,
+            "lang": task.lang,
+            "category": task.category,
+            "concept": task.concept,
+            "options": task.options,
+            "labels": list(LABELS[: task.options]),
+        }
+
+    def parse(self, task: ConceptSlot, fields: Mapping[str, Any]) -> Judgement:
+        problems: list[str] = []
+        draft = parse_draft(fields, concept=task.concept, lang=task.lang, options=task.options, problems=problems)
+        comment = _comment(fields, "comment", problems)
+        if problems or draft is None:
+            raise InvalidSubmission(problems)
+        return CreateJudgement(item_id=task.id, annotator="?", draft=draft, comment=comment)
+
+
+def _draft_view(task: DraftItem) -> dict[str, Any]:
+    draft = task.draft
+    return {
+        "id": task.id,
+        "item_id": task.item_id,
+        "lang": task.lang,
+        "category": task.category,
+        "concept": task.concept,
+        "question": draft.question,
+        "choices": [{"label": c.label, "text": c.text} for c in draft.choices],
+        "answer": draft.answer,
+        "distractor": draft.distractor,
+        "concept_form": draft.concept_form,
+        "history": [{"status": e.status, "round": e.round, "comment": e.comment, "by": e.by} for e in task.history],
+    }
+
+
+QC_VERDICTS: tuple[str, ...] = ("complete", "needs_revision")
+
+
+class QC:
+    """A checker's verdict on a written item."""
+
+    name: str = "qc"
+    input_model: type[BaseModel] = DraftItem
+    policy: Policy | None = None
+
+    def view(self, task: DraftItem) -> dict[str, Any]:
+        return {**_draft_view(task), "verdicts": list(QC_VERDICTS)}
+
+    def parse(self, task: DraftItem, fields: Mapping[str, Any]) -> Judgement:
+        problems: list[str] = []
+        verdict = _choice_of(fields, "verdict", QC_VERDICTS, problems)
+        comment = _comment(fields, "comment", problems)
+        if verdict == "needs_revision" and not comment:
+            problems.append("comment: say what to change when the item goes back to its creator")
+        if problems or verdict is None:
+            raise InvalidSubmission(problems)
+        return QCJudgement(
+            item_id=task.id,
+            annotator="?",
+            verdict="complete" if verdict == "complete" else "needs_revision",
+            comment=comment,
+        )
+
+
+class Revise:
+    """The creator's edit of an item QC sent back, with the checker's comment in view."""
+
+    name: str = "revise"
+    input_model: type[BaseModel] = DraftItem
+    policy: Policy | None = None
+
+    def view(self, task: DraftItem) -> dict[str, Any]:
+        last = task.history[-1] if task.history else None
+        return {
+            **_draft_view(task),
+            "feedback": last.comment if last is not None else None,
+            "options": len(task.draft.choices),
+            "labels": [c.label for c in task.draft.choices],
+        }
+
+    def parse(self, task: DraftItem, fields: Mapping[str, Any]) -> Judgement:
+        problems: list[str] = []
+        draft = parse_draft(
+            fields, concept=task.concept, lang=task.lang, options=len(task.draft.choices), problems=problems
+        )
+        comment = _comment(fields, "comment", problems)
+        if problems or draft is None:
+            raise InvalidSubmission(problems)
+        return ReviseJudgement(item_id=task.id, annotator="?", draft=draft, comment=comment)
+
+
+ADAPT_VERDICTS: tuple[str, ...] = get_args(AdaptVerdict)
+ADAPT_ERRORS: tuple[str, ...] = get_args(AdaptError)
 
 
 class AdaptCheck:
     """The check of an adapted item against its source (culture-adapt's ``adapt-check`` queue)."""
 
     name: str = "adapt-check"
+    input_model: type[BaseModel] = MCItem
+    policy: Policy | None = Majority()
 
-    def view(self, item: MCItem) -> dict[str, Any]:
+    def view(self, task: MCItem) -> dict[str, Any]:
         """The adapted item, its answer and concept, and the source it came from."""
-        source = item.metadata.get("source")
+        source = task.metadata.get("source")
         shown = source if isinstance(source, Mapping) else {}
         raw = shown.get("choices")
         choices = (
@@ -189,9 +415,9 @@ class AdaptCheck:
             else []
         )
         return {
-            **_item_view(item),
-            "answer": item.answer,
-            "concept": item.question_concept,
+            **_item_view(task),
+            "answer": task.answer,
+            "concept": task.question_concept,
             "source": {
                 "lang": str(shown.get("lang") or ""),
                 "question": str(shown.get("question") or ""),
@@ -203,7 +429,7 @@ class AdaptCheck:
             "errors": list(ADAPT_ERRORS),
         }
 
-    def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement:
+    def parse(self, task: MCItem, fields: Mapping[str, Any]) -> Judgement:
         problems: list[str] = []
         verdict = _one(fields, "verdict")
         if not verdict:
@@ -220,63 +446,53 @@ class AdaptCheck:
         comment = _comment(fields, "comment", problems)
         if problems:
             raise InvalidSubmission(problems)
-        flag = {"correct-major": "major-change", "correct-minor": "minor-change"}.get(str(verdict), f"error:{error}")
-        return Judgement(
-            item_id=item.id, annotator="?", task=self.name, accept=verdict != "wrong", flags=[flag], comment=comment
+        return AdaptCheckJudgement.model_validate(
+            {"item_id": task.id, "annotator": "?", "verdict": verdict, "error": error, "comment": comment}
         )
 
 
-QUESTION_ERRORS: tuple[str, ...] = (
-    "none",
-    "translation",
-    "sentence-structure",
-    "fluency",
-    "context",
-    "subjectivity",
-    "typo-mechanics",
-)
-OPTION_ERRORS: tuple[str, ...] = ("none", "translation", "fluency", "context", "invalid-options", "typo-mechanics")
+QUESTION_ERRORS: tuple[str, ...] = get_args(QuestionError)
+OPTION_ERRORS: tuple[str, ...] = get_args(OptionsError)
 
 
 class LabelErrors:
     """The primary error of an item's question and of its options (the error taxonomy of Putri et al.)."""
 
     name: str = "label-errors"
+    input_model: type[BaseModel] = MCItem
+    policy: Policy | None = Majority()
 
-    def view(self, item: MCItem) -> dict[str, Any]:
+    def view(self, task: MCItem) -> dict[str, Any]:
         """The item with its marked answer (invalid options are judged against it) and the two label sets."""
         return {
-            **_item_view(item),
-            "answer": item.answer,
+            **_item_view(task),
+            "answer": task.answer,
             "question_errors": list(QUESTION_ERRORS),
             "option_errors": list(OPTION_ERRORS),
         }
 
-    def parse(self, item: MCItem, fields: Mapping[str, Any]) -> Judgement:
+    def parse(self, task: MCItem, fields: Mapping[str, Any]) -> Judgement:
         problems: list[str] = []
-        labels: dict[str, str | None] = {}
-        for name, allowed in (("question", QUESTION_ERRORS), ("options", OPTION_ERRORS)):
-            value = _one(fields, name)
-            if not value:
-                problems.append(f"{name}: required (one of {', '.join(allowed)})")
-            elif value not in allowed:
-                problems.append(f"{name}: {value[:30]!r} is not one of {', '.join(allowed)}")
-            labels[name] = value
+        question = _choice_of(fields, "question", QUESTION_ERRORS, problems)
+        options = _choice_of(fields, "options", OPTION_ERRORS, problems)
         comment = _comment(fields, "comment", problems)
         if problems:
             raise InvalidSubmission(problems)
-        clean = labels["question"] == "none" and labels["options"] == "none"
-        flags = [f"question:{labels['question']}", f"options:{labels['options']}"]
-        return Judgement(item_id=item.id, annotator="?", task=self.name, accept=clean, flags=flags, comment=comment)
+        return LabelErrorsJudgement.model_validate(
+            {
+                "item_id": task.id,
+                "annotator": "?",
+                "question_error": question,
+                "options_error": options,
+                "comment": comment,
+            }
+        )
 
 
 TASK_TYPES: dict[str, TaskType] = {
-    "verify": Verify(),
-    "answer": Answer(),
-    "adapt-check": AdaptCheck(),
-    "label-errors": LabelErrors(),
+    task.name: task for task in (Verify(), Answer(), Create(), QC(), Revise(), AdaptCheck(), LabelErrors())
 }
-"""The task types the app serves, by name."""
+"""The task types the app serves, by name (each has ``templates/<name>.html``)."""
 
 
 def task_type(name: str) -> TaskType:

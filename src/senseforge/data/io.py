@@ -17,6 +17,7 @@ from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from senseforge.data.schema import JUDGEMENT, Judgement
 from senseforge.errors import DataValidationError
 
 R = TypeVar("R", bound=BaseModel)
@@ -108,6 +109,21 @@ def read_jsonl(path: str | os.PathLike[str], model: type[R]) -> list[R]:
         DataValidationError: located at the first bad row (``file:line: field: problem``).
     """
     return list(iter_jsonl(path, model))
+
+
+def read_judgements(path: str | os.PathLike[str]) -> list[Judgement]:
+    """Read a JSON Lines file of judgements, each validated as the body its ``task`` names.
+
+    Raises:
+        DataValidationError: located at the first bad row (``file:line: field: problem``).
+    """
+    out: list[Judgement] = []
+    for number, row in iter_json_rows(path):
+        try:
+            out.append(JUDGEMENT.validate_python(row))
+        except ValidationError as exc:
+            raise DataValidationError(f"{path}:{number}: {format_validation_error(exc)}") from exc
+    return out
 
 
 def iter_jsonl(path: str | os.PathLike[str], model: type[R]) -> Iterator[R]:

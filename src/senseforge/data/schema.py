@@ -7,9 +7,9 @@ Raw formats are converted to these models once, at the edge (see
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from senseforge.data.lang import normalize_tag
 
@@ -160,24 +160,298 @@ class BinaryExample(_Record):
     """Anything else the source carries."""
 
 
-class Judgement(_Record):
-    """One person's (or one LM reviewer's) decision about one item."""
+ACCEPT_VOTE = "accept"
+"""The vote of a judgement that accepts (verify ``accept=True``, QC ``complete``)."""
+REJECT_VOTE = "reject"
+"""The vote of a judgement that rejects."""
+VoteKind = Literal["choice", "accept"]
+
+_LEGACY_KEYS = ("accept", "choice", "certain", "flags", "comment")
+"""The fields every judgement had before bodies were typed per task (old run stores hold them, mostly empty)."""
+
+
+class _Judgement(_Record):
+    """What every judgement carries: who judged which item, for which task type, and when.
+
+    The rest is the task type's body (the subclasses below); :data:`Judgement` is their
+    union, told apart by ``task``. A body says how it counts for the shared aggregation
+    policies (:mod:`senseforge.evaluate.policies`): :attr:`vote_kind` and :meth:`vote`,
+    and whether it flags the item as ambiguous (:meth:`ambiguous`).
+    """
+
+    vote_kind: ClassVar[VoteKind | None] = None
+    """How this body votes: by a ``choice`` label, by ``accept``/``reject``, or not at all."""
 
     item_id: str = Field(min_length=1)
-    """The judged item."""
+    """The judged item (for a task repeated per round, ``<item>@<round>``)."""
     annotator: str = Field(min_length=1)
-    """Who judged: an annotator name or a ``provider/model`` string."""
-    task: str = Field(min_length=1)
+    """Who judged: an annotator name or an ``lm:<provider/model>#<i>`` string."""
+    task: str
     """Task type, e.g. ``verify`` or ``answer``."""
+    created_at: datetime | None = None
+    """When the judgement was made (UTC)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_empty_legacy(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        empty = [k for k in _LEGACY_KEYS if k in data and k not in cls.model_fields and data[k] in (None, [])]
+        return {k: v for k, v in data.items() if k not in empty} if empty else data
+
+    def vote(self) -> str | None:
+        """What the judgement votes for, or ``None`` when it casts no vote."""
+        return None
+
+    def ambiguous(self) -> bool:
+        """Whether the judgement flags the question or an option as ambiguous."""
+        return False
+
+
+def _is_ambiguity(flag: str) -> bool:
+    return flag.startswith("ambiguous")
+
+
+class VerifyJudgement(_Judgement):
+    """Does the marked answer follow from common sense, and is it the only right one (mCSQA's review)?"""
+
+    vote_kind: ClassVar[VoteKind | None] = "accept"
+    task: Literal["verify"] = "verify"
     accept: bool | None = None
-    """For verification: whether the marked answer follows and is the only right one."""
+    """Whether the marked answer follows and is the only right one; ``None``: no verdict (flags only)."""
+    flags: list[str] = Field(default_factory=list)
+    """Problems flagged (``ambiguous-question``, ``several-right``, ``offensive``, ``wrong-language``)."""
+    comment: str | None = None
+    """Free text."""
+
+    def vote(self) -> str | None:
+        return None if self.accept is None else ACCEPT_VOTE if self.accept else REJECT_VOTE
+
+    def ambiguous(self) -> bool:
+        return any(_is_ambiguity(f) for f in self.flags)
+
+
+class AnswerJudgement(_Judgement):
+    """A blind answer with what Putri et al. collected beside it: certainty, ambiguity, a reason."""
+
+    vote_kind: ClassVar[VoteKind | None] = "choice"
+    task: Literal["answer"] = "answer"
     choice: str | None = None
-    """For answering: the chosen label."""
+    """The chosen label."""
     certain: bool | None = None
     """Whether the annotator was sure."""
     flags: list[str] = Field(default_factory=list)
-    """Problems flagged (e.g. ``ambiguous-question``, ``ambiguous-option:B``)."""
+    """``ambiguous-question`` (the question is unclear) and ``ambiguous-option:<label>`` per unclear option."""
+    reason: str | None = None
+    """Why (asked for an uncertain answer or a flag; optional)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _comment_is_reason(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "comment" in data:
+            data = dict(data)
+            comment = data.pop("comment")
+            data.setdefault("reason", comment)
+        return data
+
+    def vote(self) -> str | None:
+        return self.choice
+
+    def ambiguous(self) -> bool:
+        return any(_is_ambiguity(f) for f in self.flags)
+
+    @property
+    def question_ambiguous(self) -> bool:
+        return "ambiguous-question" in self.flags
+
+    def option_ambiguous(self, label: str) -> bool:
+        return f"ambiguous-option:{label}" in self.flags
+
+
+class Draft(_Record):
+    """A question a person wrote: five options, the answer and one hard distractor."""
+
+    question: str = Field(min_length=1)
+    choices: list[Choice] = Field(min_length=2)
+    answer: str = Field(min_length=1)
+    """Label of the right option."""
+    distractor: str = Field(min_length=1)
+    """Label of the option that could pass for the answer."""
+    concept_form: str | None = None
+    """The form of the concept the question uses, when it is not the concept as given (``kunjungan``)."""
+
+    @model_validator(mode="after")
+    def _labels(self) -> Draft:
+        labels = [c.label for c in self.choices]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"choice labels must be unique, got {labels}")
+        for name in ("answer", "distractor"):
+            if getattr(self, name) not in labels:
+                raise ValueError(f"{name} {getattr(self, name)!r} is not one of the labels {labels}")
+        if self.answer == self.distractor:
+            raise ValueError("the distractor must be another option than the answer")
+        return self
+
+
+class CreateJudgement(_Judgement):
+    """A question written from (category, concept): Putri et al.'s Human_Gen creation."""
+
+    task: Literal["create"] = "create"
+    draft: Draft
     comment: str | None = None
-    """Free text."""
-    created_at: datetime | None = None
-    """When the judgement was made (UTC)."""
+
+
+class ReviseJudgement(_Judgement):
+    """The creator's edit of an item QC sent back (``item_id`` is ``<item>@<round>``)."""
+
+    task: Literal["revise"] = "revise"
+    draft: Draft
+    comment: str | None = None
+    """What the creator says of the change."""
+
+
+QCVerdict = Literal["complete", "needs_revision"]
+
+
+class QCJudgement(_Judgement):
+    """A checker's verdict on a created or revised item (``item_id`` is ``<item>@<round>``)."""
+
+    vote_kind: ClassVar[VoteKind | None] = "accept"
+    task: Literal["qc"] = "qc"
+    verdict: QCVerdict
+    comment: str | None = None
+    """What to change (required when the item goes back)."""
+
+    def vote(self) -> str | None:
+        return ACCEPT_VOTE if self.verdict == "complete" else REJECT_VOTE
+
+
+AdaptVerdict = Literal["correct-major", "correct-minor", "wrong"]
+AdaptError = Literal["translation", "phrase-structure", "typo-mechanics"]
+
+
+class AdaptCheckJudgement(_Judgement):
+    """An adapted item checked against its source (Putri et al.'s Tables 2, 8 and 9)."""
+
+    vote_kind: ClassVar[VoteKind | None] = "choice"
+    task: Literal["adapt-check"] = "adapt-check"
+    verdict: AdaptVerdict
+    """Right with a change that fits the culture, right with little more than a translation, or wrong."""
+    error: AdaptError | None = None
+    """The error of a wrong adaptation."""
+    comment: str | None = None
+
+    @model_validator(mode="after")
+    def _error_iff_wrong(self) -> AdaptCheckJudgement:
+        if (self.verdict == "wrong") != (self.error is not None):
+            raise ValueError("a wrong adaptation names its error, and only a wrong one")
+        return self
+
+    def vote(self) -> str | None:
+        return self.verdict
+
+    @property
+    def accept(self) -> bool:
+        return self.verdict != "wrong"
+
+
+QuestionError = Literal[
+    "none", "translation", "sentence-structure", "fluency", "context", "subjectivity", "typo-mechanics"
+]
+OptionsError = Literal["none", "translation", "fluency", "context", "invalid-options", "typo-mechanics"]
+
+
+class LabelErrorsJudgement(_Judgement):
+    """The primary error of a question and of its options (Putri et al.'s Tables 3–6)."""
+
+    vote_kind: ClassVar[VoteKind | None] = "choice"
+    task: Literal["label-errors"] = "label-errors"
+    question_error: QuestionError
+    options_error: OptionsError
+    comment: str | None = None
+
+    def vote(self) -> str | None:
+        return f"{self.question_error}/{self.options_error}"
+
+    @property
+    def accept(self) -> bool:
+        return self.question_error == "none" and self.options_error == "none"
+
+
+Judgement = Annotated[
+    VerifyJudgement
+    | AnswerJudgement
+    | CreateJudgement
+    | ReviseJudgement
+    | QCJudgement
+    | AdaptCheckJudgement
+    | LabelErrorsJudgement,
+    Field(discriminator="task"),
+]
+"""One person's (or one LM judge's) decision about one item: a body per task type, told apart by ``task``."""
+
+JUDGEMENT: TypeAdapter[Judgement] = TypeAdapter(Judgement)
+"""Validates any judgement (``JUDGEMENT.validate_python(row)``, ``JUDGEMENT.validate_json(text)``)."""
+
+JUDGEMENT_TASKS: tuple[str, ...] = (
+    "verify",
+    "answer",
+    "create",
+    "revise",
+    "qc",
+    "adapt-check",
+    "label-errors",
+)
+"""The task types a judgement can be of."""
+
+
+def judgement(**fields: Any) -> Judgement:
+    """A judgement of the body its ``task`` names.
+
+    >>> judgement(item_id="q1", annotator="ana", task="verify", accept=True).vote()
+    'accept'
+    """
+    return JUDGEMENT.validate_python(fields)
+
+
+# --- what people are shown -------------------------------------------------------------
+
+
+class ConceptSlot(_Record):
+    """A (category, concept) given to one creator: the input of a ``create`` task."""
+
+    id: str = Field(min_length=1)
+    """The id the written item will have."""
+    lang: LangTag
+    category: str = Field(min_length=1)
+    concept: str = Field(min_length=1)
+    creator: str = Field(min_length=1)
+    """Who writes it (nobody else is offered the slot)."""
+    options: int = Field(default=5, ge=2, le=10)
+    """How many options to write."""
+
+
+class QCEvent(_Record):
+    """One step of a created item's history."""
+
+    status: Literal["submitted", "needs_revision", "revised", "complete"]
+    by: str
+    round: int = Field(ge=0)
+    """0 for the first version; the ``n``-th QC verdict and the revision that answers it have round ``n``."""
+    comment: str | None = None
+    at: datetime | None = None
+
+
+class DraftItem(_Record):
+    """A written item on its way through QC: the input of ``qc`` and ``revise`` tasks."""
+
+    id: str = Field(min_length=1)
+    """``<item>@<round>``: the round this task belongs to."""
+    item_id: str = Field(min_length=1)
+    lang: LangTag
+    category: str
+    concept: str
+    creator: str
+    draft: Draft
+    history: list[QCEvent] = Field(default_factory=list)
+    """What happened so far; a revise task's last event is the verdict that sent it back."""

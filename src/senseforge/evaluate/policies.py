@@ -1,10 +1,11 @@
 """How the judgements of several people become one decision, and how far they agree.
 
 Every policy reads the judgements of **one** item, in the order the annotators submitted
-them (or were assigned); "the earliest annotator" is the first in that order. A judgement
-votes with its ``choice`` (answer tasks) or, lacking one, with its ``accept`` (verify
-tasks: ``"accept"``/``"reject"``). Only an annotator's first judgement that carries a vote
-counts; judgements with no vote are not counted (their flags still are, see
+them (or were assigned); "the earliest annotator" is the first in that order. Each
+judgement body says how it votes (``vote_kind`` and ``vote()`` in
+:mod:`senseforge.data.schema`): by a choice (an answer's label, an adaptation verdict) or
+by ``"accept"``/``"reject"`` (verify, QC). Only an annotator's first judgement that carries
+a vote counts; judgements with no vote are not counted (their flags still are, see
 :class:`ExcludeAmbiguous`).
 
 Policies:
@@ -41,7 +42,7 @@ from typing import Literal, TypeAlias
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from senseforge.data.schema import Judgement
+from senseforge.data.schema import ACCEPT_VOTE, REJECT_VOTE, Judgement
 from senseforge.errors import ConfigError
 from senseforge.evaluate import metrics
 from senseforge.evaluate.metrics import krippendorff_alpha_nominal
@@ -74,10 +75,10 @@ __all__ = [
 
 DecisionStatus: TypeAlias = Literal["pending", "accepted", "rejected", "excluded"]
 
-ACCEPT = "accept"
-"""The vote of a judgement with ``accept=True`` and no choice."""
-REJECT = "reject"
-"""The vote of a judgement with ``accept=False`` and no choice."""
+ACCEPT = ACCEPT_VOTE
+"""The vote of a judgement that accepts (``accept=True``, a QC ``complete``)."""
+REJECT = REJECT_VOTE
+"""The vote of a judgement that rejects."""
 
 
 @dataclass(frozen=True)
@@ -122,14 +123,13 @@ def _votes(judgements: Sequence[Judgement]) -> tuple[Literal["choice", "accept"]
     for judgement in judgements:
         if judgement.annotator in seen:
             continue
-        if judgement.choice is not None:
-            by_choice = True
-            vote = judgement.choice
-        elif judgement.accept is not None:
-            by_accept = True
-            vote = ACCEPT if judgement.accept else REJECT
-        else:
+        vote = judgement.vote()
+        if vote is None:
             continue
+        if judgement.vote_kind == "choice":
+            by_choice = True
+        else:
+            by_accept = True
         seen.add(judgement.annotator)
         out.append((judgement.annotator, vote))
     if by_choice and by_accept:
@@ -168,7 +168,7 @@ def unanimous(judgements: Sequence[Judgement], k: int = 2) -> Decision:
 
     Judgements beyond the first ``k`` votes are not looked at.
 
-    >>> from senseforge.data.schema import Judgement
+    >>> from senseforge.data.schema import ACCEPT_VOTE, REJECT_VOTE, Judgement
     >>> js = [Judgement(item_id="q1", annotator=a, task="verify", accept=v) for a, v in [("ana", True), ("budi", True)]]
     >>> unanimous(js[:1]).status, unanimous(js).status
     ('pending', 'accepted')
@@ -189,9 +189,9 @@ def majority(judgements: Sequence[Judgement]) -> Decision:
     with :attr:`Decision.value` the winning choice; for verify tasks it is ``accepted`` or
     ``rejected``. Pending while nobody has voted.
 
-    >>> from senseforge.data.schema import Judgement
+    >>> from senseforge.data.schema import AnswerJudgement
     >>> picks = [("W1", "A"), ("W2", "D"), ("W3", "D"), ("W4", "A"), ("W5", "C")]
-    >>> majority([Judgement(item_id="q", annotator=a, task="answer", choice=c) for a, c in picks]).value
+    >>> majority([AnswerJudgement(item_id="q", annotator=a, choice=c) for a, c in picks]).value
     'A'
     """
     kind, votes = _votes(judgements)
@@ -216,7 +216,7 @@ def is_ambiguity_flag(flag: str) -> bool:
 
 def ambiguity_flagged(judgements: Sequence[Judgement]) -> int:
     """How many distinct annotators raised an ambiguity flag in any of their judgements."""
-    return len({j.annotator for j in judgements if any(is_ambiguity_flag(f) for f in j.flags)})
+    return len({j.annotator for j in judgements if j.ambiguous()})
 
 
 # --------------------------------------------------------------------------- policies as config

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-from senseforge.data.schema import Judgement, MCItem
+from senseforge.data.schema import Judgement, MCItem, judgement
 from senseforge.errors import SenseforgeError
 from senseforge.evaluate.extract import yes_no
 from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy
@@ -187,11 +187,11 @@ class Review:
         seen: set[str] = set()
         voters: list[Judgement] = []
         for entry in stored:
-            judgement = entry.judgement
-            if entry.source != "human" or judgement.accept is None or judgement.annotator in seen:
+            given = entry.judgement
+            if entry.source != "human" or given.vote() is None or given.annotator in seen:
                 continue
-            seen.add(judgement.annotator)
-            voters.append(judgement)
+            seen.add(given.annotator)
+            voters.append(given)
         if len(voters) < self.k:
             return Decision("pending", reason=f"{len(voters)} of {self.k} people so far")
         if isinstance(policy, Unanimous | AtLeast):
@@ -242,6 +242,6 @@ class Review:
     def _judged(self, record: StageResult, annotator: str, status: object, accept: bool, note: str) -> Judgement | None:
         if status is PENDING:
             return None
-        return Judgement(
+        return judgement(
             item_id=record.record_id, annotator=annotator, task=self.task, accept=accept, comment=note or None
         )

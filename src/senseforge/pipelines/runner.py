@@ -29,8 +29,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from senseforge._version import __version__
-from senseforge.data.io import atomic_open, read_jsonl
-from senseforge.data.schema import Judgement
+from senseforge.data.io import atomic_open, read_judgements
 from senseforge.errors import ConfigError, SenseforgeError
 from senseforge.llm.base import LLM
 from senseforge.llm.prices import PriceTable
@@ -329,9 +328,9 @@ def import_decisions(run: RunStore, files: Iterable[Path], task: str) -> int:
     """
     changed = 0
     for path in files:
-        decisions = read_jsonl(path, Judgement)
+        decisions = read_judgements(path)
         for number, judgement in enumerate(decisions, start=1):
-            if judgement.task != task or judgement.accept is None:
+            if judgement.task != task or judgement.vote() is None:
                 raise ConfigError(
                     f"{path}: decision {number} ({judgement.item_id}): review decisions need task "
                     f"{task!r} and accept true/false"

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from senseforge.data.schema import Judgement
+from senseforge.data.schema import JUDGEMENT, Judgement
 from senseforge.errors import StoreError
 from senseforge.pipelines.tables import judgements, metadata, run_meta, stage_results
 from senseforge.store.db import connect
@@ -222,7 +222,29 @@ class RunStore:
             for item_id, source, body in conn.execute(query.order_by(judgements.c.id)):
                 if wanted is not None and item_id not in wanted:
                     continue
-                out.setdefault(item_id, []).append(StoredJudgement(Judgement.model_validate_json(body), source))
+                out.setdefault(item_id, []).append(StoredJudgement(JUDGEMENT.validate_json(body), source))
+        return out
+
+    def judgements_of_records(
+        self, tasks: Sequence[str], record_ids: Iterable[str]
+    ) -> dict[str, list[StoredJudgement]]:
+        """Judgements of any of ``tasks`` per record, in the order they were first stored.
+
+        A judgement counts for a record when its item is the record (``<id>``) or one round
+        of it (``<id>@<round>``: QC and revision happen once per round).
+        """
+        wanted = set(record_ids)
+        query = (
+            sa.select(judgements.c.item_id, judgements.c.source, judgements.c.body)
+            .where(judgements.c.task.in_(list(tasks)))
+            .order_by(judgements.c.id)
+        )
+        out: dict[str, list[StoredJudgement]] = {}
+        with self._engine.connect() as conn:
+            for item_id, source, body in conn.execute(query):
+                record = item_id.split("@", 1)[0]
+                if record in wanted:
+                    out.setdefault(record, []).append(StoredJudgement(JUDGEMENT.validate_json(body), source))
         return out
 
     # -- run facts ---------------------------------------------------------------------------

@@ -78,3 +78,11 @@ assignments = sa.Table(
     sa.Column("done_at", sa.Float, nullable=True),
     sa.UniqueConstraint("task_id", "annotator", name="uq_assignment"),
 )
+
+task_eligible = sa.Table(
+    "task_eligible",
+    metadata,
+    sa.Column("task_id", sa.Integer, sa.ForeignKey("tasks.id"), primary_key=True),
+    sa.Column("annotator", sa.String(128), primary_key=True),
+)
+"""Who may take a task, when only some may (a slot for its creator, answers for the pool); none listed: anyone."""

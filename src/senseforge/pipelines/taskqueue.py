@@ -7,27 +7,89 @@ nothing is registered as a side effect of importing a higher layer.
 
 * ``annotators`` — a name, a role (``admin`` or ``annotator``) and the SHA-256 of their
   invite token (the token itself is shown once, never stored);
-* ``tasks`` — one per (task type, item): the item to show, ``k`` (distinct annotators
-  wanted), who created the item (they never judge it) and a group (``mcsqa-review``,
-  ``baseline`` …);
+* ``tasks`` — one per (task type, input): the input to show (an item, a concept slot, a
+  draft: the task type's input model, as JSON), ``k`` (distinct annotators wanted), who
+  created the item (they never judge it) and a group (``mcsqa-review``, ``baseline`` …);
+* ``task_eligible`` — who may take a task when only some may (a concept slot is its
+  creator's, answers are the pool's); a task with nobody listed is anyone's;
 * ``assignments`` — one per (task, annotator): a lease that expires (its slot goes back
   to the pool) or is closed by the annotator's judgement.
 
 The leasing and judging logic is the annotation app's (:mod:`senseforge.annotate.store`);
-a recipe only queues items (:func:`add_tasks`).
+a recipe only queues work (:func:`add_tasks` for items, :func:`queue_tasks` for any input).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import sqlalchemy as sa
+from pydantic import BaseModel
 from sqlalchemy.engine import Engine
 
 from senseforge.data.schema import MCItem
 from senseforge.errors import ConfigError
-from senseforge.pipelines.tables import tasks
+from senseforge.pipelines.tables import task_eligible, tasks
+
+
+@dataclass(frozen=True)
+class QueuedTask:
+    """One task a stage wants people to do: its type, its input (with an ``id``), and who may do it."""
+
+    type: str
+    input: BaseModel
+    k: int = 1
+    group: str = ""
+    creator: str | None = None
+    """Who wrote what the task is about: never offered the task."""
+    eligible: tuple[str, ...] = ()
+    """Only these may take it; empty: anyone (but the creator)."""
+
+    @property
+    def id(self) -> str:
+        return str(getattr(self.input, "id"))  # noqa: B009 — every task input model has an id
+
+
+def queue_tasks(engine: Engine, queued: Sequence[QueuedTask], *, now: float | None = None) -> int:
+    """Queue tasks (one already queued with the same type and id is left as it is); how many were new.
+
+    Raises:
+        ConfigError: a ``k`` below 1.
+    """
+    stamp = time.time() if now is None else now
+    with engine.begin() as conn:
+        existing = {
+            (str(t), str(i))
+            for t, i in conn.execute(
+                sa.select(tasks.c.type, tasks.c.item_id).where(tasks.c.type.in_(sorted({q.type for q in queued})))
+            )
+        }
+        new = 0
+        for task in queued:
+            if task.k < 1:
+                raise ConfigError(f"{task.type} {task.id}: k (annotators per task) must be at least 1")
+            if (task.type, task.id) in existing:
+                continue
+            existing.add((task.type, task.id))
+            inserted = conn.execute(
+                tasks.insert().values(
+                    type=task.type,
+                    item_id=task.id,
+                    item=task.input.model_dump_json(),
+                    k=task.k,
+                    creator=task.creator,
+                    grp=task.group,
+                    created_at=stamp,
+                )
+            ).inserted_primary_key
+            assert inserted is not None
+            task_id = inserted[0]
+            if task.eligible:
+                conn.execute(task_eligible.insert(), [{"task_id": task_id, "annotator": a} for a in task.eligible])
+            new += 1
+    return new
 
 
 def creator_of(item: MCItem) -> str | None:

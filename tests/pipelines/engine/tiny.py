@@ -73,7 +73,7 @@ class Tiny:
         return Words()
 
     def stages(self, config: TinyConfig) -> list[Stage]:
-        return [Expand("expand", config.model), Judge.configured("judge", "check", config)]
+        return [Expand("expand", config.model), Judge.configured("judge", "verify", config)]
 
     def splitting(self) -> frozenset[str]:
         return frozenset({"expand"})

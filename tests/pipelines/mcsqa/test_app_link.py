@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from senseforge.annotate.store import AnnotationStore
-from senseforge.data.schema import Judgement
+from senseforge.data.schema import judgement
 from senseforge.pipelines.mcsqa import McsqaConfig, build
 from senseforge.pipelines.runstore import sqlite_url
 from senseforge.store.db import Store
@@ -28,8 +28,8 @@ def test_paused_run_judged_in_the_app_resumes_to_the_unanimous_items(demo_kb: Pa
     app.invite("cy")  # a third person finds nothing left once ana and ben are done (k = 2)
     for person in ("ana", "ben"):
         while (assignment := app.next_assignment(person, "verify")) is not None:
-            accept = rejected_by[assignment.item.id] != person
-            verdict = Judgement(item_id=assignment.item.id, annotator=person, task="verify", accept=accept)
+            accept = rejected_by[assignment.input.id] != person
+            verdict = judgement(item_id=assignment.input.id, annotator=person, task="verify", accept=accept)
             assert app.submit(assignment.id, person, verdict)
     assert app.next_assignment("cy", "verify") is None
     app.close()
