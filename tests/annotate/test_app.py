@@ -419,3 +419,129 @@ def test_admin_sees_progress_agreement_and_exports(client: TestClient, store: An
     home = client.get("/", headers=bearer(ana))
     assert "0 open to you" in home.text and "you did 2" in home.text
     assert "ben" not in home.text  # nobody sees another's work
+
+
+# -- the Human_Gen QC loop -----------------------------------------------------------------
+
+
+def test_the_qc_queue_follows_create_qc_revise_and_the_admin_sees_it(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    from senseforge.data.schema import ConceptSlot, Draft, DraftItem, QCEvent
+    from senseforge.pipelines.taskqueue import QueuedTask
+
+    cy, ana, boss = store.invite("cy"), store.invite("ana"), store.invite("boss", "admin")
+    empty = {"awaiting_qc": 0, "needs_revision": 0, "revised": 0, "complete": 0}
+    slot = ConceptSlot(id="h1", lang="en", category="objects", concept="umbrella", creator="cy")
+    store.queue([QueuedTask("create", slot, eligible=("cy",))])
+    assert store.qc_queue() == {"items": [], "counts": empty}
+
+    def step(token: str, task: str, fields: dict[str, Any]) -> dict[str, Any]:
+        lease = client.post(f"/api/{task}/next", headers=bearer(token))
+        assert lease.status_code == 200, lease.text
+        stored = client.post(f"/api/{task}/{lease.json()['assignment_id']}", headers=bearer(token), json=fields)
+        assert stored.status_code == 201, stored.text
+        shown: dict[str, Any] = lease.json()["item"]
+        return shown
+
+    written = {
+        "question": "Where would you leave a wet umbrella?",
+        "options": ["by the door", "in bed", "in the oven", "on the roof", "in a drawer"],
+        "answer": "A",
+        "distractor": "E",
+    }
+    step(cy, "create", written)
+    assert store.qc_queue()["items"] == []  # written, but its qc task is queued when the build resumes
+    created = store.judgements("create")["h1"][0]
+    assert isinstance(created.draft, Draft)
+
+    def draft_item(round_: int, draft: Draft, history: list[QCEvent]) -> DraftItem:
+        return DraftItem(
+            id=f"h1@{round_}", item_id="h1", lang="en", category="objects", concept="umbrella", creator="cy",
+            draft=draft, history=history,
+        )  # fmt: skip
+
+    submitted = [QCEvent(status="submitted", by="cy", round=0)]
+    done_item = draft_item(1, created.draft, submitted).model_copy(update={"id": "h2@1", "item_id": "h2"})
+    store.queue([
+        QueuedTask("qc", draft_item(1, created.draft, submitted), creator="cy"),
+        QueuedTask("qc", done_item, eligible=("ana",)),  # no creator on the task: the draft names them
+    ])  # fmt: skip
+    queue = store.qc_queue()
+    assert [(r["item"], r["state"], r["round"], r["creator"], r["comment"]) for r in queue["items"]] == [
+        ("h1", "awaiting_qc", 1, "cy", None),
+        ("h2", "awaiting_qc", 1, "cy", None),
+    ]
+    assert client.post("/api/qc/next", headers=bearer(cy)).status_code == 204  # never the creator's own item
+
+    hostile = "<b>which</b> door? say it"
+    assert step(ana, "qc", {"verdict": "needs_revision", "comment": hostile})["id"] == "h1@1"
+    assert step(ana, "qc", {"verdict": "complete"})["id"] == "h2@1"
+    queue = store.qc_queue()
+    assert queue["counts"] == {**empty, "needs_revision": 1, "complete": 1}
+    assert queue["items"][0] == {
+        "item": "h1",
+        "state": "needs_revision",
+        "round": 1,
+        "creator": "cy",
+        "comment": hostile,
+    }
+
+    sent_back = [*submitted, QCEvent(status="needs_revision", by="ana", round=1, comment=hostile)]
+    store.queue([QueuedTask("revise", draft_item(1, created.draft, sent_back), eligible=("cy",))])
+    assert store.qc_queue()["items"][0]["state"] == "needs_revision"  # queued, not revised yet
+    rewritten = {**written, "question": "Where by the front door would you leave a wet umbrella?"}
+    assert step(cy, "revise", rewritten)["feedback"] == hostile
+    queue = store.qc_queue()
+    assert queue["counts"] == {**empty, "revised": 1, "complete": 1}
+    assert queue["items"][0]["state"] == "revised" and queue["items"][0]["round"] == 1
+
+    revised = store.judgements("revise")["h1@1"][0]
+    history = [*sent_back, QCEvent(status="revised", by="cy", round=1)]
+    store.queue([QueuedTask("qc", draft_item(2, revised.draft, history), creator="cy")])
+    queue = store.qc_queue()
+    assert queue["counts"] == {**empty, "awaiting_qc": 1, "complete": 1}
+    assert queue["items"][0] == {"item": "h1", "state": "awaiting_qc", "round": 2, "creator": "cy", "comment": hostile}
+
+    page = client.get("/admin", headers=bearer(boss))
+    assert page.status_code == 200 and 'id="qc-counts"' in page.text and 'id="qc-queue"' in page.text
+    queue_table = page.text.split('id="qc-queue"', 1)[1].split("</table>", 1)[0]
+    assert "<td>h1</td>" in queue_table and "<td>awaiting qc</td>" in queue_table and "h2" not in queue_table
+    assert "&lt;b&gt;which&lt;/b&gt; door? say it" in queue_table and hostile not in page.text
+    assert re.search(r"<td>qc</td>\s*<td class=\"n\">3</td>", page.text)  # three qc tasks, two rounds of h1
+
+    def export(name: str) -> list[dict[str, Any]]:
+        response = client.get(f"/export/{name}.jsonl", headers=bearer(boss))
+        assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-ndjson")
+        assert f'filename="{name}.jsonl"' in response.headers["content-disposition"]
+        return [json.loads(line) for line in response.text.splitlines()]
+
+    [create_line, create_agreement] = export("create")
+    assert create_line["judgement"]["draft"]["choices"][4] == {"label": "E", "text": "in a drawer"}
+    assert create_line["judgement"]["draft"]["distractor"] == "E" and create_line["judgement"]["annotator"] == "cy"
+    assert create_agreement["agreement"]["krippendorff_alpha"] is None  # a draft casts no vote
+    qc_lines = export("qc")
+    assert [(line["judgement"]["item_id"], line["judgement"]["verdict"]) for line in qc_lines[:-1]] == [
+        ("h1@1", "needs_revision"),
+        ("h2@1", "complete"),
+    ]
+    assert qc_lines[0]["judgement"]["comment"] == hostile
+    [revise_line, _] = export("revise")
+    assert revise_line["judgement"]["draft"]["question"] == rewritten["question"]
+    everything = export("all")
+    bodies = [line["judgement"] for line in everything if "judgement" in line]
+    assert sorted((j["task"], j["item_id"]) for j in bodies) == [
+        ("create", "h1"),
+        ("qc", "h1@1"),
+        ("qc", "h2@1"),
+        ("revise", "h1@1"),
+    ]
+    assert [line["agreement"]["task"] for line in everything if "agreement" in line] == ["create", "qc", "revise"]
+    assert client.get("/export/all.jsonl", headers=bearer(ana)).status_code == 403
+
+    step(ana, "qc", {"verdict": "complete", "comment": "clear now"})
+    final = store.qc_queue()
+    assert final["counts"] == {**empty, "complete": 2}
+    assert final["items"][0] == {"item": "h1", "state": "complete", "round": 2, "creator": "cy", "comment": "clear now"}
+    page = client.get("/admin", headers=bearer(boss))
+    assert 'id="qc-queue"' not in page.text and "Every item that went through QC is complete." in page.text

@@ -1,4 +1,4 @@
-"""The annotation app in a real chromium: keyboard-only judging, the admin page, hostile item text."""
+"""The annotation app in a real chromium: keyboard-only judging and writing, the admin page, hostile item text."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import uvicorn
 
 from senseforge.annotate.app import create_app
 from senseforge.annotate.store import AnnotationStore
-from senseforge.data.schema import MCItem
+from senseforge.data.schema import Choice, ConceptSlot, Draft, DraftItem, MCItem, QCEvent
+from senseforge.pipelines.taskqueue import QueuedTask
 
 pytestmark = pytest.mark.browser
 
@@ -197,3 +198,179 @@ def test_label_errors_by_keyboard(served: Served, page: Any) -> None:
     (judgement,) = served.judgements("label-errors")["q1"]
     assert (judgement.question_error, judgement.options_error) == ("fluency", "invalid-options")
     assert judgement.accept is False
+
+
+# -- writing, checking and revising questions -------------------------------------------------------
+
+
+def concept_slot(n: int, concept: str = "umbrella", category: str = "weather") -> QueuedTask:
+    """A create task for ana alone (the slot is hers to write)."""
+    written = ConceptSlot(id=f"w{n}", lang="en", category=category, concept=concept, creator="ana")
+    return QueuedTask(type="create", input=written, eligible=("ana",))
+
+
+def draft_item(
+    n: int, rnd: int, question: str, texts: list[str], history: list[QCEvent], category: str = "weather"
+) -> DraftItem:
+    choices = [Choice(label=label, text=text) for label, text in zip("ABCDE", texts, strict=True)]
+    return DraftItem(
+        id=f"w{n}@{rnd}",
+        item_id=f"w{n}",
+        lang="en",
+        category=category,
+        concept="umbrella",
+        creator="ana",
+        draft=Draft(question=question, choices=choices, answer="A", distractor="B"),
+        history=history,
+    )
+
+
+def test_writing_a_question_by_keyboard(served: Served, page: Any) -> None:
+    page.set_default_timeout(10_000)
+    served.store.queue([concept_slot(1)])
+    page.goto(served.link(served.store.invite("ana")))
+    page.goto(f"{served.base}/t/create")
+    assert page.locator("#concept").inner_text() == "umbrella" and page.locator("#category").inner_text() == "weather"
+    assert page.evaluate("document.activeElement.id") == "question"  # the page opens in the question box
+    page.keyboard.type("What do you take along when it rains?")  # the concept is missing: a 422 below
+    options = ["a brolly", "a raincoat", "sunglasses", "a scarf", "a kite"]
+    for n, text in enumerate(options):
+        page.keyboard.press("Tab")
+        page.keyboard.type(text)
+        if n == 2:  # Enter in a one-line field moves on instead of submitting
+            page.keyboard.press("Enter")
+            assert page.evaluate("document.activeElement.id") == "option-D"
+            page.keyboard.press("Shift+Tab")
+    assert page.locator('#judge .mirror[data-label="B"]').first.inner_text() == "a raincoat"
+    page.keyboard.press("Tab")  # into the answer choices: the keys work here
+    page.keyboard.press("1")
+    page.keyboard.press("Shift+Digit2")
+    assert page.is_checked('input[name="answer"][value="A"]')
+    assert page.is_checked('input[name="distractor"][value="B"]')
+    page.keyboard.press("Shift+Digit3")
+    page.keyboard.press("2")
+    assert page.is_checked('input[name="distractor"][value="C"]') and page.is_checked('input[name="answer"][value="B"]')
+    page.keyboard.press("1")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    problems = page.locator("#problems").inner_text()
+    assert "the concept 'umbrella' does not appear" in problems
+    assert page.input_value("#question") == "What do you take along when it rains?"
+    assert [page.input_value(f"#option-{label}") for label in "ABCDE"] == options
+    assert page.is_checked('input[name="answer"][value="A"]')
+    assert page.is_checked('input[name="distractor"][value="C"]')
+    # Esc leaves the question box so that the keys work; Ctrl+Enter submits from inside a text field
+    page.keyboard.press("Escape")
+    page.keyboard.press("?")
+    assert page.locator("#shortcuts").is_visible()
+    page.keyboard.press("?")
+    page.click("#question")
+    page.keyboard.press("Control+a")
+    page.keyboard.type("Which umbrella do you take along when it rains?")
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    assert "Nothing left for you in create" in page.content()
+    (judgement,) = served.judgements("create")["w1"]
+    assert (
+        judgement.annotator == "ana" and judgement.draft.question == "Which umbrella do you take along when it rains?"
+    )
+    assert [c.text for c in judgement.draft.choices] == options
+    assert (judgement.draft.answer, judgement.draft.distractor) == ("A", "C")
+
+
+def test_qc_sends_a_hostile_draft_back_and_its_writer_revises_it(served: Served, page: Any) -> None:
+    page.set_default_timeout(10_000)
+    question = f"{HOSTILE} umbrella?"
+    texts = [HOSTILE, "a raincoat", "sunglasses", "a scarf", "a kite"]
+    submitted = QCEvent(status="submitted", by="ana", round=0)
+    checked = draft_item(1, 0, question, texts, [submitted], category=HOSTILE)
+    served.store.queue([QueuedTask(type="qc", input=checked, creator="ana")])
+    ana, bo = served.store.invite("ana"), served.store.invite("bo")
+
+    page.goto(served.link(bo))
+    page.goto(f"{served.base}/t/qc")
+    assert page.locator("#question").inner_text() == question and page.locator("#category").inner_text() == HOSTILE
+    assert HOSTILE in page.locator("ol.choices li.marked").inner_text()
+    assert "a raincoat" in page.locator("ol.choices li.distractor").inner_text()
+    assert not page.locator("#comment").is_visible()
+    page.keyboard.press("2")  # needs revision: the comment box opens with the cursor in it
+    assert page.is_checked('input[name="verdict"][value="needs_revision"]')
+    assert page.evaluate("document.activeElement.id") == "comment"
+    feedback = f"Option A is markup: {HOSTILE}"
+    page.keyboard.type(feedback)
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    assert "Nothing left for you in qc" in page.content()
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    (verdict,) = served.judgements("qc")["w1@0"]
+    assert (verdict.annotator, verdict.verdict, verdict.comment) == ("bo", "needs_revision", feedback)
+
+    sent_back = QCEvent(status="needs_revision", by="bo", round=1, comment=verdict.comment)
+    revise = draft_item(1, 1, question, texts, [submitted, sent_back], category=HOSTILE)
+    served.store.queue([QueuedTask(type="revise", input=revise, eligible=("ana",))])
+    page.goto(served.link(ana))
+    page.goto(f"{served.base}/t/revise")
+    assert page.locator("#feedback").inner_text() == feedback
+    assert page.locator("main img, main script").count() == 0
+    assert page.input_value("#question") == question and page.input_value("#option-A") == HOSTILE
+    assert page.is_checked('input[name="answer"][value="A"]') and page.is_checked('input[name="distractor"][value="B"]')
+    page.keyboard.press("Control+a")  # the page opens in the question box
+    page.keyboard.type("Which umbrella do you open in the rain?")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Control+a")
+    page.keyboard.type("a big umbrella")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Shift+Digit4")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert "Nothing left for you in revise" in page.content()
+    page.wait_for_timeout(200)  # give a stray onerror a chance to fire
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    (edit,) = served.judgements("revise")["w1@1"]
+    assert edit.annotator == "ana" and edit.draft.question == "Which umbrella do you open in the rain?"
+    assert [c.text for c in edit.draft.choices] == ["a big umbrella", *texts[1:]]
+    assert (edit.draft.answer, edit.draft.distractor) == ("A", "D")
+
+
+@pytest.mark.parametrize("task", ["create", "qc", "revise"])
+def test_hostile_text_stays_inert_on_the_writing_pages(served: Served, page: Any, task: str) -> None:
+    page.set_default_timeout(10_000)
+    if task == "create":
+        served.store.queue([concept_slot(1, concept=HOSTILE, category=HOSTILE)])
+    else:
+        history = [
+            QCEvent(status="submitted", by="ana", round=0, comment=HOSTILE),
+            QCEvent(status="needs_revision", by="bo", round=1, comment=HOSTILE),
+        ]
+        written = draft_item(1, 1, f"{HOSTILE} umbrella?", [HOSTILE, "b", "c", "d", "e"], history, category=HOSTILE)
+        served.store.queue([QueuedTask(type=task, input=written, eligible=("ana",))])
+    page.goto(served.link(served.store.invite("ana")))
+    page.goto(f"{served.base}/t/{task}")
+    assert page.locator("#category").inner_text() == HOSTILE
+    if task == "create":
+        assert page.locator("#concept").inner_text() == HOSTILE
+        page.fill("#question", HOSTILE)
+        for label, text in zip("ABCDE", [HOSTILE, HOSTILE, "c", "d", "e"], strict=True):
+            page.fill(f"#option-{label}", text)
+        page.fill("#concept_form", HOSTILE)
+        assert page.locator('#judge .mirror[data-label="A"]').first.inner_text() == HOSTILE
+        page.keyboard.press("Escape")
+        page.keyboard.press("1")
+        page.keyboard.press("Shift+Digit3")
+        with page.expect_navigation():
+            page.keyboard.press("Enter")  # two options the same: a 422
+        assert "two options say the same thing" in page.locator("#problems").inner_text()
+        assert page.input_value("#question") == HOSTILE and page.input_value("#option-A") == HOSTILE
+        assert page.input_value("#concept_form") == HOSTILE
+        assert page.locator('#judge .mirror[data-label="A"]').first.inner_text() == HOSTILE
+    elif task == "qc":
+        assert page.locator("#question").inner_text() == f"{HOSTILE} umbrella?"
+        assert page.locator("#history").inner_text().count(HOSTILE) == 2
+        assert HOSTILE in page.locator("ol.choices").inner_text()
+    else:
+        assert page.locator("#feedback").inner_text() == HOSTILE
+        assert page.input_value("#question") == f"{HOSTILE} umbrella?" and page.input_value("#option-A") == HOSTILE
+        assert page.locator('#judge .mirror[data-label="A"]').first.inner_text() == HOSTILE
+    assert page.locator("main img, main script").count() == 0
+    page.wait_for_timeout(200)  # give a stray onerror a chance to fire
+    assert page.evaluate("typeof window.__pwned") == "undefined"

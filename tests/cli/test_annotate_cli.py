@@ -110,3 +110,86 @@ def test_baseline_queues_then_reports(tmp_path: Path) -> None:
     assert second.exit_code == 0, second.output
     assert "queued" not in second.output.split("human baseline")[0]
     assert second.output.count("1.000") >= 3  # every split answered right by the one annotator
+
+
+def test_status_shows_agreement_and_the_qc_queue(tmp_path: Path) -> None:
+    from senseforge.data.schema import ConceptSlot, Draft, DraftItem
+    from senseforge.pipelines.taskqueue import QueuedTask
+
+    draft = Draft(
+        question="Where would you leave a wet umbrella?",
+        choices=[{"label": label, "text": text} for label, text in zip("AB", ("by the door", "in bed"), strict=True)],
+        answer="A",
+        distractor="B",
+    )
+
+    def draft_item(item: str, round_: int) -> DraftItem:
+        return DraftItem(
+            id=f"{item}@{round_}", item_id=item, lang="en", category="objects", concept="umbrella", creator="cy",
+            draft=draft,
+        )  # fmt: skip
+
+    store = AnnotationStore(sqlite_url(tmp_path / "run.db"))
+    try:
+        for name in ("ana", "ben", "cy"):
+            store.invite(name)
+        slot = ConceptSlot(id="h9", lang="en", category="objects", concept="umbrella", creator="cy")
+        store.queue(
+            [
+                QueuedTask("create", slot, eligible=("cy",)),
+                *(QueuedTask("qc", draft_item(f"h{n}", 1), creator="cy") for n in range(1, 4)),
+            ]
+        )
+        store.add_tasks("verify", [item(1)], k=2, group="g")
+
+        def judge(who: str, task: str, **body: Any) -> None:
+            lease = store.next_assignment(who, task)
+            assert lease is not None
+            assert store.submit(lease.id, who, judgement(item_id=lease.item_id, annotator=who, task=task, **body))
+
+        judge("ana", "qc", verdict="needs_revision", comment="say which door")  # h1
+        judge("ana", "qc", verdict="complete")  # h2; h3 waits for a checker
+        lm_verdict = judgement(item_id="h3@1", annotator="lm:scripted/x#0", task="qc", verdict="complete")
+        store.runs.add_judgements([lm_verdict], "lm")  # only people's verdicts move an item through QC
+        judge("cy", "create", draft=draft.model_dump())
+        judge("ana", "verify", accept=True)
+        judge("ben", "verify", accept=False)
+    finally:
+        store.close()
+    result = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "1 / 1" in text and "2 / 2" in text and "2 / 3" in text  # the progress table as before
+    assert "agreement" in text and "Krippendorff α" in text
+    create_row = next(line for line in text.splitlines() if " create " in line and "n/a" in line)
+    assert create_row.count("n/a") == 2  # a draft casts no vote
+    assert "QC queue" in text
+    counts = {}
+    for line in text.split("QC queue", 1)[1].splitlines():
+        cells = [cell.strip() for cell in line.replace("│", "|").split("|") if cell.strip()]
+        if len(cells) == 2 and cells[1].isdigit():
+            counts[cells[0]] = int(cells[1])
+    assert counts == {"awaiting_qc": 1, "needs_revision": 1, "revised": 0, "complete": 1}
+
+    as_json = CliRunner().invoke(app, ["status", str(tmp_path), "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    report = json.loads(as_json.stdout)
+    assert report["tasks"]["qc"] == {"tasks": 3, "complete": 2, "wanted": 3, "done": 2}
+    assert report["agreement"]["create"] is None
+    assert report["agreement"]["verify"]["items"] == 1 and report["agreement"]["verify"]["ratings"] == 2
+    assert report["qc"]["counts"] == counts
+    h1 = report["qc"]["items"][0]
+    assert h1 == {"item": "h1", "state": "needs_revision", "round": 1, "creator": "cy", "comment": "say which door"}
+
+
+def test_status_without_qc_tasks_prints_no_qc_queue(tmp_path: Path) -> None:
+    store = AnnotationStore(sqlite_url(tmp_path / "run.db"))
+    try:
+        store.add_tasks("verify", [item(1)], k=1, group="g")
+    finally:
+        store.close()
+    result = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "QC queue" not in result.stdout and "agreement" in result.stdout
+    report = json.loads(CliRunner().invoke(app, ["status", str(tmp_path), "--json"]).stdout)
+    assert report["qc"] is None and report["agreement"]["verify"]["fleiss_kappa"] is None

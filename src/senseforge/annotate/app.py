@@ -12,8 +12,8 @@ Routes:
 * ``GET /`` — the caller's task types, with what is left of each;
 * ``GET /t/{type}`` and ``POST /t/{type}`` — the next assignment as a keyboard-first form,
   and its submission (303 back to the next one; 422 with the problems shown);
-* ``GET /admin`` and ``GET /export/{type}.jsonl`` — progress, agreement and the
-  judgements (admins only);
+* ``GET /admin`` and ``GET /export/{type}.jsonl`` — progress, agreement, the QC queue and
+  the judgements (``/export/all.jsonl``: of every type; admins only);
 * ``POST /api/{type}/next`` and ``POST /api/{type}/{assignment_id}`` — the same as JSON.
 
 Form posts authenticated by the cookie carry a ``csrf`` field (HMAC-SHA256 of the literal
@@ -317,32 +317,47 @@ class _App:
             for name in progress["tasks"]
             if name in TASK_TYPES
         }
+        qc = self.store.qc_queue() if "qc" in progress["tasks"] else None
         return self.page(
             "admin.html",
             who=caller.who,
             tasks=progress["tasks"],
             annotators=progress["annotators"],
             agreement=stats,
+            qc=qc,
+            qc_open=[row for row in qc["items"] if row["state"] != "complete"] if qc else [],
             csrf=csrf_token(caller.token),
         )
 
     def export(self, request: Request, _body: bytes) -> Response:
+        """Every human judgement of a task type (``all``: of every type) with its full body, then agreement.
+
+        One ``{"judgement": …}`` line per judgement, per item in the order stored, then one
+        ``{"agreement": …}`` line per task type exported.
+        """
         self.admin(request)
-        task = self.task(request.path_params["task_type"])
-        by_item = self.store.judgements(task.name)
-        lines = [
-            json.dumps({"judgement": j.model_dump(mode="json")}, ensure_ascii=False, sort_keys=True)
-            for group in by_item.values()
-            for j in group
-        ]
-        lines.append(
-            json.dumps({"agreement": {"task": task.name, **agreement_summary(by_item, task.name)}}, sort_keys=True)
-        )
+        wanted = request.path_params["task_type"]
+        every = wanted == "all"  # not a task type: the judgements of all of them in one file
+        names = list(TASK_TYPES) if every else [self.task(wanted).name]
+        lines: list[str] = []
+        summaries: list[str] = []
+        for name in names:
+            by_item = self.store.judgements(name)
+            if every and not by_item:
+                continue
+            lines.extend(
+                json.dumps({"judgement": j.model_dump(mode="json")}, ensure_ascii=False, sort_keys=True)
+                for group in by_item.values()
+                for j in group
+            )
+            summaries.append(
+                json.dumps({"agreement": {"task": name, **agreement_summary(by_item, name)}}, sort_keys=True)
+            )
         return Response(
-            "\n".join(lines) + "\n",
+            "\n".join(lines + summaries) + "\n" if lines or summaries else "",
             media_type="application/x-ndjson",
             headers={
-                "Content-Disposition": f'attachment; filename="{task.name}.jsonl"',
+                "Content-Disposition": f'attachment; filename="{"all" if every else names[0]}.jsonl"',
                 "Cache-Control": "no-store",
             },
         )

@@ -423,6 +423,107 @@ class AnnotationStore:
             out["annotators"].setdefault(name, {})[task_type] = {"done": int(done or 0), "open": int(open_ or 0)}
         return out
 
+    def qc_queue(self) -> dict[str, Any]:
+        """Where each written item stands in QC, read from the ``qc`` tasks and the qc and revise judgements.
+
+        An item is the part of a qc task's id before ``@<round>``; its state is its latest
+        queued round's:
+
+        * ``awaiting_qc`` — that round's qc task has no verdict yet;
+        * ``needs_revision`` — the verdict sent the item back and its creator has not revised it yet;
+        * ``revised`` — the creator revised it and the next round's qc task is not queued yet
+          (resuming the build queues it);
+        * ``complete`` — the verdict is ``complete``.
+
+        As the Human_Gen recipe reads them: only human judgements count; a round's verdict is
+        the first qc judgement stored for it by someone other than the creator, and only the
+        creator's revise judgement revises. Two queries, whatever the number of items.
+
+        Returns:
+            ``{"items": [...], "counts": {state: n}}``: per item, in the order its first qc
+            task was queued, ``item``, ``state``, ``round`` (the latest queued round),
+            ``creator`` (of that round's draft) and ``comment`` (the comment of the latest
+            round's verdict that has been given, ``None`` without one); ``counts`` has every
+            state, zeros included.
+        """
+
+        def split(task_id: str) -> tuple[str, int] | None:
+            item, sep, raw = task_id.rpartition("@")
+            if not sep or not item or not (raw.isascii() and raw.isdigit()):
+                return None
+            return item, int(raw)
+
+        with self.engine.connect() as conn:
+            queued = conn.execute(
+                sa.select(
+                    tasks.c.item_id,
+                    tasks.c.creator,
+                    # the draft's JSON only where the task does not name the creator itself
+                    sa.case((tasks.c.creator.is_(None), tasks.c.item), else_=sa.null()),
+                )
+                .where(tasks.c.type == "qc")
+                .order_by(tasks.c.id)
+            ).all()
+            judged = conn.execute(
+                sa.select(judgements.c.item_id, judgements.c.task, judgements.c.annotator, judgements.c.body)
+                .where(judgements.c.task.in_(("qc", "revise")), judgements.c.source == "human")
+                .order_by(judgements.c.id)
+            ).all()
+        latest: dict[str, tuple[int, str | None]] = {}  # item -> (latest round, its creator)
+        for task_id, creator, draft in queued:
+            parts = split(str(task_id))
+            if parts is None:
+                continue
+            item, round_ = parts
+            if item in latest and latest[item][0] >= round_:
+                continue
+            if creator is None and draft is not None:
+                found = json.loads(draft).get("creator")
+                creator = found if isinstance(found, str) else None
+            latest[item] = (round_, None if creator is None else str(creator))
+        verdicts: dict[tuple[str, int], str | None] = {}  # (item, round) -> the verdict that decides it
+        revised: set[tuple[str, int]] = set()
+        last_comment: dict[str, tuple[int, str | None]] = {}  # item -> (round, comment) of its latest verdict
+        for task_id, task, annotator, body in judged:
+            parts = split(str(task_id))
+            if parts is None or parts[0] not in latest:
+                continue
+            creator = latest[parts[0]][1]
+            by_creator = creator is not None and annotator == creator
+            if task == "revise":
+                if by_creator or creator is None:
+                    revised.add(parts)
+                continue
+            if by_creator or parts in verdicts:
+                continue
+            fields = json.loads(body)
+            verdicts[parts] = fields.get("verdict")
+            if parts[0] not in last_comment or last_comment[parts[0]][0] < parts[1]:
+                last_comment[parts[0]] = (parts[1], fields.get("comment"))
+        counts = dict.fromkeys(("awaiting_qc", "needs_revision", "revised", "complete"), 0)
+        rows: list[dict[str, Any]] = []
+        for item, (round_, creator) in latest.items():
+            verdict = verdicts.get((item, round_))
+            if verdict is None:
+                state = "awaiting_qc"
+            elif verdict == "complete":
+                state = "complete"
+            elif (item, round_) in revised:
+                state = "revised"
+            else:
+                state = "needs_revision"
+            counts[state] += 1
+            rows.append(
+                {
+                    "item": item,
+                    "state": state,
+                    "round": round_,
+                    "creator": creator,
+                    "comment": last_comment.get(item, (0, None))[1],
+                }
+            )
+        return {"items": rows, "counts": counts}
+
 
 def _eligible(annotator: str) -> Any:
     """The condition "this annotator may take the task": nobody is listed for it, or they are."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from pathlib import Path
@@ -128,21 +129,88 @@ def _progress_table(progress: dict[str, Any]) -> tuple[Table, Table]:
     return tasks, people
 
 
+def _casts_votes(task_type: str) -> bool:
+    """Whether judgements of this type vote (create and revise write drafts: no agreement to measure)."""
+    from typing import get_args
+
+    from senseforge.data.schema import Judgement
+
+    union = get_args(Judgement)[0]
+    return any(cls.model_fields["task"].default == task_type and cls.vote_kind for cls in get_args(union))
+
+
+def _stat(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _agreement_table(agreement: dict[str, dict[str, Any] | None]) -> Table:
+    table = Table(title="agreement")
+    for column in ("task type", "items", "ratings", "Fleiss κ", "Krippendorff α"):
+        table.add_column(column, justify="left" if column == "task type" else "right")
+    for name, row in sorted(agreement.items()):
+        if row is None:
+            table.add_row(name, "", "", "n/a", "n/a")
+        else:
+            table.add_row(
+                name,
+                str(row["items"]),
+                str(row["ratings"]),
+                _stat(row["fleiss_kappa"]),
+                _stat(row["krippendorff_alpha"]),
+            )
+    return table
+
+
+def _qc_table(counts: dict[str, int]) -> Table:
+    table = Table(title="QC queue")
+    table.add_column("state")
+    table.add_column("items", justify="right")
+    for state, n in counts.items():
+        table.add_row(state, str(n))
+    return table
+
+
 @app.command("status")
-def status(run_dir: Path = RunDirArgument, store: str | None = StoreUrlOption) -> None:
-    """Progress per task type and per annotator."""
+def status(
+    run_dir: Path = RunDirArgument,
+    store: str | None = StoreUrlOption,
+    as_json: bool = typer.Option(False, "--json", help="Print everything as one JSON object."),
+) -> None:
+    """Progress per task type and per annotator, agreement per task type, and the QC queue when there is one.
+
+    Agreement (Fleiss' kappa, Krippendorff's nominal alpha) is over the items with two or
+    more human votes; ``n/a`` where it is undefined, and for create and revise, whose
+    judgements cast no vote. With ``--json``: ``tasks``, ``annotators``, ``agreement``
+    (``null`` for a type that casts no vote) and ``qc`` (``null`` without qc tasks; else its
+    ``counts`` and ``items``).
+    """
+    from dataclasses import asdict
+
     from senseforge.annotate.store import AnnotationStore
+    from senseforge.evaluate.policies import agreement as agreement_of
 
     annotation = AnnotationStore(run_store_url(run_dir, store))
     try:
         progress = annotation.progress()
+        agreement = {
+            name: asdict(agreement_of(annotation.judgements(name), name)) if _casts_votes(name) else None
+            for name in progress["tasks"]
+        }
+        qc = annotation.qc_queue() if "qc" in progress["tasks"] else None
     finally:
         annotation.close()
+    if as_json:
+        report = {**progress, "agreement": agreement, "qc": qc}
+        typer.echo(json.dumps(report, ensure_ascii=False, indent=2, sort_keys=True))
+        return
     if not progress["tasks"]:
         out.print(f"{run_dir}: no annotation tasks queued", markup=False)
         return
     for table in _progress_table(progress):
         out.print(table)
+    out.print(_agreement_table(agreement))
+    if qc is not None:
+        out.print(_qc_table(qc["counts"]))
 
 
 @app.command("baseline")

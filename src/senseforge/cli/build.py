@@ -162,8 +162,13 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
         ),
         (
             "human_rate",
-            float | None,
-            typer.Option(None, "--human-rate", min=0.0, help="US dollars per human judgement, for cost.json."),
+            str | None,
+            typer.Option(
+                None,
+                "--human-rate",
+                help="US dollars per human judgement, for cost.json: one rate (0.05), or one per task type "
+                "(create=0.40,qc=0.10,revise=0.20,answer=0.05).",
+            ),
         ),
         ("store", str | None, StoreOption),
         (
@@ -232,7 +237,7 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
             store=Store(values.get("store")),
             run_store_url=values.get("run_store"),
             decisions=values.get("decisions") or [],
-            human_rate=values.get("human_rate"),
+            human_rate=human_rate(values.get("human_rate")),
             progress=progress_bar,
             responders=dry_run_authors(),
         )
@@ -256,6 +261,36 @@ def _kept_in(lang: str, counts: dict[str, Any]) -> str:
         return f"{lang} {counts['kept']} of {counts['slots']} concepts"
     splits = ", ".join(f"{name} {n}" for name, n in (counts.get("splits") or {}).items())
     return f"{lang} {counts['kept']}" + (f" ({splits})" if splits else "")
+
+
+def human_rate(text: str | None) -> float | dict[str, float] | None:
+    """``--human-rate``: one rate, or ``task=rate`` pairs separated by commas.
+
+    Raises:
+        typer.BadParameter: a rate that is not a number of dollars at least 0.
+    """
+    if text is None or not text.strip():
+        return None
+
+    def dollars(value: str, where: str) -> float:
+        try:
+            rate = float(value)
+        except ValueError:
+            message = f"{where}: {value!r} is not a number of dollars"
+            raise typer.BadParameter(message, param_hint="--human-rate") from None
+        if rate < 0 or rate != rate:
+            raise typer.BadParameter(f"{where}: a rate is at least 0", param_hint="--human-rate")
+        return rate
+
+    if "=" not in text:
+        return dollars(text.strip(), "rate")
+    rates: dict[str, float] = {}
+    for part in text.split(","):
+        task, sep, value = part.partition("=")
+        if not sep or not task.strip():
+            raise typer.BadParameter(f"{part.strip()!r}: write TASK=RATE", param_hint="--human-rate")
+        rates[task.strip()] = dollars(value.strip(), task.strip())
+    return rates
 
 
 def print_summary(summary: Any) -> None:

@@ -11,9 +11,10 @@ def recipes() -> dict[str, Recipe]:
     """The built-in recipes by name."""
     from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
     from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN
+    from senseforge.pipelines.human_gen.recipe import HUMAN_GEN
     from senseforge.pipelines.mcsqa.recipe import MCSQA
 
-    return {recipe.name: recipe for recipe in (MCSQA, CULTURE_GEN, CULTURE_ADAPT)}
+    return {recipe.name: recipe for recipe in (MCSQA, CULTURE_GEN, CULTURE_ADAPT, HUMAN_GEN)}
 
 
 def get_recipe(name: str) -> Recipe:

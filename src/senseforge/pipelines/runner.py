@@ -38,12 +38,13 @@ from senseforge.pipelines.executor import Executor, ModelPool, make_executor
 from senseforge.pipelines.recipe import Recipe
 from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.review import Review
-from senseforge.pipelines.runstore import RunStore, StageResult, sqlite_url
+from senseforge.pipelines.runstore import RunStore, StageResult, StoredJudgement, sqlite_url
 from senseforge.pipelines.stage import (
     AWAITING,
     NO_OUTPUT,
     PENDING,
     Children,
+    PeopleStage,
     ProgressFactory,
     RunIncomplete,
     Stage,
@@ -51,7 +52,7 @@ from senseforge.pipelines.stage import (
     no_progress,
     rejected,
 )
-from senseforge.pipelines.taskqueue import add_tasks
+from senseforge.pipelines.taskqueue import QueuedTask, add_tasks, queue_tasks
 from senseforge.store.db import Store
 
 logger = logging.getLogger(__name__)
@@ -230,6 +231,7 @@ class StageReport:
 
     stored: int = 0
     awaiting: list[StageResult] = field(default_factory=list)
+    tasks: list[QueuedTask] = field(default_factory=list)
 
 
 def _parent(record_id: str, inputs: set[str]) -> str:
@@ -266,10 +268,9 @@ def run_stage(
         label = stage.name if round_no == 0 else f"{stage.name} (retry {round_no})"
         with bar(label, len(todo)) as advance:
             for batch in iter_batches(todo, size):
-                judged = (
-                    store.judgements_for(stage.reads_task, [r.record_id for r in batch]) if stage.reads_task else {}
-                )
+                judged = _judgements(stage, store, [r.record_id for r in batch])
                 output = executor.run(stage, batch, judged)
+                report.tasks += output.tasks
                 if len(output.outcomes) != len(batch):
                     raise SenseforgeError(
                         f"stage {stage.name}: {len(output.outcomes)} outcomes for {len(batch)} records"
@@ -298,6 +299,12 @@ def run_stage(
         f"stage {stage.name}: {len(todo)} record(s) still failing after {rounds} round(s) of transient errors "
         "(see the ledger); run again with --resume to retry them"
     )
+
+
+def _judgements(stage: Stage, store: RunStore, ids: list[str]) -> Mapping[str, Sequence[StoredJudgement]]:
+    if isinstance(stage, PeopleStage):
+        return store.judgements_of_records(stage.people_tasks, ids)
+    return store.judgements_for(stage.reads_task, ids) if stage.reads_task else {}
 
 
 def _children(stage: str, record: StageResult, outcome: Children) -> list[StageResult]:
@@ -349,6 +356,23 @@ def _write_queue(run_dir: Path, review: Review, waiting: Sequence[StageResult], 
             done = {j.judgement.annotator for j in stored.get(record.record_id, []) if j.source == "human"}
             needed = max(0, review.k - len(done))
             row = {**item.model_dump(mode="json"), "reviews_needed": needed, "reviewed_by": sorted(done)}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _write_task_queue(run_dir: Path, queued: Sequence[QueuedTask]) -> None:
+    """``review/queue.jsonl``: the tasks people are waiting on, one per line."""
+    path = run_dir / QUEUE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(path) as handle:
+        for task in queued:
+            row = {
+                "type": task.type,
+                "id": task.id,
+                "k": task.k,
+                "eligible": list(task.eligible),
+                "creator": task.creator,
+                "input": task.input.model_dump(mode="json"),
+            }
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
@@ -427,7 +451,10 @@ def build(
             logger.info("imported %d review decision(s)", changed)
         run.set_meta({"state": "running"})
         records = _source(recipe, config, run)
+        waiting: list[StageReport] = []
         for stage in stages:
+            if waiting and (stage.barrier or isinstance(stage, Review)):
+                break  # it needs every record, or would pause the run itself: wait for people first
             report = run_stage(
                 stage,
                 records,
@@ -437,7 +464,9 @@ def build(
                 rounds=config.call_rounds,
                 progress=progress,
             )
-            if report.awaiting:
+            if report.awaiting and isinstance(stage, PeopleStage):
+                waiting.append(report)
+            elif report.awaiting:
                 if not isinstance(stage, Review):
                     raise SenseforgeError(f"stage {stage.name} waits for people but is no review stage")
                 _write_queue(run_dir, stage, report.awaiting, run)
@@ -449,6 +478,14 @@ def build(
                     run_dir, "awaiting_review", recipe=recipe.name, awaiting=len(report.awaiting), ledger=ledger
                 )
             records = run.results(stage.name, "ok")
+        if waiting:
+            queued = [task for report in waiting for task in report.tasks]
+            queue_tasks(run.engine, queued)
+            _write_task_queue(run_dir, queued)
+            run.set_meta({"state": "awaiting_review"})
+            awaiting = sum(len(report.awaiting) for report in waiting)
+            ledger = dict(store.ledger_summary(run_label))
+            return BuildSummary(run_dir, "awaiting_review", recipe=recipe.name, awaiting=awaiting, ledger=ledger)
         (run_dir / QUEUE).unlink(missing_ok=True)
         return _finish(recipe, config, stages, run_dir, run, store, run_label, human_rate, prices)
     finally:
@@ -500,7 +537,10 @@ def _finish(
     facts = json.loads(run.meta(SOURCE_FACTS) or "{}")
     rows = funnel_rows(run, names, recipe.splitting())
     funnel_doc = recipe.finish(config, run, run_dir, rows, facts)
-    tasks = sorted({stage.task for stage in stages if isinstance(stage, Review)})
+    tasks = sorted(
+        {stage.task for stage in stages if isinstance(stage, Review)}
+        | {task for stage in stages if isinstance(stage, PeopleStage) for task in stage.people_tasks}
+    )
     judged = {task: run.count_judgements(task, "human") for task in tasks}
     cost_doc = cost(
         run,

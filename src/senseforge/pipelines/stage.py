@@ -30,13 +30,14 @@ import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from senseforge.data.schema import Judgement
 from senseforge.errors import BackendError, SenseforgeError
 from senseforge.llm.base import LLM, Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest, Progress
 from senseforge.llm.cache import cache_key
 from senseforge.pipelines.runstore import JudgementSource, StageResult, StoredJudgement
+from senseforge.pipelines.taskqueue import QueuedTask
 
 TRANSIENT_FAILURES = frozenset({"rate_limit", "timeout", "server_error", "truncated", "connection"})
 """Failure kinds worth another round: the same call may well succeed later."""
@@ -80,10 +81,12 @@ class RunIncomplete(SenseforgeError):
 
 @dataclass
 class StageOutput:
-    """What a stage made of a batch: one outcome per record, and the judgements it made."""
+    """What a stage made of a batch: one outcome per record, the judgements it made, the work it wants done."""
 
     outcomes: Sequence[Outcome]
     judgements: Sequence[tuple[Judgement, JudgementSource]] = field(default_factory=list)
+    tasks: Sequence[QueuedTask] = field(default_factory=list)
+    """Tasks for people that the :data:`AWAITING` records wait for (a :class:`PeopleStage` queues its own)."""
 
 
 class StageContext(Protocol):
@@ -119,6 +122,22 @@ class Stage(Protocol):
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         """One outcome per record, in order."""
         ...
+
+
+@runtime_checkable
+class PeopleStage(Protocol):
+    """A stage whose records wait for people one by one (write, check, revise, answer).
+
+    Unlike a review (which pauses the whole run), records it has decided go on to the next
+    stages while others still wait; the run stops, awaiting people, once every stage that
+    can go on has, and before any barrier stage. The stage reads the judgements of
+    :attr:`people_tasks` for its records (also those of ``<id>@<round>``) and returns, with
+    each :data:`AWAITING` outcome, the task it waits for in :attr:`StageOutput.tasks`.
+    """
+
+    name: str
+    people_tasks: tuple[str, ...]
+    """The task types it reads and queues (priced per judgement in ``cost.json``)."""
 
 
 def ok(

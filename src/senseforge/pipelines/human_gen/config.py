@@ -1,0 +1,83 @@
+"""The settings of ``build human-gen`` (hashed into the manifest, like every recipe's)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from senseforge.data.lang import normalize_tag
+from senseforge.pipelines.config import RecipeConfig
+
+DEFAULT_POOL: tuple[str, ...] = ("W1", "W2", "W3", "W4", "W5", "W6")
+"""Six annotators, named as in Putri et al.'s release."""
+
+
+def _names(value: tuple[str, ...], what: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in value if name.strip())
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what}: a name is given twice ({', '.join(names)})")
+    for name in names:
+        if len(name) > 128 or "@" in name:
+            raise ValueError(f"{what}: {name[:40]!r} is not a usable annotator name (1-128 characters, no '@')")
+    return names
+
+
+class HumanGenConfig(RecipeConfig):
+    """Everything that decides what a human-gen build asks of people and keeps."""
+
+    recipe: Literal["human-gen"] = "human-gen"
+    lang: str = "id"
+    """The language people write and answer in (BCP-47)."""
+    concepts: str | None = None
+    """The concept table (CSV or JSONL: category, concept[, lang]); ``None``: our bundled example table.
+    A row given twice counts once."""
+    pool: tuple[str, ...] = DEFAULT_POOL
+    """The annotators who write and answer (invite each with ``senseforge annotate invite``)."""
+    assignment: Literal["pairs", "each", "one"] = "pairs"
+    """Who writes from which concept: ``pairs`` (Putri et al.: the pool in consecutive pairs, each pair
+    writing from its own share of every category, both members from the same concepts), ``each``
+    (everyone from every concept) or ``one`` (each concept to one creator, in turn)."""
+    checkers: tuple[str, ...] = ()
+    """Who does quality control; empty: any pool member but the item's creator."""
+    answers: int | None = Field(default=None, ge=1)
+    """Blind answers per item; ``None``: every pool member but the creator (pool − 1; Putri et al.: 5)."""
+    max_ambiguity_flags: int = Field(default=3, ge=0)
+    """Exclude an item more than this many answerers flag as ambiguous (question or any option)."""
+    max_qc_rounds: int = Field(default=3, ge=1)
+    """Give up on an item QC has sent back this many times (rejected ``qc_unresolved``)."""
+    options: int = Field(default=5, ge=2, le=10)
+    """Options per question (Putri et al.: five, one right and one hard distractor)."""
+
+    @field_validator("lang")
+    @classmethod
+    def _lang(cls, value: str) -> str:
+        return normalize_tag(value)
+
+    @field_validator("pool")
+    @classmethod
+    def _pool(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        names = _names(value, "pool")
+        if len(names) < 2:
+            raise ValueError("pool: at least two annotators (one writes, another answers)")
+        return names
+
+    @field_validator("checkers")
+    @classmethod
+    def _checkers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _names(value, "checkers")
+
+    @model_validator(mode="after")
+    def _fits_the_pool(self) -> HumanGenConfig:
+        if self.assignment == "pairs" and len(self.pool) % 2:
+            raise ValueError(f"assignment pairs needs an even pool, got {len(self.pool)} annotators")
+        if self.answers is not None and self.answers > len(self.pool) - 1:
+            raise ValueError(f"answers: at most pool − 1 = {len(self.pool) - 1} (the creator never answers)")
+        if self.checkers and len(self.checkers) == 1 and self.checkers[0] in self.pool:
+            raise ValueError("checkers: a lone checker from the pool could not check their own items; add another")
+        return self
+
+    @property
+    def k(self) -> int:
+        """Answers per item."""
+        return self.answers if self.answers is not None else len(self.pool) - 1

@@ -1,0 +1,234 @@
+"""``build human-gen``: Putri et al.'s Human_Gen (§4.2, Appendix C) — people write, check and answer.
+
+slots (a concept table assigned to a pool of creators) → create (each creator writes
+from their concepts) → qc (a checker marks each item complete or sends it back; the
+creator revises; again, until complete) → answer (every other pool member answers blind)
+→ the dataset. Every human stage stops the run "awaiting review" with the tasks it
+queued in the annotation app (``senseforge annotate serve``); ``--resume`` reads the new
+judgements, moves each item on, and queues what comes next. Items go on one by one: a
+checker need not wait for the last creator.
+
+Outputs under the run directory, for the run's language: ``<lang>/dataset/test.jsonl``
+in the released shape of Putri et al.'s Human_Gen (``id``, ``category``,
+``question_concept``, ``question``, ``choices{label,text}``, ``answer_creator``,
+``answer_majority``, ``answers``, ``answers_uncertainty``, ``question_ambiguity``,
+``option_ambiguity``, ``reason``, each keyed by answerer) plus ``creator``,
+``distractor``, ``qc_history`` and ``lang``; ``<lang>/items/test.jsonl`` (full items);
+``funnel.json`` with QC rounds and the answerers' agreement (Fleiss' κ, Krippendorff's α);
+``cost.json`` pricing judgements per task type (``--human-rate create=…,answer=…``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from senseforge.data.schema import Choice, MCItem, Provenance
+from senseforge.errors import ConfigError
+from senseforge.evaluate import policies
+from senseforge.pipelines.culture_gen.concepts import Concept, example_table, read_concepts
+from senseforge.pipelines.human_gen.config import HumanGenConfig
+from senseforge.pipelines.human_gen.stages import BlindAnswers, Create, QualityControl, assign, slot_id
+from senseforge.pipelines.recipe import Flag
+from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_splits
+from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.stage import Stage
+
+STAGES: tuple[str, ...] = ("slots", "create", "qc", "answer")
+
+
+class Slots:
+    """The first records: one per (creator, concept) the assignment makes, for the run's language."""
+
+    name = "slots"
+
+    def records(self, config: HumanGenConfig) -> tuple[list[StageResult], dict[str, Any]]:
+        path = Path(config.concepts) if config.concepts else example_table()
+        rows = [row for row in read_concepts(path) if row.lang in (None, config.lang)]
+        unique = list(dict.fromkeys(Concept(row.category, row.concept) for row in rows))
+        if not unique:
+            raise ConfigError(f"{path}: no concepts for language {config.lang}")
+        seen: Counter[tuple[str, Concept]] = Counter()
+        records = []
+        for creator, concept in assign(unique, config.pool, config.assignment):
+            occurrence = seen[(creator, concept)]
+            seen[(creator, concept)] += 1
+            payload = {
+                "lang": config.lang,
+                "category": concept.category,
+                "concept": concept.concept,
+                "creator": creator,
+            }
+            records.append(StageResult(slot_id(config.lang, creator, concept, occurrence), "ok", payload))
+        per_creator = Counter(r.payload["creator"] for r in records)
+        facts = {
+            "concept_table": str(path),
+            "concepts": len(unique),
+            "slots": len(records),
+            "per_creator": {name: per_creator.get(name, 0) for name in config.pool},
+        }
+        return records, facts
+
+
+def to_item(record: StageResult) -> MCItem:
+    """A kept record as a full item (answers and QC history in ``metadata``)."""
+    p = record.payload
+    draft = p["draft"]
+    return MCItem(
+        id=record.record_id,
+        lang=p["lang"],
+        question=draft["question"],
+        question_concept=p["concept"],
+        choices=[Choice.model_validate(c) for c in draft["choices"]],
+        answer=draft["answer"],
+        category=p["category"],
+        provenance=Provenance(recipe="human-gen", source_ids=[record.record_id], review="human"),
+        metadata={
+            "creator": p["creator"],
+            "distractor": draft["distractor"],
+            "concept_form": draft.get("concept_form"),
+            "answer_majority": p["answer_majority"],
+            "answers": p["answers"],
+            "qc_history": p["qc_history"],
+        },
+    )
+
+
+def released_row(item: MCItem) -> dict[str, Any]:
+    """An item in the released Human_Gen shape, plus ``creator``, ``distractor``, ``qc_history``, ``lang``."""
+    labels = [c.label for c in item.choices]
+    answers = item.metadata["answers"]
+    return {
+        "id": item.id,
+        "category": item.category,
+        "question_concept": item.question_concept,
+        "question": item.question,
+        "choices": {"label": labels, "text": [c.text for c in item.choices]},
+        "answer_creator": item.answer,
+        "answer_majority": item.metadata["answer_majority"],
+        "answers": {a["annotator"]: a["choice"] for a in answers},
+        "answers_uncertainty": {a["annotator"]: "certain" if a["certain"] else "uncertain" for a in answers},
+        "question_ambiguity": {
+            a["annotator"]: "ambiguous" if "ambiguous-question" in a["flags"] else "clear" for a in answers
+        },
+        "option_ambiguity": {
+            a["annotator"]: ["ambiguous" if f"ambiguous-option:{label}" in a["flags"] else "clear" for label in labels]
+            for a in answers
+        },
+        "reason": {a["annotator"]: a["reason"] or "" for a in answers},
+        "creator": item.metadata["creator"],
+        "distractor": item.metadata["distractor"],
+        "qc_history": item.metadata["qc_history"],
+        "lang": item.lang,
+    }
+
+
+class HumanGenFunnel(Funnel):
+    """The run's funnel: stage rows, what QC did, and how far the answerers agreed."""
+
+    key_order: ClassVar[tuple[str, ...]] = ("lang", "pool", "stages", "kept", "qc", "answers")
+    lang: str
+    pool: list[str]
+    qc: dict[str, Any]
+    """Items sent back at least once, revisions, items per number of QC rounds, unresolved items."""
+    answers: dict[str, Any]
+    """Answers per item, agreement over them (``fleiss_kappa``, ``krippendorff_alpha``), excluded items,
+    and how often the majority matched the creator."""
+
+
+@dataclass
+class HumanGen:
+    """Putri et al.'s Human_Gen."""
+
+    name = "human-gen"
+    summary = "People write, check and answer culture-grounded questions in the app (Human_Gen)."
+    config_model = HumanGenConfig
+    cost_model = Cost
+    flags: ClassVar[Mapping[str, Flag]] = MappingProxyType({"concepts": Flag(path=True)})
+    authors: ClassVar[Mapping[str, Any]] = MappingProxyType({})
+
+    def default_run_dir(self, config: HumanGenConfig) -> Path:
+        return Path("runs") / f"human-gen-{config.lang}"
+
+    def source(self, config: HumanGenConfig) -> Slots:
+        return Slots()
+
+    def stages(self, config: HumanGenConfig) -> list[Stage]:
+        return [
+            Create("create", options=config.options),
+            QualityControl("qc", pool=config.pool, checkers=config.checkers, max_rounds=config.max_qc_rounds),
+            BlindAnswers("answer", pool=config.pool, k=config.k, max_flags=config.max_ambiguity_flags),
+        ]
+
+    def splitting(self) -> frozenset[str]:
+        return frozenset()
+
+    def manifest(self, config: HumanGenConfig) -> dict[str, Any]:
+        return {"people": {"pool": list(config.pool), "checkers": list(config.checkers), "answers_per_item": config.k}}
+
+    def finish(
+        self, config: HumanGenConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
+    ) -> Funnel:
+        kept = sorted(run.results("answer", "ok"), key=lambda r: r.record_id)
+        items = [to_item(r) for r in kept]
+        write_splits(run_dir / config.lang, {"test": items}, released_row)
+        answered = [*kept, *run.results("answer", "rejected")]
+        return HumanGenFunnel(
+            lang=config.lang,
+            pool=list(config.pool),
+            stages=rows,
+            kept=len(items),
+            qc=_qc_figures(run),
+            answers=_answer_figures(config, run, answered, items),
+        )
+
+
+def _qc_figures(run: RunStore) -> dict[str, Any]:
+    decided = [*run.results("qc", "ok"), *run.results("qc", "rejected")]
+    rounds: Counter[int] = Counter()
+    sent_back = revisions = 0
+    for record in decided:
+        history = record.payload.get("qc_history", [])
+        verdicts = [e for e in history if e["status"] in ("complete", "needs_revision")]
+        rounds[len(verdicts)] += 1
+        sent_back += any(e["status"] == "needs_revision" for e in history)
+        revisions += sum(1 for e in history if e["status"] == "revised")
+    return {
+        "items": len(decided),
+        "sent_back": sent_back,
+        "revisions": revisions,
+        "rounds": {str(n): rounds[n] for n in sorted(rounds)},
+        "unresolved": len(run.results("qc", "rejected")),
+    }
+
+
+def _answer_figures(
+    config: HumanGenConfig, run: RunStore, answered: list[StageResult], items: list[MCItem]
+) -> dict[str, Any]:
+    ids = {r.record_id for r in answered}
+    by_item = {
+        item: [j for j in judged if j.annotator in config.pool]
+        for item, judged in (
+            (item, [s.judgement for s in stored if s.source == "human"])
+            for item, stored in run.judgements_for("answer", ids).items()
+        )
+    }
+    stats = policies.agreement(by_item, "answer")
+    agree = sum(1 for item in items if item.metadata["answer_majority"] == item.answer)
+    return {
+        "per_item": config.k,
+        "items": len(answered),
+        "excluded": len(answered) - len(items),
+        "fleiss_kappa": stats.fleiss_kappa,
+        "krippendorff_alpha": stats.krippendorff_alpha,
+        "ratings": stats.ratings,
+        "majority_is_creator": agree,
+    }
+
+
+HUMAN_GEN = HumanGen()
+"""The recipe."""

@@ -1,0 +1,310 @@
+"""The stages of human-gen: concept slots, then three stages that wait for people.
+
+Each people stage reads the judgements of its task types for its records and either
+decides (``ok`` / ``rejected``) or waits (:data:`~senseforge.pipelines.stage.AWAITING`),
+naming the task it waits for. Records it has decided go on while the rest wait, so
+checkers start on the first items while creators still write.
+
+* :class:`Create` — the slot's creator writes the item (``create``, only they may);
+* :class:`QualityControl` — rounds of ``qc`` (a checker: ``complete`` or
+  ``needs_revision``) and ``revise`` (the creator) on ``<item>@<round>``, until complete,
+  or rejected ``qc_unresolved`` after ``max_rounds`` sendings back; the history is kept;
+* :class:`BlindAnswers` — ``k`` pool members other than the creator answer blind; an item
+  more than ``max_flags`` of them flag as ambiguous is excluded (``review_excluded``),
+  else the majority over them (ties to the label picked first in pool order) is recorded
+  beside the creator's answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from senseforge.data.schema import (
+    AnswerJudgement,
+    ConceptSlot,
+    CreateJudgement,
+    Draft,
+    DraftItem,
+    MCItem,
+    QCEvent,
+    QCJudgement,
+    ReviseJudgement,
+)
+from senseforge.evaluate.policies import ExcludeAmbiguous, Majority
+from senseforge.pipelines.culture_gen.concepts import Concept
+from senseforge.pipelines.review import EXCLUDED
+from senseforge.pipelines.runstore import StageResult, StoredJudgement
+from senseforge.pipelines.stage import AWAITING, Outcome, StageContext, StageOutput, ok, rejected
+from senseforge.pipelines.taskqueue import QueuedTask
+
+QC_UNRESOLVED = "qc_unresolved"
+"""Rejection reason: QC sent the item back ``max_qc_rounds`` times."""
+
+
+def slot_id(lang: str, creator: str, concept: Concept, occurrence: int) -> str:
+    """A stable item id for one creator's item from one concept (``hg_<lang>_<12 hex>``)."""
+    key = "\x1f".join((lang, creator, concept.category, concept.concept, str(occurrence)))
+    return f"hg_{lang}_{hashlib.sha256(key.encode('utf-8')).hexdigest()[:12]}"
+
+
+def assign(concepts: Sequence[Concept], pool: Sequence[str], how: str) -> list[tuple[str, Concept]]:
+    """(creator, concept) pairs, in pool order and then table order.
+
+    ``pairs``: the pool in consecutive pairs; each category's concepts are cut into as many
+    consecutive shares as there are pairs (the first shares one longer when it does not
+    divide), and both members of a pair write from their share. ``each``: everyone writes
+    from every concept. ``one``: each concept goes to the next creator in turn.
+    """
+    if how == "each":
+        return [(creator, concept) for creator in pool for concept in concepts]
+    if how == "one":
+        return sorted(
+            ((pool[i % len(pool)], concept) for i, concept in enumerate(concepts)), key=lambda p: pool.index(p[0])
+        )
+    pairs = [tuple(pool[i : i + 2]) for i in range(0, len(pool), 2)]
+    share: dict[int, list[Concept]] = {i: [] for i in range(len(pairs))}
+    categories = list(dict.fromkeys(c.category for c in concepts))
+    for category in categories:
+        members = [c for c in concepts if c.category == category]
+        size, extra = divmod(len(members), len(pairs))
+        start = 0
+        for index in range(len(pairs)):
+            end = start + size + (1 if index < extra else 0)
+            share[index] += members[start:end]
+            start = end
+    return [(creator, concept) for index, pair in enumerate(pairs) for creator in pair for concept in share[index]]
+
+
+def _human(stored: Sequence[StoredJudgement]) -> list[Any]:
+    return [s.judgement for s in stored if s.source == "human"]
+
+
+def _first(judged: Sequence[Any], kind: Any, item_id: str, by: str | None = None) -> Any | None:
+    for judgement in judged:
+        if isinstance(judgement, kind) and judgement.item_id == item_id and (by is None or judgement.annotator == by):
+            return judgement
+    return None
+
+
+def _draft(payload: dict[str, Any]) -> Draft:
+    return Draft.model_validate(payload["draft"])
+
+
+def _when(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+@dataclass
+class Create:
+    """The slot's creator writes a question, its options, the answer and one hard distractor."""
+
+    name: str
+    options: int = 5
+    people_tasks: tuple[str, ...] = ("create",)
+    barrier = False
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def reads_task(self) -> str | None:
+        return "create"
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        outcomes: list[Outcome] = []
+        tasks: list[QueuedTask] = []
+        for record in records:
+            p = record.payload
+            made = _first(
+                _human(ctx.judgements.get(record.record_id, ())), CreateJudgement, record.record_id, p["creator"]
+            )
+            if made is None:
+                slot = ConceptSlot(
+                    id=record.record_id,
+                    lang=p["lang"],
+                    category=p["category"],
+                    concept=p["concept"],
+                    creator=p["creator"],
+                    options=self.options,
+                )
+                tasks.append(QueuedTask("create", slot, k=1, group="human-gen", eligible=(p["creator"],)))
+                outcomes.append(AWAITING)
+                continue
+            payload = {**p, "draft": made.draft.model_dump(mode="json"), "created_at": _when(made.created_at)}
+            outcomes.append(ok(record, payload))
+        return StageOutput(outcomes, tasks=tasks)
+
+
+@dataclass
+class QualityControl:
+    """Rounds of QC and revision until a checker marks the item complete."""
+
+    name: str
+    pool: tuple[str, ...]
+    checkers: tuple[str, ...] = ()
+    max_rounds: int = 3
+    people_tasks: tuple[str, ...] = ("qc", "revise")
+    barrier = False
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def reads_task(self) -> str | None:
+        return None
+
+    def checkers_for(self, creator: str) -> tuple[str, ...]:
+        return tuple(name for name in (self.checkers or self.pool) if name != creator)
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        outcomes: list[Outcome] = []
+        tasks: list[QueuedTask] = []
+        for record in records:
+            outcome, task = self._one(record, _human(ctx.judgements.get(record.record_id, ())))
+            outcomes.append(outcome)
+            if task is not None:
+                tasks.append(task)
+        return StageOutput(outcomes, tasks=tasks)
+
+    def _one(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+        p = record.payload
+        creator = str(p["creator"])
+        draft = _draft(p)
+        history = [QCEvent(status="submitted", by=creator, round=0, at=p.get("created_at"))]
+        for round_no in range(1, self.max_rounds + 1):
+            task_id = f"{record.record_id}@{round_no}"
+
+            checked = [j for j in judged if j.annotator != creator]  # the store never offers one's own item
+            verdict: QCJudgement | None = _first(checked, QCJudgement, task_id)
+            if verdict is None:
+                queued = QueuedTask(
+                    "qc",
+                    _draft_item(record, task_id, draft, history),
+                    k=1,
+                    group="human-gen",
+                    creator=creator,
+                    eligible=self.checkers_for(creator),
+                )
+                return AWAITING, queued
+            status = "complete" if verdict.verdict == "complete" else "needs_revision"
+            history.append(
+                QCEvent(
+                    status=status, by=verdict.annotator, round=round_no, comment=verdict.comment, at=verdict.created_at
+                )
+            )
+            if verdict.verdict == "complete":
+                return ok(record, self._payload(p, draft, history)), None
+            if round_no == self.max_rounds:
+                break
+            edit: ReviseJudgement | None = _first(judged, ReviseJudgement, task_id, creator)
+            if edit is None:
+                return AWAITING, QueuedTask(
+                    "revise", _draft_item(record, task_id, draft, history), k=1, group="human-gen", eligible=(creator,)
+                )
+            draft = edit.draft
+            history.append(
+                QCEvent(status="revised", by=creator, round=round_no, comment=edit.comment, at=edit.created_at)
+            )
+        return rejected(record, QC_UNRESOLVED, payload=self._payload(p, draft, history)), None
+
+    @staticmethod
+    def _payload(p: dict[str, Any], draft: Draft, history: list[QCEvent]) -> dict[str, Any]:
+        return {
+            **p,
+            "draft": draft.model_dump(mode="json"),
+            "qc_history": [event.model_dump(mode="json") for event in history],
+        }
+
+
+def _draft_item(record: StageResult, task_id: str, draft: Draft, history: list[QCEvent]) -> DraftItem:
+    """The input of one round's ``qc`` or ``revise`` task: the item as it stands, and its history so far."""
+    p = record.payload
+    return DraftItem(
+        id=task_id,
+        item_id=record.record_id,
+        lang=p["lang"],
+        category=p["category"],
+        concept=p["concept"],
+        creator=p["creator"],
+        draft=draft,
+        history=list(history),
+    )
+
+
+def answer_item(record: StageResult) -> MCItem:
+    """The item answerers see (the task keeps the answer and creator; the page shows neither)."""
+    p = record.payload
+    draft = _draft(p)
+    return MCItem(
+        id=record.record_id,
+        lang=p["lang"],
+        question=draft.question,
+        question_concept=p["concept"],
+        choices=draft.choices,
+        answer=draft.answer,
+        category=p["category"],
+        metadata={"creator": p["creator"]},
+    )
+
+
+@dataclass
+class BlindAnswers:
+    """``k`` pool members other than the creator answer; exclusion, then the majority."""
+
+    name: str
+    pool: tuple[str, ...]
+    k: int
+    max_flags: int = 3
+    people_tasks: tuple[str, ...] = ("answer",)
+    barrier = False
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def reads_task(self) -> str | None:
+        return "answer"
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        outcomes: list[Outcome] = []
+        tasks: list[QueuedTask] = []
+        policy = ExcludeAmbiguous(self.max_flags, Majority())
+        for record in records:
+            creator = str(record.payload["creator"])
+            answerers = tuple(name for name in self.pool if name != creator)
+            given: dict[str, AnswerJudgement] = {}
+            for judgement in _human(ctx.judgements.get(record.record_id, ())):
+                if isinstance(judgement, AnswerJudgement) and judgement.annotator in answerers:
+                    given.setdefault(judgement.annotator, judgement)
+            if len(given) < self.k:
+                item = answer_item(record)
+                tasks.append(
+                    QueuedTask("answer", item, k=self.k, group="human-gen", creator=creator, eligible=answerers)
+                )
+                outcomes.append(AWAITING)
+                continue
+            ordered = [given[name] for name in answerers if name in given][: self.k]
+            decision = policy(ordered)
+            answers = [
+                {
+                    "annotator": j.annotator,
+                    "choice": j.choice,
+                    "certain": j.certain,
+                    "flags": list(j.flags),
+                    "reason": j.reason,
+                }
+                for j in ordered
+            ]
+            payload = {**record.payload, "answers": answers, "answer_majority": decision.value}
+            if decision.status == "excluded":
+                outcomes.append(rejected(record, EXCLUDED, payload={**payload, "excluded": decision.reason}))
+            else:
+                outcomes.append(ok(record, payload))
+        return StageOutput(outcomes, tasks=tasks)
