@@ -249,6 +249,33 @@ def _options(fields: Mapping[str, Any], wanted: int, problems: list[str]) -> lis
     return texts
 
 
+_NASAL_DROPS = frozenset("kpts")
+"""Initial consonants that Indonesian and Sundanese nasal prefixes replace (kunjung → mengunjungi, sapu → nyapu)."""
+
+
+def is_variant(form: str, concept: str, lang: str) -> bool:
+    """Whether ``form`` is a morphological variant of ``concept``.
+
+    The lenient matcher of culture-adapt (a shared non-stopword word, or a shared stem where
+    the language has a stemmer), or a concept word of four letters or more whose initial
+    k/p/t/s a nasal prefix replaced, found inside the form (``kunjung`` in ``mengunjungi``,
+    which Sastrawi stems to ``unjung``).
+
+    >>> is_variant("mengunjungi", "berkunjung", "id"), is_variant("menari", "tari", "id")
+    (True, True)
+    >>> is_variant("makan", "minum", "id")
+    False
+    """
+    if concept_appears(form, concept, lang):
+        return True
+    folded = fold(form)
+    for word in fold(concept).split():
+        root = word.removeprefix("ber") if word.startswith("ber") and len(word) > 6 else word
+        if len(root) >= 4 and root[0] in _NASAL_DROPS and root[1:] in folded:
+            return True
+    return False
+
+
 def parse_draft(
     fields: Mapping[str, Any], *, concept: str, lang: str, options: int, problems: list[str]
 ) -> Draft | None:
@@ -280,7 +307,7 @@ def parse_draft(
                 )
         elif fold(form) not in fold(question):
             problems.append(f"concept_form: {form[:60]!r} does not appear in the question")
-        elif not concept_appears(form, concept, lang):
+        elif not is_variant(form, concept, lang):
             problems.append(f"concept_form: {form[:60]!r} is not a form of the concept {concept!r}")
     if problems:
         return None

@@ -1,0 +1,136 @@
+"""human-gen in process: assignment, config checks, exclusion, unresolved QC, checkers, the awaiting/resume loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from senseforge.annotate.store import AnnotationStore
+from senseforge.annotate.tasktypes import task_type
+from senseforge.pipelines.culture_gen.concepts import Concept
+from senseforge.pipelines.human_gen.config import HumanGenConfig
+from senseforge.pipelines.human_gen.recipe import HUMAN_GEN
+from senseforge.pipelines.human_gen.stages import QC_UNRESOLVED, assign
+from senseforge.pipelines.review import EXCLUDED
+from senseforge.pipelines.runner import build
+from senseforge.pipelines.runstore import RunStore, sqlite_url
+
+Fields = Callable[[str, str, Any], dict[str, Any] | None]
+
+
+def test_pairs_share_a_concept_list_per_category() -> None:
+    concepts = [Concept(cat, f"{cat}{i}") for cat in ("culinary", "place") for i in range(4)]
+    pairs = assign(concepts, ["a", "b", "c", "d"], "pairs")
+    of = {who: [c.concept for w, c in pairs if w == who] for who in "abcd"}
+    assert of["a"] == of["b"] == ["culinary0", "culinary1", "place0", "place1"]
+    assert of["c"] == of["d"] == ["culinary2", "culinary3", "place2", "place3"]
+    assert len(assign(concepts, ["a", "b", "c"], "each")) == 24
+    one = assign(concepts, ["a", "b", "c"], "one")
+    assert sorted(c.concept for _, c in one) == sorted(c.concept for c in concepts)
+    assert [w for w, _ in one] == ["a"] * 3 + ["b"] * 3 + ["c"] * 2
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"pool": ("a", "b", "c")}, "even pool"),
+        ({"pool": ("a", "b"), "answers": 2}, "at most pool − 1"),
+        ({"pool": ("a", "a")}, "given twice"),
+        ({"pool": ("a",), "assignment": "each"}, "at least two"),
+        ({"pool": ("a", "b"), "checkers": ("a",)}, "lone checker"),
+    ],
+)
+def test_config_refuses_what_cannot_work(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        HumanGenConfig(**settings)
+
+
+def _table(tmp_path: Path) -> Path:
+    table = tmp_path / "concepts.csv"
+    table.write_text("category,concept\nculinary,rendang\nplace,pasar\n", encoding="utf-8")
+    return table
+
+
+def _drive(config: HumanGenConfig, run_dir: Path, fields: Fields, rounds: int = 10) -> Any:
+    """Build, let every pool member (and checker) do all they are offered, resume; until done."""
+    summary = build(HUMAN_GEN, config, run_dir)
+    people = list(dict.fromkeys([*config.pool, *config.checkers]))
+    for _ in range(rounds):
+        if summary.state == "done":
+            return summary
+        store = AnnotationStore(sqlite_url(run_dir / "run.db"))
+        for who in people:
+            for task in ("create", "qc", "revise", "answer"):
+                while (lease := store.next_assignment(who, task)) is not None:
+                    body = fields(who, task, lease.input)
+                    assert body is not None, (who, task, lease.input)
+                    assert store.submit(lease.id, who, task_type(task).parse(lease.input, body))
+        store.close()
+        summary = build(HUMAN_GEN, config, run_dir, resume=True)
+    raise AssertionError("never finished")
+
+
+def _write(slot: Any) -> dict[str, Any]:
+    return {
+        "question": f"Di mana orang biasanya makan {slot.concept}?",
+        "options": ["rumah", "kantor", "pasar malam", "sekolah", "sawah"],
+        "answer": "A",
+        "distractor": "C",
+    }
+
+
+def test_an_item_more_than_three_answerers_flag_is_excluded(tmp_path: Path) -> None:
+    config = HumanGenConfig(concepts=str(_table(tmp_path)), assignment="one", pool=("a", "b", "c", "d", "e", "f"))
+
+    def fields(who: str, task: str, given: Any) -> dict[str, Any] | None:
+        if task == "create":
+            return _write(given)
+        if task == "qc":
+            return {"verdict": "complete"}
+        if task == "answer":
+            flagged = given.question_concept == "rendang" and who in ("b", "c", "d", "e")  # four of five flag it
+            return {"choice": "B" if who == "b" else "A", "certain": "yes", "flags": ["ambiguous-option:C"] * flagged}
+        return None
+
+    summary = _drive(config, tmp_path / "run", fields)
+    run = RunStore(sqlite_url(tmp_path / "run" / "run.db"))
+    (excluded,) = run.results("answer", "rejected")
+    assert excluded.reason == EXCLUDED and excluded.payload["concept"] == "rendang"
+    (kept,) = run.results("answer", "ok")
+    assert kept.payload["answer_majority"] == "A" and len(kept.payload["answers"]) == 5
+    run.close()
+    assert summary.funnel["answers"]["excluded"] == 1 and summary.funnel["kept"] == 1
+
+
+def test_qc_gives_up_after_max_rounds_and_dedicated_checkers_do_qc(tmp_path: Path) -> None:
+    config = HumanGenConfig(
+        concepts=str(_table(tmp_path)), assignment="one", pool=("a", "b"), checkers=("qc1", "qc2"), max_qc_rounds=2
+    )
+    seen_checkers: set[str] = set()
+
+    def fields(who: str, task: str, given: Any) -> dict[str, Any] | None:
+        if task == "create":
+            return _write(given)
+        if task == "qc":
+            seen_checkers.add(who)
+            never = given.concept == "rendang"
+            return {"verdict": "needs_revision", "comment": "masih kurang"} if never else {"verdict": "complete"}
+        if task == "revise":
+            assert given.history[-1].status == "needs_revision" and given.history[-1].comment == "masih kurang"
+            return {**_write(given), "question": f"Di mana orang biasa membeli {given.concept}?"}
+        return {"choice": "A", "certain": "no", "reason": "ragu"}
+
+    _drive(config, tmp_path / "run", fields)
+    assert seen_checkers <= {"qc1", "qc2"} and seen_checkers
+    run = RunStore(sqlite_url(tmp_path / "run" / "run.db"))
+    (gave_up,) = run.results("qc", "rejected")
+    assert gave_up.reason == QC_UNRESOLVED
+    statuses = [e["status"] for e in gave_up.payload["qc_history"]]
+    assert statuses == ["submitted", "needs_revision", "revised", "needs_revision"]
+    (passed,) = run.results("answer", "ok")
+    assert passed.payload["concept"] == "pasar" and passed.payload["answer_majority"] == "A"
+    run.close()
