@@ -98,13 +98,11 @@ def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-@dataclass
-class Create:
-    """The slot's creator writes a question, its options, the answer and one hard distractor."""
+class _People:
+    """What the three stages share: no models, no barrier, one decision (and maybe one task) per record."""
 
     name: str
-    options: int = 5
-    people_tasks: tuple[str, ...] = ("create",)
+    people_tasks: tuple[str, ...]
     barrier = False
 
     @property
@@ -113,35 +111,50 @@ class Create:
 
     @property
     def reads_task(self) -> str | None:
-        return "create"
+        return None  # a people stage reads its people_tasks (see PeopleStage)
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         tasks: list[QueuedTask] = []
         for record in records:
-            p = record.payload
-            made = _first(
-                _human(ctx.judgements.get(record.record_id, ())), CreateJudgement, record.record_id, p["creator"]
-            )
-            if made is None:
-                slot = ConceptSlot(
-                    id=record.record_id,
-                    lang=p["lang"],
-                    category=p["category"],
-                    concept=p["concept"],
-                    creator=p["creator"],
-                    options=self.options,
-                )
-                tasks.append(QueuedTask("create", slot, k=1, group="human-gen", eligible=(p["creator"],)))
-                outcomes.append(AWAITING)
-                continue
-            payload = {**p, "draft": made.draft.model_dump(mode="json"), "created_at": _when(made.created_at)}
-            outcomes.append(ok(record, payload))
+            outcome, task = self.decide(record, _human(ctx.judgements.get(record.record_id, ())))
+            outcomes.append(outcome)
+            if task is not None:
+                tasks.append(task)
         return StageOutput(outcomes, tasks=tasks)
+
+    def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+        """The record's outcome from its people's judgements, and the task it waits for, if it waits."""
+        raise NotImplementedError
 
 
 @dataclass
-class QualityControl:
+class Create(_People):
+    """The slot's creator writes a question, its options, the answer and one hard distractor."""
+
+    name: str
+    options: int = 5
+    people_tasks: tuple[str, ...] = ("create",)
+
+    def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+        p = record.payload
+        made = _first(judged, CreateJudgement, record.record_id, p["creator"])
+        if made is None:
+            slot = ConceptSlot(
+                id=record.record_id,
+                lang=p["lang"],
+                category=p["category"],
+                concept=p["concept"],
+                creator=p["creator"],
+                options=self.options,
+            )
+            return AWAITING, QueuedTask("create", slot, k=1, group="human-gen", eligible=(p["creator"],))
+        payload = {**p, "draft": made.draft.model_dump(mode="json"), "created_at": _when(made.created_at)}
+        return ok(record, payload), None
+
+
+@dataclass
+class QualityControl(_People):
     """Rounds of QC and revision until a checker marks the item complete."""
 
     name: str
@@ -149,30 +162,11 @@ class QualityControl:
     checkers: tuple[str, ...] = ()
     max_rounds: int = 3
     people_tasks: tuple[str, ...] = ("qc", "revise")
-    barrier = False
-
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return ()
-
-    @property
-    def reads_task(self) -> str | None:
-        return None
 
     def checkers_for(self, creator: str) -> tuple[str, ...]:
         return tuple(name for name in (self.checkers or self.pool) if name != creator)
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
-        outcomes: list[Outcome] = []
-        tasks: list[QueuedTask] = []
-        for record in records:
-            outcome, task = self._one(record, _human(ctx.judgements.get(record.record_id, ())))
-            outcomes.append(outcome)
-            if task is not None:
-                tasks.append(task)
-        return StageOutput(outcomes, tasks=tasks)
-
-    def _one(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+    def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
         p = record.payload
         creator = str(p["creator"])
         draft = _draft(p)
@@ -254,7 +248,7 @@ def answer_item(record: StageResult) -> MCItem:
 
 
 @dataclass
-class BlindAnswers:
+class BlindAnswers(_People):
     """``k`` pool members other than the creator answer; exclusion, then the majority."""
 
     name: str
@@ -262,49 +256,32 @@ class BlindAnswers:
     k: int
     max_flags: int = 3
     people_tasks: tuple[str, ...] = ("answer",)
-    barrier = False
 
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return ()
-
-    @property
-    def reads_task(self) -> str | None:
-        return "answer"
-
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
-        outcomes: list[Outcome] = []
-        tasks: list[QueuedTask] = []
-        policy = ExcludeAmbiguous(self.max_flags, Majority())
-        for record in records:
-            creator = str(record.payload["creator"])
-            answerers = tuple(name for name in self.pool if name != creator)
-            given: dict[str, AnswerJudgement] = {}
-            for judgement in _human(ctx.judgements.get(record.record_id, ())):
-                if isinstance(judgement, AnswerJudgement) and judgement.annotator in answerers:
-                    given.setdefault(judgement.annotator, judgement)
-            if len(given) < self.k:
-                item = answer_item(record)
-                tasks.append(
-                    QueuedTask("answer", item, k=self.k, group="human-gen", creator=creator, eligible=answerers)
-                )
-                outcomes.append(AWAITING)
-                continue
-            ordered = [given[name] for name in answerers if name in given][: self.k]
-            decision = policy(ordered)
-            answers = [
-                {
-                    "annotator": j.annotator,
-                    "choice": j.choice,
-                    "certain": j.certain,
-                    "flags": list(j.flags),
-                    "reason": j.reason,
-                }
-                for j in ordered
-            ]
-            payload = {**record.payload, "answers": answers, "answer_majority": decision.value}
-            if decision.status == "excluded":
-                outcomes.append(rejected(record, EXCLUDED, payload={**payload, "excluded": decision.reason}))
-            else:
-                outcomes.append(ok(record, payload))
-        return StageOutput(outcomes, tasks=tasks)
+    def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+        creator = str(record.payload["creator"])
+        answerers = tuple(name for name in self.pool if name != creator)
+        given: dict[str, AnswerJudgement] = {}
+        for judgement in judged:
+            if isinstance(judgement, AnswerJudgement) and judgement.annotator in answerers:
+                given.setdefault(judgement.annotator, judgement)
+        if len(given) < self.k:
+            task = QueuedTask(
+                "answer", answer_item(record), k=self.k, group="human-gen", creator=creator, eligible=answerers
+            )
+            return AWAITING, task
+        ordered = [given[name] for name in answerers if name in given][: self.k]
+        decision = ExcludeAmbiguous(self.max_flags, Majority())(ordered)
+        answers = [
+            {
+                "annotator": j.annotator,
+                "choice": j.choice,
+                "certain": j.certain,
+                "flags": list(j.flags),
+                "reason": j.reason,
+            }
+            for j in ordered
+        ]
+        payload = {**record.payload, "answers": answers, "answer_majority": decision.value}
+        if decision.status == "excluded":
+            return rejected(record, EXCLUDED, payload={**payload, "excluded": decision.reason}), None
+        return ok(record, payload), None
