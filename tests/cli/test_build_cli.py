@@ -150,3 +150,37 @@ def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path)
     assert (adapt / "su" / "funnel.json").is_file() and (adapt / "rejects.jsonl").is_file()
     assert "culture-adapt funnel" in result.stdout
     assert "where everything is" in result.stdout
+
+
+def test_build_human_gen_waits_for_people_and_names_the_tasks(tmp_path: Path, senseforge_home: Path) -> None:
+    table = tmp_path / "concepts.csv"
+    table.write_text("category,concept\nculinary,rendang\nplace,pasar\n", encoding="utf-8")
+    run = tmp_path / "run"
+    args = ("build", "human-gen", "--concepts", str(table), "--pool", "ana,bo,cy,dian", "--out", str(run))
+    result = run_cli(*args, home=senseforge_home)
+    assert result.returncode == 0, result.stderr
+    assert "model:" not in result.stderr  # it calls no model
+    assert "4 item(s) wait for people (tasks queued: create 4" in result.stderr  # two pairs, one concept each
+    assert "senseforge annotate invite NAME" in result.stderr and "--resume" in result.stderr
+    queued = [json.loads(line) for line in (run / "review" / "queue.jsonl").read_text().splitlines()]
+    assert {(row["type"], tuple(row["eligible"])) for row in queued} == {
+        ("create", (name,)) for name in ("ana", "bo", "cy", "dian")
+    }
+    again = run_cli(
+        "build", "human-gen", "--out", str(run), "--resume", "--human-rate", "create=x", home=senseforge_home
+    )
+    assert again.returncode != 0 and "create: 'x' is not a number of dollars" in again.stderr
+    odd = run_cli("build", "human-gen", "--pool", "ana,bo,cy", "--out", str(tmp_path / "odd"), home=senseforge_home)
+    assert_one_line_error(odd, "even pool")
+
+
+def test_human_rate_is_one_rate_or_one_per_task_type() -> None:
+    import typer
+
+    from senseforge.cli.build import human_rate
+
+    assert human_rate(None) is None and human_rate("0.05") == 0.05
+    assert human_rate("create=0.4, answer=0.05") == {"create": 0.4, "answer": 0.05}
+    for bad in ("-1", "create=", "=0.1", "answer=nan"):
+        with pytest.raises(typer.BadParameter):
+            human_rate(bad)

@@ -228,7 +228,8 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
             config_file=values.get("config_file"),
             sets=values.get("sets") or [],
         )
-        err.print(f"run: {run_dir} · recipe: {recipe.name} · model: {config.model}")
+        calls = bool(type(config).lm_stages or config.reviewers)  # human-gen calls no model
+        err.print(f"run: {run_dir} · recipe: {recipe.name}" + (f" · model: {config.model}" if calls else ""))
         summary = build(
             recipe,
             config,
@@ -295,6 +296,16 @@ def human_rate(text: str | None) -> float | dict[str, float] | None:
 
 def print_summary(summary: Any) -> None:
     """The funnel, the cost and where everything is."""
+    if summary.state == "awaiting_review" and summary.waiting_for:
+        tasks = ", ".join(f"{task} {n}" for task, n in summary.waiting_for.items())
+        err.print(
+            f"{summary.awaiting} item(s) wait for people (tasks queued: {tasks}; listed in "
+            f"{summary.run_dir / 'review' / 'queue.jsonl'}).\n"
+            f"people work in the app:  senseforge annotate serve {summary.run_dir}  (invite each with "
+            f"senseforge annotate invite NAME {summary.run_dir});\n"
+            f"then move the items on:  senseforge build {summary.recipe} --out {summary.run_dir} --resume"
+        )
+        return
     if summary.state == "awaiting_review":
         err.print(
             f"{summary.awaiting} item(s) await human review (listed in {summary.run_dir / 'review' / 'queue.jsonl'}).\n"
@@ -329,6 +340,14 @@ def print_summary(summary: Any) -> None:
         out.print(
             f"of them adapted: {adapted.get('full', 0)} rewritten for the culture, "
             f"{adapted.get('names', 0)} names only, {adapted.get('none', 0)} unchanged"
+        )
+    qc, answers = funnel.get("qc"), funnel.get("answers")
+    if isinstance(qc, dict) and isinstance(answers, dict):
+        alpha = answers.get("krippendorff_alpha")
+        out.print(
+            f"QC sent {qc['sent_back']} of {qc['items']} item(s) back ({qc['unresolved']} unresolved); "
+            f"{answers['excluded']} excluded as ambiguous; the majority matched the creator on "
+            f"{answers['majority_is_creator']}; answerers' α = " + ("n/a" if alpha is None else f"{alpha:.3f}")
         )
     refined = funnel.get("refined")
     if refined:

@@ -21,6 +21,7 @@ import logging
 import platform
 import subprocess
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,8 @@ class BuildSummary:
     funnel: dict[str, Any] | None = None
     cost: dict[str, Any] | None = None
     awaiting: int = 0
+    waiting_for: dict[str, int] = field(default_factory=dict)
+    """Tasks queued for people, per task type (a recipe with people stages; empty for a review)."""
     ledger: dict[str, Any] = field(default_factory=dict)
 
 
@@ -485,7 +488,10 @@ def build(
             run.set_meta({"state": "awaiting_review"})
             awaiting = sum(len(report.awaiting) for report in waiting)
             ledger = dict(store.ledger_summary(run_label))
-            return BuildSummary(run_dir, "awaiting_review", recipe=recipe.name, awaiting=awaiting, ledger=ledger)
+            per_type = dict(sorted(Counter(task.type for task in queued).items()))
+            return BuildSummary(
+                run_dir, "awaiting_review", recipe=recipe.name, awaiting=awaiting, waiting_for=per_type, ledger=ledger
+            )
         (run_dir / QUEUE).unlink(missing_ok=True)
         return _finish(recipe, config, stages, run_dir, run, store, run_label, human_rate, prices)
     finally:

@@ -29,6 +29,8 @@ def test_pairs_share_a_concept_list_per_category() -> None:
     assert of["a"] == of["b"] == ["culinary0", "culinary1", "place0", "place1"]
     assert of["c"] == of["d"] == ["culinary2", "culinary3", "place2", "place3"]
     assert len(assign(concepts, ["a", "b", "c"], "each")) == 24
+    uneven = assign([Concept("culinary", "x"), Concept("place", "y")], ["a", "b", "c", "d"], "pairs")
+    assert [(w, c.concept) for w, c in uneven] == [("a", "x"), ("b", "x"), ("c", "y"), ("d", "y")]
     one = assign(concepts, ["a", "b", "c"], "one")
     assert sorted(c.concept for _, c in one) == sorted(c.concept for c in concepts)
     assert [w for w, _ in one] == ["a"] * 3 + ["b"] * 3 + ["c"] * 2

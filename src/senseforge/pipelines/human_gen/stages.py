@@ -55,8 +55,9 @@ def assign(concepts: Sequence[Concept], pool: Sequence[str], how: str) -> list[t
     """(creator, concept) pairs, in pool order and then table order.
 
     ``pairs``: the pool in consecutive pairs; each category's concepts are cut into as many
-    consecutive shares as there are pairs (the first shares one longer when it does not
-    divide), and both members of a pair write from their share. ``each``: everyone writes
+    consecutive shares as there are pairs (when a category does not divide evenly, the
+    longer shares go to the pairs in turn, across categories), and both members of a pair
+    write from their share. ``each``: everyone writes
     from every concept. ``one``: each concept goes to the next creator in turn.
     """
     if how == "each":
@@ -68,12 +69,15 @@ def assign(concepts: Sequence[Concept], pool: Sequence[str], how: str) -> list[t
     pairs = [tuple(pool[i : i + 2]) for i in range(0, len(pool), 2)]
     share: dict[int, list[Concept]] = {i: [] for i in range(len(pairs))}
     categories = list(dict.fromkeys(c.category for c in concepts))
+    turn = 0  # which pair gets the next concept left over when a category does not divide evenly
     for category in categories:
         members = [c for c in concepts if c.category == category]
         size, extra = divmod(len(members), len(pairs))
+        longer = {(turn + i) % len(pairs) for i in range(extra)}
+        turn = (turn + extra) % len(pairs)
         start = 0
         for index in range(len(pairs)):
-            end = start + size + (1 if index < extra else 0)
+            end = start + size + (1 if index in longer else 0)
             share[index] += members[start:end]
             start = end
     return [(creator, concept) for index, pair in enumerate(pairs) for creator in pair for concept in share[index]]
