@@ -56,6 +56,7 @@ from senseforge.annotate.store import DEFAULT_LEASE_S, AnnotationStore, Annotato
 from senseforge.annotate.tasktypes import TASK_TYPES, InvalidSubmission, TaskType
 from senseforge.data.schema import Judgement
 from senseforge.evaluate import policies
+from senseforge.pipelines.quality import quality_settings
 
 COOKIE = "senseforge_session"
 COOKIE_MAX_AGE = 30 * 24 * 3600
@@ -318,6 +319,7 @@ class _App:
             if name in TASK_TYPES
         }
         qc = self.store.qc_queue() if "qc" in progress["tasks"] else None
+        voting = [name for name in progress["tasks"] if name in TASK_TYPES and name not in ("create", "revise")]
         return self.page(
             "admin.html",
             who=caller.who,
@@ -326,8 +328,79 @@ class _App:
             agreement=stats,
             qc=qc,
             qc_open=[row for row in qc["items"] if row["state"] != "complete"] if qc else [],
+            gold=self.store.gold_report(),
+            bar=quality_settings(self.store.runs),
+            splits={name: len(self.store.splits(name)) for name in voting},
             csrf=csrf_token(caller.token),
         )
+
+    def adjudication_page(
+        self, request: Request, _body: bytes, *, status: int = 200, problems: list[str] | None = None
+    ) -> Response:
+        """The items people split on, each with every counted vote and a form to rule (admins only)."""
+        caller = self.admin(request)
+        task = self.task(request.path_params["task_type"])
+        rows = [
+            {"item_id": row["item_id"], "view": task.view(row["input"]), "votes": row["votes"]}
+            for row in self.store.splits(task.name)
+        ]
+        return self.page(
+            "adjudicate.html",
+            status,
+            who=caller.who,
+            task=task.name,
+            rows=rows,
+            problems=problems or [],
+            csrf=csrf_token(caller.token),
+        )
+
+    def _rule(self, caller: _Caller, task: TaskType, item_id: str, fields: Mapping[str, Any]) -> Judgement:
+        """Store an admin's ruling: the fields of a judgement of the task type, or ``side``: one annotator's."""
+        side = fields.get("side")
+        comment = fields.get("comment")
+        chosen: Mapping[str, Any] = fields
+        if isinstance(side, str) and side:
+            judged = self.store.judgements(task.name).get(item_id, [])
+            mine = next((j for j in judged if j.annotator == side and not j.adjudication), None)
+            if mine is None:
+                raise InvalidSubmission([f"side: {side[:40]!r} did not judge item {item_id!r}"])
+            chosen = _fields_of(mine)
+        with self.writing:
+            try:
+                return self.store.adjudicate(
+                    caller.who.name, task.name, item_id, chosen, comment=comment if isinstance(comment, str) else None
+                )
+            except LookupError as exc:
+                raise HTTPException(404, str(exc)) from None
+
+    def adjudicate_form(self, request: Request, body: bytes) -> Response:
+        caller = self.admin(request)
+        task = self.task(request.path_params["task_type"])
+        values = _form(body)
+        self.check_csrf(caller, values.get("csrf", [""])[0])
+        fields = {key: v[0] if len(v) == 1 else v for key, v in values.items() if key not in _RESERVED}
+        item_id = str(fields.pop("item_id", "") or "")
+        try:
+            self._rule(caller, task, item_id, fields)
+        except InvalidSubmission as exc:
+            return self.adjudication_page(request, b"", status=422, problems=exc.problems)
+        return RedirectResponse(f"/admin/adjudicate/{task.name}", status_code=303)
+
+    def api_adjudicate(self, request: Request, body: bytes) -> Response:
+        caller = self.admin(request)
+        task = self.task(request.path_params["task_type"])
+        self.check_csrf(caller, request.headers.get("x-csrf-token"))
+        try:
+            fields = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return JSONResponse({"problems": [f"body: not valid JSON ({exc})"]}, status_code=422)
+        if not isinstance(fields, dict):
+            return JSONResponse({"problems": ["body: expected a JSON object of fields"]}, status_code=422)
+        try:
+            ruled = self._rule(caller, task, request.path_params["item_id"], fields)
+        except InvalidSubmission as exc:
+            return JSONResponse({"problems": exc.problems}, status_code=422)
+        return JSONResponse({"status": "stored", "judgement": ruled.model_dump(mode="json")}, status_code=201)
 
     def export(self, request: Request, _body: bytes) -> Response:
         """Every human judgement of a task type (``all``: of every type) with its full body, then agreement.
@@ -342,7 +415,7 @@ class _App:
         lines: list[str] = []
         summaries: list[str] = []
         for name in names:
-            by_item = self.store.judgements(name)
+            by_item = self.store.judgements(name, gold=True)
             if every and not by_item:
                 continue
             lines.extend(
@@ -412,6 +485,18 @@ async def _read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+def _fields_of(judgement: Judgement) -> dict[str, Any]:
+    """A stored judgement as the fields its task type's form would post (to rule as that annotator did)."""
+    body = judgement.model_dump(mode="json", exclude={"item_id", "annotator", "task", "created_at", "adjudication"})
+    draft = body.pop("draft", None)
+    if isinstance(draft, dict):  # create / revise
+        body.update({k: v for k, v in draft.items() if k != "choices"})
+        body["options"] = [c["text"] for c in draft["choices"]]
+    if "question_error" in body:  # label-errors posts question / options
+        body["question"], body["options"] = body.pop("question_error"), body.pop("options_error")
+    return {k: v for k, v in body.items() if v is not None}
+
+
 def _form(body: bytes) -> dict[str, list[str]]:
     """An urlencoded form body as lists of values per field."""
     values: dict[str, list[str]] = {}
@@ -462,6 +547,9 @@ def create_app(
         Route("/t/{task_type}", _in_threadpool(web.next_page), methods=["GET"]),
         Route("/t/{task_type}", _in_threadpool(web.submit_page), methods=["POST"]),
         Route("/admin", _in_threadpool(web.admin_page), methods=["GET"]),
+        Route("/admin/adjudicate/{task_type}", _in_threadpool(web.adjudication_page), methods=["GET"]),
+        Route("/admin/adjudicate/{task_type}", _in_threadpool(web.adjudicate_form), methods=["POST"]),
+        Route("/api/adjudicate/{task_type}/{item_id}", _in_threadpool(web.api_adjudicate), methods=["POST"]),
         Route("/favicon.ico", lambda _request: Response(status_code=204), methods=["GET"]),
         Route("/export/{task_type}.jsonl", _in_threadpool(web.export), methods=["GET"]),
         Route("/api/{task_type}/next", _in_threadpool(web.api_next), methods=["POST"]),

@@ -23,8 +23,9 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -32,11 +33,21 @@ from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from senseforge.annotate.tasktypes import InvalidSubmission
 from senseforge.annotate.tasktypes import task_type as task_type_of
 from senseforge.data.schema import Judgement, MCItem
 from senseforge.errors import ConfigError
+from senseforge.evaluate.policies import ruling, split, votes_of
+from senseforge.pipelines.quality import (
+    GOLD_GROUP,
+    add_gold,
+    excluded_annotators,
+    gold_item_ids,
+    gold_scores,
+    quality_settings,
+)
 from senseforge.pipelines.runstore import RunStore
-from senseforge.pipelines.tables import annotators, assignments, judgements, task_eligible, tasks
+from senseforge.pipelines.tables import annotators, assignments, gold, judgements, task_eligible, tasks
 from senseforge.pipelines.taskqueue import QueuedTask, add_tasks, queue_tasks
 
 Role = Literal["admin", "annotator"]
@@ -147,17 +158,33 @@ class AnnotationStore:
             query = query.with_for_update()
         return conn.execute(query).mappings().first()
 
-    def _taken(self, conn: Connection, task_id: int, now: float, *, besides: str) -> int:
-        """Slots of a task held by other annotators: judged, or leased and not expired."""
+    def _taken(
+        self, conn: Connection, task_id: int, now: float, *, besides: str, ignore: frozenset[str] = frozenset()
+    ) -> int:
+        """Slots of a task held by other annotators: judged, or leased and not expired (``ignore``: below the bar)."""
         return int(
             conn.execute(
                 sa.select(sa.func.count()).where(
                     assignments.c.task_id == task_id,
                     assignments.c.annotator != besides,
+                    assignments.c.annotator.not_in(sorted(ignore)) if ignore else sa.true(),
                     sa.or_(assignments.c.done_at.is_not(None), assignments.c.expires_at > now),
                 )
             ).scalar_one()
         )
+
+    @staticmethod
+    def _gold_due(conn: Connection, annotator: str, task_type: str, rate: float, is_gold: Any) -> bool:
+        """Whether the next task served should be gold: it keeps the annotator's gold share at most ``rate``."""
+        rows = conn.execute(
+            sa.select(is_gold, sa.func.count())
+            .select_from(assignments.join(tasks, tasks.c.id == assignments.c.task_id))
+            .where(assignments.c.annotator == annotator, tasks.c.type == task_type, assignments.c.done_at.is_not(None))
+            .group_by(is_gold)
+        ).all()
+        done = {bool(flag): int(n) for flag, n in rows}
+        golds, real = done.get(True, 0), done.get(False, 0)
+        return golds + 1 <= rate * (golds + real + 1)
 
     def _begin(self) -> Any:
         """A write transaction that holds the database's write lock from the start (SQLite)."""
@@ -169,8 +196,18 @@ class AnnotationStore:
         return conn
 
     def next_assignment(self, annotator: str, task_type: str) -> Assignment | None:
-        """The annotator's open assignment of this type, or a new lease on the next task that needs them."""
+        """The annotator's open assignment of this type, or a new lease on the next task that needs them.
+
+        Gold tasks of the type come in at its configured rate (see :mod:`senseforge.pipelines.quality`),
+        each at most once per annotator and only while real work is left; an annotator below
+        the accuracy bar gets nothing more of the type, and the slots they held count for nobody.
+        """
         now = self.clock()
+        bar = quality_settings(self.runs)
+        below = excluded_annotators(self.runs, bar).get(task_type, frozenset())
+        if annotator in below:
+            return None
+        rate = bar.rates.get(task_type, 0.0)
         conn = self._begin()
         try:
             mine = conn.execute(
@@ -191,26 +228,28 @@ class AnnotationStore:
                 sa.select(sa.func.count())
                 .where(
                     assignments.c.task_id == tasks.c.id,
+                    assignments.c.annotator.not_in(sorted(below)) if below else sa.true(),
                     sa.or_(assignments.c.done_at.is_not(None), assignments.c.expires_at > now),
                 )
                 .scalar_subquery()
             )
+            is_gold = tasks.c.id.in_(sa.select(gold.c.task_id))
             seen = sa.select(assignments.c.task_id).where(
                 assignments.c.annotator == annotator,
                 sa.or_(assignments.c.done_at.is_not(None), assignments.c.expires_at > now),
             )
+            open_to_me = (
+                tasks.c.type == task_type,
+                sa.or_(tasks.c.creator.is_(None), tasks.c.creator != annotator),
+                _eligible(annotator),
+                tasks.c.id.not_in(seen),
+            )
             full: set[int] = set()
+            task_id: int | None = None
             while True:
                 candidate = conn.execute(
                     sa.select(tasks.c.id)
-                    .where(
-                        tasks.c.type == task_type,
-                        sa.or_(tasks.c.creator.is_(None), tasks.c.creator != annotator),
-                        _eligible(annotator),
-                        tasks.c.id.not_in(seen),
-                        tasks.c.id.not_in(full) if full else sa.true(),
-                        taken < tasks.c.k,
-                    )
+                    .where(*open_to_me, ~is_gold, tasks.c.id.not_in(full) if full else sa.true(), taken < tasks.c.k)
                     .order_by(tasks.c.id)
                     .limit(1)
                 ).first()
@@ -220,9 +259,15 @@ class AnnotationStore:
                 task_id = int(candidate[0])
                 # another annotator may have taken the last slot since the search: look again under the lock
                 task = self._lock_task(conn, task_id)
-                if self._taken(conn, task_id, now, besides=annotator) < int(task["k"]):
+                if self._taken(conn, task_id, now, besides=annotator, ignore=below) < int(task["k"]):
                     break
                 full.add(task_id)
+            if rate > 0 and self._gold_due(conn, annotator, task_type, rate, is_gold):
+                golden = conn.execute(
+                    sa.select(tasks.c.id).where(*open_to_me, is_gold).order_by(tasks.c.id).limit(1)
+                ).first()
+                if golden is not None:  # one the annotator has not seen: it takes this turn
+                    task_id = int(golden[0])
             expires = now + self.lease_s
             updated = conn.execute(
                 assignments.update()
@@ -285,6 +330,7 @@ class AnnotationStore:
             LookupError: no such assignment.
         """
         now = self.clock()
+        below_bar = excluded_annotators(self.runs)  # read before the write transaction holds a connection
         conn = self._begin()
         try:
             row = (
@@ -306,7 +352,10 @@ class AnnotationStore:
                 conn.commit()
                 return False
             self._lock_task(conn, row["task_id"])
-            if self._taken(conn, row["task_id"], now, besides=annotator) >= row["k"]:
+            below = below_bar.get(str(row["type"]), frozenset())
+            golden = conn.execute(sa.select(gold.c.task_id).where(gold.c.task_id == row["task_id"])).first()
+            full = self._taken(conn, row["task_id"], now, besides=annotator, ignore=below) >= row["k"]
+            if full and golden is None:  # a gold task has no k: everyone may do it once
                 # the lease ran out and the slot went to someone else: let the annotator move on
                 conn.execute(assignments.update().where(assignments.c.id == assignment_id).values(expires_at=now - 1.0))
                 conn.commit()
@@ -337,10 +386,87 @@ class AnnotationStore:
 
     # -- reading -------------------------------------------------------------------------
 
-    def judgements(self, task_type: str) -> dict[str, list[Judgement]]:
-        """Human judgements per item of a task type, in the order they were stored."""
+    def judgements(self, task_type: str, *, gold: bool = False) -> dict[str, list[Judgement]]:
+        """Human judgements per item of a task type, in the order they were stored (gold tasks' only if asked)."""
         stored = self.runs.judgements_for(task_type)
-        return {item: [s.judgement for s in entries if s.source == "human"] for item, entries in stored.items()}
+        skip = set() if gold else gold_item_ids(self.runs).get(task_type, set())
+        return {
+            item: [s.judgement for s in entries if s.source == "human"]
+            for item, entries in stored.items()
+            if item not in skip
+        }
+
+    # -- quality: gold tasks and adjudication -----------------------------------------------
+
+    def add_gold(self, task_type: str, entries: Sequence[tuple[BaseModel, Mapping[str, Any]]]) -> int:
+        """Queue gold tasks of a type: each an input and the fields a right judgement posts; how many were new.
+
+        Raises:
+            ConfigError: the task type casts no vote (nothing to score), or an entry's fields are not a
+                valid judgement of it (named by the input's id).
+        """
+        kind = task_type_of(task_type)
+        queued = []
+        for task, fields in entries:
+            task_id = str(getattr(task, "id"))  # noqa: B009 — every task input model has an id
+            try:
+                expected = kind.parse(task, fields).vote()
+            except InvalidSubmission as exc:
+                raise ConfigError(f"gold {task_type} {task_id}: {'; '.join(exc.problems)}") from None
+            if expected is None:
+                raise ConfigError(f"{task_type} judgements cast no vote: there is nothing to score gold items by")
+            queued.append((QueuedTask(task_type, task, k=1, group=GOLD_GROUP), expected))
+        return add_gold(self.runs, queued, now=self.clock())
+
+    def gold_report(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Per annotator, per task type: gold done, right, accuracy, and whether they are below the bar."""
+        bar = quality_settings(self.runs)
+        below = excluded_annotators(self.runs, bar)
+        return {
+            who: {
+                task_type: {
+                    "gold": score.done,
+                    "correct": score.correct,
+                    "accuracy": score.accuracy,
+                    "excluded": who in below.get(task_type, frozenset()),
+                }
+                for task_type, score in sorted(per_type.items())
+            }
+            for who, per_type in sorted(gold_scores(self.runs).items())
+        }
+
+    def splits(self, task_type: str) -> list[dict[str, Any]]:
+        """The items people split on and nobody has ruled on: the input, and each counted annotator's vote."""
+        below = excluded_annotators(self.runs).get(task_type, frozenset())
+        inputs = {str(getattr(i, "id")): i for i, _, _ in self.inputs(task_type)}  # noqa: B009
+        out = []
+        for item_id, judged in self.judgements(task_type).items():
+            counted_ = [j for j in judged if j.annotator not in below]
+            if item_id not in inputs or ruling(counted_) is not None or not split(counted_):
+                continue
+            out.append({"item_id": item_id, "input": inputs[item_id], "votes": votes_of(counted_)})
+        return out
+
+    def adjudicate(
+        self, admin: str, task_type: str, item_id: str, fields: Mapping[str, Any], *, comment: str | None = None
+    ) -> Judgement:
+        """Record an admin's ruling on an item: a judgement of the task type, marked as the adjudication.
+
+        Raises:
+            LookupError: no task of this type for the item.
+            InvalidSubmission: the fields are not a valid judgement of the task type.
+        """
+        inputs = {str(getattr(i, "id")): i for i, _, _ in self.inputs(task_type)}  # noqa: B009
+        if item_id not in inputs:
+            raise LookupError(f"no {task_type} task for item {item_id!r}")
+        body = task_type_of(task_type).parse(inputs[item_id], fields)
+        made = datetime.fromtimestamp(float(self.clock()), tz=UTC)
+        update: dict[str, Any] = {"annotator": f"adjudicator:{admin}", "adjudication": True, "created_at": made}
+        if comment and "comment" in type(body).model_fields:
+            update["comment"] = comment
+        ruled = body.model_copy(update=update)
+        self.runs.add_judgements([ruled], "human")
+        return ruled
 
     def items(self, task_type: str) -> list[tuple[MCItem, int, str]]:
         """(item, k, group) of every task of a type over items, in queue order."""
@@ -376,6 +502,7 @@ class AnnotationStore:
                 sa.or_(tasks.c.creator.is_(None), tasks.c.creator != annotator),
                 _eligible(annotator),
                 tasks.c.id.not_in(done),
+                tasks.c.id.not_in(sa.select(gold.c.task_id)),
                 taken < tasks.c.k,
             )
             .group_by(tasks.c.type)
@@ -399,7 +526,7 @@ class AnnotationStore:
                     sa.select(sa.func.count())
                     .where(assignments.c.task_id == tasks.c.id, assignments.c.done_at.is_not(None))
                     .scalar_subquery(),
-                )
+                ).where(tasks.c.id.not_in(sa.select(gold.c.task_id)))  # gold tasks are no work to finish
             ).all()
             people = conn.execute(
                 sa.select(

@@ -190,6 +190,8 @@ class _Judgement(_Record):
     """Task type, e.g. ``verify`` or ``answer``."""
     created_at: datetime | None = None
     """When the judgement was made (UTC)."""
+    adjudication: bool = False
+    """An admin's ruling on an item people split on: it decides the item (see ``policies.ruling``)."""
 
     @model_validator(mode="before")
     @classmethod

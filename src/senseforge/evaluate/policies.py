@@ -69,6 +69,8 @@ __all__ = [
     "majority",
     "parse_policy",
     "rating_units",
+    "ruling",
+    "split",
     "unanimous",
     "votes_of",
 ]
@@ -207,6 +209,29 @@ def majority(judgements: Sequence[Judgement]) -> Decision:
     if kind == "accept":
         return Decision("accepted" if winner == ACCEPT else "rejected", votes=frozen, reason=reason)
     return Decision("accepted", value=winner, votes=frozen, reason=reason)
+
+
+def ruling(judgements: Sequence[Judgement]) -> Decision | None:
+    """The decision of the latest adjudication among an item's judgements, or ``None`` when nobody ruled.
+
+    An adjudication (``adjudication=True``, an admin's judgement on an item people split
+    on) overrides the policy: its vote is the decision, ``accepted`` or ``rejected`` for
+    accept votes, ``accepted`` with :attr:`Decision.value` for a choice.
+    """
+    ruled = [j for j in judgements if j.adjudication and j.vote() is not None]
+    if not ruled:
+        return None
+    last = ruled[-1]
+    vote = str(last.vote())
+    reason = f"adjudicated by {last.annotator}"
+    if last.vote_kind == "accept":
+        return Decision("accepted" if vote == ACCEPT else "rejected", votes=MappingProxyType({vote: 1}), reason=reason)
+    return Decision("accepted", value=vote, votes=MappingProxyType({vote: 1}), reason=reason)
+
+
+def split(judgements: Sequence[Judgement]) -> bool:
+    """Whether the people who voted on an item (adjudications aside) did not all vote the same."""
+    return len({vote for _, vote in votes_of([j for j in judgements if not j.adjudication])}) > 1
 
 
 def is_ambiguity_flag(flag: str) -> bool:

@@ -35,6 +35,10 @@ def is_chat(spec: str) -> bool:
     return provider_info(spec).chat
 
 
+LATER_SETTINGS: tuple[str, ...] = ("adjudicate",)
+"""Settings every recipe gained after runs existed; at their default they do not enter the config hash."""
+
+
 class RecipeConfig(BaseModel):
     """The settings every recipe shares; a recipe subclasses it with its own fields.
 
@@ -70,6 +74,8 @@ class RecipeConfig(BaseModel):
     """How people's votes decide, over ``review_k`` of them."""
     review_k: int = Field(default=2, ge=1)
     """People per reviewed item."""
+    adjudicate: bool = False
+    """Items people split on wait for an admin's adjudication (in the app) instead of the policy's verdict."""
     batch_size: int | None = Field(default=None, ge=1)
     """Records per stored batch; ``None``: 8 for local models (the progress bar moves per
     batch), 32 × the concurrency bound for APIs (enough requests to keep every slot busy).
@@ -134,8 +140,17 @@ class RecipeConfig(BaseModel):
         return max(64, 32 * bound)
 
     def canonical(self) -> str:
-        """The config as canonical JSON."""
-        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        """The config as canonical JSON.
+
+        Settings added after runs already existed (:attr:`LATER_SETTINGS`) are left out while
+        at their default, so those runs keep their hash and still resume.
+        """
+        dumped = self.model_dump(mode="json")
+        for name in LATER_SETTINGS:
+            field = type(self).model_fields.get(name)
+            if field is not None and dumped.get(name) == field.default:
+                dumped.pop(name)
+        return json.dumps(dumped, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
     def hash(self) -> str:
         """SHA-256 of :meth:`canonical`."""

@@ -29,7 +29,7 @@ from typing import Any, Self
 from senseforge.data.schema import Judgement, MCItem, judgement
 from senseforge.errors import SenseforgeError
 from senseforge.evaluate.extract import yes_no
-from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy
+from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy, ruling, split
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.llm.registry import provider_info
 from senseforge.pipelines.config import RecipeConfig
@@ -90,6 +90,8 @@ class Review:
     k: int
     """People per item."""
     seed: int = 0
+    adjudicate: bool = False
+    """An item people split on waits for an admin's adjudication instead of being decided by the policy."""
     barrier = False
 
     @classmethod
@@ -104,6 +106,7 @@ class Review:
             policy=config.review_policy,
             k=config.review_k,
             seed=config.seed,
+            adjudicate=config.adjudicate,
         )
 
     @property
@@ -183,7 +186,14 @@ class Review:
         return StageOutput([outcomes[r.record_id] for r in records], made)
 
     def _people(self, policy: Policy, stored: Sequence[StoredJudgement]) -> Decision:
-        """The people's decision over the first ``k`` distinct people who voted (pending while fewer)."""
+        """The people's decision over the first ``k`` distinct people who voted (pending while fewer).
+
+        An adjudication decides whatever the votes; with :attr:`adjudicate`, an item the first
+        ``k`` split on stays pending until an admin rules.
+        """
+        ruled = ruling([s.judgement for s in stored if s.source == "human"])
+        if ruled is not None:
+            return ruled
         seen: set[str] = set()
         voters: list[Judgement] = []
         for entry in stored:
@@ -194,6 +204,8 @@ class Review:
             voters.append(given)
         if len(voters) < self.k:
             return Decision("pending", reason=f"{len(voters)} of {self.k} people so far")
+        if self.adjudicate and split(voters[: self.k]):
+            return Decision("pending", reason="people split: waiting for an adjudication")
         if isinstance(policy, Unanimous | AtLeast):
             return policy(voters)
         return policy(voters[: self.k])

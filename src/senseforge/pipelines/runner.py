@@ -36,6 +36,7 @@ from senseforge.llm.base import LLM
 from senseforge.llm.prices import PriceTable
 from senseforge.pipelines.config import RecipeConfig, config_differences, resolve_config
 from senseforge.pipelines.executor import Executor, ModelPool, make_executor
+from senseforge.pipelines.quality import counted, excluded_annotators
 from senseforge.pipelines.recipe import Recipe
 from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.review import Review
@@ -266,12 +267,14 @@ def run_stage(
     if stage.barrier and len(todo) != len(inputs):
         raise SenseforgeError(f"stage {stage.name}: partly stored; the run store is inconsistent")
     size = len(todo) if stage.barrier else batch_size
+    reads = isinstance(stage, PeopleStage) or stage.reads_task is not None
+    below_bar = excluded_annotators(store) if reads else {}  # their judgements do not count
     for round_no in range(rounds):
         pending: list[StageResult] = []
         label = stage.name if round_no == 0 else f"{stage.name} (retry {round_no})"
         with bar(label, len(todo)) as advance:
             for batch in iter_batches(todo, size):
-                judged = _judgements(stage, store, [r.record_id for r in batch])
+                judged = counted(_judgements(stage, store, [r.record_id for r in batch]), below_bar)
                 output = executor.run(stage, batch, judged)
                 report.tasks += output.tasks
                 if len(output.outcomes) != len(batch):

@@ -86,3 +86,11 @@ task_eligible = sa.Table(
     sa.Column("annotator", sa.String(128), primary_key=True),
 )
 """Who may take a task, when only some may (a slot for its creator, answers for the pool); none listed: anyone."""
+
+gold = sa.Table(
+    "gold",
+    metadata,
+    sa.Column("task_id", sa.Integer, sa.ForeignKey("tasks.id"), primary_key=True),
+    sa.Column("expected", sa.Text, nullable=False),  # the vote a right judgement of this gold task casts
+)
+"""Gold tasks: items with a known answer, mixed into a task type's queue to measure each annotator."""

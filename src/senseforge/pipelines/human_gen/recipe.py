@@ -161,7 +161,13 @@ class HumanGen:
         return [
             Create("create", options=config.options),
             QualityControl("qc", pool=config.pool, checkers=config.checkers, max_rounds=config.max_qc_rounds),
-            BlindAnswers("answer", pool=config.pool, k=config.k, max_flags=config.max_ambiguity_flags),
+            BlindAnswers(
+                "answer",
+                pool=config.pool,
+                k=config.k,
+                max_flags=config.max_ambiguity_flags,
+                adjudicate=config.adjudicate,
+            ),
         ]
 
     def splitting(self) -> frozenset[str]:

@@ -34,7 +34,7 @@ from senseforge.data.schema import (
     QCJudgement,
     ReviseJudgement,
 )
-from senseforge.evaluate.policies import ExcludeAmbiguous, Majority
+from senseforge.evaluate.policies import ExcludeAmbiguous, Majority, ruling
 from senseforge.pipelines.culture_gen.concepts import Concept
 from senseforge.pipelines.review import EXCLUDED
 from senseforge.pipelines.runstore import StageResult, StoredJudgement
@@ -259,6 +259,8 @@ class BlindAnswers(_People):
     pool: tuple[str, ...]
     k: int
     max_flags: int = 3
+    adjudicate: bool = False
+    """A tied majority waits for an admin's adjudication (else the tie goes to the first in pool order)."""
     people_tasks: tuple[str, ...] = ("answer",)
 
     def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
@@ -274,7 +276,11 @@ class BlindAnswers(_People):
             )
             return AWAITING, task
         ordered = [given[name] for name in answerers if name in given][: self.k]
-        decision = ExcludeAmbiguous(self.max_flags, Majority())(ordered)
+        decision = ruling(judged) or ExcludeAmbiguous(self.max_flags, Majority())(ordered)
+        if self.adjudicate and decision.status == "accepted" and not decision.reason.startswith("adjudicated"):
+            top = sorted(decision.votes.values(), reverse=True)
+            if len(top) > 1 and top[0] == top[1]:
+                return AWAITING, None  # a tie: an admin settles it in the app's adjudication view
         answers = [
             {
                 "annotator": j.annotator,
