@@ -136,3 +136,28 @@ def test_qc_gives_up_after_max_rounds_and_dedicated_checkers_do_qc(tmp_path: Pat
     (passed,) = run.results("answer", "ok")
     assert passed.payload["concept"] == "pasar" and passed.payload["answer_majority"] == "A"
     run.close()
+
+
+def test_with_adjudicate_a_tied_majority_waits_for_a_ruling(tmp_path: Path) -> None:
+    table = tmp_path / "concepts.csv"
+    table.write_text("category,concept\nculinary,rendang\n", encoding="utf-8")
+    config = HumanGenConfig(concepts=str(table), assignment="one", pool=("a", "b", "c", "d", "e"), adjudicate=True)
+
+    def fields(who: str, task: str, given: Any) -> dict[str, Any] | None:
+        if task == "create":
+            return _write(given)
+        if task == "qc":
+            return {"verdict": "complete"}
+        return {"choice": "A" if who in ("b", "c") else "B", "certain": "yes"}  # b, c: A; d, e: B — a tie
+
+    with pytest.raises(AssertionError, match="never finished"):
+        _drive(config, tmp_path / "run", fields, rounds=3)
+    store = AnnotationStore(sqlite_url(tmp_path / "run" / "run.db"))
+    (split,) = store.splits("answer")
+    assert [vote for _, vote in split["votes"]] == ["A", "A", "B", "B"]
+    store.adjudicate("boss", "answer", split["item_id"], {"choice": "B", "certain": "yes"})
+    store.close()
+    done = build(HUMAN_GEN, config, tmp_path / "run", resume=True)
+    assert done.state == "done"
+    row = next(iter((tmp_path / "run" / "id" / "dataset" / "test.jsonl").read_text().splitlines()))
+    assert '"answer_majority": "B"' in row and "adjudicator" not in row  # the ruling decides; answers are the four
