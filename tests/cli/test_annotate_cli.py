@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +195,174 @@ def test_status_without_qc_tasks_prints_no_qc_queue(tmp_path: Path) -> None:
     assert "QC queue" not in result.stdout and "agreement" in result.stdout
     report = json.loads(CliRunner().invoke(app, ["status", str(tmp_path), "--json"]).stdout)
     assert report["qc"] is None and report["agreement"]["verify"]["fleiss_kappa"] is None
+
+
+# --- annotate export / import: Label Studio and Argilla ------------------------------------
+
+
+def _verify_store(tmp_path: Path) -> None:
+    """Three verify tasks, k = 2, and a gold one; q1 already has both its judgements from the app."""
+    store = AnnotationStore(sqlite_url(tmp_path / "run.db"))
+    try:
+        store.add_tasks("verify", [item(1), item(2), item(3)], k=2, group="g")
+        for name in ("ana", "ben"):
+            store.invite(name)
+            lease = store.next_assignment(name, "verify")
+            assert lease is not None and lease.item_id == "q1"
+            store.submit(lease.id, name, judgement(item_id="q1", annotator=name, task="verify", accept=True))
+        store.add_gold("verify", [(item(9), {"accept": "yes"})])  # gold stays in the app: never exported
+    finally:
+        store.close()
+
+
+def _stored(tmp_path: Path) -> dict[str, list[tuple[str, Any]]]:
+    store = AnnotationStore(sqlite_url(tmp_path / "run.db"))
+    try:
+        return {
+            item_id: [(j.annotator, getattr(j, "accept", None)) for j in made]
+            for item_id, made in store.judgements("verify").items()
+        }
+    finally:
+        store.close()
+
+
+def test_export_then_import_label_studio_stores_each_judgement_once(tmp_path: Path) -> None:
+    _verify_store(tmp_path)
+    runner = CliRunner()
+    out_dir = tmp_path / "ls"
+    exported = runner.invoke(app, ["export", str(tmp_path), "--format", "label-studio", "--type", "verify",
+                                   "--out", str(out_dir)])  # fmt: skip
+    assert exported.exit_code == 0, exported.output
+    assert "2 open verify task(s) of 3" in exported.output and "annotate import" in exported.output
+    tasks = json.loads((out_dir / "tasks.json").read_text(encoding="utf-8"))
+    assert [t["data"]["senseforge"]["input_id"] for t in tasks] == ["q2", "q3"]  # q1 has its k judgements
+    assert (out_dir / "label_config.xml").read_text(encoding="utf-8").startswith("<View>")
+    every = runner.invoke(app, ["export", str(tmp_path), "--format", "label-studio", "--type", "verify",
+                                "--out", str(tmp_path / "all"), "--all"])  # fmt: skip
+    assert every.exit_code == 0 and "3 every verify task(s) of 3" in every.output
+
+    def choice(value: str) -> list[dict[str, Any]]:
+        return [{"from_name": "accept", "to_name": "item_question", "type": "choices", "value": {"choices": [value]}}]
+
+    tasks[0]["annotations"] = [
+        {"id": 1, "completed_by": {"id": 4, "email": "dee@example.org"}, "result": choice("yes")},
+        {"id": 2, "completed_by": 5, "result": choice("no")},
+    ]
+    tasks[1]["annotations"] = [
+        {"id": 3, "completed_by": 5, "result": choice("maybe")},  # not yes or no
+        {"id": 4, "completed_by": 6, "result": choice("yes"), "was_cancelled": True},
+    ]
+    export_file = tmp_path / "project-1.json"
+    export_file.write_text(json.dumps(tasks), encoding="utf-8")
+    command = ["import", str(tmp_path), "--format", "label-studio", "--type", "verify", str(export_file)]
+    first = runner.invoke(app, command)
+    assert first.exit_code == 0, first.output
+    assert "2 verify judgement(s) stored (2 new or changed, 0 already there); 1 skipped; 1 rejected" in first.stdout
+    assert f"rejected: {export_file}: task 2, annotation 1 (id 3) (item q3) by ls:5: accept:" in first.output
+    again = runner.invoke(app, command)
+    assert again.exit_code == 0, again.output
+    assert "2 verify judgement(s) stored (0 new or changed, 2 already there)" in again.stdout
+    assert _stored(tmp_path)["q2"] == [("ls:dee@example.org", True), ("ls:5", False)]
+    assert sum(len(v) for v in _stored(tmp_path).values()) == 4  # q1's two from the app, q2's two: no doubles
+
+    named = tmp_path / "names.json"
+    named.write_text(json.dumps({"5": "ben"}), encoding="utf-8")
+    mapped = runner.invoke(app, [*command, "--annotator-map", str(named), "--annotator-prefix", "x:"])
+    assert mapped.exit_code == 0, mapped.output
+    assert ("ben", False) in _stored(tmp_path)["q2"] and ("x:dee@example.org", True) in _stored(tmp_path)["q2"]
+    reopened = runner.invoke(app, ["export", str(tmp_path), "--format", "label-studio", "--type", "verify",
+                                   "--out", str(tmp_path / "again")])  # fmt: skip
+    assert "1 open verify task(s) of 3" in reopened.output  # q2 has its two now, q3 none
+    store = AnnotationStore(sqlite_url(tmp_path / "run.db"))
+    try:  # the app agrees: q2's slots are taken by the imported judgements, and ben is not offered q2 again
+        assert store.progress()["tasks"]["verify"]["complete"] == 2
+        assert store.progress()["annotators"]["ben"]["verify"]["done"] >= 1
+        assert (lease := store.next_assignment("ben", "verify")) is None or lease.input.id != "q2"
+    finally:
+        store.close()
+
+
+def test_export_then_import_argilla(tmp_path: Path) -> None:
+    _verify_store(tmp_path)
+    runner = CliRunner()
+    out_dir = tmp_path / "ag"
+    exported = runner.invoke(app, ["export", str(tmp_path), "--format", "argilla", "--type", "verify",
+                                   "--out", str(out_dir)])  # fmt: skip
+    assert exported.exit_code == 0, exported.output
+    settings = json.loads((out_dir / "settings.json").read_text(encoding="utf-8"))
+    assert settings["distribution"]["min_submitted"] == 2
+    records = json.loads((out_dir / "records.json").read_text(encoding="utf-8"))
+    users = ["00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"]
+    flat = [  # records.to_list(flatten=True): fields and metadata on top, responses per question
+        {"id": r["id"], **r["fields"], **r["metadata"], "status": "pending", "_server_id": None, "vectors": {},
+         "accept.responses": ["yes", "no"], "accept.responses.users": users,
+         "accept.responses.status": ["submitted", "discarded"]}
+        for r in records
+    ]  # fmt: skip
+    export_file = tmp_path / "records-export.json"
+    export_file.write_text(json.dumps(flat), encoding="utf-8")
+    command = ["import", str(tmp_path), "--format", "argilla", "--type", "verify", str(export_file)]
+    for _ in range(2):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 0, result.output
+        assert "2 verify judgement(s) stored" in result.stdout and "2 skipped; 0 rejected" in result.stdout
+    stored = _stored(tmp_path)
+    assert stored["q2"] == stored["q3"] == [(f"argilla:{users[0]}", True)]
+
+
+def test_export_check_validates_with_the_tools_and_names_the_extra_without_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from senseforge.errors import MissingDependencyError
+
+    _verify_store(tmp_path)
+    base = ["export", str(tmp_path), "--type", "verify", "--out", str(tmp_path / "out"), "--check", "--format"]
+    runner = CliRunner()
+    for fmt, package in (("label-studio", "label_studio_sdk"), ("argilla", "argilla")):
+        if importlib.util.find_spec(package) is not None:
+            checked = runner.invoke(app, [*base, fmt])
+            assert checked.exit_code == 0, checked.output
+    monkeypatch.setitem(sys.modules, "label_studio_sdk.label_interface", None)
+    monkeypatch.setitem(sys.modules, "argilla", None)
+    for fmt in ("label-studio", "argilla"):
+        result = runner.invoke(app, [*base, fmt])
+        assert isinstance(result.exception, MissingDependencyError), result.output
+        assert "senseforge[interop]" in str(result.exception)
+    unknown = runner.invoke(app, ["export", str(tmp_path), "--format", "argilla", "--type", "vote", "--out", "x"])
+    assert isinstance(unknown.exception, ConfigError) and "verify" in str(unknown.exception)
+
+
+def test_gold_from_a_dataset_sets_the_rate_and_the_bar_and_status_shows_accuracy(tmp_path: Path) -> None:
+    gold_file = tmp_path / "gold.jsonl"
+    gold_file.write_text(
+        "".join(json.dumps(item(90 + n).model_dump(mode="json")) + "\n" for n in range(2)), encoding="utf-8"
+    )
+    store = AnnotationStore(sqlite_url(tmp_path / "run.db"))
+    try:
+        store.add_tasks("answer", [item(n) for n in range(1, 5)], k=1, group="g")
+        store.invite("ben")
+    finally:
+        store.close()
+    command = ["gold", str(tmp_path), "--type", "answer", str(gold_file), "--rate", "0.5", "--min-accuracy", "0.5"]
+    added = CliRunner().invoke(app, [*command, "--min-gold", "1"])
+    assert added.exit_code == 0, added.output
+    assert "2 gold answer item(s) added; served at a rate of 0.50" in added.stdout
+    again = CliRunner().invoke(app, command)
+    assert "0 gold answer item(s) added" in again.stdout and "on 1+ gold items" in again.stdout  # the bar stays
+    store = AnnotationStore(sqlite_url(tmp_path / "run.db"))
+    try:
+        for _ in range(2):  # a real item, then a gold one, answered wrong
+            lease = store.next_assignment("ben", "answer")
+            assert lease is not None
+            wrong = "B" if lease.input.answer == "A" else "A"
+            made = judgement(item_id=lease.input.id, annotator="ben", task="answer", choice=wrong, certain=True)
+            store.submit(lease.id, "ben", made)
+        assert store.next_assignment("ben", "answer") is None  # below the bar
+    finally:
+        store.close()
+    shown = CliRunner().invoke(app, ["status", str(tmp_path)], env={"COLUMNS": "160"})
+    assert shown.exit_code == 0 and "gold items" in shown.stdout and "no: below the bar" in shown.stdout
+    as_json = json.loads(CliRunner().invoke(app, ["status", str(tmp_path), "--json"]).stdout)
+    assert as_json["gold"]["ben"]["answer"] == {"gold": 1, "correct": 0, "accuracy": 0.0, "excluded": True}
+    refused = CliRunner().invoke(app, ["gold", str(tmp_path), "--type", "create", str(gold_file)])
+    assert refused.exit_code != 0

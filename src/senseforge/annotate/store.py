@@ -396,6 +396,30 @@ class AnnotationStore:
             if item not in skip
         }
 
+    def store_imported(self, made: Sequence[Judgement]) -> int:
+        """Store judgements made elsewhere (Label Studio, Argilla) as people's, and close their tasks' slots.
+
+        Each judgement's (task, annotator) assignment is marked done, so the app neither offers
+        that task to the annotator again nor counts the slot as open; rows already there are
+        updated. Returns how many judgements were new or changed.
+        """
+        changed = self.runs.add_judgements(made, "human")
+        now = self.clock()
+        with self.engine.begin() as conn:
+            ids = {
+                (str(t), str(i)): int(n)
+                for n, t, i in conn.execute(sa.select(tasks.c.id, tasks.c.type, tasks.c.item_id))
+            }
+            for judgement in made:
+                task_id = ids.get((judgement.task, judgement.item_id))
+                if task_id is None:
+                    continue
+                where = sa.and_(assignments.c.task_id == task_id, assignments.c.annotator == judgement.annotator)
+                done = {"leased_at": now, "expires_at": now, "done_at": now}
+                if conn.execute(assignments.update().where(where).values(**done)).rowcount == 0:
+                    conn.execute(assignments.insert().values(task_id=task_id, annotator=judgement.annotator, **done))
+        return changed
+
     # -- quality: gold tasks and adjudication -----------------------------------------------
 
     def add_gold(self, task_type: str, entries: Sequence[tuple[BaseModel, Mapping[str, Any]]]) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import typer
 from rich.table import Table
 
 from senseforge.cli._common import err, out
-from senseforge.errors import MissingDependencyError
+from senseforge.errors import ConfigError, DataValidationError, MissingDependencyError
 
 app = typer.Typer(help="Annotate a run in the browser: serve, invite, status, baseline.", no_args_is_help=True)
 
@@ -197,10 +198,11 @@ def status(
             for name in progress["tasks"]
         }
         qc = annotation.qc_queue() if "qc" in progress["tasks"] else None
+        gold = annotation.gold_report()
     finally:
         annotation.close()
     if as_json:
-        report = {**progress, "agreement": agreement, "qc": qc}
+        report = {**progress, "agreement": agreement, "qc": qc, "gold": gold}
         typer.echo(json.dumps(report, ensure_ascii=False, indent=2, sort_keys=True))
         return
     if not progress["tasks"]:
@@ -211,6 +213,15 @@ def status(
     out.print(_agreement_table(agreement))
     if qc is not None:
         out.print(_qc_table(qc["counts"]))
+    if gold:
+        table = Table(title="gold items")
+        for column in ("annotator", "task type", "gold", "right", "accuracy", "counts"):
+            table.add_column(column, justify="right" if column in ("gold", "right", "accuracy") else "left")
+        for who, per_type in gold.items():
+            for task_type, row in per_type.items():
+                counts = "no: below the bar" if row["excluded"] else "yes"
+                table.add_row(who, task_type, str(row["gold"]), str(row["correct"]), _stat(row["accuracy"]), counts)
+        out.print(table)
 
 
 @app.command("baseline")
@@ -259,3 +270,223 @@ def baseline(
     out.print(table)
     for model in report["models"]:
         out.print(f"model {model['model']} on {model['task']}: acc {model['acc']:.3f} (n={model['n']})", markup=False)
+
+
+class InteropFormat(StrEnum):
+    """The annotation tools `annotate export` writes for and `annotate import` reads from."""
+
+    label_studio = "label-studio"
+    argilla = "argilla"
+
+
+FormatOption = typer.Option(
+    ..., "--format", help="label-studio (tasks JSON + labeling config) or argilla (2.x settings + records)."
+)
+TaskTypeOption = typer.Option(
+    ..., "--type", help="Task type: verify, answer, create, qc, revise, adapt-check or label-errors."
+)
+
+
+def _known_task_type(name: str) -> str:
+    from senseforge.annotate.tasktypes import TASK_TYPES
+
+    if name not in TASK_TYPES:
+        raise ConfigError(f"--type {name!r}: one of {', '.join(TASK_TYPES)}")
+    return name
+
+
+@app.command("export")
+def export_tasks(
+    run_dir: Path = RunDirArgument,
+    fmt: InteropFormat = FormatOption,
+    task_type: str = TaskTypeOption,
+    out_dir: Path = typer.Option(..., "--out", help="Folder to write the files into (created when missing)."),
+    every: bool = typer.Option(False, "--all", help="Every task of the type, not only those still short of k."),
+    check: bool = typer.Option(
+        False, "--check", help="Validate the files with the tool's own package (installed by the interop extra)."
+    ),
+    store: str | None = StoreUrlOption,
+) -> None:
+    """Write a task type's tasks for Label Studio or Argilla 2.x (by default the open ones: fewer judgements than k).
+
+    label-studio: tasks.json (import it into a project) and label_config.xml (the
+    project's labeling interface). argilla: settings.json (rg.Settings.from_json) and
+    records.json (rg.Record.from_dict on each). Each task carries its input, so
+    `annotate import` needs nothing else. The files are plain JSON and XML: writing them
+    needs neither tool installed; --check does.
+    """
+    from senseforge.annotate import interop
+    from senseforge.annotate.store import AnnotationStore
+    from senseforge.pipelines.quality import GOLD_GROUP, excluded_annotators
+
+    name = _known_task_type(task_type)
+    annotation = AnnotationStore(run_store_url(run_dir, store))
+    try:
+        # gold tasks check the app's annotators and stay there; judgements of people below the bar count for nobody
+        queued = [(task, k) for task, k, group in annotation.inputs(name) if group != GOLD_GROUP]
+        below = excluded_annotators(annotation.runs).get(name, frozenset())
+        judged = {
+            item: sum(j.annotator not in below for j in made) for item, made in annotation.judgements(name).items()
+        }
+    finally:
+        annotation.close()
+    wanted = [(task, k - judged.get(str(getattr(task, "id")), 0)) for task, k in queued]  # noqa: B009 — inputs have ids
+    chosen = [(task, missing) for task, missing in wanted if every or missing > 0]
+    inputs = [task for task, _ in chosen]
+    if fmt is InteropFormat.label_studio:
+        tasks, config = interop.label_studio_export(name, inputs)
+        problems = interop.check_label_studio(tasks, config) if check else []
+        how = "import tasks.json into a Label Studio project whose labeling interface is label_config.xml"
+    else:
+        min_submitted = max((missing for _, missing in chosen), default=1)
+        settings, records = interop.argilla_export(name, inputs, min_submitted=min_submitted)
+        problems = interop.check_argilla(settings, records) if check else []
+        how = "rg.Settings.from_json('settings.json'), then log [rg.Record.from_dict(r) for r in records.json]"
+    for problem in problems:
+        err.print(f"check: {problem}", markup=False)
+    if problems:
+        raise DataValidationError(f"{fmt.value} finds {len(problems)} problem(s) in the export; nothing written")
+    if fmt is InteropFormat.label_studio:
+        paths = interop.write_label_studio(out_dir, name, inputs)
+    else:
+        paths = interop.write_argilla(out_dir, name, inputs, min_submitted=min_submitted)
+    which = "every" if every else "open"
+    err.print(f"{len(inputs)} {which} {name} task(s) of {len(queued)} → {', '.join(map(str, paths))}", markup=False)
+    command = f"senseforge annotate import {run_dir} --format {fmt.value} --type {name} FILE"
+    err.print(f"next: {how}; then `{command}`", markup=False)
+
+
+@app.command("import")
+def import_judgements(
+    run_dir: Path = RunDirArgument,
+    file: Path = typer.Argument(..., help="The tool's export: Label Studio JSON, or Argilla records JSON."),
+    fmt: InteropFormat = FormatOption,
+    task_type: str = TaskTypeOption,
+    prefix: str | None = typer.Option(
+        None, "--annotator-prefix", help="Put before each tool user's name (default ls: or argilla:)."
+    ),
+    annotator_map: Path | None = typer.Option(
+        None, "--annotator-map", help="JSON object: a tool user (email, username or id) → our annotator name."
+    ),
+    store: str | None = StoreUrlOption,
+) -> None:
+    """Store the judgements in a Label Studio or Argilla export (as human judgements; importing again changes nothing).
+
+    Each annotation goes through the task type's checks, as a submission in the app does;
+    one that fails them is listed with where it is and why, and the rest are stored.
+    Skipped (Label Studio) and draft or discarded (Argilla) answers are left out. Argilla:
+    export with records.to_list(flatten=True), which keeps each response's status.
+    Annotators are named <prefix><email, username or id> unless --annotator-map names them.
+    """
+    from senseforge.annotate import interop
+    from senseforge.annotate.store import AnnotationStore
+
+    name = _known_task_type(task_type)
+    names: dict[str, str] | None = None
+    if annotator_map is not None:
+        given = interop.read_export(annotator_map)
+        if not isinstance(given, dict):
+            raise ConfigError(f"--annotator-map {annotator_map}: expected a JSON object of tool user → annotator")
+        names = {str(k): str(v) for k, v in given.items()}
+    exported = interop.read_export(file)
+    annotation = AnnotationStore(run_store_url(run_dir, store))
+    try:
+        if fmt is InteropFormat.label_studio:
+            result = interop.label_studio_import(
+                name, exported, annotation, prefix=interop.LABEL_STUDIO_PREFIX if prefix is None else prefix,
+                names=names,
+            )  # fmt: skip
+        else:
+            result = interop.argilla_import(
+                name, exported, annotation, prefix=interop.ARGILLA_PREFIX if prefix is None else prefix, names=names
+            )
+        changed = annotation.store_imported(result.judgements)
+    finally:
+        annotation.close()
+    for rejection in result.rejected:
+        err.print(f"rejected: {file}: {rejection}", markup=False)
+    out.print(
+        f"{len(result.judgements)} {name} judgement(s) stored ({changed} new or changed, "
+        f"{len(result.judgements) - changed} already there); {result.skipped} skipped; "
+        f"{len(result.rejected)} rejected",
+        markup=False,
+    )
+
+
+@app.command("gold")
+def gold(
+    run_dir: Path = RunDirArgument,
+    task_type: str = typer.Option(..., "--type", help="The task type the gold items belong to (one that votes)."),
+    file: Path | None = typer.Argument(
+        None,
+        help='Gold items: JSONL of {"input": …, "expected": {fields a right judgement posts}}; for verify and '
+        "answer also any dataset senseforge eval reads (each item's marked answer is the right one).",
+    ),
+    rate: float | None = typer.Option(
+        None, "--rate", min=0.0, max=0.99, help="Share of the tasks served that are gold."
+    ),
+    min_accuracy: float | None = typer.Option(
+        None, "--min-accuracy", min=0.0, max=1.0, help="Below this accuracy an annotator's judgements do not count."
+    ),
+    min_gold: int | None = typer.Option(None, "--min-gold", min=1, help="Gold items done before the bar applies (5)."),
+    store: str | None = StoreUrlOption,
+) -> None:
+    """Mix gold items (known answers) into a task type's queue and set the accuracy bar.
+
+    Each annotator is served gold items of the type at `--rate` (never the same one twice)
+    while real work is left; their accuracy shows in `annotate status` and on the admin
+    page. An annotator below `--min-accuracy` on at least `--min-gold` of them has every
+    judgement of the type left out of decisions (the build, on `--resume`, drops them),
+    and gets no more tasks of it. Create and revise cast no vote, so they have no gold.
+    """
+    from senseforge.annotate.store import AnnotationStore
+    from senseforge.annotate.tasktypes import TASK_TYPES
+    from senseforge.pipelines.quality import set_quality
+
+    if task_type not in TASK_TYPES:
+        raise ConfigError(f"unknown task type {task_type!r}: one of {', '.join(TASK_TYPES)}")
+    entries = _gold_entries(file, task_type) if file is not None else []
+    annotation = AnnotationStore(run_store_url(run_dir, store))
+    try:
+        added = annotation.add_gold(task_type, entries) if entries else 0
+        settings = set_quality(
+            annotation.runs, task_type=task_type, rate=rate, min_accuracy=min_accuracy, min_gold=min_gold
+        )
+    finally:
+        annotation.close()
+    share = settings.rates.get(task_type, 0.0)
+    bar = (
+        "no accuracy bar"
+        if settings.min_accuracy is None
+        else (f"judgements below {settings.min_accuracy:.2f} accuracy on {settings.min_gold}+ gold items do not count")
+    )
+    out.print(f"{added} gold {task_type} item(s) added; served at a rate of {share:.2f}; {bar}", markup=False)
+
+
+def _gold_entries(path: Path, task_type: str) -> list[tuple[Any, dict[str, Any]]]:
+    """(input, expected fields) from a gold file (see ``annotate gold --help``)."""
+    from pydantic import ValidationError
+
+    from senseforge.annotate.tasktypes import TASK_TYPES
+    from senseforge.data.io import format_validation_error, iter_json_rows
+    from senseforge.data.loaders import load_dataset
+
+    model = TASK_TYPES[task_type].input_model
+    rows = list(iter_json_rows(path)) if path.suffix.lower() == ".jsonl" else []
+    if rows and all("input" in row and "expected" in row for _, row in rows):
+        entries: list[tuple[Any, dict[str, Any]]] = []
+        for number, row in rows:
+            try:
+                entries.append((model.model_validate(row["input"]), dict(row["expected"])))
+            except (ValidationError, TypeError, ValueError) as exc:
+                detail = format_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+                raise DataValidationError(f"{path}:{number}: {detail}") from None
+        return entries
+    if task_type not in ("verify", "answer"):
+        raise ConfigError(f"{path}: gold {task_type} items are JSONL rows of input and expected fields")
+    items = load_dataset(path).items
+    missing = [item.id for item in items if item.answer is None]
+    if missing:
+        raise DataValidationError(f"{path}: gold items need their answer ({missing[0]} has none)")
+    expected = {"accept": "yes"} if task_type == "verify" else None
+    return [(item, expected or {"choice": item.answer, "certain": "yes"}) for item in items]
