@@ -390,12 +390,9 @@ class _App:
         caller = self.admin(request)
         task = self.task(request.path_params["task_type"])
         self.check_csrf(caller, request.headers.get("x-csrf-token"))
-        try:
-            fields = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return JSONResponse({"problems": [f"body: not valid JSON ({exc})"]}, status_code=422)
-        if not isinstance(fields, dict):
-            return JSONResponse({"problems": ["body: expected a JSON object of fields"]}, status_code=422)
+        fields = _json_fields(body)
+        if isinstance(fields, JSONResponse):
+            return fields
         try:
             ruled = self._rule(caller, task, request.path_params["item_id"], fields)
         except InvalidSubmission as exc:
@@ -453,12 +450,9 @@ class _App:
         task = self.task(request.path_params["task_type"])
         self.check_csrf(caller, request.headers.get("x-csrf-token"))
         assignment = self.own_assignment(caller, task.name, request.path_params["assignment_id"])
-        try:
-            fields = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return JSONResponse({"problems": [f"body: not valid JSON ({exc})"]}, status_code=422)
-        if not isinstance(fields, dict):
-            return JSONResponse({"problems": ["body: expected a JSON object of fields"]}, status_code=422)
+        fields = _json_fields(body)
+        if isinstance(fields, JSONResponse):
+            return fields
         try:
             judgement = task.parse(assignment.input, fields)
         except InvalidSubmission as exc:
@@ -483,6 +477,17 @@ async def _read_body(request: Request) -> bytes:
             raise HTTPException(413, "request body too large")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _json_fields(body: bytes) -> dict[str, Any] | JSONResponse:
+    """A JSON request body as its object of fields, or the 422 that says why it is not one."""
+    try:
+        fields = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return JSONResponse({"problems": [f"body: not valid JSON ({exc})"]}, status_code=422)
+    if not isinstance(fields, dict):
+        return JSONResponse({"problems": ["body: expected a JSON object of fields"]}, status_code=422)
+    return fields
 
 
 def _fields_of(judgement: Judgement) -> dict[str, Any]:
