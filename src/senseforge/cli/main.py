@@ -8,6 +8,7 @@ import sys
 import typer
 
 from senseforge._version import __version__
+from senseforge.cli import analyze as analyze_cli
 from senseforge.cli import annotate as annotate_cli
 from senseforge.cli import build as build_cli
 from senseforge.cli import demo as demo_cli
@@ -31,6 +32,7 @@ app.add_typer(eval_cli.app, name="eval")
 app.add_typer(export_cli.app, name="export")
 app.add_typer(build_cli.app, name="build")
 app.add_typer(annotate_cli.app, name="annotate")
+app.add_typer(analyze_cli.app, name="analyze")
 app.command("demo")(demo_cli.demo)
 
 
