@@ -66,7 +66,15 @@ def run(
         None,
         "--formulation",
         "-f",
-        help="loglik | letter | generate (default: loglik; generate with --variant putri-all, as Putri et al.).",
+        help=(
+            "loglik | letter | generate | open (default: loglik; generate with --variant putri-all, as Putri et "
+            "al.). open asks the question without its options and lets --judge grade the free answer."
+        ),
+    ),
+    judge: str | None = typer.Option(
+        None,
+        "--judge",
+        help="provider/model that grades each free answer against the gold option (needed by --formulation open).",
     ),
     variant: str = typer.Option(
         "plain",
@@ -137,39 +145,49 @@ def run(
             crow_parity=crow_parity,
             gold_key=gold_key,
             n_bootstrap=n_bootstrap,
+            judge=judge,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(f"--{'-'.join(str(first['loc'][0]).split('_'))}: {first['msg']}") from exc
     config.check_variant()
+    config.check_judge()
     missing = [str(path) for path in datasets if not path.exists()]
     if missing:
         raise ConfigError(f"--data: no such file or folder: {', '.join(missing)}")
     pairs = len(models) * len(datasets)
     done: list[tuple[EvalResults, Path]] = []
-    for name in models:
-        llm = open_model(name, option, base_url, store, no_cache=no_cache, run="eval")
-        try:
-            for path in datasets:
-                destination = _pair_out(path, name, out_dir, pairs)
-                with progress_bar(f"evaluating {name} on {path.name}", None) as advance:
-                    payload = run_eval(
-                        path,
-                        llm,
-                        config,
-                        destination,
-                        fmt=fmt,
-                        lang=lang,
-                        shots_from=shots_from,
-                        split=split,
-                        progress=advance,
-                    )
-                print_results(payload)
-                err.print(f"wrote {destination / 'results.json'} and {destination / 'samples.jsonl'}")
-                done.append((payload, destination))
-        finally:
-            llm.close()
-        err.print(describe_stats(llm))
+    # the judge is opened once, with no provider options: --option and --base-url are the evaluated model's
+    judge_llm = open_model(judge, None, None, store, no_cache=no_cache, run="eval") if judge else None
+    try:
+        for name in models:
+            llm = open_model(name, option, base_url, store, no_cache=no_cache, run="eval")
+            try:
+                for path in datasets:
+                    destination = _pair_out(path, name, out_dir, pairs)
+                    with progress_bar(f"evaluating {name} on {path.name}", None) as advance:
+                        payload = run_eval(
+                            path,
+                            llm,
+                            config,
+                            destination,
+                            fmt=fmt,
+                            lang=lang,
+                            shots_from=shots_from,
+                            split=split,
+                            progress=advance,
+                            judge=judge_llm,
+                        )
+                    print_results(payload)
+                    err.print(f"wrote {destination / 'results.json'} and {destination / 'samples.jsonl'}")
+                    done.append((payload, destination))
+            finally:
+                llm.close()
+            err.print(describe_stats(llm))
+    finally:
+        if judge_llm is not None:
+            judge_llm.close()
+            err.print(f"judge {judge}: {describe_stats(judge_llm)}")
     if pairs > 1:
         rows = entries([payload for payload, _ in done])
         print_leaderboard(rows)

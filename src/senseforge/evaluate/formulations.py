@@ -1,4 +1,4 @@
-"""How an item becomes prompts: cloze by log-likelihood, answer letters, or generation.
+"""How an item becomes prompts: cloze by log-likelihood, answer letters, generation, or an open question.
 
 Prompt building is separate from scoring (``run.py``): each function here returns the
 text a model sees and the continuations or requests to score, and nothing else. Words
@@ -16,7 +16,7 @@ from typing import Literal
 from senseforge.data.schema import BinaryExample, MCItem
 from senseforge.evaluate.literals import Literals, PromptLanguage, copa_connector, literals
 
-Formulation = Literal["loglik", "letter", "generate"]
+Formulation = Literal["loglik", "letter", "generate", "open"]
 PromptVariant = Literal["plain", "putri1", "putri2", "putri3"]
 
 PROMPT_VARIANTS: tuple[PromptVariant, ...] = ("plain", "putri1", "putri2", "putri3")
@@ -80,7 +80,7 @@ def _question_block(item: MCItem, lit: Literals, *, with_choices: bool, variant:
 def _answer_text(item: MCItem, lit: Literals, formulation: Formulation) -> str:
     if item.answer is None:
         return ""
-    if formulation == "loglik":
+    if formulation in ("loglik", "open"):
         return _sep(lit) + (item.answer_text() or "")
     index = [c.label for c in item.choices].index(item.answer)
     return _sep(lit) + lit.letters[index]
@@ -100,7 +100,8 @@ def mc_prompt(
         item: the evaluated item.
         formulation: ``loglik`` scores each choice text after a question-and-answer cue;
             ``letter`` lists the choices and scores each letter; ``generate`` lists the
-            choices and lets the model answer in text.
+            choices and lets the model answer in text; ``open`` shows the question alone (no
+            choices, nothing scored) for a free answer that a judge compares with the gold.
         shots: solved examples put before the item (never the item itself).
         variant: prompt structure (see :data:`PROMPT_VARIANTS`).
         prompt_language: English cue words, or the item's own (see :mod:`.literals`).
@@ -118,7 +119,7 @@ def mc_prompt(
             letters=letters,
             delimiter=_sep(lit),
         )
-    with_choices = formulation != "loglik"
+    with_choices = formulation not in ("loglik", "open")
     blocks = [
         _question_block(shot, lit, with_choices=with_choices, variant=variant) + _answer_text(shot, lit, formulation)
         for shot in shots
@@ -128,6 +129,8 @@ def mc_prompt(
     text = "\n\n".join(blocks)
     if formulation == "loglik":
         continuations = tuple(_sep(lit) + c.text for c in item.choices)
+    elif formulation == "open":
+        continuations = ()
     else:
         continuations = tuple(_sep(lit) + letter for letter in letters)
     return MCPrompt(text=text, continuations=continuations, letters=letters, delimiter=_sep(lit))

@@ -19,6 +19,7 @@ from senseforge.data.io import atomic_open
 from senseforge.data.schema import MCItem
 from senseforge.errors import ConfigError, DataValidationError
 from senseforge.evaluate.formulations import prompt_hash
+from senseforge.evaluate.judge import JUDGE_SYSTEM, judge_prompt
 from senseforge.evaluate.records import (
     BinarySample,
     DataInfo,
@@ -71,14 +72,17 @@ def run_eval(
     shots_from: Path | None = None,
     split: str = "test",
     progress: Progress | None = None,
+    judge: LLM | None = None,
 ) -> EvalResults:
     """Evaluate ``llm`` on ``data`` and write ``results.json`` and ``samples.jsonl`` to ``out_dir``.
 
     ``split`` picks the split of a run directory (``all`` for every split together). With
     ``variant="putri-all"`` each item is scored under each of Putri et al.'s three prompt
     structures: ``results`` holds ``<task>/putri1`` … ``<task>/putri3`` and their mean
-    ``<task>/putri-mean``.
+    ``<task>/putri-mean``. ``--formulation open`` needs ``judge``: the opened model
+    ``config.judge`` names, which grades each free answer against the gold option.
     """
+    config.check_judge()
     dataset = load_for_eval(data, fmt, lang, split)
     started = time.perf_counter()
     shot_pool: list[MCItem] = []
@@ -92,7 +96,7 @@ def run_eval(
         items = config.with_gold(dataset.items[: config.limit] if config.limit else dataset.items)
         if not items:
             raise DataValidationError(f"{data}: no items to evaluate")
-        samples = score_mc(items, llm, config, shot_pool=shot_pool, progress=progress)
+        samples = score_mc(items, llm, config, shot_pool=shot_pool, progress=progress, judge=judge)
         results = _mc_results(dataset.name, samples, config)
         breakdowns: dict[str, Any] = {
             field: {group: m.to_json() for group, m in groups.items()}
@@ -112,6 +116,10 @@ def run_eval(
         breakdowns = {"baselines": baseline_report(samples, config)}
         mode = "cot" if config.chain_of_thought else config.binary_mode
         templates = [f"binary/{mode}/knowledge={config.oracle_knowledge}/{config.prompt_language}"]
+    hashes = {template: prompt_hash(template) for template in templates}
+    if config.formulation == "open":
+        # the judge's instruction and prompt, so a reworded judge shows in results.json
+        hashes["judge"] = prompt_hash(JUDGE_SYSTEM + judge_prompt("{question}", "{gold}", ["{other}"], "{answer}"))
     elapsed = time.perf_counter() - started
     payload = EvalResults(
         results=results,
@@ -126,7 +134,7 @@ def run_eval(
         ),
         model=ModelInfo(name=llm.name, identity=llm.identity()),
         seeds={"seed": config.seed},
-        prompt_hashes={template: prompt_hash(template) for template in templates},
+        prompt_hashes=hashes,
         versions={"senseforge": __version__, "python": platform.python_version()},
         timing={"seconds": elapsed, "items_per_second": len(samples) / elapsed if elapsed > 0 else None},
     )

@@ -68,6 +68,15 @@ class MCSample(_Record):
     correct_norm: bool | None = None
     correct_bytes: bool | None = None
     correct_strict: bool | None = None
+    judge: str | None = None
+    """``open``: the judge model (``provider/model``) that compared :attr:`response` with the gold."""
+    judge_verdict: str | None = None
+    """``open``: ``correct`` or ``incorrect``; unset when the judge's reply could not be read (then
+    :attr:`parsed` is false, :attr:`judge_response` holds the reply and the answer counts as wrong)."""
+    judge_reason: str | None = None
+    """``open``: the judge's stated reason."""
+    judge_response: str | None = None
+    """``open``: the judge's reply as it came."""
 
 
 class BinarySample(_Record):

@@ -82,6 +82,11 @@ def mc_metrics(samples: Sequence[MCSample], config: EvalConfig) -> MCMetrics:
         out["unparsed_rate_strict"] = sum(not s.parsed_strict for s in answered) / max(1, len(answered))
         parsed = [s for s in answered if s.parsed]
         out["acc_parsed"] = metrics.accuracy([bool(s.correct) for s in parsed]) if parsed else math.nan
+    if config.formulation == "open":  # "parsed": the judge's verdict could be read
+        answered = [s for s in scored if not s.error]
+        out["unparsed_rate"] = sum(not s.parsed for s in answered) / max(1, len(answered))
+        parsed = [s for s in answered if s.parsed]
+        out["acc_parsed"] = metrics.accuracy([bool(s.correct) for s in parsed]) if parsed else math.nan
     return MCMetrics.model_validate(out)
 
 

@@ -27,11 +27,16 @@ from senseforge.evaluate.formulations import (
     binary_prompt,
     mc_prompt,
 )
+from senseforge.evaluate.judge import JUDGE_SYSTEM, judge_prompt, parse_verdict
 from senseforge.evaluate.literals import PromptLanguage
 from senseforge.evaluate.records import BinarySample, MCSample
 from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest, Progress
 
 GENERATE_INSTRUCTION = "Answer with the letter of the correct option only."
+OPEN_INSTRUCTION = "Answer the question in a few words, in the language it is asked in."
+"""``open``: the system turn before the bare question (our wording)."""
+JUDGE_MAX_TOKENS = 128
+"""The judge's generation budget (a verdict and one sentence)."""
 
 
 VariantChoice = PromptVariant | Literal["putri-all"]
@@ -46,7 +51,8 @@ class EvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     formulation: Formulation = "loglik"
-    """``loglik`` (cloze), ``letter`` (next-token letters) or ``generate`` (text answers)."""
+    """``loglik`` (cloze), ``letter`` (next-token letters), ``generate`` (text answers) or ``open`` (the
+    question without its options; a :attr:`judge` model compares the free answer with the gold option)."""
     variant: VariantChoice = "plain"
     """Prompt structure; ``putri1``–``putri3`` for Putri et al.'s three variants, ``putri-all`` for all three."""
     prompt_language: PromptLanguage = "en"
@@ -58,7 +64,7 @@ class EvalConfig(BaseModel):
     limit: int | None = Field(default=None, ge=1)
     """Evaluate only the first N items."""
     max_tokens: int = Field(default=32, ge=1)
-    """Generation budget (``generate`` and binary generation)."""
+    """Generation budget (``generate``, ``open`` and binary generation)."""
     n_bootstrap: int = Field(default=1000, ge=100)
     """Bootstrap resamples for confidence intervals."""
     binary_mode: Literal["loglik", "generate"] = "loglik"
@@ -73,6 +79,8 @@ class EvalConfig(BaseModel):
     gold_key: Literal["answer_creator", "answer_majority"] = "answer_creator"
     """Multiple choice: the gold answer of items that carry both (Putri et al.'s Human_Gen): the creator's
     (the item's answer, as every format has it) or the majority of the other annotators."""
+    judge: str | None = None
+    """``open`` only (and required there): the judge model, as ``provider/model``."""
 
     def with_gold(self, items: Sequence[MCItem]) -> list[MCItem]:
         """The items with the gold answer :attr:`gold_key` names.
@@ -103,11 +111,25 @@ class EvalConfig(BaseModel):
         Raises:
             ConfigError: a Putri variant with the ``loglik`` formulation.
         """
-        if self.variant.startswith("putri") and self.formulation == "loglik":
+        if self.variant.startswith("putri") and self.formulation in ("loglik", "open"):
             raise ConfigError(
-                f"--variant {self.variant} changes how the choices are listed, and the loglik (cloze) prompt "
+                f"--variant {self.variant} changes how the choices are listed, and the {self.formulation} prompt "
                 "lists none: use --formulation generate (Putri et al.'s protocol) or letter"
             )
+
+    def check_judge(self) -> None:
+        """``open`` needs a judge, and only ``open`` uses one.
+
+        Raises:
+            ConfigError: ``open`` without :attr:`judge`, or a judge with another formulation.
+        """
+        if self.formulation == "open" and not self.judge:
+            raise ConfigError(
+                "--formulation open needs --judge provider/model: the model that decides whether each free "
+                "answer means the gold option"
+            )
+        if self.judge and self.formulation != "open":
+            raise ConfigError(f"--judge is used by --formulation open only (this run uses {self.formulation})")
 
 
 def pick_shots(item: MCItem, pool: Sequence[MCItem], k: int, seed: int) -> list[MCItem]:
@@ -140,13 +162,21 @@ def score_mc(
     *,
     shot_pool: Sequence[MCItem] = (),
     progress: Progress | None = None,
+    judge: LLM | None = None,
 ) -> list[MCSample]:
     """Per-sample records for multiple-choice items (one batched backend call per prompt variant).
 
     With several variants (``putri-all``) every item is scored once per variant, in variant
-    order, and each record names its variant.
+    order, and each record names its variant. ``open`` needs ``judge``, the opened model
+    :attr:`EvalConfig.judge` names (one more batched call, to it).
+
+    Raises:
+        ConfigError: a Putri variant with a prompt that lists no choices; ``open`` without a judge.
     """
     config.check_variant()
+    config.check_judge()
+    if config.formulation == "open" and judge is None:
+        raise ConfigError(f"--formulation open: the judge {config.judge!r} was named but not opened (pass judge=)")
     variants = config.variants()
     samples: list[MCSample] = []
     for variant in variants:
@@ -162,6 +192,8 @@ def score_mc(
         ]
         if config.formulation == "generate":
             scored = _generate_mc(items, prompts, llm, config, progress)
+        elif config.formulation == "open" and judge is not None:
+            scored = _open_mc(items, prompts, llm, judge, config, progress)
         else:
             scored = _loglik_mc(items, prompts, llm, progress)
         if len(variants) > 1:
@@ -278,6 +310,75 @@ def _generate_mc(
                 correct_strict=None if item.answer is None else prediction_strict == item.answer,
             )
         )
+    return samples
+
+
+def _open_mc(
+    items: Sequence[MCItem],
+    prompts: Sequence[MCPrompt],
+    llm: LLM,
+    judge: LLM,
+    config: EvalConfig,
+    progress: Progress | None,
+) -> list[MCSample]:
+    """The free answer to the bare question, then the judge's verdict against the gold option."""
+    requests = [
+        GenerateRequest.chat(prompt.text, system=OPEN_INSTRUCTION, max_tokens=config.max_tokens, temperature=0.0)
+        for prompt in prompts
+    ]
+    completions = llm.generate(requests, progress=progress)
+    to_judge: list[tuple[int, GenerateRequest]] = []
+    for index, (item, completion) in enumerate(zip(items, completions, strict=True)):
+        gold = item.answer_text()
+        if completion.failure is not None or item.answer is None or gold is None:
+            continue
+        others = [c.text for c in item.choices if c.label != item.answer]
+        text = judge_prompt(item.question, gold, others, completion.text)
+        to_judge.append(
+            (index, GenerateRequest.chat(text, system=JUDGE_SYSTEM, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0))
+        )
+    verdicts = dict(
+        zip(
+            [index for index, _ in to_judge],
+            judge.generate([request for _, request in to_judge], progress=progress) if to_judge else [],
+            strict=True,
+        )
+    )
+    samples: list[MCSample] = []
+    for index, (item, prompt, completion) in enumerate(zip(items, prompts, completions, strict=True)):
+        base = _base_sample(item, prompt)
+        if completion.failure is not None:
+            samples.append(_mc(base, error=f"{completion.failure.kind}: {completion.failure.message}", correct=None))
+            continue
+        reply = verdicts.get(index)
+        if reply is None:  # no gold answer: nothing to judge
+            samples.append(_mc(base, response=completion.text, correct=None))
+            continue
+        if reply.failure is not None:
+            samples.append(
+                _mc(
+                    base,
+                    response=completion.text,
+                    judge=config.judge,
+                    error=f"judge {reply.failure.kind}: {reply.failure.message}",
+                    correct=None,
+                )
+            )
+            continue
+        verdict = parse_verdict(reply.text)
+        fields: dict[str, object] = {
+            "response": completion.text,
+            "judge": config.judge,
+            "judge_response": reply.text,
+            "parsed": verdict.correct is not None,
+            # an unread verdict is a wrong answer (and flagged by parsed=False)
+            "correct": bool(verdict.correct),
+        }
+        if verdict.label is not None:
+            fields["judge_verdict"] = verdict.label
+        if verdict.reason is not None:
+            fields["judge_reason"] = verdict.reason
+        samples.append(_mc(base, **fields))
     return samples
 
 
