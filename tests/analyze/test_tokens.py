@@ -20,6 +20,7 @@ from senseforge.analyze.tokens import (
 )
 from senseforge.data.schema import MCItem
 from senseforge.errors import ConfigError, MissingDependencyError
+from senseforge.kb.words import japanese_words
 
 _ids = itertools.count()
 
@@ -89,11 +90,13 @@ def test_chinese_is_split_by_jieba_without_punctuation() -> None:
 def test_a_missing_tokenizer_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "fugashi", None)  # makes `import fugashi` fail
     tokens._japanese.cache_clear()
+    japanese_words.cache_clear()  # the knowledge layer's segmenter, which tokens uses
     try:
         with pytest.raises(MissingDependencyError, match=r"senseforge\[kb\]"):
             tokenize("東京", "ja")
     finally:
         tokens._japanese.cache_clear()
+        japanese_words.cache_clear()
 
 
 def test_bigrams_are_consecutive_pairs() -> None:

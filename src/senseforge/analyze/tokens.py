@@ -53,7 +53,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from senseforge.data.schema import MCItem
-from senseforge.errors import ConfigError, MissingDependencyError
+from senseforge.errors import ConfigError
+from senseforge.kb.words import chinese_words, japanese_words
 
 FIELDS: tuple[str, ...] = ("question", "choices", "concept")
 """The text fields an item has, by the names the studies take."""
@@ -110,35 +111,14 @@ def _words(text: str) -> list[str]:
 
 @functools.cache
 def _japanese() -> Tokenizer:
-    try:
-        import fugashi
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise MissingDependencyError("tokenizing Japanese needs fugashi: pip install 'senseforge[kb]'") from exc
-    try:
-        tagger = fugashi.Tagger()
-    except RuntimeError as exc:  # pragma: no cover - a broken dictionary install
-        raise MissingDependencyError(
-            f"fugashi found no dictionary ({exc}): pip install 'senseforge[kb]' (brings unidic-lite)"
-        ) from exc
-
-    def split(text: str) -> list[str]:
-        return [word.surface.strip() for word in tagger(text) if _is_word(word.surface)]
-
-    return split
+    words = japanese_words()  # the knowledge layer's fugashi segmenter
+    return lambda text: [word for word in words(text) if _is_word(word)]
 
 
 @functools.cache
 def _chinese() -> Tokenizer:
-    try:
-        import jieba
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise MissingDependencyError("tokenizing Chinese needs jieba: pip install 'senseforge[kb]'") from exc
-    jieba.setLogLevel(60)  # silence its start-up chatter
-
-    def split(text: str) -> list[str]:
-        return [word.strip() for word in jieba.cut(text) if _is_word(word)]
-
-    return split
+    words = chinese_words()  # the knowledge layer's jieba segmenter
+    return lambda text: [word for word in words(text) if _is_word(word)]
 
 
 def primary_lang(lang: str) -> str:

@@ -20,28 +20,38 @@ SEGMENTED_BY_TOKENIZER = frozenset({"ja", "zh"})
 
 
 @functools.cache
-def _japanese() -> Callable[[str], int]:
+def japanese_words() -> Callable[[str], list[str]]:
+    """Japanese text → its words (fugashi, unidic-lite short units; blanks dropped).
+
+    Raises:
+        MissingDependencyError: without the ``kb`` extra.
+    """
     try:
         import fugashi
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise MissingDependencyError("counting Japanese words needs fugashi: pip install 'senseforge[kb]'") from exc
+        raise MissingDependencyError("Japanese words need fugashi: pip install 'senseforge[kb]'") from exc
     try:
         tagger = fugashi.Tagger()
     except RuntimeError as exc:  # pragma: no cover - a broken dictionary install
         raise MissingDependencyError(
             f"fugashi found no dictionary ({exc}): pip install 'senseforge[kb]' (brings unidic-lite)"
         ) from exc
-    return lambda text: sum(1 for word in tagger(text) if word.surface.strip())
+    return lambda text: [w for w in (word.surface.strip() for word in tagger(text)) if w]
 
 
 @functools.cache
-def _chinese() -> Callable[[str], int]:
+def chinese_words() -> Callable[[str], list[str]]:
+    """Chinese text → its words (jieba, precise mode; blanks dropped).
+
+    Raises:
+        MissingDependencyError: without the ``kb`` extra.
+    """
     try:
         import jieba
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise MissingDependencyError("counting Chinese words needs jieba: pip install 'senseforge[kb]'") from exc
+        raise MissingDependencyError("Chinese words need jieba: pip install 'senseforge[kb]'") from exc
     jieba.setLogLevel(60)  # silence its start-up chatter
-    return lambda text: sum(1 for word in jieba.cut(text) if word.strip())
+    return lambda text: [w for w in (word.strip() for word in jieba.cut(text)) if w]
 
 
 def _spaces(text: str) -> int:
@@ -51,9 +61,11 @@ def _spaces(text: str) -> int:
 def word_counter(lang: str) -> Callable[[str], int]:
     """The word-counting function for a ConceptNet language code (``en``, ``ja`` …)."""
     if lang == "ja":
-        return _japanese()
+        words = japanese_words()
+        return lambda text: len(words(text))
     if lang == "zh":
-        return _chinese()
+        words = chinese_words()
+        return lambda text: len(words(text))
     return _spaces
 
 
