@@ -25,7 +25,7 @@ from senseforge.annotate import interop
 from senseforge.annotate.store import AnnotationStore
 from senseforge.annotate.tasktypes import TASK_TYPES
 from senseforge.data.schema import ConceptSlot, Draft, DraftItem, Judgement, MCItem, QCEvent
-from senseforge.errors import DataValidationError
+from senseforge.errors import ConfigError, DataValidationError
 from senseforge.evaluate.policies import decide, parse_policy
 from senseforge.pipelines.runstore import sqlite_url
 
@@ -88,6 +88,9 @@ def draft_item(n: int, *, sent_back: bool) -> DraftItem:
         draft=draft, history=history,
     )  # fmt: skip
 
+
+EXPORTED = [name for name in TASK_TYPES if name != "open-judge"]
+"""The task types with a Label Studio / Argilla form (people judging open answers have none yet)."""
 
 INPUTS: dict[str, list[BaseModel]] = {
     "verify": [mc(1, question=HOSTILE, text=HOSTILE), mc(2), mc(3)],
@@ -320,7 +323,7 @@ def ls_annotations(task_type: str, tasks: list[dict[str, Any]], interface: Any) 
     return json.loads(json.dumps(exported))  # through a file, as the export is
 
 
-@pytest.mark.parametrize("task_type", list(TASK_TYPES))
+@pytest.mark.parametrize("task_type", EXPORTED)
 def test_label_studio_takes_the_tasks_and_gives_back_the_same_judgements(task_type: str, tmp_path: Path) -> None:
     sdk = tool("label_studio_sdk.label_interface")
     tasks_path, config_path = interop.write_label_studio(tmp_path, task_type, INPUTS[task_type])
@@ -493,7 +496,7 @@ def argilla_export_of(rg: Any, task_type: str, records: list[dict[str, Any]], *,
     return json.loads(json.dumps(GenericIO.to_list(built, flatten=flatten), default=str))
 
 
-@pytest.mark.parametrize("task_type", list(TASK_TYPES))
+@pytest.mark.parametrize("task_type", EXPORTED)
 def test_argilla_takes_the_dataset_and_gives_back_the_same_judgements(task_type: str, tmp_path: Path, rg: Any) -> None:
     settings_path, records_path = interop.write_argilla(tmp_path, task_type, INPUTS[task_type], min_submitted=3)
     settings = rg.Settings.from_json(settings_path)
@@ -581,3 +584,8 @@ def test_read_export_takes_json_and_json_lines(tmp_path: Path) -> None:
     assert interop.read_export(tmp_path / "b.jsonl") == [{"id": 1}, {"id": 2}]
     with pytest.raises(DataValidationError, match=r"c\.jsonl:2"):
         interop.read_export(tmp_path / "c.jsonl")
+
+
+def test_a_task_type_without_a_form_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="open-judge"):
+        interop.form_of("open-judge")

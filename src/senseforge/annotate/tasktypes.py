@@ -40,6 +40,9 @@ A task type is one object (and one template, ``templates/<name>.html``):
 ``label-errors``
     One primary error label for the question and one for the options (Putri et al.'s
     Tables 3–6) and a comment.
+``open-judge``
+    A model's free answer (``--formulation open``) beside the question and the reference
+    answer: ``verdict`` ``correct`` or ``incorrect``, and a comment. It checks the LM judge.
 """
 
 from __future__ import annotations
@@ -62,6 +65,9 @@ from senseforge.data.schema import (
     Judgement,
     LabelErrorsJudgement,
     MCItem,
+    OpenAnswer,
+    OpenJudgeJudgement,
+    OpenVerdict,
     OptionsError,
     QCJudgement,
     QuestionError,
@@ -516,8 +522,40 @@ class LabelErrors:
         )
 
 
+OPEN_VERDICTS: tuple[str, ...] = get_args(OpenVerdict)
+
+
+class OpenJudge:
+    """A person's verdict on a model's free answer, to set beside the LM judge's (``annotate open-agreement``)."""
+
+    name: str = "open-judge"
+    input_model: type[BaseModel] = OpenAnswer
+    policy: Policy | None = Majority()
+
+    def view(self, task: OpenAnswer) -> dict[str, Any]:
+        """The question, the reference answer and the answer to grade; never the LM judge's verdict."""
+        return {
+            "id": task.id,
+            "lang": task.lang,
+            "question": task.question,
+            "gold": task.gold,
+            "answer": task.answer,
+            "verdicts": list(OPEN_VERDICTS),
+        }
+
+    def parse(self, task: OpenAnswer, fields: Mapping[str, Any]) -> Judgement:
+        problems: list[str] = []
+        verdict = _choice_of(fields, "verdict", OPEN_VERDICTS, problems)
+        comment = _comment(fields, "comment", problems)
+        if problems or verdict is None:
+            raise InvalidSubmission(problems)
+        return OpenJudgeJudgement(
+            item_id=task.id, annotator="?", verdict="correct" if verdict == "correct" else "incorrect", comment=comment
+        )
+
+
 TASK_TYPES: dict[str, TaskType] = {
-    task.name: task for task in (Verify(), Answer(), Create(), QC(), Revise(), AdaptCheck(), LabelErrors())
+    task.name: task for task in (Verify(), Answer(), Create(), QC(), Revise(), AdaptCheck(), LabelErrors(), OpenJudge())
 }
 """The task types the app serves, by name (each has ``templates/<name>.html``)."""
 

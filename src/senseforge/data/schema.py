@@ -380,6 +380,22 @@ class LabelErrorsJudgement(_Judgement):
         return self.question_error == "none" and self.options_error == "none"
 
 
+OpenVerdict = Literal["correct", "incorrect"]
+
+
+class OpenJudgeJudgement(_Judgement):
+    """A person's verdict on a model's free answer (the ``open`` formulation), beside the LM judge's."""
+
+    vote_kind: ClassVar[VoteKind | None] = "accept"
+    task: Literal["open-judge"] = "open-judge"
+    verdict: OpenVerdict
+    """Whether the free answer means the reference answer."""
+    comment: str | None = None
+
+    def vote(self) -> str | None:
+        return ACCEPT_VOTE if self.verdict == "correct" else REJECT_VOTE
+
+
 Judgement = Annotated[
     VerifyJudgement
     | AnswerJudgement
@@ -387,7 +403,8 @@ Judgement = Annotated[
     | ReviseJudgement
     | QCJudgement
     | AdaptCheckJudgement
-    | LabelErrorsJudgement,
+    | LabelErrorsJudgement
+    | OpenJudgeJudgement,
     Field(discriminator="task"),
 ]
 """One person's (or one LM judge's) decision about one item: a body per task type, told apart by ``task``."""
@@ -403,6 +420,7 @@ JUDGEMENT_TASKS: tuple[str, ...] = (
     "qc",
     "adapt-check",
     "label-errors",
+    "open-judge",
 )
 """The task types a judgement can be of."""
 
@@ -457,3 +475,20 @@ class DraftItem(_Record):
     draft: Draft
     history: list[QCEvent] = Field(default_factory=list)
     """What happened so far; a revise task's last event is the verdict that sent it back."""
+
+
+class OpenAnswer(_Record):
+    """A model's free answer to one item of an ``open`` evaluation: the input of an ``open-judge`` task."""
+
+    id: str = Field(min_length=1)
+    """``<item id>::<model spec>``: one task per (item, model)."""
+    item_id: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    """The evaluated model (``provider/model``)."""
+    lang: LangTag
+    question: str
+    """What the model was asked (the prompt of the sample)."""
+    gold: str
+    """The text of the gold option."""
+    answer: str
+    """The model's free answer."""

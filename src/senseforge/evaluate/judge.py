@@ -12,9 +12,11 @@ verdict: kept as it came, counted as wrong and flagged, never an exception.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from senseforge.evaluate.records import MCSample
 from senseforge.llm.jsonx import JSONExtractionError, extract_json
 
 JUDGE_SYSTEM = (
@@ -94,3 +96,68 @@ def parse_verdict(text: str) -> Verdict:
             rest = match.group(2).strip()
             return Verdict(correct=verdict, reason=rest or None, raw=text)
     return Verdict(correct=None, reason=None, raw=text)
+
+
+def majority_verdict(verdicts: Sequence[str]) -> str | None:
+    """The verdict most people gave; on a tie, the tied verdict given first; ``None`` for no verdicts.
+
+    >>> majority_verdict(["incorrect", "correct"]), majority_verdict(["incorrect", "correct", "correct"])
+    ('incorrect', 'correct')
+    """
+    counts: dict[str, int] = {}
+    for verdict in verdicts:
+        counts[verdict] = counts.get(verdict, 0) + 1
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(v for v in verdicts if counts[v] == best)
+
+
+def _cohen_kappa(first: Sequence[bool], second: Sequence[bool]) -> float | None:
+    """Cohen's kappa of two binary raters; ``None`` where chance agreement is total (kappa undefined)."""
+    n = len(first)
+    if n == 0:
+        return None
+    observed = sum(a == b for a, b in zip(first, second, strict=True)) / n
+    yes_a, yes_b = sum(first) / n, sum(second) / n
+    chance = yes_a * yes_b + (1 - yes_a) * (1 - yes_b)
+    if chance >= 1.0:
+        return None
+    return (observed - chance) / (1 - chance)
+
+
+def judge_agreement(samples: Sequence[MCSample], human_verdicts: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """How the LM judge of one model's ``open`` samples agrees with people.
+
+    ``human_verdicts`` maps a sample's id to the people's verdicts on it (``correct`` /
+    ``incorrect``, in the order given); their decision is :func:`majority_verdict`. Only the
+    samples the judge graded and people decided count. An unread judge reply counts as
+    ``incorrect``, as it does in the run's accuracy. Returns ``items`` (how many counted),
+    ``human_acc`` and ``judge_acc`` over those items, ``agreement`` (the share on which the
+    judge's verdict is the people's decision), ``kappa`` (Cohen's; ``None`` when undefined),
+    ``judge_unread`` (unread replies among them) and ``undecided`` (graded samples people have
+    not judged yet); the rates are ``None`` without items.
+    """
+    human: list[bool] = []
+    judged: list[bool] = []
+    unread = undecided = 0
+    for sample in samples:
+        if sample.judge is None or sample.error is not None or sample.response is None:
+            continue
+        decision = majority_verdict(list(human_verdicts.get(sample.id, ())))
+        if decision is None:
+            undecided += 1
+            continue
+        unread += sample.judge_verdict is None
+        human.append(decision == "correct")
+        judged.append(sample.judge_verdict == "correct")
+    n = len(human)
+    return {
+        "items": n,
+        "human_acc": sum(human) / n if n else None,
+        "judge_acc": sum(judged) / n if n else None,
+        "agreement": sum(a == b for a, b in zip(human, judged, strict=True)) / n if n else None,
+        "kappa": _cohen_kappa(human, judged),
+        "judge_unread": unread,
+        "undecided": undecided,
+    }
