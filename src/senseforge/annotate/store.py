@@ -23,9 +23,8 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -33,17 +32,13 @@ from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from senseforge.annotate.tasktypes import InvalidSubmission
+from senseforge.annotate.oversight import Oversight
 from senseforge.annotate.tasktypes import task_type as task_type_of
 from senseforge.data.schema import Judgement, MCItem
 from senseforge.errors import ConfigError
-from senseforge.evaluate.policies import ruling, split, votes_of
 from senseforge.pipelines.quality import (
-    GOLD_GROUP,
-    add_gold,
     excluded_annotators,
     gold_item_ids,
-    gold_scores,
     quality_settings,
 )
 from senseforge.pipelines.runstore import RunStore
@@ -91,7 +86,7 @@ class Closed(Exception):
     """The task needs no more judgements, or the lease is gone and the slot was taken (HTTP 409)."""
 
 
-class AnnotationStore:
+class AnnotationStore(Oversight):
     """Annotators, tasks and assignments of one run, on the run store's database.
 
     Args:
@@ -420,78 +415,6 @@ class AnnotationStore:
                     conn.execute(assignments.insert().values(task_id=task_id, annotator=judgement.annotator, **done))
         return changed
 
-    # -- quality: gold tasks and adjudication -----------------------------------------------
-
-    def add_gold(self, task_type: str, entries: Sequence[tuple[BaseModel, Mapping[str, Any]]]) -> int:
-        """Queue gold tasks of a type: each an input and the fields a right judgement posts; how many were new.
-
-        Raises:
-            ConfigError: the task type casts no vote (nothing to score), or an entry's fields are not a
-                valid judgement of it (named by the input's id).
-        """
-        kind = task_type_of(task_type)
-        queued = []
-        for task, fields in entries:
-            task_id = str(getattr(task, "id"))  # noqa: B009 — every task input model has an id
-            try:
-                expected = kind.parse(task, fields).vote()
-            except InvalidSubmission as exc:
-                raise ConfigError(f"gold {task_type} {task_id}: {'; '.join(exc.problems)}") from None
-            if expected is None:
-                raise ConfigError(f"{task_type} judgements cast no vote: there is nothing to score gold items by")
-            queued.append((QueuedTask(task_type, task, k=1, group=GOLD_GROUP), expected))
-        return add_gold(self.runs, queued, now=self.clock())
-
-    def gold_report(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """Per annotator, per task type: gold done, right, accuracy, and whether they are below the bar."""
-        bar = quality_settings(self.runs)
-        below = excluded_annotators(self.runs, bar)
-        return {
-            who: {
-                task_type: {
-                    "gold": score.done,
-                    "correct": score.correct,
-                    "accuracy": score.accuracy,
-                    "excluded": who in below.get(task_type, frozenset()),
-                }
-                for task_type, score in sorted(per_type.items())
-            }
-            for who, per_type in sorted(gold_scores(self.runs).items())
-        }
-
-    def splits(self, task_type: str) -> list[dict[str, Any]]:
-        """The items people split on and nobody has ruled on: the input, and each counted annotator's vote."""
-        below = excluded_annotators(self.runs).get(task_type, frozenset())
-        inputs = {str(getattr(i, "id")): i for i, _, _ in self.inputs(task_type)}  # noqa: B009
-        out = []
-        for item_id, judged in self.judgements(task_type).items():
-            counted_ = [j for j in judged if j.annotator not in below]
-            if item_id not in inputs or ruling(counted_) is not None or not split(counted_):
-                continue
-            out.append({"item_id": item_id, "input": inputs[item_id], "votes": votes_of(counted_)})
-        return out
-
-    def adjudicate(
-        self, admin: str, task_type: str, item_id: str, fields: Mapping[str, Any], *, comment: str | None = None
-    ) -> Judgement:
-        """Record an admin's ruling on an item: a judgement of the task type, marked as the adjudication.
-
-        Raises:
-            LookupError: no task of this type for the item.
-            InvalidSubmission: the fields are not a valid judgement of the task type.
-        """
-        inputs = {str(getattr(i, "id")): i for i, _, _ in self.inputs(task_type)}  # noqa: B009
-        if item_id not in inputs:
-            raise LookupError(f"no {task_type} task for item {item_id!r}")
-        body = task_type_of(task_type).parse(inputs[item_id], fields)
-        made = datetime.fromtimestamp(float(self.clock()), tz=UTC)
-        update: dict[str, Any] = {"annotator": f"adjudicator:{admin}", "adjudication": True, "created_at": made}
-        if comment and "comment" in type(body).model_fields:
-            update["comment"] = comment
-        ruled = body.model_copy(update=update)
-        self.runs.add_judgements([ruled], "human")
-        return ruled
-
     def items(self, task_type: str) -> list[tuple[MCItem, int, str]]:
         """(item, k, group) of every task of a type over items, in queue order."""
         return [(item, k, grp) for item, k, grp in self.inputs(task_type) if isinstance(item, MCItem)]
@@ -573,107 +496,6 @@ class AnnotationStore:
         for name, task_type, done, open_ in people:
             out["annotators"].setdefault(name, {})[task_type] = {"done": int(done or 0), "open": int(open_ or 0)}
         return out
-
-    def qc_queue(self) -> dict[str, Any]:
-        """Where each written item stands in QC, read from the ``qc`` tasks and the qc and revise judgements.
-
-        An item is the part of a qc task's id before ``@<round>``; its state is its latest
-        queued round's:
-
-        * ``awaiting_qc`` — that round's qc task has no verdict yet;
-        * ``needs_revision`` — the verdict sent the item back and its creator has not revised it yet;
-        * ``revised`` — the creator revised it and the next round's qc task is not queued yet
-          (resuming the build queues it);
-        * ``complete`` — the verdict is ``complete``.
-
-        As the Human_Gen recipe reads them: only human judgements count; a round's verdict is
-        the first qc judgement stored for it by someone other than the creator, and only the
-        creator's revise judgement revises. Two queries, whatever the number of items.
-
-        Returns:
-            ``{"items": [...], "counts": {state: n}}``: per item, in the order its first qc
-            task was queued, ``item``, ``state``, ``round`` (the latest queued round),
-            ``creator`` (of that round's draft) and ``comment`` (the comment of the latest
-            round's verdict that has been given, ``None`` without one); ``counts`` has every
-            state, zeros included.
-        """
-
-        def split(task_id: str) -> tuple[str, int] | None:
-            item, sep, raw = task_id.rpartition("@")
-            if not sep or not item or not (raw.isascii() and raw.isdigit()):
-                return None
-            return item, int(raw)
-
-        with self.engine.connect() as conn:
-            queued = conn.execute(
-                sa.select(
-                    tasks.c.item_id,
-                    tasks.c.creator,
-                    # the draft's JSON only where the task does not name the creator itself
-                    sa.case((tasks.c.creator.is_(None), tasks.c.item), else_=sa.null()),
-                )
-                .where(tasks.c.type == "qc")
-                .order_by(tasks.c.id)
-            ).all()
-            judged = conn.execute(
-                sa.select(judgements.c.item_id, judgements.c.task, judgements.c.annotator, judgements.c.body)
-                .where(judgements.c.task.in_(("qc", "revise")), judgements.c.source == "human")
-                .order_by(judgements.c.id)
-            ).all()
-        latest: dict[str, tuple[int, str | None]] = {}  # item -> (latest round, its creator)
-        for task_id, creator, draft in queued:
-            parts = split(str(task_id))
-            if parts is None:
-                continue
-            item, round_ = parts
-            if item in latest and latest[item][0] >= round_:
-                continue
-            if creator is None and draft is not None:
-                found = json.loads(draft).get("creator")
-                creator = found if isinstance(found, str) else None
-            latest[item] = (round_, None if creator is None else str(creator))
-        verdicts: dict[tuple[str, int], str | None] = {}  # (item, round) -> the verdict that decides it
-        revised: set[tuple[str, int]] = set()
-        last_comment: dict[str, tuple[int, str | None]] = {}  # item -> (round, comment) of its latest verdict
-        for task_id, task, annotator, body in judged:
-            parts = split(str(task_id))
-            if parts is None or parts[0] not in latest:
-                continue
-            creator = latest[parts[0]][1]
-            by_creator = creator is not None and annotator == creator
-            if task == "revise":
-                if by_creator or creator is None:
-                    revised.add(parts)
-                continue
-            if by_creator or parts in verdicts:
-                continue
-            fields = json.loads(body)
-            verdicts[parts] = fields.get("verdict")
-            if parts[0] not in last_comment or last_comment[parts[0]][0] < parts[1]:
-                last_comment[parts[0]] = (parts[1], fields.get("comment"))
-        counts = dict.fromkeys(("awaiting_qc", "needs_revision", "revised", "complete"), 0)
-        rows: list[dict[str, Any]] = []
-        for item, (round_, creator) in latest.items():
-            verdict = verdicts.get((item, round_))
-            if verdict is None:
-                state = "awaiting_qc"
-            elif verdict == "complete":
-                state = "complete"
-            elif (item, round_) in revised:
-                state = "revised"
-            else:
-                state = "needs_revision"
-            counts[state] += 1
-            rows.append(
-                {
-                    "item": item,
-                    "state": state,
-                    "round": round_,
-                    "creator": creator,
-                    "comment": last_comment.get(item, (0, None))[1],
-                }
-            )
-        return {"items": rows, "counts": counts}
 
 
 def _eligible(annotator: str) -> Any:
