@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -272,147 +271,6 @@ def baseline(
         out.print(f"model {model['model']} on {model['task']}: acc {model['acc']:.3f} (n={model['n']})", markup=False)
 
 
-class InteropFormat(StrEnum):
-    """The annotation tools `annotate export` writes for and `annotate import` reads from."""
-
-    label_studio = "label-studio"
-    argilla = "argilla"
-
-
-FormatOption = typer.Option(
-    ..., "--format", help="label-studio (tasks JSON + labeling config) or argilla (2.x settings + records)."
-)
-TaskTypeOption = typer.Option(
-    ..., "--type", help="Task type: verify, answer, create, qc, revise, adapt-check or label-errors."
-)
-
-
-def _known_task_type(name: str) -> str:
-    from senseforge.annotate.tasktypes import TASK_TYPES
-
-    if name not in TASK_TYPES:
-        raise ConfigError(f"--type {name!r}: one of {', '.join(TASK_TYPES)}")
-    return name
-
-
-@app.command("export")
-def export_tasks(
-    run_dir: Path = RunDirArgument,
-    fmt: InteropFormat = FormatOption,
-    task_type: str = TaskTypeOption,
-    out_dir: Path = typer.Option(..., "--out", help="Folder to write the files into (created when missing)."),
-    every: bool = typer.Option(False, "--all", help="Every task of the type, not only those still short of k."),
-    check: bool = typer.Option(
-        False, "--check", help="Validate the files with the tool's own package (installed by the interop extra)."
-    ),
-    store: str | None = StoreUrlOption,
-) -> None:
-    """Write a task type's tasks for Label Studio or Argilla 2.x (by default the open ones: fewer judgements than k).
-
-    label-studio: tasks.json (import it into a project) and label_config.xml (the
-    project's labeling interface). argilla: settings.json (rg.Settings.from_json) and
-    records.json (rg.Record.from_dict on each). Each task carries its input, so
-    `annotate import` needs nothing else. The files are plain JSON and XML: writing them
-    needs neither tool installed; --check does.
-    """
-    from senseforge.annotate import interop
-    from senseforge.annotate.store import AnnotationStore
-    from senseforge.pipelines.quality import GOLD_GROUP, excluded_annotators
-
-    name = _known_task_type(task_type)
-    annotation = AnnotationStore(run_store_url(run_dir, store))
-    try:
-        # gold tasks check the app's annotators and stay there; judgements of people below the bar count for nobody
-        queued = [(task, k) for task, k, group in annotation.inputs(name) if group != GOLD_GROUP]
-        below = excluded_annotators(annotation.runs).get(name, frozenset())
-        judged = {
-            item: sum(j.annotator not in below for j in made) for item, made in annotation.judgements(name).items()
-        }
-    finally:
-        annotation.close()
-    wanted = [(task, k - judged.get(str(getattr(task, "id")), 0)) for task, k in queued]  # noqa: B009 — inputs have ids
-    chosen = [(task, missing) for task, missing in wanted if every or missing > 0]
-    inputs = [task for task, _ in chosen]
-    if fmt is InteropFormat.label_studio:
-        tasks, config = interop.label_studio_export(name, inputs)
-        problems = interop.check_label_studio(tasks, config) if check else []
-        how = "import tasks.json into a Label Studio project whose labeling interface is label_config.xml"
-    else:
-        min_submitted = max((missing for _, missing in chosen), default=1)
-        settings, records = interop.argilla_export(name, inputs, min_submitted=min_submitted)
-        problems = interop.check_argilla(settings, records) if check else []
-        how = "rg.Settings.from_json('settings.json'), then log [rg.Record.from_dict(r) for r in records.json]"
-    for problem in problems:
-        err.print(f"check: {problem}", markup=False)
-    if problems:
-        raise DataValidationError(f"{fmt.value} finds {len(problems)} problem(s) in the export; nothing written")
-    if fmt is InteropFormat.label_studio:
-        paths = interop.write_label_studio(out_dir, name, inputs)
-    else:
-        paths = interop.write_argilla(out_dir, name, inputs, min_submitted=min_submitted)
-    which = "every" if every else "open"
-    err.print(f"{len(inputs)} {which} {name} task(s) of {len(queued)} → {', '.join(map(str, paths))}", markup=False)
-    command = f"senseforge annotate import {run_dir} --format {fmt.value} --type {name} FILE"
-    err.print(f"next: {how}; then `{command}`", markup=False)
-
-
-@app.command("import")
-def import_judgements(
-    run_dir: Path = RunDirArgument,
-    file: Path = typer.Argument(..., help="The tool's export: Label Studio JSON, or Argilla records JSON."),
-    fmt: InteropFormat = FormatOption,
-    task_type: str = TaskTypeOption,
-    prefix: str | None = typer.Option(
-        None, "--annotator-prefix", help="Put before each tool user's name (default ls: or argilla:)."
-    ),
-    annotator_map: Path | None = typer.Option(
-        None, "--annotator-map", help="JSON object: a tool user (email, username or id) → our annotator name."
-    ),
-    store: str | None = StoreUrlOption,
-) -> None:
-    """Store the judgements in a Label Studio or Argilla export (as human judgements; importing again changes nothing).
-
-    Each annotation goes through the task type's checks, as a submission in the app does;
-    one that fails them is listed with where it is and why, and the rest are stored.
-    Skipped (Label Studio) and draft or discarded (Argilla) answers are left out. Argilla:
-    export with records.to_list(flatten=True), which keeps each response's status.
-    Annotators are named <prefix><email, username or id> unless --annotator-map names them.
-    """
-    from senseforge.annotate import interop
-    from senseforge.annotate.store import AnnotationStore
-
-    name = _known_task_type(task_type)
-    names: dict[str, str] | None = None
-    if annotator_map is not None:
-        given = interop.read_export(annotator_map)
-        if not isinstance(given, dict):
-            raise ConfigError(f"--annotator-map {annotator_map}: expected a JSON object of tool user → annotator")
-        names = {str(k): str(v) for k, v in given.items()}
-    exported = interop.read_export(file)
-    annotation = AnnotationStore(run_store_url(run_dir, store))
-    try:
-        if fmt is InteropFormat.label_studio:
-            result = interop.label_studio_import(
-                name, exported, annotation, prefix=interop.LABEL_STUDIO_PREFIX if prefix is None else prefix,
-                names=names,
-            )  # fmt: skip
-        else:
-            result = interop.argilla_import(
-                name, exported, annotation, prefix=interop.ARGILLA_PREFIX if prefix is None else prefix, names=names
-            )
-        changed = annotation.store_imported(result.judgements)
-    finally:
-        annotation.close()
-    for rejection in result.rejected:
-        err.print(f"rejected: {file}: {rejection}", markup=False)
-    out.print(
-        f"{len(result.judgements)} {name} judgement(s) stored ({changed} new or changed, "
-        f"{len(result.judgements) - changed} already there); {result.skipped} skipped; "
-        f"{len(result.rejected)} rejected",
-        markup=False,
-    )
-
-
 @app.command("gold")
 def gold(
     run_dir: Path = RunDirArgument,
@@ -492,134 +350,16 @@ def _gold_entries(path: Path, task_type: str) -> list[tuple[Any, dict[str, Any]]
     return [(item, expected or {"choice": item.answer, "certain": "yes"}) for item in items]
 
 
-OPEN_JUDGE = "open-judge"
-EvalDirArgument = typer.Argument(..., help="An eval output folder (or one above several): its samples.jsonl files.")
+def _register() -> None:
+    """Import the modules that add more commands to :data:`app` (``annotate_<name>``)."""
+    import importlib
+    import pkgutil
+
+    import senseforge.cli as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("annotate_"):
+            importlib.import_module(f"senseforge.cli.{info.name}")
 
 
-def _open_samples(eval_dir: Path) -> dict[str, list[Any]]:
-    """The ``open`` samples under ``eval_dir`` with a free answer and a gold, per evaluated model.
-
-    The model is the one its ``results.json`` names (else the folder's name); folders of the
-    same model are read together.
-    """
-    from senseforge.evaluate.records import MCSample, read_results, read_samples
-
-    files = sorted(eval_dir.rglob("samples.jsonl")) if eval_dir.is_dir() else []
-    if not files:
-        raise ConfigError(f"{eval_dir}: no samples.jsonl here; point at the --out folder of `senseforge eval run`")
-    per_model: dict[str, list[Any]] = {}
-    for file in files:
-        folder = file.parent
-        model = read_results(folder).model.name if (folder / "results.json").is_file() else folder.name
-        samples = [
-            s
-            for s in read_samples(file)
-            if isinstance(s, MCSample) and s.response is not None and s.gold is not None and s.gold in s.labels
-        ]
-        if samples:
-            per_model.setdefault(model, []).extend(samples)
-    return per_model
-
-
-@app.command("open-judge")
-def open_judge(
-    run_dir: Path = RunDirArgument,
-    eval_dir: Path = EvalDirArgument,
-    k: int = typer.Option(2, "--k", min=1, help="People per (item, model)."),
-    store: str | None = StoreUrlOption,
-) -> None:
-    """Queue people to grade the free answers of an `eval run --formulation open` (one task per item and model).
-
-    Each task shows the question, the reference answer (the gold option's text) and the
-    model's answer, never the LM judge's verdict; compare the two with `annotate open-agreement`.
-    """
-    from senseforge.annotate.store import AnnotationStore
-    from senseforge.data.schema import OpenAnswer
-    from senseforge.pipelines.taskqueue import QueuedTask
-
-    per_model = _open_samples(eval_dir)
-    queued = [
-        QueuedTask(
-            type=OPEN_JUDGE,
-            input=OpenAnswer(
-                id=f"{sample.id}::{model}",
-                item_id=sample.id,
-                model=model,
-                lang=sample.lang,
-                question=sample.prompt,
-                gold=sample.choices[sample.labels.index(sample.gold)],
-                answer=sample.response,
-            ),
-            k=k,
-            group=OPEN_JUDGE,
-        )
-        for model, samples in per_model.items()
-        for sample in samples
-    ]
-    annotation = AnnotationStore(run_store_url(run_dir, store))
-    try:
-        new = annotation.queue(queued)
-    finally:
-        annotation.close()
-    models = ", ".join(f"{model} {len(samples)}" for model, samples in per_model.items()) or "none"
-    out.print(
-        f"{new} new {OPEN_JUDGE} task(s) queued ({len(queued) - new} already there), {k} people each; "
-        f"answers per model: {models}",
-        markup=False,
-    )
-
-
-@app.command("open-agreement")
-def open_agreement(
-    run_dir: Path = RunDirArgument,
-    eval_dir: Path = EvalDirArgument,
-    out_file: Path | None = typer.Option(
-        None, "--out", help="Where to write the report as JSON (default EVAL_DIR/open_agreement.json)."
-    ),
-    store: str | None = StoreUrlOption,
-) -> None:
-    """Per model: people's accuracy on the free answers, the LM judge's on the same items, and how they agree.
-
-    People's decision on an answer is the majority of their verdicts (a tie goes to the
-    verdict given first); annotators below a gold accuracy bar do not count. Agreement is
-    the share of items where the judge's verdict is the people's decision, with Cohen's kappa.
-    """
-    from senseforge.annotate.store import AnnotationStore
-    from senseforge.data.io import atomic_open
-    from senseforge.data.schema import OpenJudgeJudgement
-    from senseforge.evaluate.judge import judge_agreement
-    from senseforge.pipelines.quality import excluded_annotators
-
-    per_model = _open_samples(eval_dir)
-    annotation = AnnotationStore(run_store_url(run_dir, store))
-    try:
-        below = excluded_annotators(annotation.runs).get(OPEN_JUDGE, frozenset())
-        verdicts = {
-            task_id: [j.verdict for j in made if isinstance(j, OpenJudgeJudgement) and j.annotator not in below]
-            for task_id, made in annotation.judgements(OPEN_JUDGE).items()
-        }
-    finally:
-        annotation.close()
-    models = {
-        model: judge_agreement(samples, {s.id: verdicts.get(f"{s.id}::{model}", []) for s in samples})
-        for model, samples in per_model.items()
-    }
-    table = Table(title=f"LM judge vs people · {eval_dir.name}")
-    for column in ("model", "items", "human acc", "judge acc", "agreement", "Cohen κ", "undecided"):
-        table.add_column(column, justify="left" if column == "model" else "right")
-    for model, row in models.items():
-        table.add_row(
-            model,
-            str(row["items"]),
-            _stat(row["human_acc"]),
-            _stat(row["judge_acc"]),
-            _stat(row["agreement"]),
-            _stat(row["kappa"]),
-            str(row["undecided"]),
-        )
-    out.print(table)
-    destination = out_file or eval_dir / "open_agreement.json"
-    with atomic_open(destination) as handle:
-        json.dump({"eval_dir": str(eval_dir), "models": models}, handle, ensure_ascii=False, indent=2, sort_keys=True)
-        handle.write("\n")
-    err.print(f"wrote {destination}", markup=False)
+_register()
