@@ -120,7 +120,7 @@ GOLDEN_DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "dem
 @pytest.mark.slow
 def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path) -> None:
     out = tmp_path / "demo"
-    result = run_cli("demo", "--out", str(out), home=senseforge_home, timeout=1200)  # ~4 min on an idle 2-core machine
+    result = run_cli("demo", "--out", str(out), home=senseforge_home, timeout=1200)  # ~4.5 min, 2 idle cores
     assert result.returncode == 0, result.stderr
     for lang in ("en", "ja"):
         run = out / "runs" / f"mcsqa-{lang}"
@@ -149,6 +149,12 @@ def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path)
     assert funnel["stages"][0]["in"] == 8 and next(r for r in funnel["stages"] if r["stage"] == "keep")["in"] > 0
     assert (adapt / "su" / "funnel.json").is_file() and (adapt / "rejects.jsonl").is_file()
     assert "culture-adapt funnel" in result.stdout
+    crow = out / "runs" / "crow"
+    funnel = json.loads((crow / "funnel.json").read_text())
+    assert set(funnel["by_task"]) == {"safety", "intent", "dialogue", "stance", "mt-zh-en"}
+    assert next(r for r in funnel["stages"] if r["stage"] == "wsg")["in"] > 0
+    assert (crow / "release" / "public.jsonl").is_file() and (crow / "rejects.jsonl").is_file()
+    assert "crow funnel" in result.stdout and "per task" in result.stdout
     assert "where everything is" in result.stdout
 
 

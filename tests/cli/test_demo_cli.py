@@ -1,4 +1,5 @@
-"""``senseforge demo --recipe culture-adapt`` with the dry-run author: the run, its summary and where it went."""
+"""``senseforge demo --recipe culture-adapt`` and ``--recipe crow`` with the dry-run authors: the run, its summary
+and where it went."""
 
 from __future__ import annotations
 
@@ -23,6 +24,22 @@ def test_the_culture_adapt_demo_shows_what_it_kept_and_resumes(tmp_path: Path) -
     assert str(run_dir) in first.output
 
     again = CliRunner().invoke(app, args)  # the same demo again: read back, nothing new asked
+    assert again.exit_code == 0, again.output
+    assert json.loads((run_dir / "funnel.json").read_text()) == funnel
+
+
+def test_the_crow_demo_shows_each_task_and_what_was_left_out(tmp_path: Path) -> None:
+    args = ["demo", "--recipe", "crow", "-m", "scripted/crow-author", "--out", str(tmp_path)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "crow recipe · safety, intent, dialogue, stance, mt-zh-en" in first.output
+    assert "per task" in first.output and "kept" in first.output
+    run_dir = tmp_path / "runs" / "crow"
+    funnel = json.loads((run_dir / "funnel.json").read_text())
+    assert funnel["stages"][0] == {"stage": "contexts", "in": 7, "out": 7, "rejected": {}}  # the mt rows: one context
+    assert funnel["kept"] == sum(part["examples"]["total"] for part in funnel["by_task"].values()) > 0
+    assert str(run_dir) in first.output
+    again = CliRunner().invoke(app, args)
     assert again.exit_code == 0, again.output
     assert json.loads((run_dir / "funnel.json").read_text()) == funnel
 

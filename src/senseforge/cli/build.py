@@ -194,7 +194,7 @@ def _flags(values: dict[str, Any], fields: dict[str, tuple[str, str, Flag]]) -> 
         if value is None or name in given:
             continue
         if kind == "list" and flag.repeat:
-            value = tuple(value)
+            value = tuple(str(Path(v).resolve()) if flag.path else v for v in value)
             if not value:
                 continue
         elif kind == "list":
@@ -294,6 +294,35 @@ def human_rate(text: str | None) -> float | dict[str, float] | None:
     return rates
 
 
+def _agreement(cell: dict[str, Any] | None) -> str:
+    if not cell:
+        return "–"
+    kappa, alpha = cell.get("fleiss_kappa"), cell.get("krippendorff_alpha")
+    return f"κ {'–' if kappa is None else f'{kappa:.2f}'} α {'–' if alpha is None else f'{alpha:.2f}'}"
+
+
+def _task_table(by_task: dict[str, Any]) -> Table:
+    """A CRoW run per task: contexts kept, examples, why contexts were left out, the panels' agreement."""
+    table = Table(title="per task: contexts kept of those in; examples = originals+rewrites")
+    for column in ("task", "contexts", "examples", "left out", "CKV", "WSV"):
+        table.add_column(column, justify="right" if column in ("contexts", "examples") else "left")
+    for task, row in by_task.items():
+        contexts, examples = row["contexts"], row["examples"]
+        shown = str(examples["total"])
+        if examples.get("rewrite") is not None:
+            shown += f" = {examples['original']}+{examples['rewrite']}"
+        left = ", ".join(f"{reason} {n}" for reason, n in contexts["left_out"].items())
+        table.add_row(
+            task,
+            f"{contexts['kept']}/{contexts['in']}",
+            shown,
+            left,
+            _agreement(row["agreement"].get("ckv")),
+            _agreement(row["agreement"].get("wsv")),
+        )
+    return table
+
+
 def print_summary(summary: Any) -> None:
     """The funnel, the cost and where everything is."""
     if summary.state == "awaiting_review" and summary.waiting_for:
@@ -327,7 +356,11 @@ def print_summary(summary: Any) -> None:
     out.print(table)
     splits = funnel.get("splits")
     by_lang = funnel.get("by_lang")
-    if by_lang:
+    by_task = funnel.get("by_task")
+    if by_task:
+        out.print(_task_table(by_task))
+        out.print(f"kept {funnel['kept']} examples")
+    elif by_lang:
         shown = " · ".join(_kept_in(lang, counts) for lang, counts in by_lang.items())
         out.print(f"kept {funnel['kept']} items: {shown}")
     elif splits:

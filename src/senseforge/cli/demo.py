@@ -19,6 +19,11 @@ _CULTURE_NOTES = {
         "where each item fell out, and rejects.jsonl keeps every reason and raw reply. A capable chat model "
         "adapts and translates most items."
     ),
+    "crow": (
+        "A 270M base model copies its worked examples and often rewrites too many words: funnel.json shows, per "
+        "task and stage, what was kept and why the rest was left out (rejects.jsonl keeps every raw reply). "
+        "Score a model on the result with: senseforge eval run --data <run>"
+    ),
 }
 
 
@@ -27,6 +32,7 @@ def _recipe_rule(name: str, langs: str) -> None:
 
 
 _CULTURE_OUTPUTS = "<lang>/dataset/ (Putri et al.'s shape), <lang>/items/ (provenance), funnel.json, rejects.jsonl"
+_CROW_OUTPUTS = "dataset/<task>.jsonl (binary, CRoW's form), release/ (public, private), funnel.json, rejects.jsonl"
 
 
 def demo(
@@ -35,11 +41,13 @@ def demo(
     n: int | None = typer.Option(None, "--n", min=1, help="Question sets per language (default: en 12, ja 16)."),
     store: str | None = StoreOption,
     recipe: str | None = typer.Option(
-        None, "--recipe", help="Run one recipe's demo: mcsqa | culture-gen | culture-adapt (default: every recipe)."
+        None,
+        "--recipe",
+        help="Run one recipe's demo: mcsqa | culture-gen | culture-adapt | crow (default: every recipe).",
     ),
 ) -> None:
     """Build small benchmarks offline with the bundled model: mCSQA (en, ja; then evaluated), culture-gen (id, su),
-    culture-adapt (CommonsenseQA → id, su)."""
+    culture-adapt (CommonsenseQA → id, su), crow (five CRoW tasks)."""
     from senseforge.cli.build import print_summary
     from senseforge.cli.eval import print_results
     from senseforge.errors import ConfigError
@@ -67,13 +75,13 @@ def demo(
             f"{s.run_dir}: dataset/ (mCSQA schema), items/ (with provenance), funnel.json, cost.json, eval/"
             for s in finished
         ]
-    for name in ("culture-gen", "culture-adapt"):
+    for name in ("culture-gen", "culture-adapt", "crow"):
         if recipe not in (None, name):
             continue
         events = DemoEvents(building=partial(_recipe_rule, name), built=print_summary)
         summary = run_recipe_demo(name, out_dir, model=model, store=store_, progress=progress_bar, events=events)
         out.print(_CULTURE_NOTES[name])
-        where.append(f"{summary.run_dir}: {_CULTURE_OUTPUTS}")
+        where.append(f"{summary.run_dir}: {_CROW_OUTPUTS if name == 'crow' else _CULTURE_OUTPUTS}")
     out.rule("where everything is")
     for line in where:
         out.print(line)

@@ -198,6 +198,42 @@ def run(
         err.print(f"wrote {json_path} and {csv_path}")
 
 
+@app.command("score")
+def score(
+    gold: Path = typer.Option(
+        ..., "--gold", help="Gold binary data: a file (e.g. release/private.jsonl) or a run directory."
+    ),
+    predictions: Path = typer.Option(
+        ...,
+        "--predictions",
+        "-p",
+        help='Submission: JSON Lines (or a JSON array) of {"task", "example_id", "prediction": 0|1}.',
+    ),
+    out_dir: Path | None = typer.Option(None, "--out", help="Output folder (default: evals/<gold>-submission)."),
+    n_bootstrap: int = typer.Option(1000, "--bootstrap", min=100, help="Bootstrap resamples for the CIs."),
+    seed: int = typer.Option(0, "--seed", help="Seed for the bootstrap and the random baseline."),
+    crow_parity: bool = typer.Option(
+        False, "--crow-parity", help="Per-dimension Macro-F1 as CRoW's scripts count it (see eval run --help)."
+    ),
+) -> None:
+    """Score a submission against gold labels without a model; writes results.json and samples.jsonl.
+
+    A gold example without a prediction counts as wrong, and the number missing is reported.
+    """
+    from senseforge.evaluate.run import EvalConfig
+    from senseforge.evaluate.submission import missing_count, score_submission
+
+    config = EvalConfig(n_bootstrap=n_bootstrap, seed=seed, crow_parity=crow_parity)
+    destination = out_dir or Path("evals") / f"{_slug(gold.name if gold.is_dir() else gold.stem)}-submission"
+    payload = score_submission(gold, predictions, config, destination)
+    print_results(payload)
+    missing = missing_count(payload)
+    if missing:
+        total = payload.breakdowns["submission"]["examples"]
+        err.print(f"warning: {missing} of {total} gold examples have no prediction (counted as wrong)")
+    err.print(f"wrote {destination / 'results.json'} and {destination / 'samples.jsonl'}")
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return "—" if math.isnan(value) else f"{value:.4f}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from senseforge.data.lang import normalize_tag
 
@@ -396,6 +396,46 @@ class OpenJudgeJudgement(_Judgement):
         return ACCEPT_VOTE if self.verdict == "correct" else REJECT_VOTE
 
 
+class KnowledgeCheckJudgement(_Judgement):
+    """Does a knowledge triple hold, and does it link the example's context with its target (CRoW's CKV)?"""
+
+    vote_kind: ClassVar[VoteKind | None] = "accept"
+    task: Literal["ckv"] = "ckv"
+    accept: bool
+    """Whether the triple holds and is relevant (a tick)."""
+    comment: str | None = None
+
+    def vote(self) -> str | None:
+        return ACCEPT_VOTE if self.accept else REJECT_VOTE
+
+
+SCHEMA_CONDITIONS: tuple[str, ...] = ("minimal", "violates", "flips", "on_topic")
+"""CRoW's four conditions on a rewrite: few words changed, against the knowledge, the label flipped, on topic."""
+
+
+class SchemaCheckJudgement(_Judgement):
+    """Does a Winograd-style rewrite meet CRoW's four conditions (its WSV)?"""
+
+    vote_kind: ClassVar[VoteKind | None] = "accept"
+    task: Literal["wsv"] = "wsv"
+    accept: bool
+    """Whether the rewrite meets every condition."""
+    conditions: dict[str, bool] | None = None
+    """The verdict per condition of :data:`SCHEMA_CONDITIONS`, when the judge gave one each."""
+    comment: str | None = None
+
+    @field_validator("conditions")
+    @classmethod
+    def _known(cls, value: dict[str, bool] | None) -> dict[str, bool] | None:
+        unknown = sorted(set(value or {}) - set(SCHEMA_CONDITIONS))
+        if unknown:
+            raise ValueError(f"unknown conditions {unknown}; known: {list(SCHEMA_CONDITIONS)}")
+        return value
+
+    def vote(self) -> str | None:
+        return ACCEPT_VOTE if self.accept else REJECT_VOTE
+
+
 Judgement = Annotated[
     VerifyJudgement
     | AnswerJudgement
@@ -404,7 +444,9 @@ Judgement = Annotated[
     | QCJudgement
     | AdaptCheckJudgement
     | LabelErrorsJudgement
-    | OpenJudgeJudgement,
+    | OpenJudgeJudgement
+    | KnowledgeCheckJudgement
+    | SchemaCheckJudgement,
     Field(discriminator="task"),
 ]
 """One person's (or one LM judge's) decision about one item: a body per task type, told apart by ``task``."""
@@ -421,6 +463,8 @@ JUDGEMENT_TASKS: tuple[str, ...] = (
     "adapt-check",
     "label-errors",
     "open-judge",
+    "ckv",
+    "wsv",
 )
 """The task types a judgement can be of."""
 

@@ -42,6 +42,13 @@ def load_for_eval(path: Path, fmt: str | None = None, lang: str | None = None, s
     """Load a dataset file, or a split of a run directory (``all``: every split together).
 
     A run directory's ``items/`` (full records) is read before ``dataset/`` (mCSQA schema).
+    A folder without split files whose ``dataset/`` (or which itself) holds only binary
+    ``*.jsonl`` files, one per task as a CRoW run writes them, loads them all together
+    (for ``--split test`` or ``all``), so the CRoW score covers every task.
+
+    Raises:
+        ConfigError: a folder with neither split files nor binary task files.
+        DataValidationError: a bad row, or an example id in two task files (both named).
     """
     from senseforge.data.loaders import LoadedDataset, load_dataset
 
@@ -58,7 +65,42 @@ def load_for_eval(path: Path, fmt: str | None = None, lang: str | None = None, s
                 return parts[0]
             items = [item for part in parts for item in part.items]
             return LoadedDataset(name=path.name, fmt=parts[0].fmt, kind="mc", items=items, split=None, path=path)
-    raise ConfigError(f"{path} is a folder without items/{split}.jsonl, dataset/{split}.jsonl or {split}.jsonl")
+    if split in ("test", "all"):
+        for folder in (path / "dataset", path):
+            tasks = _task_files(path, folder, fmt, lang)
+            if tasks is not None:
+                return tasks
+    raise ConfigError(
+        f"{path} is a folder without items/{split}.jsonl, dataset/{split}.jsonl or {split}.jsonl, "
+        "and without binary task files (dataset/<task>.jsonl, as a CRoW run writes them)"
+    )
+
+
+def _task_files(path: Path, folder: Path, fmt: str | None, lang: str | None) -> Any:
+    """Every ``*.jsonl`` of ``folder`` (sorted) as one binary dataset named after ``path``, or ``None``
+    when there are none or one is not binary."""
+    from senseforge.data.loaders import LoadedDataset, load_dataset
+
+    files = sorted(f for f in folder.glob("*.jsonl") if f.stat().st_size) if folder.is_dir() else []
+    parts = []
+    for file in files:
+        try:
+            part = load_dataset(file, fmt, lang=lang)
+        except ConfigError:  # not a dataset file (an undetectable format)
+            return None
+        if part.kind != "binary":
+            return None
+        parts.append(part)
+    if not parts:
+        return None
+    seen: dict[str, Path] = {}
+    for file, part in zip(files, parts, strict=True):
+        for example in part.examples:
+            first = seen.setdefault(example.id, file)
+            if first != file:
+                raise DataValidationError(f"{file}: example_id: {example.id!r} is also in {first}")
+    examples = [example for part in parts for example in part.examples]
+    return LoadedDataset(name=path.name, fmt=parts[0].fmt, kind="binary", examples=examples, split=None, path=path)
 
 
 def run_eval(

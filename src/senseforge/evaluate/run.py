@@ -407,7 +407,7 @@ def score_binary(
             [GenerateRequest.chat(p.text, max_tokens=budget, temperature=0.0) for p in prompts], progress=progress
         )
         for ex, prompt, completion in zip(examples, prompts, completions, strict=True):
-            base = _binary_sample(ex, prompt.text)
+            base = binary_sample_fields(ex, prompt.text)
             if completion.failure is not None:
                 sample = _binary(
                     base, error=f"{completion.failure.kind}: {completion.failure.message}", prediction=None
@@ -424,7 +424,7 @@ def score_binary(
     scores = llm.loglikelihood(requests, progress=progress)
     for index, (ex, prompt) in enumerate(zip(examples, prompts, strict=True)):
         yes, no = scores[2 * index], scores[2 * index + 1]
-        base = _binary_sample(ex, prompt.text)
+        base = binary_sample_fields(ex, prompt.text)
         failure = yes.failure or no.failure
         if failure is not None or yes.logprob is None or no.logprob is None:
             message = f"{failure.kind}: {failure.message}" if failure else "no log-likelihood returned"
@@ -437,7 +437,12 @@ def score_binary(
     return samples
 
 
-def _binary_sample(example: BinaryExample, prompt: str) -> dict[str, object]:
+def binary_sample_fields(example: BinaryExample, prompt: str) -> dict[str, object]:
+    """A :class:`BinarySample`'s fields that come from the example (ids, task, dimensions, gold).
+
+    Shared with :mod:`senseforge.evaluate.submission`, so a scored submission's per-dimension
+    metrics count exactly as ``eval run``'s.
+    """
     dimensions = sorted({k.dimension for k in example.knowledge if k.dimension}) or ["other"]
     base: dict[str, object] = {
         "id": example.id,

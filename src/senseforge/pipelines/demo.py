@@ -15,6 +15,10 @@ shows what the checks kept and why the rest was rejected.
 items carried into Indonesian culture and language and translated into Sundanese by the
 same model; it shows what survived and why the rest was rejected.
 
+**crow** (:func:`run_recipe_demo`): our eight hand-written rows of five CRoW tasks; the same
+model annotates knowledge, rewrites targets and, as three validators by log-likelihood,
+keeps or drops triples and rewrites; it shows what was kept and why the rest was left out.
+
 Running it again resumes the same runs: finished stages are read from the run store and
 every model call is answered from the cache.
 """
@@ -32,6 +36,8 @@ from senseforge.kb.conceptnet import import_dump
 from senseforge.llm.cache import open_llm
 from senseforge.llm.registry import DEFAULT_MODEL
 from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.crow.config import CrowConfig
+from senseforge.pipelines.crow.recipe import CROW
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
@@ -41,7 +47,7 @@ from senseforge.pipelines.runner import BuildSummary, build, read_manifest
 from senseforge.pipelines.stage import ProgressFactory, no_progress
 from senseforge.store.db import Store
 
-DEMO_RECIPES: tuple[str, ...] = ("mcsqa", "culture-gen", "culture-adapt")
+DEMO_RECIPES: tuple[str, ...] = ("mcsqa", "culture-gen", "culture-adapt", "crow")
 """The recipes the demo runs, in order."""
 DEMO_LANGS: tuple[str, ...] = ("en", "ja")
 DEMO_SETS: dict[str, int] = {"en": 12, "ja": 16}
@@ -118,6 +124,9 @@ CULTURE_GEN_DEMO = {"batch_concepts": 2, "max_tokens": 192}
 """Two concepts a call and short replies: a base model of 270M writes one JSON line per call at best."""
 CULTURE_ADAPT_DEMO = {"max_tokens": 192}
 """Short replies: the adapting call's one-line JSON item fits, and the demo stays within two minutes on 2 cores."""
+CROW_DEMO: dict[str, float | int] = {"max_tokens": 96, "cka_temperature": 0.7, "wsg_temperature": 1.0}
+"""Short replies, and sampling (seeded): greedy, a 270M base model copies the worked example or the original
+target; sampled, some of its rewrites change a few words and reach the validators."""
 
 
 def run_recipe_demo(
@@ -129,12 +138,14 @@ def run_recipe_demo(
     progress: ProgressFactory | None = None,
     events: DemoEvents | None = None,
 ) -> BuildSummary:
-    """Build one culture recipe's demo (``culture-gen`` or ``culture-adapt``) into ``out_dir/runs/<name>``,
+    """Build one recipe's small demo (``culture-gen``, ``culture-adapt`` or ``crow``) into ``out_dir/runs/<name>``,
     resuming what exists: culture-gen on our Indonesian and Sundanese example table, culture-adapt on our
-    CommonsenseQA sample, English → Indonesian, then Sundanese."""
+    CommonsenseQA sample, English → Indonesian, then Sundanese; crow on our eight rows of five tasks, every
+    stage by the same model (its validators by log-likelihood)."""
     demos: dict[str, tuple[Recipe, Callable[[], RecipeConfig], str]] = {
         "culture-gen": (CULTURE_GEN, lambda: CultureGenConfig(model=model, **CULTURE_GEN_DEMO), "id, su"),
         "culture-adapt": (CULTURE_ADAPT, lambda: CultureAdaptConfig(model=model, **CULTURE_ADAPT_DEMO), "en → id, su"),
+        "crow": (CROW, lambda: CrowConfig(model=model, **CROW_DEMO), "safety, intent, dialogue, stance, mt-zh-en"),
     }
     recipe, config, label = demos[name]
     events = events or DemoEvents()

@@ -9,12 +9,13 @@ from senseforge.pipelines.recipe import Recipe
 
 def recipes() -> dict[str, Recipe]:
     """The built-in recipes by name."""
+    from senseforge.pipelines.crow.recipe import CROW
     from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
     from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN
     from senseforge.pipelines.human_gen.recipe import HUMAN_GEN
     from senseforge.pipelines.mcsqa.recipe import MCSQA
 
-    return {recipe.name: recipe for recipe in (MCSQA, CULTURE_GEN, CULTURE_ADAPT, HUMAN_GEN)}
+    return {recipe.name: recipe for recipe in (MCSQA, CULTURE_GEN, CULTURE_ADAPT, HUMAN_GEN, CROW)}
 
 
 def get_recipe(name: str) -> Recipe:

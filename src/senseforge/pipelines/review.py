@@ -92,6 +92,8 @@ class Review:
     seed: int = 0
     adjudicate: bool = False
     """An item people split on waits for an admin's adjudication instead of being decided by the policy."""
+    judge_temperature: float = 0.0
+    """Sampling temperature of chat judges (each has its own seed: the run's seed plus its index)."""
     barrier = False
 
     @classmethod
@@ -126,6 +128,10 @@ class Review:
     def judge_prompt(self, record: StageResult) -> str:
         """What an LM judge reads; it ends where the judge's yes or no goes."""
         raise NotImplementedError
+
+    def judge_prompt_for(self, record: StageResult, judge: int) -> str:
+        """What LM judge number ``judge`` reads (default: :meth:`judge_prompt`, the same for every judge)."""
+        return self.judge_prompt(record)
 
     def task_item(self, record: StageResult) -> MCItem:
         """What people see in the app."""
@@ -219,17 +225,20 @@ class Review:
         Every pass asks every judge again: calls already made come from the cache, so a
         resumed run records the same calls as an uninterrupted one.
         """
-        prompts = [self.judge_prompt(r) for r in records]
         verdicts: list[list[Judgement | None]] = []
         entries: list[list[dict[str, Any]]] = [[] for _ in records]
         for index, spec in enumerate(self.judges):
+            prompts = [self.judge_prompt_for(r, index) for r in records]
             llm = ctx.llm(spec)
             log = CallLog.of(llm)
             annotator = lm_annotator(spec, index)
             judged: list[Judgement | None] = []
             if provider_info(spec).chat:
                 seed = self.seed + index
-                requests = [GenerateRequest.chat(p, max_tokens=8, temperature=0.0, seed=seed) for p in prompts]
+                requests = [
+                    GenerateRequest.chat(p, max_tokens=8, temperature=self.judge_temperature, seed=seed)
+                    for p in prompts
+                ]
                 for at, (record, request, reply) in enumerate(
                     zip(records, requests, llm.generate(requests), strict=True)
                 ):

@@ -1,0 +1,272 @@
+"""What ``build crow`` writes when it finishes: the binary dataset per task, the release, the funnel by task.
+
+A context's examples are its original targets (with their source labels) and its accepted
+rewrites (with the opposite label: a safe original's rewrite is unsafe, an unsafe one's is
+safe; a supporting argument's rewrite counters). Each rewrite carries the triples it
+breaks; an original carries the union of its rewrites' triples (CRoW's per-dimension
+scores read them), or, when none of its own rewrites survived, the triples kept for it.
+A translation context's targets all carry the context's kept triples. A context without a
+kept triple (``no_kept_knowledge``) or, for a task that rewrites, without an accepted
+rewrite (``no_rewrite``) is left out.
+
+Rows (``dataset/<task>.jsonl``, CRoW's released form, which ``senseforge eval`` reads):
+``context_id`` (the source item's id; a dialogue's is its prefix's), ``example_id``
+(SHA-256 of the canonical task, context and target), ``task``, the task's context and
+target fields, ``label`` (1 valid, 0 not), ``knowledge`` (``head, relation, tail,
+dimension, verbalized``), and where it came from (``origin``: ``source`` or ``rewrite``;
+``source_id``; a rewrite's ``edits`` and ``flags``). ``release/public.jsonl`` holds the
+same rows without labels, knowledge or origin; ``release/private.jsonl`` the full rows;
+``release/baseline_submission.jsonl`` the majority-label baseline in the submission form
+``{task, example_id, prediction}`` that ``senseforge eval score`` reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from senseforge.data.io import atomic_open
+from senseforge.evaluate.metrics import fleiss_kappa, krippendorff_alpha_nominal
+from senseforge.pipelines.crow.tasks import TaskSpec
+from senseforge.pipelines.runstore import RunStore, StageResult
+
+NO_KEPT_KNOWLEDGE = "no_kept_knowledge"
+"""A context left out: none of its triples was kept."""
+NO_REWRITE = "no_rewrite"
+"""A context left out: no rewrite of it was accepted."""
+PUBLIC_KEYS = ("context_id", "example_id", "task")
+TRIPLE_KEYS = ("head", "relation", "tail", "dimension", "verbalized")
+
+
+def example_id(task: str, context: str, target: str) -> str:
+    """SHA-256 of the canonical JSON of task, context and target.
+
+    >>> len(example_id("safety", "a scenario", "an action"))
+    64
+    """
+    canonical = json.dumps({"context": context, "target": target, "task": task}, ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _source_of(record_id: str) -> str:
+    """The source record a triple (or rewrite) record came from: its id without the last ``/<i>``."""
+    return record_id.rsplit("/", 1)[0]
+
+
+def _union(triples: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for group in triples:
+        for triple in group:
+            if dict(triple) not in out:
+                out.append(dict(triple))
+    return out
+
+
+@dataclass
+class TaskOutput:
+    """One task's rows and what became of its contexts."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    contexts: int = 0
+    kept: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    ids: set[str] = field(default_factory=set)
+
+
+def _row(
+    spec: TaskSpec,
+    source: StageResult,
+    text: str,
+    label: bool,
+    knowledge: list[dict[str, Any]],
+    extra: Mapping[str, Any],
+) -> dict[str, Any]:
+    payload = source.payload
+    context = payload["turns"] if spec.turns and payload.get("turns") else payload["context"]
+    row: dict[str, Any] = {
+        "context_id": payload["context_id"],
+        "example_id": example_id(spec.name, payload["context"], text),
+        "task": spec.name,
+        spec.context_field: context,
+        spec.target_field: text,
+        "label": int(label),
+        "knowledge": [{key: t[key] for key in TRIPLE_KEYS if key in t} for t in knowledge],
+    }
+    if spec.translation:
+        row["source_lang"], row["target_lang"] = spec.source_lang, spec.target_lang
+    return {**row, **extra, "source_id": source.record_id}
+
+
+def assemble(
+    run: RunStore, specs: Mapping[str, TaskSpec], tasks: Sequence[str], final_stage: str, kept_stage: str
+) -> dict[str, TaskOutput]:
+    """Every task's rows, from the run store (see the module notes).
+
+    Args:
+        run: the run store.
+        specs: the task specs.
+        tasks: the run's tasks, in order.
+        final_stage: the last stage (its kept records are accepted rewrites, or a translation's kept triples).
+        kept_stage: the stage whose kept records are a context's kept triples (CKV).
+    """
+    sources = run.results("contexts", "ok")
+    finals: dict[str, list[StageResult]] = {}
+    for record in run.results(final_stage, "ok"):
+        finals.setdefault(_source_of(record.record_id), []).append(record)
+    kept_triples: dict[str, list[dict[str, Any]]] = {}
+    for record in run.results(kept_stage, "ok"):
+        kept_triples.setdefault(_source_of(record.record_id), []).append(record.payload["triple"])
+    outputs = {task: TaskOutput() for task in tasks}
+    groups: dict[tuple[str, str], list[StageResult]] = {}
+    for source in sources:
+        groups.setdefault((source.payload["task"], source.payload["context_id"]), []).append(source)
+    for (task, _context_id), members in sorted(groups.items()):
+        spec, out = specs[task], outputs[task]
+        out.contexts += 1
+        if not any(kept_triples.get(m.record_id) for m in members):
+            out.dropped[NO_KEPT_KNOWLEDGE] += 1
+            continue
+        rows = _rewritten(spec, members, finals, kept_triples) if spec.rewrites else _carried(spec, members, finals)
+        if not rows:
+            out.dropped[NO_REWRITE] += 1
+            continue
+        for row in rows:  # the same target twice (a rewrite repeating another original): the first stays
+            if row["example_id"] not in out.ids:
+                out.ids.add(row["example_id"])
+                out.rows.append(row)
+        out.kept += 1
+    return outputs
+
+
+def _rewritten(
+    spec: TaskSpec,
+    members: Sequence[StageResult],
+    finals: Mapping[str, list[StageResult]],
+    kept_triples: Mapping[str, list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """A rewritten context's rows: each original, then its accepted rewrites; none when no rewrite survived."""
+    if not any(finals.get(m.record_id) for m in members):
+        return []
+    originals: list[dict[str, Any]] = []
+    rewrites: list[dict[str, Any]] = []
+    for member in sorted(members, key=lambda m: m.record_id):
+        own = sorted(finals.get(member.record_id, []), key=lambda r: r.record_id)
+        label = bool(member.payload["label"])
+        union = _union([r.payload["violates"] for r in own]) or _union([kept_triples.get(member.record_id, [])])
+        originals.append(_row(spec, member, member.payload["target"], label, union, {"origin": "source"}))
+        for record in own:
+            extra = {
+                "origin": "rewrite",
+                "original": member.payload["target"],
+                "edits": record.payload.get("edits"),
+                "flags": record.payload.get("flags", []),
+            }
+            rewrites.append(_row(spec, member, record.payload["rewrite"], not label, record.payload["violates"], extra))
+    return originals + rewrites
+
+
+def _carried(
+    spec: TaskSpec, members: Sequence[StageResult], finals: Mapping[str, list[StageResult]]
+) -> list[dict[str, Any]]:
+    """A translation context's rows: every target it brought, each with the context's kept triples."""
+    rows: list[dict[str, Any]] = []
+    for member in sorted(members, key=lambda m: m.record_id):
+        triples = _union([[r.payload["triple"] for r in finals.get(member.record_id, [])]])
+        if not triples:
+            continue
+        rows.append(
+            _row(spec, member, member.payload["target"], bool(member.payload["label"]), triples, {"origin": "source"})
+        )
+        for other in member.payload.get("others") or []:
+            rows.append(_row(spec, member, other["text"], bool(other["label"]), triples, {"origin": "source"}))
+    return rows
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def _write_lines(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def public_row(row: Mapping[str, Any], spec: TaskSpec) -> dict[str, Any]:
+    """A row as the public release shows it: no label, no knowledge, nothing that tells an original from a rewrite."""
+    keys = (*PUBLIC_KEYS, spec.context_field, spec.target_field, "source_lang", "target_lang")
+    return {key: row[key] for key in keys if key in row}
+
+
+def write_outputs(run_dir: Path, outputs: Mapping[str, TaskOutput], specs: Mapping[str, TaskSpec]) -> None:
+    """``dataset/<task>.jsonl`` per task and the ``release/`` files, each written atomically."""
+    dataset = run_dir / "dataset"
+    wanted = {f"{task}.jsonl" for task, out in outputs.items() if out.rows}
+    if dataset.is_dir():
+        for stale in dataset.glob("*.jsonl"):
+            if stale.name not in wanted:
+                stale.unlink()
+    everything: list[dict[str, Any]] = []
+    public: list[dict[str, Any]] = []
+    baseline: list[dict[str, Any]] = []
+    for task, out in outputs.items():
+        if out.rows:  # a task that kept nothing has no file (its funnel says why)
+            _write_lines(dataset / f"{task}.jsonl", out.rows)
+        everything += out.rows
+        public += [public_row(row, specs[task]) for row in out.rows]
+        labels = Counter(row["label"] for row in out.rows)
+        majority = 1 if labels[1] >= labels[0] else 0
+        baseline += [{"task": task, "example_id": row["example_id"], "prediction": majority} for row in out.rows]
+    _write_lines(run_dir / "release" / "public.jsonl", public)
+    _write_lines(run_dir / "release" / "private.jsonl", everything)
+    _write_lines(run_dir / "release" / "baseline_submission.jsonl", baseline)
+
+
+# -- the funnel's figures --------------------------------------------------------------------------
+
+
+def dimension_counts(triples: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How many triples each dimension has, sorted by dimension name."""
+    counts = Counter(str(t.get("dimension") or "other") for t in triples)
+    return dict(sorted(counts.items()))
+
+
+def agreement(run: RunStore, judgement_task: str, task: str) -> dict[str, Any] | None:
+    """Fleiss' κ (items with every vote) and Krippendorff's α (all items) of one task's validators; ``None``
+    when the task had no such validation."""
+    stored = run.judgements_for(judgement_task)
+    items = {item: votes for item, votes in stored.items() if item.startswith(f"{task}/")}
+    if not items:
+        return None
+    raters = sorted({entry.judgement.annotator for votes in items.values() for entry in votes})
+    table: list[list[str | None]] = []
+    for item in sorted(items):
+        by = {entry.judgement.annotator: entry.judgement.vote() for entry in items[item]}
+        table.append([by.get(rater) for rater in raters])
+    complete = [[v for v in row if v is not None] for row in table if all(v is not None for v in row)]
+    return {
+        "items": len(table),
+        "raters": len(raters),
+        "complete_items": len(complete),
+        "fleiss_kappa": _statistic(lambda: fleiss_kappa(complete)) if len(raters) > 1 else None,
+        "krippendorff_alpha": _statistic(lambda: krippendorff_alpha_nominal(table)) if len(raters) > 1 else None,
+        "accept_rate": _rate(table),
+    }
+
+
+def _statistic(compute: Any) -> float | None:
+    try:
+        value = float(compute())
+    except (ValueError, ZeroDivisionError):
+        return None
+    return None if value != value else round(value, 6)  # NaN: undefined (e.g. every vote the same)
+
+
+def _rate(table: Sequence[Sequence[str | None]]) -> float | None:
+    votes = [v for row in table for v in row if v is not None]
+    return round(sum(v == "accept" for v in votes) / len(votes), 6) if votes else None

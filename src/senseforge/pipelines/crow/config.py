@@ -1,0 +1,85 @@
+"""The settings of ``build crow`` (hashed into the manifest, like every recipe's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from senseforge.llm.registry import parse_spec
+from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.crow.tasks import TaskSpec, task_name, task_specs
+
+
+class CrowConfig(RecipeConfig):
+    """Everything that decides what a crow build produces."""
+
+    lm_stages: ClassVar[tuple[str, ...]] = ("cka", "wsg")
+
+    recipe: Literal["crow"] = "crow"
+    source: tuple[str, ...] = ()
+    """Source files or folders (CRoW-shaped JSON, CommonMT CSV, or JSONL mapped by a task spec); empty: our
+    small bundled input."""
+    task: tuple[str, ...] = ()
+    """Tasks to build (dialogue, summarization, intent, safety, stance, mt-zh-en …); empty: every task the
+    sources hold. A JSONL row without a ``task`` belongs to the one task given."""
+    task_spec: str | None = None
+    """A TOML file of task specs (``[tasks.<name>]``) adding to or replacing the built-in ones."""
+    n: int | None = Field(default=None, ge=1)
+    """Contexts per task, a seeded sample of those that pass the source filters; ``None``: all."""
+    validators: tuple[str, ...] = ()
+    """LM validators of CKV and WSV (model specs, used in turn for the ``k`` votes); empty: the run's model."""
+    k: int = Field(default=3, ge=1)
+    """Votes per validated triple or rewrite (CRoW: three workers)."""
+    ckv_min: int = Field(default=2, ge=1)
+    """A triple is kept with at least this many of the ``k`` votes."""
+    wsv_min: int = Field(default=2, ge=1)
+    """A rewrite is kept with at least this many of the ``k`` votes."""
+    max_triples: int = Field(default=5, ge=1)
+    """Triples CKA may give per context (CRoW: one to five)."""
+    max_edits: int = Field(default=5, ge=0)
+    """Words a rewrite may change (word-level edit distance; CRoW: five)."""
+    negation_only: Literal["flag", "reject"] = "flag"
+    """A rewrite that only adds or removes a negation: kept and flagged ``negation_only``, or rejected."""
+    cka_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature of knowledge annotation."""
+    wsg_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature of schema generation."""
+    validator_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature of chat validators (each has its own seed: the run's seed plus its index)."""
+    max_tokens: int = Field(default=384, ge=16)
+    """Longest CKA or WSG reply."""
+
+    @field_validator("validators")
+    @classmethod
+    def _specs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for spec in value:
+            parse_spec(spec)
+        return value
+
+    @field_validator("task_spec")
+    @classmethod
+    def _spec_file(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).is_file():
+            raise ValueError(f"no such task spec file: {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _votes(self) -> CrowConfig:
+        for name in ("ckv_min", "wsv_min"):
+            if getattr(self, name) > self.k:
+                raise ValueError(f"{name} {getattr(self, name)} is more than the k = {self.k} votes")
+        specs = self.specs()
+        object.__setattr__(self, "task", tuple(dict.fromkeys(task_name(t, specs) for t in self.task)))
+        return self
+
+    def specs(self) -> dict[str, TaskSpec]:
+        """Every task spec the run knows (built-in, and the user's file's)."""
+        return task_specs(Path(self.task_spec) if self.task_spec else None)
+
+    @property
+    def panel(self) -> tuple[str, ...]:
+        """The ``k`` validators, the given models in turn (``lm:<spec>#<i>`` each, with its own seed)."""
+        given = self.validators or (self.model,)
+        return tuple(given[index % len(given)] for index in range(self.k))

@@ -1,0 +1,285 @@
+"""The stages of ``build crow``: CKA → CKV → WSG → edits → dedup → WSV.
+
+Each stage knows, per record, whether the record's task runs it (the task spec says); a
+record whose task skips a stage passes through it unchanged, so one run builds tasks with
+different stage choices side by side.
+
+* **cka** turns a context into one record per knowledge triple (``<context>/<i>``): from a
+  model's reply (CKA), or from the knowledge the source brought (tasks without CKA).
+* **ckv** and **wsv** are the engine's review stage with an LM panel: each of ``k``
+  validators is its own annotator (``lm:<spec>#<i>``, its own seed and its own phrasing of
+  the question) and the item is kept with at least ``ckv_min`` / ``wsv_min`` votes. An item
+  with a vote missing stays pending (the run stops incomplete and ``--resume`` asks again),
+  never decided on fewer votes.
+* **wsg** asks for one minimal rewrite per kept triple (the triple it must break is the
+  one it is shown, recorded under ``violates``).
+* **edits** checks the rewrite by word-level edit distance (:mod:`.edits`): unchanged or
+  more than ``max_edits`` words changed is rejected; a negation-only rewrite is flagged
+  (or rejected, by choice).
+* **dedup** (a barrier: it sees every rewrite) keeps the first of identical rewrites of a
+  context, with the union of the triples they break, and drops a rewrite that repeats one
+  of the context's own targets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from senseforge.data.schema import MCItem
+from senseforge.errors import SenseforgeError
+from senseforge.llm.base import GenerateRequest
+from senseforge.pipelines.crow.edits import check_rewrite
+from senseforge.pipelines.crow.parse import parse_rewrite, parse_triples
+from senseforge.pipelines.crow.tasks import TaskSpec
+from senseforge.pipelines.crow.templates import Style, cka_request, ckv_prompt, wsg_request, wsv_prompt
+from senseforge.pipelines.review import Review
+from senseforge.pipelines.runstore import JudgementSource, StageResult
+from senseforge.pipelines.stage import (
+    Children,
+    LMStage,
+    Outcome,
+    Parsed,
+    StageContext,
+    StageOutput,
+    child_id,
+    ok,
+    rejected,
+)
+
+UNCHANGED = "unchanged"
+"""Rejection reason: the rewrite is the original target (after lower-casing and dropping punctuation)."""
+TOO_MANY_EDITS = "too_many_edits"
+"""Rejection reason: the rewrite changes more words than allowed."""
+NEGATION_ONLY = "negation_only"
+"""Flag (or rejection reason): the rewrite only adds or removes a negation."""
+DUPLICATE = "duplicate"
+"""Rejection reason: the context already has this target."""
+
+
+def _spec(tasks: Mapping[str, TaskSpec], record: StageResult) -> TaskSpec:
+    return tasks[record.payload["task"]]
+
+
+def with_triple(payload: Mapping[str, Any], triple: Mapping[str, Any], index: int, origin: str) -> dict[str, Any]:
+    """A context's payload narrowed to one of its triples."""
+    return {**payload, "triple": dict(triple), "triple_index": index, "knowledge_from": origin}
+
+
+@dataclass
+class Annotate(LMStage):
+    """CKA: a context's knowledge triples, one child record each."""
+
+    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
+    style: Style = "chat"
+    temperature: float = 0.0
+    max_tokens: int = 384
+    seed: int = 0
+    max_triples: int = 5
+
+    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+        return [
+            cka_request(
+                r.payload,
+                _spec(self.tasks, r),
+                self.style,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                seed=self.seed,
+            )
+            for r in records
+        ]
+
+    def parse(self, record: StageResult, text: str) -> Parsed:
+        found = parse_triples(text if self.style == "chat" else "-" + text, self.max_triples)
+        if not isinstance(found, list):
+            return found
+        return [t if not isinstance(t, dict) else with_triple(record.payload, t, i, "cka") for i, t in enumerate(found)]
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        asked = [r for r in records if _spec(self.tasks, r).runs("cka")]
+        outcomes: dict[str, Outcome] = {}
+        if asked:
+            output = super().run(asked, ctx)
+            outcomes.update({r.record_id: o for r, o in zip(asked, output.outcomes, strict=True)})
+        for record in records:
+            if record.record_id in outcomes:
+                continue
+            kids = tuple(
+                ok(
+                    StageResult(child_id(record.record_id, i), "ok", record.payload),
+                    with_triple(record.payload, t, i, "source"),
+                )
+                for i, t in enumerate(record.payload["knowledge"])
+            )
+            outcomes[record.record_id] = Children(kids)
+        return StageOutput([outcomes[r.record_id] for r in records])
+
+
+@dataclass
+class _Validate(Review):
+    """The review stage with an LM panel over one kind of item (triples or rewrites)."""
+
+    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
+    stage: Literal["ckv", "wsv"] = "ckv"
+
+    def needs_review(self, record: StageResult) -> bool:
+        return _spec(self.tasks, record).runs(self.stage)
+
+    def judge_prompt(self, record: StageResult) -> str:
+        return self.judge_prompt_for(record, 0)
+
+    def judge_prompt_for(self, record: StageResult, judge: int) -> str:
+        spec = _spec(self.tasks, record)
+        make = ckv_prompt if self.stage == "ckv" else wsv_prompt
+        return make(record.payload, spec, judge)
+
+    def task_item(self, record: StageResult) -> MCItem:
+        raise SenseforgeError(
+            f"{self.name}: this run has no LM validators; validation by people is not built yet (give --validators)"
+        )
+
+    def accepted(self, record: StageResult, by: JudgementSource) -> dict[str, Any]:
+        return {**record.payload, f"{self.stage}_by": by}
+
+
+@dataclass
+class ValidateKnowledge(_Validate):
+    """CKV: does the triple hold, and does it link the context with the target?"""
+
+    stage: Literal["ckv", "wsv"] = "ckv"
+
+
+@dataclass
+class ValidateSchema(_Validate):
+    """WSV: does the rewrite meet the four conditions?"""
+
+    stage: Literal["ckv", "wsv"] = "wsv"
+
+
+@dataclass
+class Rewrite(LMStage):
+    """WSG: one minimal rewrite of the target per kept triple."""
+
+    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
+    style: Style = "chat"
+    temperature: float = 0.0
+    max_tokens: int = 384
+    seed: int = 0
+
+    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+        return [
+            wsg_request(
+                r.payload,
+                _spec(self.tasks, r),
+                self.style,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                seed=self.seed,
+            )
+            for r in records
+        ]
+
+    def parse(self, record: StageResult, text: str) -> Parsed:
+        found = parse_rewrite(text)
+        if not isinstance(found, str):
+            return found
+        return {**record.payload, "rewrite": found, "violates": [record.payload["triple"]]}
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        asked = [r for r in records if _spec(self.tasks, r).runs("wsg")]
+        outcomes: dict[str, Outcome] = {r.record_id: ok(r, r.payload) for r in records}
+        if asked:
+            output = super().run(asked, ctx)
+            outcomes.update({r.record_id: o for r, o in zip(asked, output.outcomes, strict=True)})
+        return StageOutput([outcomes[r.record_id] for r in records])
+
+
+@dataclass
+class CheckEdits:
+    """The minimal-edit rule on every rewrite (see the module notes)."""
+
+    name: str
+    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
+    max_edits: int = 5
+    negation_only: Literal["flag", "reject"] = "flag"
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return ()
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        outcomes: list[Outcome] = []
+        for record in records:
+            spec = _spec(self.tasks, record)
+            if not spec.runs("wsg"):
+                outcomes.append(ok(record, record.payload))
+                continue
+            check = check_rewrite(record.payload["target"], record.payload["rewrite"], spec.lang, limit=self.max_edits)
+            payload = {**record.payload, "edits": check.edits, "flags": [NEGATION_ONLY] if check.negation_only else []}
+            if check.unchanged:
+                outcomes.append(rejected(record, UNCHANGED, payload=payload))
+            elif not check.within:
+                outcomes.append(rejected(record, TOO_MANY_EDITS, payload=payload))
+            elif check.negation_only and self.negation_only == "reject":
+                outcomes.append(rejected(record, NEGATION_ONLY, payload=payload))
+            else:
+                outcomes.append(ok(record, payload))
+        return StageOutput(outcomes)
+
+
+def _same(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass
+class Dedup:
+    """Identical rewrites of a context become one (see the module notes)."""
+
+    name: str
+    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
+    barrier = True
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return ()
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        originals: dict[tuple[str, str], set[str]] = {}
+        for record in records:
+            key = (record.payload["task"], record.payload["context_id"])
+            originals.setdefault(key, set()).add(_same(record.payload["target"]))
+        first: dict[tuple[str, str, str], str] = {}
+        merged: dict[str, list[dict[str, Any]]] = {}
+        verdict: dict[str, str | None] = {}
+        for record in sorted(records, key=lambda r: r.record_id):
+            if not _spec(self.tasks, record).runs("wsg"):
+                continue
+            key = (record.payload["task"], record.payload["context_id"])
+            text = _same(record.payload["rewrite"])
+            if text in originals[key]:
+                verdict[record.record_id] = DUPLICATE
+                continue
+            seen = first.setdefault((*key, text), record.record_id)
+            if seen == record.record_id:
+                merged[seen] = list(record.payload["violates"])
+                verdict[record.record_id] = None
+                continue
+            verdict[record.record_id] = DUPLICATE
+            for triple in record.payload["violates"]:
+                if triple not in merged[seen]:
+                    merged[seen].append(triple)
+        outcomes: list[Outcome] = []
+        for record in records:
+            reason = verdict.get(record.record_id)
+            if record.record_id not in verdict:
+                outcomes.append(ok(record, record.payload))
+            elif reason is not None:
+                outcomes.append(rejected(record, reason))
+            else:
+                outcomes.append(ok(record, {**record.payload, "violates": merged[record.record_id]}))
+        return StageOutput(outcomes)

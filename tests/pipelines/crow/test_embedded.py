@@ -1,0 +1,65 @@
+"""``build crow`` offline with the bundled Gemma 3 270M on CRoW's shot samples and ten CommonMT rows (and, smaller,
+on the demo's rows): every stage runs on a real model, a kill -9 mid-run resumes to the same bytes, and a rerun on
+the same cache makes no backend call (the kill: ``kill_build``, ``tests/pipelines/conftest.py``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from senseforge.pipelines.crow.config import CrowConfig
+from senseforge.pipelines.crow.recipe import CROW
+from senseforge.pipelines.demo import CROW_DEMO
+from senseforge.pipelines.runner import build
+from senseforge.store.db import Store
+
+FIXTURES = Path(__file__).parents[2] / "fixtures"
+SOURCES = (str(FIXTURES / "crow" / "shot_samples.json"), str(FIXTURES / "commonmt" / "head100"))
+FLAGS = ["--max-tokens", "96", "--cka-temperature", "0.7", "--wsg-temperature", "1.0", "--n", "10"]
+FLAGS += [part for source in SOURCES for part in ("--source", source)]
+MT = {"mt-en-de", "mt-en-fr", "mt-en-ru", "mt-zh-en"}
+OUTPUTS = ("funnel.json", "cost.json", "cost_by_task.json", "rejects.jsonl", "release/private.jsonl")
+
+
+@pytest.mark.slow
+def test_embedded_model_end_to_end_kill_9_and_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill_build: Callable[..., None]
+) -> None:
+    assert FLAGS[1:6:2] == [str(CROW_DEMO[k]) for k in ("max_tokens", "cka_temperature", "wsg_temperature")]
+    config = CrowConfig.model_validate({**CROW_DEMO, "n": 10, "source": SOURCES})
+    clean = tmp_path / "clean"
+    assert build(CROW, config, clean, store=Store()).state == "done"
+    funnel = json.loads((clean / "funnel.json").read_text())
+    rows = {row["stage"]: row for row in funnel["stages"]}
+    assert rows["cka"]["in"] > 0 and rows["ckv"]["in"] > 0 and rows["wsg"]["in"] > 0  # the model's replies parse
+    for row in funnel["stages"]:
+        assert row["in"] == row["out"] + sum(row["rejected"].values())
+    assert funnel["by_task"]["mt-zh-en"]["contexts"]["in"] == 10  # one shot context and nine CommonMT rows
+    assert set(funnel["tasks"]) == {"dialogue", "summarization", "intent", "safety", "stance", *MT}
+    votes = funnel["by_task"]["safety"]["agreement"]["ckv"]
+    assert votes["raters"] == 3  # three validators by log-likelihood, each its own annotator
+
+    killed = tmp_path / "killed"
+    home = tmp_path / "home-killed"
+    kill_build("crow", FLAGS, killed, home, "ckv", 16)
+    monkeypatch.setenv("SENSEFORGE_HOME", str(home))
+    assert build(CROW, config, killed, resume=True, store=Store()).state == "done"
+    names = [*OUTPUTS, *(f"dataset/{path.name}" for path in (clean / "dataset").glob("*.jsonl"))]
+    for name in names:
+        assert (killed / name).read_bytes() == (clean / name).read_bytes(), name
+
+    again = build(CROW, config, tmp_path / "again", store=Store())
+    assert again.ledger["calls"] == again.ledger["cache_hits"] > 0
+
+
+@pytest.mark.slow
+def test_the_demo_rows_reach_the_dataset(tmp_path: Path) -> None:
+    summary = build(CROW, CrowConfig.model_validate(CROW_DEMO), tmp_path / "demo", store=Store())
+    assert summary.state == "done" and summary.funnel is not None
+    assert set(summary.funnel["tasks"]) == {"safety", "intent", "dialogue", "stance", "mt-zh-en"}
+    assert summary.funnel["kept"] == sum(
+        len(p.read_text().splitlines()) for p in (tmp_path / "demo" / "dataset").glob("*")
+    )
