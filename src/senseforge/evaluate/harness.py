@@ -162,8 +162,28 @@ def run_eval(
     if config.formulation == "open":
         # the judge's instruction and prompt, so a reworded judge shows in results.json
         hashes["judge"] = prompt_hash(JUDGE_SYSTEM + judge_prompt("{question}", "{gold}", ["{other}"], "{answer}"))
+    model = ModelInfo(name=llm.name, identity=llm.identity())
+    payload = results_payload(results, breakdowns, config, data, dataset, split, model, hashes, len(samples), started)
+    write_outputs(out_dir, payload, samples)
+    return payload
+
+
+def results_payload(
+    results: dict[str, Any],
+    breakdowns: dict[str, Any],
+    config: EvalConfig,
+    data: Path,
+    dataset: Any,
+    split: str,
+    model: ModelInfo,
+    hashes: dict[str, str],
+    n_samples: int,
+    started: float,
+) -> EvalResults:
+    """The ``results.json`` of one evaluation: metrics, breakdowns, config, data, model, seeds, versions, timing
+    (``started``: the ``time.perf_counter()`` of its start)."""
     elapsed = time.perf_counter() - started
-    payload = EvalResults(
+    return EvalResults(
         results=results,
         breakdowns=breakdowns,
         config=config.model_dump(),
@@ -174,14 +194,12 @@ def run_eval(
             kind=dataset.kind,
             split=split if data.is_dir() else dataset.split,
         ),
-        model=ModelInfo(name=llm.name, identity=llm.identity()),
+        model=model,
         seeds={"seed": config.seed},
         prompt_hashes=hashes,
         versions={"senseforge": __version__, "python": platform.python_version()},
-        timing={"seconds": elapsed, "items_per_second": len(samples) / elapsed if elapsed > 0 else None},
+        timing={"seconds": elapsed, "items_per_second": n_samples / elapsed if elapsed > 0 else None},
     )
-    write_outputs(out_dir, payload, samples)
-    return payload
 
 
 def _mc_results(name: str, samples: list[MCSample], config: EvalConfig) -> dict[str, Metrics]:

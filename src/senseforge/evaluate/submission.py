@@ -14,7 +14,6 @@ as wrong (like an unparsed answer) and the number missing is reported in
 from __future__ import annotations
 
 import hashlib
-import platform
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,12 +21,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from senseforge._version import __version__
 from senseforge.data._rows import RowError, convert, iter_json_records, require
 from senseforge.data.crow import normalize_task, parse_label
 from senseforge.errors import ConfigError, DataValidationError
-from senseforge.evaluate.harness import load_for_eval, write_outputs
-from senseforge.evaluate.records import BinarySample, DataInfo, EvalResults, ModelInfo
+from senseforge.evaluate.harness import load_for_eval, results_payload, write_outputs
+from senseforge.evaluate.records import BinarySample, EvalResults, ModelInfo
 from senseforge.evaluate.report import baseline_report, binary_report
 from senseforge.evaluate.run import EvalConfig, binary_sample_fields
 
@@ -159,30 +157,16 @@ def score_submission(
     samples = submission_samples(dataset.examples, predictions, predictions_path)
     missing = sum(sample.error == MISSING for sample in samples)
     per_task, summary = binary_report(samples, config)
-    elapsed = time.perf_counter() - started
-    payload = EvalResults(
-        results={**per_task, "crow": summary},
-        breakdowns={
-            "baselines": baseline_report(samples, config),
-            "submission": {"predictions": len(predictions), "examples": len(samples), "missing": missing},
-        },
-        config=config.model_dump(),
-        data=DataInfo(
-            path=str(gold_path.resolve()),
-            name=dataset.name,
-            format=dataset.fmt,
-            kind=dataset.kind,
-            split=split if gold_path.is_dir() else dataset.split,
-        ),
-        model=ModelInfo(
-            name=f"submission:{predictions_path.name}",
-            identity={"predictions": hashlib.sha256(predictions_path.read_bytes()).hexdigest()},
-        ),
-        seeds={"seed": config.seed},
-        prompt_hashes={},
-        versions={"senseforge": __version__, "python": platform.python_version()},
-        timing={"seconds": elapsed, "items_per_second": len(samples) / elapsed if elapsed > 0 else None},
+    results = {**per_task, "crow": summary}
+    breakdowns = {
+        "baselines": baseline_report(samples, config),
+        "submission": {"predictions": len(predictions), "examples": len(samples), "missing": missing},
+    }
+    model = ModelInfo(
+        name=f"submission:{predictions_path.name}",
+        identity={"predictions": hashlib.sha256(predictions_path.read_bytes()).hexdigest()},
     )
+    payload = results_payload(results, breakdowns, config, gold_path, dataset, split, model, {}, len(samples), started)
     write_outputs(out_dir, payload, samples)
     return payload
 

@@ -311,8 +311,8 @@ class LMStage:
 
 
 @dataclass
-class CheckStage:
-    """A stage that keeps a record as it is or rejects it for the reason a rule gives."""
+class RuleStage:
+    """A stage that calls no model and reads no judgements: subclasses write :meth:`run`."""
 
     name: str
     barrier = False
@@ -321,6 +321,14 @@ class CheckStage:
     @property
     def specs(self) -> tuple[str, ...]:
         return ()
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        raise NotImplementedError
+
+
+@dataclass
+class CheckStage(RuleStage):
+    """A stage that keeps a record as it is or rejects it for the reason a rule gives."""
 
     def reason(self, payload: dict[str, Any]) -> str | None:
         raise NotImplementedError

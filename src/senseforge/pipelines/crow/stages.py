@@ -23,9 +23,9 @@ different stage choices side by side.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from senseforge.data.schema import MCItem
 from senseforge.errors import SenseforgeError
@@ -41,6 +41,7 @@ from senseforge.pipelines.stage import (
     LMStage,
     Outcome,
     Parsed,
+    RuleStage,
     StageContext,
     StageOutput,
     child_id,
@@ -68,28 +69,41 @@ def with_triple(payload: Mapping[str, Any], triple: Mapping[str, Any], index: in
 
 
 @dataclass
-class Annotate(LMStage):
-    """CKA: a context's knowledge triples, one child record each."""
+class _TaskLM(LMStage):
+    """An LM stage that asks only for the records whose task runs :attr:`stage`; :meth:`skipped` says what
+    becomes of the others."""
 
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     style: Style = "chat"
     temperature: float = 0.0
     max_tokens: int = 384
     seed: int = 0
-    max_triples: int = 5
+    stage: ClassVar[str] = ""
+    make: ClassVar[Callable[..., GenerateRequest]]
 
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
-        return [
-            cka_request(
-                r.payload,
-                _spec(self.tasks, r),
-                self.style,
-                temperature=self.temperature,
-                max_tokens=self.max_tokens,
-                seed=self.seed,
-            )
-            for r in records
-        ]
+        sampling = {"temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed}
+        return [type(self).make(r.payload, _spec(self.tasks, r), self.style, **sampling) for r in records]
+
+    def skipped(self, record: StageResult) -> Outcome:
+        return ok(record, record.payload)
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        asked = [r for r in records if _spec(self.tasks, r).runs(self.stage)]
+        outcomes: dict[str, Outcome] = {}
+        if asked:
+            output = super().run(asked, ctx)
+            outcomes.update({r.record_id: o for r, o in zip(asked, output.outcomes, strict=True)})
+        return StageOutput([outcomes[r.record_id] if r.record_id in outcomes else self.skipped(r) for r in records])
+
+
+@dataclass
+class Annotate(_TaskLM):
+    """CKA: a context's knowledge triples, one child record each (the source's own for a task without CKA)."""
+
+    max_triples: int = 5
+    stage: ClassVar[str] = "cka"
+    make: ClassVar[Callable[..., GenerateRequest]] = cka_request
 
     def parse(self, record: StageResult, text: str) -> Parsed:
         found = parse_triples(text if self.style == "chat" else "-" + text, self.max_triples)
@@ -97,24 +111,17 @@ class Annotate(LMStage):
             return found
         return [t if not isinstance(t, dict) else with_triple(record.payload, t, i, "cka") for i, t in enumerate(found)]
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
-        asked = [r for r in records if _spec(self.tasks, r).runs("cka")]
-        outcomes: dict[str, Outcome] = {}
-        if asked:
-            output = super().run(asked, ctx)
-            outcomes.update({r.record_id: o for r, o in zip(asked, output.outcomes, strict=True)})
-        for record in records:
-            if record.record_id in outcomes:
-                continue
-            kids = tuple(
+    def skipped(self, record: StageResult) -> Outcome:
+        given = enumerate(record.payload["knowledge"])
+        return Children(
+            tuple(
                 ok(
                     StageResult(child_id(record.record_id, i), "ok", record.payload),
                     with_triple(record.payload, t, i, "source"),
                 )
-                for i, t in enumerate(record.payload["knowledge"])
+                for i, t in given
             )
-            outcomes[record.record_id] = Children(kids)
-        return StageOutput([outcomes[r.record_id] for r in records])
+        )
 
 
 @dataclass
@@ -159,27 +166,11 @@ class ValidateSchema(_Validate):
 
 
 @dataclass
-class Rewrite(LMStage):
-    """WSG: one minimal rewrite of the target per kept triple."""
+class Rewrite(_TaskLM):
+    """WSG: one minimal rewrite of the target per kept triple (a task without WSG passes as it is)."""
 
-    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
-    style: Style = "chat"
-    temperature: float = 0.0
-    max_tokens: int = 384
-    seed: int = 0
-
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
-        return [
-            wsg_request(
-                r.payload,
-                _spec(self.tasks, r),
-                self.style,
-                temperature=self.temperature,
-                max_tokens=self.max_tokens,
-                seed=self.seed,
-            )
-            for r in records
-        ]
+    stage: ClassVar[str] = "wsg"
+    make: ClassVar[Callable[..., GenerateRequest]] = wsg_request
 
     def parse(self, record: StageResult, text: str) -> Parsed:
         found = parse_rewrite(text)
@@ -187,29 +178,14 @@ class Rewrite(LMStage):
             return found
         return {**record.payload, "rewrite": found, "violates": [record.payload["triple"]]}
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
-        asked = [r for r in records if _spec(self.tasks, r).runs("wsg")]
-        outcomes: dict[str, Outcome] = {r.record_id: ok(r, r.payload) for r in records}
-        if asked:
-            output = super().run(asked, ctx)
-            outcomes.update({r.record_id: o for r, o in zip(asked, output.outcomes, strict=True)})
-        return StageOutput([outcomes[r.record_id] for r in records])
-
 
 @dataclass
-class CheckEdits:
+class CheckEdits(RuleStage):
     """The minimal-edit rule on every rewrite (see the module notes)."""
 
-    name: str
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     max_edits: int = 5
     negation_only: Literal["flag", "reject"] = "flag"
-    barrier = False
-    reads_task = None
-
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return ()
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
@@ -236,17 +212,11 @@ def _same(text: str) -> str:
 
 
 @dataclass
-class Dedup:
+class Dedup(RuleStage):
     """Identical rewrites of a context become one (see the module notes)."""
 
-    name: str
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     barrier = True
-    reads_task = None
-
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return ()
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         originals: dict[tuple[str, str], set[str]] = {}
