@@ -54,4 +54,3 @@ def test_embedded_model_end_to_end_kill_9_and_rerun(
 
     again = build(CROW, config, tmp_path / "again", store=Store())
     assert again.ledger["calls"] == again.ledger["cache_hits"] > 0
-
