@@ -190,3 +190,22 @@ def test_human_rate_is_one_rate_or_one_per_task_type() -> None:
     for bad in ("-1", "create=", "=0.1", "answer=nan"):
         with pytest.raises(typer.BadParameter):
             human_rate(bad)
+
+
+def test_build_crow_from_the_command_line_and_its_one_line_errors(tmp_path: Path, senseforge_home: Path) -> None:
+    shots = Path(__file__).resolve().parents[1] / "fixtures" / "crow" / "shot_samples.json"
+    run = tmp_path / "crow"
+    args = ("build", "crow", "--source", str(shots), "--task", "safety,mt_zh_en", "-m", "scripted/crow-author")
+    result = run_cli(*args, "--validators", "scripted/crow-author", "--out", str(run), home=senseforge_home)
+    assert result.returncode == 0, result.stderr
+    assert "crow funnel" in result.stdout and "per task" in result.stdout
+    assert sorted(p.name for p in (run / "dataset").glob("*.jsonl")) <= ["mt-zh-en.jsonl", "safety.jsonl"]
+    assert json.loads((run / "funnel.json").read_text())["tasks"] == ["safety", "mt-zh-en"]
+    nope = str(tmp_path / "nope.jsonl")
+    missing = run_cli("build", "crow", "--source", nope, "--out", str(tmp_path / "a"), home=senseforge_home)
+    assert_one_line_error(missing, f"--source: no such file or folder: {nope}")
+    assert not (tmp_path / "a").exists()  # refused before the run directory is made
+    unused = run_cli("build", "crow", "--set", "review_k=3", "--out", str(tmp_path / "b"), home=senseforge_home)
+    assert_one_line_error(unused, "crow does not use review_k: its panels are --validators")
+    votes = run_cli("build", "crow", "--k", "1", "--out", str(tmp_path / "c"), home=senseforge_home)
+    assert_one_line_error(votes, "ckv_min 2 is more than the k = 1 votes")

@@ -97,7 +97,7 @@ def _field_params(recipe: Recipe) -> tuple[list[inspect.Parameter], dict[str, tu
     ordered = [n for n in model.model_fields if n not in shared] + [n for n in model.model_fields if n in shared]
     for name in ordered:
         info = model.model_fields[name]
-        if name in _SKIPPED:
+        if name in _SKIPPED or name in model.unused:
             continue
         flag = recipe.flags.get(name, Flag())
         kind, click_type = _kind(info.annotation)

@@ -52,6 +52,10 @@ class RecipeConfig(BaseModel):
     """Stages that call a model, each with its own ``--stage-model``."""
     review_stage: ClassVar[str | None] = None
     """The stage whose batches follow the LM judges' model (batch sizing)."""
+    unused: ClassVar[tuple[str, ...]] = ()
+    """Shared settings the recipe does not read: no flag is made for them, and a value other than the default
+    is refused (naming what the recipe reads instead)."""
+    unused_hint: ClassVar[str] = ""
 
     recipe: str
     seed: int = 0
@@ -99,6 +103,15 @@ class RecipeConfig(BaseModel):
         if value is not None:
             parse_policy(value)
         return value
+
+    @model_validator(mode="after")
+    def _no_unused(self) -> RecipeConfig:
+        for name in self.unused:
+            if getattr(self, name) != type(self).model_fields[name].default:
+                raise ValueError(
+                    f"{self.recipe} does not use {name}{': ' + self.unused_hint if self.unused_hint else ''}"
+                )
+        return self
 
     @model_validator(mode="after")
     def _judges_can_decide(self) -> RecipeConfig:
@@ -252,4 +265,5 @@ def resolve_config(
     except ValidationError as exc:
         first = exc.errors()[0]
         where = "-".join(str(part) for part in first["loc"][:1]).replace("_", "-")
-        raise ConfigError(f"--{where}: {first['msg']}") from exc
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"--{where}: {message}" if where else message) from exc

@@ -16,6 +16,15 @@ class CrowConfig(RecipeConfig):
     """Everything that decides what a crow build produces."""
 
     lm_stages: ClassVar[tuple[str, ...]] = ("cka", "wsg")
+    unused: ClassVar[tuple[str, ...]] = (
+        "reviewers",
+        "lm_review_policy",
+        "lm_review_final",
+        "review_policy",
+        "review_k",
+        "adjudicate",
+    )
+    unused_hint: ClassVar[str] = "its panels are --validators, --k, --ckv-min and --wsv-min"
 
     recipe: Literal["crow"] = "crow"
     source: tuple[str, ...] = ()
@@ -56,6 +65,14 @@ class CrowConfig(RecipeConfig):
     def _specs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for spec in value:
             parse_spec(spec)
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _sources(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        missing = [path for path in value if not Path(path).exists()]
+        if missing:
+            raise ValueError(f"no such file or folder: {', '.join(missing)}")
         return value
 
     @field_validator("task_spec")

@@ -145,7 +145,11 @@ class Crow:
                 help="Source file or folder: CRoW-shaped JSON, CommonMT CSV, or JSONL mapped by a task spec; "
                 "repeat for several. Default: our small bundled input.",
             ),
-            "task_spec": Flag(path=True, help="TOML of task specs ([tasks.<name>]) adding to the built-in ones."),
+            "task_spec": Flag(
+                path=True,
+                help="TOML of task specs, one table per task as in the built-in data/tasks.toml, adding to or "
+                "replacing the built-in ones.",
+            ),
             "n": Flag(help="Contexts per task: a seeded sample of those that pass the filters (default: all)."),
         }
     )
