@@ -18,7 +18,16 @@ import uvicorn
 
 from senseforge.annotate.app import create_app
 from senseforge.annotate.store import AnnotationStore
-from senseforge.data.schema import Choice, ConceptSlot, Draft, DraftItem, MCItem, QCEvent
+from senseforge.data.schema import (
+    Choice,
+    ConceptSlot,
+    Draft,
+    DraftItem,
+    KnowledgeCheckItem,
+    MCItem,
+    QCEvent,
+    RewriteCheckItem,
+)
 from senseforge.pipelines.taskqueue import QueuedTask
 
 pytestmark = pytest.mark.browser
@@ -374,3 +383,68 @@ def test_hostile_text_stays_inert_on_the_writing_pages(served: Served, page: Any
     assert page.locator("main img, main script").count() == 0
     page.wait_for_timeout(200)  # give a stray onerror a chance to fire
     assert page.evaluate("typeof window.__pwned") == "undefined"
+
+
+# -- CRoW's validations ------------------------------------------------------------------------------
+
+
+def knowledge_check(n: int, context: str = "A pan of oil catches fire") -> QueuedTask:
+    pair = {"task": "safety", "lang": "en", "context_name": "scenario", "target_name": "action", "label": "safe"}
+    triple = {"head": "lid", "relation": "UsedFor", "tail": "smothering", "verbalized": "a lid is used for smothering"}
+    shown = KnowledgeCheckItem.model_validate(
+        {**pair, "id": f"safety/c{n}/0/0", "context": context, "target": "cover it", "triple": triple}
+    )
+    return QueuedTask(type="ckv", input=shown, k=1, group="g")
+
+
+def rewrite_check(n: int, rewrite: str = "cover it with water") -> QueuedTask:
+    pair = {"task": "safety", "lang": "en", "context_name": "scenario", "target_name": "action", "label": "safe"}
+    shown = RewriteCheckItem.model_validate(
+        {
+            **pair,
+            "id": f"safety/c{n}/0/0",
+            "context": "A pan of oil catches fire",
+            "target": "cover it with a lid",
+            "rewrite": rewrite,
+            "flipped": "unsafe",
+            "violates": [{"head": "lid", "relation": "UsedFor", "tail": "smothering"}],
+            "edits": 2,
+        }
+    )
+    return QueuedTask(type="wsv", input=shown, k=1, group="g")
+
+
+def test_crow_validations_by_keyboard_with_hostile_text_inert(served: Served, page: Any) -> None:
+    page.set_default_timeout(10_000)
+    served.store.queue([knowledge_check(1, context=HOSTILE), knowledge_check(2)])
+    served.store.queue([rewrite_check(1, rewrite=HOSTILE), rewrite_check(2)])
+    page.goto(served.link(served.store.invite("ana")))
+    page.goto(f"{served.base}/t/ckv")
+    assert page.locator("#triple").inner_text().startswith("a lid is used for smothering")
+    page.keyboard.press("y")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.keyboard.press("2")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert "Nothing left for you in ckv" in page.content()
+    assert sorted(j.accept for js in served.judgements("ckv").values() for j in js) == [False, True]
+    page.goto(f"{served.base}/t/wsv")
+    assert page.locator("#rewrite").inner_text() in (HOSTILE, "cover it with water")
+    for key in "1234":  # all four conditions: accepted
+        page.keyboard.press(key)
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.keyboard.press("1")
+    page.keyboard.press("3")  # two of four: not accepted
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert "Nothing left for you in wsv" in page.content()
+    page.wait_for_timeout(200)
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    checked = sorted(
+        (j.accept, tuple(sorted(k for k, v in (j.conditions or {}).items() if v)))
+        for js in served.judgements("wsv").values()
+        for j in js
+    )
+    assert checked == [(False, ("flips", "minimal")), (True, ("flips", "minimal", "on_topic", "violates"))]

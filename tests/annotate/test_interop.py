@@ -89,8 +89,10 @@ def draft_item(n: int, *, sent_back: bool) -> DraftItem:
     )  # fmt: skip
 
 
-EXPORTED = [name for name in TASK_TYPES if name != "open-judge"]
-"""The task types with a Label Studio / Argilla form (people judging open answers have none yet)."""
+NO_FORM = ("open-judge", "ckv", "wsv")
+EXPORTED = [name for name in TASK_TYPES if name not in NO_FORM]
+"""The task types with a Label Studio / Argilla form (people judging open answers and CRoW's validations have
+none yet)."""
 
 INPUTS: dict[str, list[BaseModel]] = {
     "verify": [mc(1, question=HOSTILE, text=HOSTILE), mc(2), mc(3)],
@@ -587,5 +589,6 @@ def test_read_export_takes_json_and_json_lines(tmp_path: Path) -> None:
 
 
 def test_a_task_type_without_a_form_is_refused_by_name() -> None:
-    with pytest.raises(ConfigError, match="open-judge"):
-        interop.form_of("open-judge")
+    for name in NO_FORM:
+        with pytest.raises(ConfigError, match=name):
+            interop.form_of(name)

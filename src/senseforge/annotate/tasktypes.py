@@ -43,15 +43,25 @@ A task type is one object (and one template, ``templates/<name>.html``):
 ``open-judge``
     A model's free answer (``--formulation open``) beside the question and the reference
     answer: ``verdict`` ``correct`` or ``incorrect``, and a comment. It checks the LM judge.
+``ckv`` and ``wsv``
+    CRoW's validations (:mod:`senseforge.annotate.crowtasks`): a knowledge triple ticked
+    or not; a rewrite checked on CRoW's four conditions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, get_args
+from collections.abc import Mapping
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
+from senseforge.annotate.crowtasks import CheckKnowledge, CheckSchema
+from senseforge.annotate.fields import InvalidSubmission, TaskType
+from senseforge.annotate.fields import choice_of as _choice_of
+from senseforge.annotate.fields import comment_of as _comment
+from senseforge.annotate.fields import one as _one
+from senseforge.annotate.fields import values_of as _values
+from senseforge.annotate.fields import yes_no as _yes_no
 from senseforge.data.schema import (
     AdaptCheckJudgement,
     AdaptError,
@@ -78,57 +88,9 @@ from senseforge.evaluate.policies import Majority, Policy, exclude_ambiguous, pa
 from senseforge.pipelines.culture_adapt.matching import concept_appears
 from senseforge.pipelines.culture_gen.parse import fold
 
-MAX_COMMENT = 2000
 MAX_QUESTION = 1000
 MAX_OPTION = 300
 VERIFY_FLAGS: tuple[str, ...] = ("ambiguous-question", "several-right", "offensive", "wrong-language")
-
-
-class InvalidSubmission(ValueError):
-    """A submission that does not fit its task type; ``problems`` lists each one."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = list(problems)
-
-
-def _values(fields: Mapping[str, Any], name: str) -> list[str]:
-    value = fields.get(name)
-    if value is None:
-        return []
-    if isinstance(value, list | tuple):
-        return [str(v) for v in value]
-    return [str(value)]
-
-
-def _one(fields: Mapping[str, Any], name: str) -> str | None:
-    values = _values(fields, name)
-    return values[0].strip() if values else None
-
-
-def _yes_no(fields: Mapping[str, Any], name: str, problems: list[str], *, required: bool) -> bool | None:
-    raw = fields.get(name)
-    if isinstance(raw, bool):
-        return raw
-    value = _one(fields, name)
-    if value in (None, ""):
-        if required:
-            problems.append(f"{name}: required (yes or no)")
-        return None
-    lowered = value.lower()
-    if lowered in ("yes", "true", "1", "y"):
-        return True
-    if lowered in ("no", "false", "0", "n"):
-        return False
-    problems.append(f"{name}: expected yes or no, got {value[:40]!r}")
-    return None
-
-
-def _comment(fields: Mapping[str, Any], name: str, problems: list[str]) -> str | None:
-    text = _one(fields, name)
-    if text and len(text) > MAX_COMMENT:
-        problems.append(f"{name}: at most {MAX_COMMENT} characters")
-    return text or None
 
 
 def _item_view(item: MCItem) -> dict[str, Any]:
@@ -139,37 +101,6 @@ def _item_view(item: MCItem) -> dict[str, Any]:
         "question": item.question,
         "choices": [{"label": c.label, "text": c.text} for c in item.choices],
     }
-
-
-def _choice_of(fields: Mapping[str, Any], name: str, allowed: Sequence[str], problems: list[str]) -> str | None:
-    value = _one(fields, name)
-    if not value:
-        problems.append(f"{name}: required (one of {', '.join(allowed)})")
-        return None
-    if value not in allowed:
-        problems.append(f"{name}: {value[:30]!r} is not one of {', '.join(allowed)}")
-        return None
-    return value
-
-
-class TaskType(Protocol):
-    name: str
-    input_model: type[BaseModel]
-    """What a task of this type holds (validated when the store reads it back)."""
-    policy: Policy | None
-    """How several judgements of one item are decided (``None``: the one judgement decides)."""
-
-    def view(self, task: Any) -> dict[str, Any]:
-        """The task's input as the annotator may see it (JSON-ready)."""
-        ...
-
-    def parse(self, task: Any, fields: Mapping[str, Any]) -> Judgement:
-        """The judgement body the fields make (annotator ``?``: the store stamps who).
-
-        Raises:
-            InvalidSubmission: with every problem.
-        """
-        ...
 
 
 class Verify:
@@ -229,6 +160,8 @@ class Answer:
             item_id=task.id, annotator="?", choice=choice, certain=certain, flags=sorted(set(flags)), reason=reason
         )
 
+
+__all__ = ["TASK_TYPES", "InvalidSubmission", "TaskType", "task_type"]
 
 LABELS = "ABCDEFGHIJ"
 """Option labels by position."""
@@ -555,7 +488,19 @@ class OpenJudge:
 
 
 TASK_TYPES: dict[str, TaskType] = {
-    task.name: task for task in (Verify(), Answer(), Create(), QC(), Revise(), AdaptCheck(), LabelErrors(), OpenJudge())
+    task.name: task
+    for task in (
+        Verify(),
+        Answer(),
+        Create(),
+        QC(),
+        Revise(),
+        AdaptCheck(),
+        LabelErrors(),
+        OpenJudge(),
+        CheckKnowledge(),
+        CheckSchema(),
+    )
 }
 """The task types the app serves, by name (each has ``templates/<name>.html``)."""
 

@@ -536,3 +536,48 @@ class OpenAnswer(_Record):
     """The text of the gold option."""
     answer: str
     """The model's free answer."""
+
+
+class KnowledgeTriple(_Record):
+    """A CRoW knowledge triple as people are shown it: its parts, its dimension and a sentence of it."""
+
+    head: str = Field(min_length=1)
+    relation: str = Field(min_length=1)
+    tail: str = Field(min_length=1)
+    dimension: str | None = None
+    verbalized: str | None = None
+
+
+class CrowPair(_Record):
+    """A (context, target) pair of a CRoW task, as a validator sees it."""
+
+    id: str = Field(min_length=1)
+    """The run's record id (one task per triple or rewrite)."""
+    task: str = Field(min_length=1)
+    lang: LangTag
+    """Language of the target."""
+    context_name: str
+    context: str
+    target_name: str
+    target: str
+    label: str
+    """What the target is for the task (``safe``, ``plausible`` …)."""
+
+
+class KnowledgeCheckItem(CrowPair):
+    """The input of a ``ckv`` task: one triple of a pair, to tick or not."""
+
+    triple: KnowledgeTriple
+
+
+class RewriteCheckItem(CrowPair):
+    """The input of a ``wsv`` task: a rewrite of the pair's target, to check on CRoW's four conditions."""
+
+    rewrite: str
+    flipped: str
+    """What the rewrite should be for the task (the opposite of :attr:`label`)."""
+    violates: list[KnowledgeTriple]
+    edits: int | None = None
+    """Words changed, as the edit rule counted them."""
+    flags: list[str] = Field(default_factory=list)
+    """``negation_only`` when the rewrite only adds or removes a negation."""

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-from senseforge.data.schema import Judgement, MCItem, judgement
+from senseforge.data.schema import Judgement, judgement
 from senseforge.errors import SenseforgeError
 from senseforge.evaluate.extract import yes_no
 from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy, ruling, split
@@ -46,6 +46,7 @@ from senseforge.pipelines.stage import (
     rejected,
     settle,
 )
+from senseforge.pipelines.taskqueue import Identified
 
 REVIEW_REJECTED = "review_rejected"
 """Rejection reason: people rejected the item."""
@@ -133,7 +134,7 @@ class Review:
         """What LM judge number ``judge`` reads (default: :meth:`judge_prompt`, the same for every judge)."""
         return self.judge_prompt(record)
 
-    def task_item(self, record: StageResult) -> MCItem:
+    def task_item(self, record: StageResult) -> Identified:
         """What people see in the app."""
         raise NotImplementedError
 

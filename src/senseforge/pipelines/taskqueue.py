@@ -24,12 +24,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.engine import Engine
 
-from senseforge.data.schema import MCItem
 from senseforge.errors import ConfigError
 from senseforge.pipelines.tables import task_eligible, tasks
 
@@ -92,16 +92,28 @@ def queue_tasks(engine: Engine, queued: Sequence[QueuedTask], *, now: float | No
     return new
 
 
-def creator_of(item: MCItem) -> str | None:
-    """Who wrote the item (``metadata.creator``), if anyone did: they never judge it."""
-    creator = item.metadata.get("creator")
+class Identified(Protocol):
+    """An input people are given (an item, a slot, a triple to check): it has an id and a JSON form."""
+
+    @property
+    def id(self) -> str: ...
+
+    def model_dump_json(self) -> str: ...
+
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+
+
+def creator_of(item: object) -> str | None:
+    """Who wrote the item (an item's ``metadata.creator``), if anyone did: they never judge it."""
+    metadata = getattr(item, "metadata", None)
+    creator = metadata.get("creator") if isinstance(metadata, dict) else None
     return str(creator) if isinstance(creator, str) and creator else None
 
 
 def add_tasks(
     engine: Engine,
     task_type: str,
-    items: Iterable[MCItem],
+    items: Iterable[Identified],
     *,
     k: int,
     group: str,
@@ -120,13 +132,14 @@ def add_tasks(
         existing = {r[0] for r in conn.execute(sa.select(tasks.c.item_id).where(tasks.c.type == task_type))}
         rows = []
         for item in items:
-            if item.id in existing:
+            item_id = item.id
+            if item_id in existing:
                 continue
-            existing.add(item.id)
+            existing.add(item_id)
             rows.append(
                 {
                     "type": task_type,
-                    "item_id": item.id,
+                    "item_id": item_id,
                     "item": item.model_dump_json(),
                     "k": k,
                     "creator": creator or creator_of(item),

@@ -339,3 +339,41 @@ def test_stance_and_an_unsafe_original_flip_to_the_other_label(tmp_path: Path) -
     assert stance[0]["knowledge"] == stance[1]["knowledge"] and stance[0]["knowledge"][0]["dimension"] == "causal"
     safety = _rows(tmp_path / "run" / "dataset" / "safety.jsonl")
     assert {(r["origin"], r["label"]) for r in safety} == {("source", 0), ("rewrite", 1)}  # unsafe → safe
+
+
+SPEC = """[tasks.recipe-step]
+description = "cooking: the next step of a recipe"
+context_field = "steps"
+target_field = "next"
+context_name = "steps so far"
+target_name = "next step"
+turns = true
+valid = "sensible"
+invalid = "senseless"
+question = "Is this a sensible next step?"
+stages = ["cka", "ckv", "wsg", "wsv"]
+"""
+
+
+def test_a_user_task_from_a_toml_file_runs_end_to_end(tmp_path: Path) -> None:
+    spec = tmp_path / "tasks.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    rows = [
+        {
+            "id": f"r{n}",
+            "steps": ["Boil water in a pot.", f"Add {food} to the pot."],
+            "next": f"Stir the {food} gently.",
+        }
+        for n, food in enumerate(("pasta", "rice", "noodles", "lentils"))
+    ]
+    source = tmp_path / "steps.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    run_dir = _build(tmp_path, source=(str(source),), task=("recipe-step",), task_spec=str(spec))
+    funnel = json.loads((run_dir / "funnel.json").read_text())
+    _adds_up(funnel)
+    assert funnel["tasks"] == ["recipe-step"] and funnel["by_task"]["recipe-step"]["contexts"]["in"] == 4
+    written = _rows(run_dir / "dataset" / "recipe-step.jsonl")
+    assert written and all(isinstance(row["steps"], list) and "next" in row for row in written)
+    assert {row["label"] for row in written} == {0, 1}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["task_specs"]["recipe-step"]["valid"] == "sensible"

@@ -39,6 +39,9 @@ class CrowConfig(RecipeConfig):
     """Contexts per task, a seeded sample of those that pass the source filters; ``None``: all."""
     validators: tuple[str, ...] = ()
     """LM validators of CKV and WSV (model specs, used in turn for the ``k`` votes); empty: the run's model."""
+    stage_by: tuple[str, ...] = ()
+    """Who does a stage, as ``stage=lm`` or ``stage=human`` pairs (``ckv=human,wsv=human``); unnamed stages: LMs.
+    People validate in the app (``ckv`` and ``wsv`` tasks); CKA and WSG by people are not built yet."""
     k: int = Field(default=3, ge=1)
     """Votes per validated triple or rewrite (CRoW: three workers)."""
     ckv_min: int = Field(default=2, ge=1)
@@ -75,6 +78,19 @@ class CrowConfig(RecipeConfig):
             raise ValueError(f"no such file or folder: {', '.join(missing)}")
         return value
 
+    @field_validator("stage_by")
+    @classmethod
+    def _who(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        seen: dict[str, str] = {}
+        for pair in value:
+            stage, sep, who = (part.strip() for part in pair.partition("="))
+            if not sep or stage not in ("cka", "ckv", "wsg", "wsv") or who not in ("lm", "human"):
+                raise ValueError(f"{pair!r}: write STAGE=lm or STAGE=human, STAGE one of cka, ckv, wsg, wsv")
+            if stage in ("cka", "wsg") and who == "human":
+                raise ValueError(f"{stage}=human: writing knowledge or rewrites in the app is not built yet")
+            seen[stage] = who
+        return tuple(f"{stage}={who}" for stage, who in sorted(seen.items()))
+
     @field_validator("task_spec")
     @classmethod
     def _spec_file(cls, value: str | None) -> str | None:
@@ -94,6 +110,11 @@ class CrowConfig(RecipeConfig):
     def specs(self) -> dict[str, TaskSpec]:
         """Every task spec the run knows (built-in, and the user's file's)."""
         return task_specs(Path(self.task_spec) if self.task_spec else None)
+
+    def by(self, stage: str) -> Literal["lm", "human"]:
+        """Who does ``stage``."""
+        found = dict(pair.split("=", 1) for pair in self.stage_by).get(stage, "lm")
+        return "human" if found == "human" else "lm"
 
     @property
     def panel(self) -> tuple[str, ...]:

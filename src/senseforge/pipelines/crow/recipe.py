@@ -147,6 +147,7 @@ class Crow:
             ),
             "task_spec": Flag(
                 path=True,
+                aliases=("--task-file",),
                 help="TOML of task specs, one table per task as in the built-in data/tasks.toml, adding to or "
                 "replacing the built-in ones.",
             ),
@@ -166,9 +167,7 @@ class Crow:
         panel = config.panel
         common: dict[str, Any] = {"tasks": tasks, "seed": config.seed}
         review: dict[str, Any] = {
-            "judges": panel,
             "lm_final": True,
-            "policy": "unanimous",
             "k": config.k,
             "seed": config.seed,
             "judge_temperature": config.validator_temperature,
@@ -184,7 +183,14 @@ class Crow:
                 max_triples=config.max_triples,
                 **common,
             ),
-            ValidateKnowledge("ckv", task="ckv", judges_policy=f"at-least:{config.ckv_min}/{config.k}", **review),
+            ValidateKnowledge(
+                "ckv",
+                task="ckv",
+                judges=() if config.by("ckv") == "human" else panel,
+                judges_policy=f"at-least:{config.ckv_min}/{config.k}",
+                policy=f"at-least:{config.ckv_min}/{config.k}",
+                **review,
+            ),
             Rewrite(
                 "wsg",
                 config.model_for("wsg"),
@@ -195,7 +201,14 @@ class Crow:
             ),
             CheckEdits("edits", tasks=tasks, max_edits=config.max_edits, negation_only=config.negation_only),
             Dedup("dedup", tasks=tasks),
-            ValidateSchema("wsv", task="wsv", judges_policy=f"at-least:{config.wsv_min}/{config.k}", **review),
+            ValidateSchema(
+                "wsv",
+                task="wsv",
+                judges=() if config.by("wsv") == "human" else panel,
+                judges_policy=f"at-least:{config.wsv_min}/{config.k}",
+                policy=f"at-least:{config.wsv_min}/{config.k}",
+                **review,
+            ),
         ]
 
     def splitting(self) -> frozenset[str]:

@@ -27,8 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from senseforge.data.schema import MCItem
-from senseforge.errors import SenseforgeError
+from senseforge.data.schema import KnowledgeCheckItem, RewriteCheckItem
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.crow.edits import check_rewrite
 from senseforge.pipelines.crow.parse import parse_rewrite, parse_triples
@@ -48,6 +47,7 @@ from senseforge.pipelines.stage import (
     ok,
     rejected,
 )
+from senseforge.pipelines.taskqueue import Identified
 
 UNCHANGED = "unchanged"
 """Rejection reason: the rewrite is the original target (after lower-casing and dropping punctuation)."""
@@ -61,6 +61,10 @@ DUPLICATE = "duplicate"
 
 def _spec(tasks: Mapping[str, TaskSpec], record: StageResult) -> TaskSpec:
     return tasks[record.payload["task"]]
+
+
+def _shown(triple: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: triple.get(key) for key in ("head", "relation", "tail", "dimension", "verbalized")}
 
 
 def with_triple(payload: Mapping[str, Any], triple: Mapping[str, Any], index: int, origin: str) -> dict[str, Any]:
@@ -142,9 +146,30 @@ class _Validate(Review):
         make = ckv_prompt if self.stage == "ckv" else wsv_prompt
         return make(record.payload, spec, judge)
 
-    def task_item(self, record: StageResult) -> MCItem:
-        raise SenseforgeError(
-            f"{self.name}: this run has no LM validators; validation by people is not built yet (give --validators)"
+    def task_item(self, record: StageResult) -> Identified:
+        """What a person validating the record sees (a ``ckv`` or ``wsv`` task of the app)."""
+        spec, payload = _spec(self.tasks, record), record.payload
+        pair = {
+            "id": record.record_id,
+            "task": spec.name,
+            "lang": spec.lang,
+            "context_name": spec.context_name,
+            "context": payload["context"],
+            "target_name": spec.target_name,
+            "target": payload["target"],
+            "label": spec.label_word(bool(payload["label"])),
+        }
+        if self.stage == "ckv":
+            return KnowledgeCheckItem.model_validate({**pair, "triple": _shown(payload["triple"])})
+        return RewriteCheckItem.model_validate(
+            {
+                **pair,
+                "rewrite": payload["rewrite"],
+                "flipped": spec.label_word(not payload["label"]),
+                "violates": [_shown(t) for t in payload["violates"]],
+                "edits": payload.get("edits"),
+                "flags": payload.get("flags", []),
+            }
         )
 
     def accepted(self, record: StageResult, by: JudgementSource) -> dict[str, Any]:

@@ -1,0 +1,120 @@
+"""CRoW's validations by people: a crow build with ``--stage-by ckv=human,wsv=human`` waits for the app, three
+simulated annotators tick triples and check rewrites over the JSON API, and the resumed build keeps exactly what
+two of three accepted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("httpx")
+
+from starlette.testclient import TestClient
+
+from senseforge.annotate.app import create_app
+from senseforge.annotate.store import AnnotationStore
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.pipelines.crow.config import CrowConfig
+from senseforge.pipelines.crow.recipe import CROW
+from senseforge.pipelines.crow.templates import CKA_MARK, WSG_MARK
+from senseforge.pipelines.runner import build
+from senseforge.pipelines.runstore import sqlite_url
+from senseforge.store.db import Store
+
+HEADS = ("keepsake", "dropout", "waiting room")
+PEOPLE = ("ana", "bo", "cy")
+
+
+def author(request: GenerateRequest | LoglikelihoodRequest) -> str:
+    """CKA: three triples; WSG: the target with the triple's head word added."""
+    assert isinstance(request, GenerateRequest)
+    first, last = request.as_messages()[0].content, request.as_messages()[-1].content
+    if first.startswith(CKA_MARK):
+        return json.dumps([{"head": head, "relation": "UsedFor", "tail": "cooking"} for head in HEADS])
+    assert first.startswith(WSG_MARK), first[:40]
+    head = next(h for h in HEADS if f"({h} |" in last)
+    return json.dumps({"rewrite": f"turn down the heat {head.split()[0]}"})
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _build(tmp_path: Path, *, resume: bool = False) -> object:
+    source = tmp_path / "safety.jsonl"
+    row = {"task": "safety", "id": "s1", "scenario": "A pot of soup boils over", "action": "turn down the heat"}
+    source.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    config = CrowConfig(model="scripted/people-author", source=(str(source),), stage_by=("ckv=human", "wsv=human"))
+    return build(
+        CROW,
+        config,
+        tmp_path / "run",
+        resume=resume,
+        store=Store(),
+        responders={"people-author": author},
+        human_rate={"ckv": 0.2, "wsv": 0.3},
+    )
+
+
+def _work(client: TestClient, task: str, tokens: dict[str, str], answer: object) -> None:
+    """Each person takes every task of ``task`` they are offered and answers ``answer(person, item)``."""
+    for index, person in enumerate(PEOPLE):
+        while True:
+            got = client.post(f"/api/{task}/next", headers=bearer(tokens[person]))
+            if got.status_code == 204:
+                break
+            body = got.json()
+            fields = answer(index, body["item"])  # type: ignore[operator]
+            sent = client.post(f"/api/{task}/{body['assignment_id']}", headers=bearer(tokens[person]), json=fields)
+            assert sent.status_code == 201, sent.text
+
+
+def test_people_validate_triples_and_rewrites_and_two_of_three_decide(tmp_path: Path) -> None:
+    first = _build(tmp_path)
+    assert first.state == "awaiting_review" and first.awaiting == 3  # type: ignore[attr-defined]
+    run = tmp_path / "run"
+    queued = [json.loads(line) for line in (run / "review" / "queue.jsonl").read_text().splitlines()]
+    assert sorted(row["triple"]["head"] for row in queued) == sorted(HEADS)
+    url = sqlite_url(run / "run.db")
+    store = AnnotationStore(url)
+    tokens = {person: store.invite(person) for person in PEOPLE}
+    ticks = {"keepsake": "yyy", "dropout": "yyn", "waiting room": "ynn"}  # 3, 2 and 1 of 3
+    with TestClient(create_app(url)) as client:
+        page = client.get("/t/ckv", headers=bearer(tokens["ana"]))
+        assert page.status_code == 200 and 'name="accept" value="yes"' in page.text
+        _work(client, "ckv", tokens, lambda i, item: {"accept": ticks[item["triple"]["head"]][i] == "y"})
+    second = _build(tmp_path, resume=True)
+    assert second.state == "awaiting_review" and second.awaiting == 2  # type: ignore[attr-defined]
+    all_four = {"minimal": True, "violates": True, "flips": True, "on_topic": True}
+    with TestClient(create_app(url)) as client:
+        bad = client.post("/api/wsv/next", headers=bearer(tokens["ana"])).json()
+        wrong = client.post(
+            f"/api/wsv/{bad['assignment_id']}", headers=bearer(tokens["ana"]), json={"conditions": {"fun": True}}
+        )
+        assert wrong.status_code == 422 and any("fun" in p for p in wrong.json()["problems"])
+        assert bad["item"]["flipped"] == "unsafe" and bad["item"]["rewrite"].startswith("turn down the heat ")
+
+        def check(index: int, item: dict[str, object]) -> dict[str, object]:
+            keepsake = str(item["rewrite"]).endswith("keepsake")
+            if index == 2 or (index == 1 and not keepsake):
+                return {"conditions": {**all_four, "flips": False}}
+            return {"conditions": all_four}
+
+        _work(client, "wsv", tokens, check)
+    third = _build(tmp_path, resume=True)
+    assert third.state == "done"  # type: ignore[attr-defined]
+    rows = [json.loads(line) for line in (run / "dataset" / "safety.jsonl").read_text().splitlines()]
+    assert [(row["action"], row["label"]) for row in rows] == [
+        ("turn down the heat", 1),
+        ("turn down the heat keepsake", 0),  # dropout's rewrite had one vote of three
+    ]
+    funnel = json.loads((run / "funnel.json").read_text())
+    stages = {row["stage"]: row for row in funnel["by_task"]["safety"]["stages"]}
+    assert stages["ckv"] == {"stage": "ckv", "in": 3, "out": 2, "rejected": {"review_rejected": 1}}
+    assert stages["wsv"] == {"stage": "wsv", "in": 2, "out": 1, "rejected": {"review_rejected": 1}}
+    cost = json.loads((run / "cost.json").read_text())
+    assert cost["human"]["judgements"] == 15 and cost["human"]["cost_usd"] == pytest.approx(9 * 0.2 + 6 * 0.3)
+    store.close()
