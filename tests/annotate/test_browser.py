@@ -18,15 +18,14 @@ import uvicorn
 
 from senseforge.annotate.app import create_app
 from senseforge.annotate.store import AnnotationStore
+from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
 from senseforge.data.schema import (
     Choice,
     ConceptSlot,
     Draft,
     DraftItem,
-    KnowledgeCheckItem,
     MCItem,
     QCEvent,
-    RewriteCheckItem,
 )
 from senseforge.pipelines.taskqueue import QueuedTask
 
@@ -448,3 +447,85 @@ def test_crow_validations_by_keyboard_with_hostile_text_inert(served: Served, pa
         for j in js
     )
     assert checked == [(False, ("flips", "minimal")), (True, ("flips", "minimal", "on_topic", "violates"))]
+
+
+def annotation_task(n: int, context: str = "Oil in the pan catches fire") -> QueuedTask:
+    pair = {"task": "safety", "lang": "en", "context_name": "scenario", "target_name": "action", "label": "safe"}
+    shown = AnnotationItem.model_validate({**pair, "id": f"safety/a{n}/0", "context": context, "target": "use a lid"})
+    return QueuedTask(type="cka", input=shown, k=1, group="g")
+
+
+def rewrite_task(n: int, target: str = "cover the pan with a lid") -> QueuedTask:
+    pair = {"task": "safety", "lang": "en", "context_name": "scenario", "target_name": "action", "label": "safe"}
+    triple = {"head": "lid", "relation": "UsedFor", "tail": "smothering", "verbalized": "a lid is used for smothering"}
+    shown = RewriteItem.model_validate(
+        {
+            **pair,
+            "id": f"safety/w{n}/0/0",
+            "context": "Oil catches fire",
+            "target": target,
+            "flipped": "unsafe",
+            "triples": [triple],
+        }
+    )
+    return QueuedTask(type="wsg", input=shown, k=1, group="g")
+
+
+def _select(page: Any, selector: str, words: str) -> None:
+    """Select ``words`` inside the element, as a mouse drag would."""
+    page.evaluate(
+        """([selector, words]) => {
+          const node = document.querySelector(selector).firstChild;
+          const start = node.textContent.indexOf(words);
+          const range = document.createRange();
+          range.setStart(node, start); range.setEnd(node, start + words.length);
+          const selection = window.getSelection(); selection.removeAllRanges(); selection.addRange(range);
+        }""",
+        [selector, words],
+    )
+
+
+def test_writing_knowledge_and_a_rewrite_by_keyboard(served: Served, page: Any) -> None:
+    page.set_default_timeout(10_000)
+    served.store.queue([annotation_task(1, context=f"{HOSTILE} Oil in the pan catches fire"), annotation_task(2)])
+    served.store.queue([rewrite_task(1), rewrite_task(2)])
+    page.goto(served.link(served.store.invite("ana")))
+    page.goto(f"{served.base}/t/cka")
+    first_context = page.locator("#context").inner_text()
+    _select(page, "#context", "Oil")
+    page.keyboard.press("h")
+    _select(page, "#target", "lid")
+    page.keyboard.press("t")
+    assert page.locator("input.head").first.input_value() == "Oil"
+    assert page.locator("input.tail").first.input_value() == "lid"
+    page.keyboard.press("k")  # back to the first row (t moved on to the next)
+    page.keyboard.press("r")
+    page.keyboard.press("U")  # the relation list jumps to UsedFor
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    page.keyboard.press("0")  # the second pair: no knowledge
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert "Nothing left for you in cka" in page.content()
+    assert page.evaluate("typeof window.__pwned") == "undefined" and HOSTILE in first_context
+    made = {i: js[0] for i, js in served.judgements("cka").items()}
+    written = [t for j in made.values() for t in j.triples]
+    assert [(t.head, t.relation, t.tail) for t in written] == [("Oil", "UsedFor", "lid")]
+    assert sorted(j.no_knowledge for j in made.values()) == [False, True]
+
+    page.goto(f"{served.base}/t/wsg")
+    box = page.locator("#rewrite")
+    assert box.input_value() == "cover the pan with a lid"  # a rewrite starts as the original
+    box.fill("throw some cold water on it")
+    assert "6 words changed (at most 5)" in page.locator("#count").inner_text()
+    assert "over" in (page.locator("#count").get_attribute("class") or "")
+    box.fill("cover the pan with a paper towel")
+    assert page.locator("#count").inner_text().startswith("2 words changed")
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    page.keyboard.press("0")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert "Nothing left for you in wsg" in page.content()
+    rewrites = sorted((j.rewrite or "", j.no_alternative) for js in served.judgements("wsg").values() for j in js)
+    assert rewrites == [("", True), ("cover the pan with a paper towel", False)]

@@ -118,3 +118,80 @@ def test_people_validate_triples_and_rewrites_and_two_of_three_decide(tmp_path: 
     cost = json.loads((run / "cost.json").read_text())
     assert cost["human"]["judgements"] == 15 and cost["human"]["cost_usd"] == pytest.approx(9 * 0.2 + 6 * 0.3)
     store.close()
+
+
+def _all_human(tmp_path: Path, *, resume: bool = False) -> object:
+    source = tmp_path / "safety.jsonl"
+    row = {
+        "task": "safety",
+        "id": "s1",
+        "scenario": "Oil in a frying pan catches fire",
+        "action": "cover the pan with a lid",
+    }
+    source.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    stages = ("cka=human", "ckv=human", "wsg=human", "wsv=human")
+    config = CrowConfig(source=(str(source),), stage_by=stages, k=2, ckv_min=2, wsv_min=2)
+    return build(CROW, config, tmp_path / "run", resume=resume, store=Store(), human_rate={"cka": 0.75, "wsg": 0.65})
+
+
+def test_every_stage_by_people_over_the_json_api(tmp_path: Path) -> None:
+    first = _all_human(tmp_path)
+    assert first.state == "awaiting_review" and first.waiting_for == {"cka": 1}  # type: ignore[attr-defined]
+    assert first.ledger.get("calls", 0) == 0  # type: ignore[attr-defined]  # no model is asked anything
+    url = sqlite_url(tmp_path / "run" / "run.db")
+    store = AnnotationStore(url)
+    tokens = {person: store.invite(person) for person in PEOPLE}
+    with TestClient(create_app(url)) as client:
+        got = client.post("/api/cka/next", headers=bearer(tokens["ana"])).json()
+        assert got["item"]["target"] == "cover the pan with a lid" and got["item"]["dimensions"][0]["relations"]
+        where = f"/api/cka/{got['assignment_id']}"
+        bad = client.post(
+            where,
+            headers=bearer(tokens["ana"]),
+            json={"triples": [{"head": "lid", "relation": "Smothers", "tail": "fire"}]},
+        )
+        assert bad.status_code == 422 and any("Smothers" in p for p in bad.json()["problems"])
+        triples = [
+            {"head": "lid", "relation": "UsedFor", "tail": "cutting off air"},
+            {"head": "fire", "relation": "not has property", "tail": "safe to touch"},
+        ]
+        assert client.post(where, headers=bearer(tokens["ana"]), json={"triples": triples}).status_code == 201
+    assert _all_human(tmp_path, resume=True).state == "awaiting_review"  # type: ignore[attr-defined]
+    with TestClient(create_app(url)) as client:  # two people tick: both keep the lid, split on the fire
+        _work_two(client, "ckv", tokens, lambda i, item: {"accept": i == 0 or item["triple"]["head"] == "lid"})
+    assert _all_human(tmp_path, resume=True).waiting_for == {"wsg": 1}  # type: ignore[attr-defined]
+    with TestClient(create_app(url)) as client:
+        got = client.post("/api/wsg/next", headers=bearer(tokens["bo"])).json()
+        assert [t["head"] for t in got["item"]["triples"]] == ["lid"] and got["item"]["flipped"] == "unsafe"
+        where = f"/api/wsg/{got['assignment_id']}"
+        six = client.post(where, headers=bearer(tokens["bo"]), json={"rewrite": "throw some cold water on it"})
+        assert six.status_code == 422 and "rewrite: changes 6 words; at most 5" in six.json()["problems"]
+        same = client.post(where, headers=bearer(tokens["bo"]), json={"rewrite": "Cover the pan with a lid."})
+        assert same.status_code == 422 and "rewrite: it is the original target" in same.json()["problems"]
+        good = {"rewrite": "cover the pan with a wet paper towel", "violates": [0]}
+        assert client.post(where, headers=bearer(tokens["bo"]), json=good).status_code == 201
+    assert _all_human(tmp_path, resume=True).waiting_for == {}  # type: ignore[attr-defined]  # wsv waits as a review
+    all_four = {"minimal": True, "violates": True, "flips": True, "on_topic": True}
+    with TestClient(create_app(url)) as client:
+        _work_two(client, "wsv", tokens, lambda i, item: {"conditions": all_four})
+    done = _all_human(tmp_path, resume=True)
+    assert done.state == "done"  # type: ignore[attr-defined]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "dataset" / "safety.jsonl").read_text().splitlines()]
+    assert [(r["action"], r["label"], [t["head"] for t in r["knowledge"]]) for r in rows] == [
+        ("cover the pan with a lid", 1, ["lid"]),
+        ("cover the pan with a wet paper towel", 0, ["lid"]),
+    ]
+    cost = json.loads((tmp_path / "run" / "cost.json").read_text())
+    assert cost["human_by_task"]["cka"]["judgements"] == 1 and cost["human_by_task"]["wsg"]["judgements"] == 1
+    assert cost["human_by_task"]["ckv"]["judgements"] == 4 and cost["human_by_task"]["wsv"]["judgements"] == 2
+    assert cost["stages"] == {} and cost["total_usd"] is None  # ckv and wsv had no --human-rate: unknown, not zero
+    store.close()
+
+
+def _work_two(client: TestClient, task: str, tokens: dict[str, str], answer: object) -> None:
+    for index, person in enumerate(PEOPLE[:2]):
+        while (got := client.post(f"/api/{task}/next", headers=bearer(tokens[person]))).status_code != 204:
+            body = got.json()
+            fields = answer(index, body["item"])  # type: ignore[operator]
+            sent = client.post(f"/api/{task}/{body['assignment_id']}", headers=bearer(tokens[person]), json=fields)
+            assert sent.status_code == 201, sent.text

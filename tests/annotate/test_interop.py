@@ -89,7 +89,7 @@ def draft_item(n: int, *, sent_back: bool) -> DraftItem:
     )  # fmt: skip
 
 
-NO_FORM = ("open-judge", "ckv", "wsv")
+NO_FORM = ("open-judge", "cka", "ckv", "wsg", "wsv")
 EXPORTED = [name for name in TASK_TYPES if name not in NO_FORM]
 """The task types with a Label Studio / Argilla form (people judging open answers and CRoW's validations have
 none yet)."""

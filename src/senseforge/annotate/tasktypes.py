@@ -43,9 +43,9 @@ A task type is one object (and one template, ``templates/<name>.html``):
 ``open-judge``
     A model's free answer (``--formulation open``) beside the question and the reference
     answer: ``verdict`` ``correct`` or ``incorrect``, and a comment. It checks the LM judge.
-``ckv`` and ``wsv``
-    CRoW's validations (:mod:`senseforge.annotate.crowtasks`): a knowledge triple ticked
-    or not; a rewrite checked on CRoW's four conditions.
+``cka``, ``ckv``, ``wsg`` and ``wsv``
+    CRoW's stages (:mod:`senseforge.annotate.crowtasks`): knowledge written as triples, a
+    triple ticked or not, a minimal rewrite written, a rewrite checked on four conditions.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel
 
-from senseforge.annotate.crowtasks import CheckKnowledge, CheckSchema
+from senseforge.annotate.crowtasks import AnnotateKnowledge, CheckKnowledge, CheckSchema, WriteRewrite
 from senseforge.annotate.fields import InvalidSubmission, TaskType
 from senseforge.annotate.fields import choice_of as _choice_of
 from senseforge.annotate.fields import comment_of as _comment
@@ -498,7 +498,9 @@ TASK_TYPES: dict[str, TaskType] = {
         AdaptCheck(),
         LabelErrors(),
         OpenJudge(),
+        AnnotateKnowledge(),
         CheckKnowledge(),
+        WriteRewrite(),
         CheckSchema(),
     )
 }

@@ -436,6 +436,51 @@ class SchemaCheckJudgement(_Judgement):
         return ACCEPT_VOTE if self.accept else REJECT_VOTE
 
 
+class KnowledgeTriple(_Record):
+    """A CRoW knowledge triple as people are shown it: its parts, its dimension and a sentence of it."""
+
+    head: str = Field(min_length=1)
+    relation: str = Field(min_length=1)
+    tail: str = Field(min_length=1)
+    dimension: str | None = None
+    verbalized: str | None = None
+
+
+class KnowledgeAnnotationJudgement(_Judgement):
+    """A person's knowledge for a CRoW pair (CKA): one to five triples, or none found."""
+
+    vote_kind: ClassVar[VoteKind | None] = None
+    task: Literal["cka"] = "cka"
+    triples: list[KnowledgeTriple] = Field(default_factory=list)
+    no_knowledge: bool = False
+    """No everyday knowledge links the pair."""
+    comment: str | None = None
+
+    @model_validator(mode="after")
+    def _one_or_other(self) -> KnowledgeAnnotationJudgement:
+        if self.no_knowledge == bool(self.triples):
+            raise ValueError("give triples, or no_knowledge, not both and not neither")
+        return self
+
+
+class RewriteJudgement(_Judgement):
+    """A person's Winograd-style rewrite of a CRoW target (WSG), or "no alternative"."""
+
+    vote_kind: ClassVar[VoteKind | None] = None
+    task: Literal["wsg"] = "wsg"
+    rewrite: str | None = None
+    violates: list[int] = Field(default_factory=list)
+    """Which of the shown triples the rewrite goes against (their indexes)."""
+    no_alternative: bool = False
+    comment: str | None = None
+
+    @model_validator(mode="after")
+    def _one_or_other(self) -> RewriteJudgement:
+        if self.no_alternative == bool(self.rewrite):
+            raise ValueError("give a rewrite, or no_alternative, not both and not neither")
+        return self
+
+
 Judgement = Annotated[
     VerifyJudgement
     | AnswerJudgement
@@ -446,7 +491,9 @@ Judgement = Annotated[
     | LabelErrorsJudgement
     | OpenJudgeJudgement
     | KnowledgeCheckJudgement
-    | SchemaCheckJudgement,
+    | SchemaCheckJudgement
+    | KnowledgeAnnotationJudgement
+    | RewriteJudgement,
     Field(discriminator="task"),
 ]
 """One person's (or one LM judge's) decision about one item: a body per task type, told apart by ``task``."""
@@ -465,6 +512,8 @@ JUDGEMENT_TASKS: tuple[str, ...] = (
     "open-judge",
     "ckv",
     "wsv",
+    "cka",
+    "wsg",
 )
 """The task types a judgement can be of."""
 
@@ -536,48 +585,3 @@ class OpenAnswer(_Record):
     """The text of the gold option."""
     answer: str
     """The model's free answer."""
-
-
-class KnowledgeTriple(_Record):
-    """A CRoW knowledge triple as people are shown it: its parts, its dimension and a sentence of it."""
-
-    head: str = Field(min_length=1)
-    relation: str = Field(min_length=1)
-    tail: str = Field(min_length=1)
-    dimension: str | None = None
-    verbalized: str | None = None
-
-
-class CrowPair(_Record):
-    """A (context, target) pair of a CRoW task, as a validator sees it."""
-
-    id: str = Field(min_length=1)
-    """The run's record id (one task per triple or rewrite)."""
-    task: str = Field(min_length=1)
-    lang: LangTag
-    """Language of the target."""
-    context_name: str
-    context: str
-    target_name: str
-    target: str
-    label: str
-    """What the target is for the task (``safe``, ``plausible`` …)."""
-
-
-class KnowledgeCheckItem(CrowPair):
-    """The input of a ``ckv`` task: one triple of a pair, to tick or not."""
-
-    triple: KnowledgeTriple
-
-
-class RewriteCheckItem(CrowPair):
-    """The input of a ``wsv`` task: a rewrite of the pair's target, to check on CRoW's four conditions."""
-
-    rewrite: str
-    flipped: str
-    """What the rewrite should be for the task (the opposite of :attr:`label`)."""
-    violates: list[KnowledgeTriple]
-    edits: int | None = None
-    """Words changed, as the edit rule counted them."""
-    flags: list[str] = Field(default_factory=list)
-    """``negation_only`` when the rewrite only adds or removes a negation."""

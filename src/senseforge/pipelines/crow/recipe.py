@@ -36,6 +36,8 @@ from senseforge.pipelines.crow.stages import (
     Annotate,
     CheckEdits,
     Dedup,
+    PeopleAnnotate,
+    PeopleRewrite,
     Rewrite,
     ValidateKnowledge,
     ValidateSchema,
@@ -173,8 +175,10 @@ class Crow:
             "judge_temperature": config.validator_temperature,
             "tasks": tasks,
         }
-        return [
-            Annotate(
+        annotate: Stage = (
+            PeopleAnnotate("cka", tasks=tasks, max_triples=config.max_triples)
+            if config.by("cka") == "human"
+            else Annotate(
                 "cka",
                 config.model_for("cka"),
                 style=config.style_for("cka"),
@@ -182,7 +186,22 @@ class Crow:
                 max_tokens=config.max_tokens,
                 max_triples=config.max_triples,
                 **common,
-            ),
+            )
+        )
+        rewrite: Stage = (
+            PeopleRewrite("wsg", tasks=tasks, max_edits=config.max_edits)
+            if config.by("wsg") == "human"
+            else Rewrite(
+                "wsg",
+                config.model_for("wsg"),
+                style=config.style_for("wsg"),
+                temperature=config.wsg_temperature,
+                max_tokens=config.max_tokens,
+                **common,
+            )
+        )
+        return [
+            annotate,
             ValidateKnowledge(
                 "ckv",
                 task="ckv",
@@ -191,14 +210,7 @@ class Crow:
                 policy=f"at-least:{config.ckv_min}/{config.k}",
                 **review,
             ),
-            Rewrite(
-                "wsg",
-                config.model_for("wsg"),
-                style=config.style_for("wsg"),
-                temperature=config.wsg_temperature,
-                max_tokens=config.max_tokens,
-                **common,
-            ),
+            rewrite,
             CheckEdits("edits", tasks=tasks, max_edits=config.max_edits, negation_only=config.negation_only),
             Dedup("dedup", tasks=tasks),
             ValidateSchema(

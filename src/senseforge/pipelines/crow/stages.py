@@ -27,15 +27,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from senseforge.data.schema import KnowledgeCheckItem, RewriteCheckItem
+from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.crow.edits import check_rewrite
-from senseforge.pipelines.crow.parse import parse_rewrite, parse_triples
+from senseforge.pipelines.crow.parse import NO_ALTERNATIVE, NO_KNOWLEDGE, parse_rewrite, parse_triples
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.crow.templates import Style, cka_request, ckv_prompt, wsg_request, wsv_prompt
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import JudgementSource, StageResult
 from senseforge.pipelines.stage import (
+    AWAITING,
     Children,
     LMStage,
     Outcome,
@@ -47,7 +48,7 @@ from senseforge.pipelines.stage import (
     ok,
     rejected,
 )
-from senseforge.pipelines.taskqueue import Identified
+from senseforge.pipelines.taskqueue import Identified, QueuedTask
 
 UNCHANGED = "unchanged"
 """Rejection reason: the rewrite is the original target (after lower-casing and dropping punctuation)."""
@@ -116,16 +117,124 @@ class Annotate(_TaskLM):
         return [t if not isinstance(t, dict) else with_triple(record.payload, t, i, "cka") for i, t in enumerate(found)]
 
     def skipped(self, record: StageResult) -> Outcome:
-        given = enumerate(record.payload["knowledge"])
-        return Children(
-            tuple(
-                ok(
-                    StageResult(child_id(record.record_id, i), "ok", record.payload),
-                    with_triple(record.payload, t, i, "source"),
+        return _given(record)
+
+
+def _pair(record: StageResult, spec: TaskSpec) -> dict[str, Any]:
+    """What every task people do on a record shows of its pair."""
+    payload = record.payload
+    return {
+        "id": record.record_id,
+        "task": spec.name,
+        "lang": spec.lang,
+        "context_name": spec.context_name,
+        "context": payload["context"],
+        "target_name": spec.target_name,
+        "target": payload["target"],
+        "label": spec.label_word(bool(payload["label"])),
+    }
+
+
+def _first(ctx: StageContext, record: StageResult, task: str) -> Any:
+    """The first person's judgement of ``task`` on the record, if any (one person writes each)."""
+    return next(
+        (
+            s.judgement
+            for s in ctx.judgements.get(record.record_id, ())
+            if s.source == "human" and s.judgement.task == task
+        ),
+        None,
+    )
+
+
+@dataclass
+class PeopleAnnotate(RuleStage):
+    """CKA by people: each context waits for one person's triples (a ``cka`` task), then becomes one record each."""
+
+    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
+    max_triples: int = 5
+    group: str = "crow-cka"
+    people_tasks: tuple[str, ...] = ("cka",)
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        outcomes: list[Outcome] = []
+        queued: list[QueuedTask] = []
+        for record in records:
+            spec = _spec(self.tasks, record)
+            if not spec.runs("cka"):
+                outcomes.append(_given(record))
+                continue
+            made = _first(ctx, record, "cka")
+            if made is None:
+                others = [
+                    {"text": o["text"], "label": spec.label_word(bool(o["label"]))} for o in record.payload["others"]
+                ]
+                shown = AnnotationItem.model_validate(
+                    {**_pair(record, spec), "others": others, "max_triples": self.max_triples}
                 )
-                for i, t in given
-            )
+                queued.append(QueuedTask(type="cka", input=shown, k=1, group=self.group))
+                outcomes.append(AWAITING)
+            elif made.no_knowledge:
+                outcomes.append(rejected(record, NO_KNOWLEDGE))
+            else:
+                kids = [
+                    ok(
+                        StageResult(child_id(record.record_id, i), "ok", record.payload),
+                        with_triple(record.payload, t.model_dump(mode="json"), i, "human"),
+                    )
+                    for i, t in enumerate(made.triples)
+                ]
+                outcomes.append(Children(tuple(kids)))
+        return StageOutput(outcomes, tasks=queued)
+
+
+@dataclass
+class PeopleRewrite(RuleStage):
+    """WSG by people: each kept triple waits for one person's rewrite (a ``wsg`` task), or "no alternative"."""
+
+    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
+    max_edits: int = 5
+    group: str = "crow-wsg"
+    people_tasks: tuple[str, ...] = ("wsg",)
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        outcomes: list[Outcome] = []
+        queued: list[QueuedTask] = []
+        for record in records:
+            spec = _spec(self.tasks, record)
+            if not spec.runs("wsg"):
+                outcomes.append(ok(record, record.payload))
+                continue
+            made = _first(ctx, record, "wsg")
+            if made is None:
+                shown = RewriteItem.model_validate(
+                    {
+                        **_pair(record, spec),
+                        "flipped": spec.label_word(not record.payload["label"]),
+                        "triples": [_shown(record.payload["triple"])],
+                        "max_edits": self.max_edits,
+                    }
+                )
+                queued.append(QueuedTask(type="wsg", input=shown, k=1, group=self.group))
+                outcomes.append(AWAITING)
+            elif made.no_alternative:
+                outcomes.append(rejected(record, NO_ALTERNATIVE))
+            else:
+                payload = {**record.payload, "rewrite": made.rewrite, "violates": [record.payload["triple"]]}
+                outcomes.append(ok(record, payload))
+        return StageOutput(outcomes, tasks=queued)
+
+
+def _given(record: StageResult) -> Children:
+    """A context's own knowledge (a task without CKA), one record per triple."""
+    kids = [
+        ok(
+            StageResult(child_id(record.record_id, i), "ok", record.payload),
+            with_triple(record.payload, t, i, "source"),
         )
+        for i, t in enumerate(record.payload["knowledge"])
+    ]
+    return Children(tuple(kids))
 
 
 @dataclass
@@ -149,16 +258,7 @@ class _Validate(Review):
     def task_item(self, record: StageResult) -> Identified:
         """What a person validating the record sees (a ``ckv`` or ``wsv`` task of the app)."""
         spec, payload = _spec(self.tasks, record), record.payload
-        pair = {
-            "id": record.record_id,
-            "task": spec.name,
-            "lang": spec.lang,
-            "context_name": spec.context_name,
-            "context": payload["context"],
-            "target_name": spec.target_name,
-            "target": payload["target"],
-            "label": spec.label_word(bool(payload["label"])),
-        }
+        pair = _pair(record, spec)
         if self.stage == "ckv":
             return KnowledgeCheckItem.model_validate({**pair, "triple": _shown(payload["triple"])})
         return RewriteCheckItem.model_validate(
