@@ -174,6 +174,8 @@ def test_every_stage_by_people_over_the_json_api(tmp_path: Path) -> None:
     all_four = {"minimal": True, "violates": True, "flips": True, "on_topic": True}
     with TestClient(create_app(url)) as client:
         _work_two(client, "wsv", tokens, lambda i, item: {"conditions": all_four})
+        admin = client.get("/admin", headers=bearer(store.invite("root", role="admin")))
+        assert admin.status_code == 200 and "cka" in admin.text and "wsv" in admin.text  # every stage's progress
     done = _all_human(tmp_path, resume=True)
     assert done.state == "done"  # type: ignore[attr-defined]
     rows = [json.loads(line) for line in (tmp_path / "run" / "dataset" / "safety.jsonl").read_text().splitlines()]

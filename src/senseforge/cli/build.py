@@ -340,7 +340,8 @@ def print_summary(summary: Any) -> None:
             f"{summary.awaiting} item(s) await human review (listed in {summary.run_dir / 'review' / 'queue.jsonl'}).\n"
             f"judge them in the app:  senseforge annotate serve {summary.run_dir}  (invite people with "
             f"senseforge annotate invite NAME {summary.run_dir}),\n"
-            "or collect decisions as JSONL (item_id, annotator, task=verify, accept); then continue with\n"
+            "or collect decisions as JSONL (item_id, annotator, task: the review's task type, accept);\n"
+            "then continue with\n"
             f"  senseforge build {summary.recipe} --out {summary.run_dir} --resume [--decisions FILE]"
         )
         return
