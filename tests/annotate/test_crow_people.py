@@ -197,3 +197,50 @@ def _work_two(client: TestClient, task: str, tokens: dict[str, str], answer: obj
             fields = answer(index, body["item"])  # type: ignore[operator]
             sent = client.post(f"/api/{task}/{body['assignment_id']}", headers=bearer(tokens[person]), json=fields)
             assert sent.status_code == 201, sent.text
+
+
+def _triple_check(n: int, head: str) -> object:
+    from senseforge.data.crow_items import KnowledgeCheckItem
+
+    return KnowledgeCheckItem.model_validate(
+        {
+            "id": f"safety/q{n}/0/0",
+            "task": "safety",
+            "lang": "en",
+            "context_name": "scenario",
+            "context": "A pan of oil catches fire",
+            "target_name": "action",
+            "target": "cover it with a lid",
+            "label": "safe",
+            "triple": {"head": head, "relation": "UsedFor", "tail": "smothering a fire"},
+        }
+    )
+
+
+def test_a_qualification_comes_first_and_gates_the_real_tasks(tmp_path: Path) -> None:
+    from senseforge.pipelines.quality import qualification, set_quality
+    from senseforge.pipelines.taskqueue import QueuedTask
+
+    url = sqlite_url(tmp_path / "run.db")
+    store = AnnotationStore(url)
+    store.queue([QueuedTask(type="ckv", input=_triple_check(n, "lid"), k=2, group="crow-review") for n in (1, 2)])
+    gold = [(_triple_check(10, "lid"), {"accept": "yes"}), (_triple_check(11, "petrol"), {"accept": "no"})]
+    assert store.add_gold("ckv", gold) == 2
+    set_quality(store.runs, task_type="ckv", qualify=0.8)
+    tokens = {person: store.invite(person) for person in ("ana", "bo")}
+    with TestClient(create_app(url)) as client:
+        served: dict[str, list[str]] = {"ana": [], "bo": []}
+        answers = {"ana": {"lid": True, "petrol": False}, "bo": {"lid": True, "petrol": True}}  # bo gets one wrong
+        for person in ("ana", "bo"):
+            while (got := client.post("/api/ckv/next", headers=bearer(tokens[person]))).status_code != 204:
+                body = got.json()
+                served[person].append(body["item"]["id"])
+                fields = {"accept": answers[person][body["item"]["triple"]["head"]]}
+                sent = client.post(f"/api/ckv/{body['assignment_id']}", headers=bearer(tokens[person]), json=fields)
+                assert sent.status_code == 201
+        # both take the whole test first; only ana, with every answer right, goes on to the real tasks
+        assert served["ana"] == ["safety/q10/0/0", "safety/q11/0/0", "safety/q1/0/0", "safety/q2/0/0"]
+        assert served["bo"] == ["safety/q10/0/0", "safety/q11/0/0"]
+    assert qualification(store.runs, "ana", "ckv") == "passed" and qualification(store.runs, "bo", "ckv") == "failed"
+    assert qualification(store.runs, "cy", "ckv") == "testing" and qualification(store.runs, "ana", "wsv") == "none"
+    store.close()

@@ -39,6 +39,7 @@ from senseforge.errors import ConfigError
 from senseforge.pipelines.quality import (
     excluded_annotators,
     gold_item_ids,
+    qualification,
     quality_settings,
 )
 from senseforge.pipelines.runstore import RunStore
@@ -239,9 +240,19 @@ class AnnotationStore(Oversight):
                 _eligible(annotator),
                 tasks.c.id.not_in(seen),
             )
-            full: set[int] = set()
             task_id: int | None = None
-            while True:
+            testing = False
+            if task_type in bar.qualify:  # the qualification first, all of it; then only those who passed
+                test = conn.execute(
+                    sa.select(tasks.c.id).where(*open_to_me, is_gold).order_by(tasks.c.id).limit(1)
+                ).first()
+                if test is not None:
+                    task_id, testing = int(test[0]), True
+                elif qualification(self.runs, annotator, task_type, bar) != "passed":
+                    conn.commit()
+                    return None
+            full: set[int] = set()
+            while task_id is None:
                 candidate = conn.execute(
                     sa.select(tasks.c.id)
                     .where(*open_to_me, ~is_gold, tasks.c.id.not_in(full) if full else sa.true(), taken < tasks.c.k)
@@ -251,13 +262,14 @@ class AnnotationStore(Oversight):
                 if candidate is None:
                     conn.commit()
                     return None
-                task_id = int(candidate[0])
+                found = int(candidate[0])
                 # another annotator may have taken the last slot since the search: look again under the lock
-                task = self._lock_task(conn, task_id)
-                if self._taken(conn, task_id, now, besides=annotator, ignore=below) < int(task["k"]):
-                    break
-                full.add(task_id)
-            if rate > 0 and self._gold_due(conn, annotator, task_type, rate, is_gold):
+                task = self._lock_task(conn, found)
+                if self._taken(conn, found, now, besides=annotator, ignore=below) < int(task["k"]):
+                    task_id = found
+                else:
+                    full.add(found)
+            if not testing and rate > 0 and self._gold_due(conn, annotator, task_type, rate, is_gold):
                 golden = conn.execute(
                     sa.select(tasks.c.id).where(*open_to_me, is_gold).order_by(tasks.c.id).limit(1)
                 ).first()

@@ -287,6 +287,14 @@ def gold(
         None, "--min-accuracy", min=0.0, max=1.0, help="Below this accuracy an annotator's judgements do not count."
     ),
     min_gold: int | None = typer.Option(None, "--min-gold", min=1, help="Gold items done before the bar applies (5)."),
+    qualify: float | None = typer.Option(
+        None,
+        "--qualify",
+        min=0.01,
+        max=1.0,
+        help="Make the gold items a qualification: served first, all of them, and only those who get at least "
+        "this share right are served the type's real tasks (CRoW: 0.8).",
+    ),
     store: str | None = StoreUrlOption,
 ) -> None:
     """Mix gold items (known answers) into a task type's queue and set the accuracy bar.
@@ -308,7 +316,12 @@ def gold(
     try:
         added = annotation.add_gold(task_type, entries) if entries else 0
         settings = set_quality(
-            annotation.runs, task_type=task_type, rate=rate, min_accuracy=min_accuracy, min_gold=min_gold
+            annotation.runs,
+            task_type=task_type,
+            rate=rate,
+            min_accuracy=min_accuracy,
+            min_gold=min_gold,
+            qualify=qualify,
         )
     finally:
         annotation.close()
@@ -318,6 +331,9 @@ def gold(
         if settings.min_accuracy is None
         else (f"judgements below {settings.min_accuracy:.2f} accuracy on {settings.min_gold}+ gold items do not count")
     )
+    test = settings.qualify.get(task_type)
+    if test is not None:
+        bar += f"; a qualification: all of them first, real tasks only at {test:.2f} right or more"
     out.print(f"{added} gold {task_type} item(s) added; served at a rate of {share:.2f}; {bar}", markup=False)
 
 

@@ -39,10 +39,19 @@ class QualitySettings:
     """Below this accuracy on gold tasks of a type, an annotator's judgements of that type do not count."""
     min_gold: int = 5
     """Gold tasks of a type an annotator must have done before the bar applies."""
+    qualify: Mapping[str, float] = field(default_factory=dict)
+    """Per task type, a qualification: its gold tasks come first, all of them, and only an annotator who got at
+    least this share right is served its real tasks (CRoW qualified workers at a precision of 0.8)."""
 
     def to_json(self) -> str:
         return json.dumps(
-            {"rates": dict(self.rates), "min_accuracy": self.min_accuracy, "min_gold": self.min_gold}, sort_keys=True
+            {
+                "rates": dict(self.rates),
+                "min_accuracy": self.min_accuracy,
+                "min_gold": self.min_gold,
+                "qualify": dict(self.qualify),
+            },
+            sort_keys=True,
         )
 
 
@@ -56,6 +65,7 @@ def quality_settings(run: RunStore) -> QualitySettings:
         rates={str(k): float(v) for k, v in value.get("rates", {}).items()},
         min_accuracy=value.get("min_accuracy"),
         min_gold=int(value.get("min_gold", 5)),
+        qualify={str(k): float(v) for k, v in value.get("qualify", {}).items()},
     )
 
 
@@ -66,6 +76,7 @@ def set_quality(
     rate: float | None = None,
     min_accuracy: float | None = None,
     min_gold: int | None = None,
+    qualify: float | None = None,
 ) -> QualitySettings:
     """Change some settings (the others stay); returns them all.
 
@@ -84,10 +95,18 @@ def set_quality(
         raise ConfigError(f"minimum accuracy {min_accuracy}: between 0 and 1")
     if min_gold is not None and min_gold < 1:
         raise ConfigError("the bar needs at least one gold task (min_gold >= 1)")
+    qualifies = dict(current.qualify)
+    if qualify is not None:
+        if task_type is None:
+            raise ConfigError("a qualification belongs to a task type")
+        if not 0.0 < qualify <= 1.0:
+            raise ConfigError(f"qualification {qualify}: the share of its gold tasks to get right, above 0, at most 1")
+        qualifies[task_type] = qualify
     updated = QualitySettings(
         rates=rates,
         min_accuracy=current.min_accuracy if min_accuracy is None else min_accuracy,
         min_gold=current.min_gold if min_gold is None else min_gold,
+        qualify=qualifies,
     )
     run.set_meta({QUALITY_META: updated.to_json()})
     return updated
@@ -146,15 +165,39 @@ def gold_scores(run: RunStore) -> dict[str, dict[str, GoldScore]]:
 def excluded_annotators(run: RunStore, settings: QualitySettings | None = None) -> dict[str, frozenset[str]]:
     """Per task type, the annotators whose judgements do not count (below the bar on enough gold)."""
     bar = settings or quality_settings(run)
-    if bar.min_accuracy is None:
+    if bar.min_accuracy is None and not bar.qualify:
         return {}
     out: dict[str, set[str]] = {}
+    totals = {task_type: len(ids) for task_type, ids in gold_item_ids(run).items()} if bar.qualify else {}
     for who, per_type in gold_scores(run).items():
         for task_type, score in per_type.items():
             accuracy = score.accuracy
-            if score.done >= bar.min_gold and accuracy is not None and accuracy < bar.min_accuracy:
+            if accuracy is None:
+                continue
+            if bar.min_accuracy is not None and score.done >= bar.min_gold and accuracy < bar.min_accuracy:
+                out.setdefault(task_type, set()).add(who)
+            if _standing(score, totals.get(task_type, 0), bar.qualify.get(task_type)) == "failed":
                 out.setdefault(task_type, set()).add(who)
     return {t: frozenset(names) for t, names in out.items()}
+
+
+def _standing(score: GoldScore, total: int, bar: float | None) -> str:
+    if bar is None:
+        return "none"
+    if score.done < total or score.accuracy is None:
+        return "testing"
+    return "passed" if score.accuracy >= bar else "failed"
+
+
+def qualification(run: RunStore, annotator: str, task_type: str, settings: QualitySettings | None = None) -> str:
+    """Where an annotator stands on a task type's qualification: ``none`` (the type has none), ``testing``
+    (gold tasks of it still to do), ``passed`` or ``failed``."""
+    bar = settings or quality_settings(run)
+    if task_type not in bar.qualify:
+        return "none"
+    total = len(gold_item_ids(run).get(task_type, set()))
+    score = gold_scores(run).get(annotator, {}).get(task_type, GoldScore(0, 0))
+    return _standing(score, total, bar.qualify[task_type])
 
 
 def gold_item_ids(run: RunStore) -> dict[str, set[str]]:
@@ -192,6 +235,7 @@ __all__: Sequence[str] = [
     "excluded_annotators",
     "gold_item_ids",
     "gold_scores",
+    "qualification",
     "quality_settings",
     "set_quality",
 ]
