@@ -455,14 +455,14 @@ def annotation_task(n: int, context: str = "Oil in the pan catches fire") -> Que
     return QueuedTask(type="cka", input=shown, k=1, group="g")
 
 
-def rewrite_task(n: int, target: str = "cover the pan with a lid") -> QueuedTask:
+def rewrite_task(n: int, target: str = "cover the pan with a lid", context: str = "Oil catches fire") -> QueuedTask:
     pair = {"task": "safety", "lang": "en", "context_name": "scenario", "target_name": "action", "label": "safe"}
     triple = {"head": "lid", "relation": "UsedFor", "tail": "smothering", "verbalized": "a lid is used for smothering"}
     shown = RewriteItem.model_validate(
         {
             **pair,
             "id": f"safety/w{n}/0/0",
-            "context": "Oil catches fire",
+            "context": context,
             "target": target,
             "flipped": "unsafe",
             "triples": [triple],
@@ -488,7 +488,7 @@ def _select(page: Any, selector: str, words: str) -> None:
 def test_writing_knowledge_and_a_rewrite_by_keyboard(served: Served, page: Any) -> None:
     page.set_default_timeout(10_000)
     served.store.queue([annotation_task(1, context=f"{HOSTILE} Oil in the pan catches fire"), annotation_task(2)])
-    served.store.queue([rewrite_task(1), rewrite_task(2)])
+    served.store.queue([rewrite_task(1), rewrite_task(2, context=HOSTILE)])
     page.goto(served.link(served.store.invite("ana")))
     page.goto(f"{served.base}/t/cka")
     first_context = page.locator("#context").inner_text()
@@ -527,5 +527,6 @@ def test_writing_knowledge_and_a_rewrite_by_keyboard(served: Served, page: Any) 
     with page.expect_navigation():
         page.keyboard.press("Enter")
     assert "Nothing left for you in wsg" in page.content()
+    assert page.evaluate("typeof window.__pwned") == "undefined"
     rewrites = sorted((j.rewrite or "", j.no_alternative) for js in served.judgements("wsg").values() for j in js)
     assert rewrites == [("", True), ("cover the pan with a paper towel", False)]

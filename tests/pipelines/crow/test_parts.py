@@ -58,6 +58,10 @@ stages = ["wsv", "cka", "wsg", "ckv"]
     )
     specs = task_specs(good)
     assert specs["recipe-step"].stages == ("cka", "ckv", "wsg", "wsv") and "safety" in specs
+    misspelt = tmp_path / "misspelt.toml"
+    misspelt.write_text(good.read_text().replace("context_field", "contex_field"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"misspelt.toml: tasks\.recipe-step\.contex_field: Extra inputs"):
+        read_task_specs(misspelt)
     bad = tmp_path / "bad.toml"
     bad.write_text('[tasks.x]\ndescription = "x"\nstages = ["ckv"]\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"bad.toml: tasks\.x\."):
