@@ -60,7 +60,10 @@ stages = ["wsv", "cka", "wsg", "ckv"]
     assert specs["recipe-step"].stages == ("cka", "ckv", "wsg", "wsv") and "safety" in specs
     misspelt = tmp_path / "misspelt.toml"
     misspelt.write_text(good.read_text().replace("context_field", "contex_field"), encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"misspelt.toml: tasks\.recipe-step\.contex_field: Extra inputs"):
+    with pytest.raises(
+        ConfigError,
+        match=r"misspelt.toml: tasks\.recipe-step\.contex_field: not a task-spec field \(did you mean context_field",
+    ):
         read_task_specs(misspelt)
     bad = tmp_path / "bad.toml"
     bad.write_text('[tasks.x]\ndescription = "x"\nstages = ["ckv"]\n', encoding="utf-8")

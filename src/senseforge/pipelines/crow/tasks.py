@@ -21,6 +21,7 @@ form (``[tasks.<name>]`` tables).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import tomllib
 from collections.abc import Mapping
@@ -123,6 +124,12 @@ def _specs(document: Mapping[str, Any], origin: str) -> dict[str, TaskSpec]:
         name = str(raw_name).strip().lower()
         if not isinstance(table, Mapping):
             raise ConfigError(f"{origin}: tasks.{raw_name}: expected a table")
+        known = set(TaskSpec.model_fields) - {"name"}
+        for key in table:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), sorted(known), n=1)
+                hint = f"did you mean {close[0]}?" if close else f"the fields are {', '.join(sorted(known))}"
+                raise ConfigError(f"{origin}: tasks.{raw_name}.{key}: not a task-spec field ({hint})")
         try:
             specs[name] = TaskSpec.model_validate({"name": name, **table})
         except ValidationError as exc:
