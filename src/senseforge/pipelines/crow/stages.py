@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from pydantic import BaseModel
+
 from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.crow.edits import check_rewrite
@@ -148,81 +150,94 @@ def _first(ctx: StageContext, record: StageResult, task: str) -> Any:
 
 
 @dataclass
-class PeopleAnnotate(RuleStage):
-    """CKA by people: each context waits for one person's triples (a ``cka`` task), then becomes one record each."""
+class _ByPeople(RuleStage):
+    """A stage one person does per record in the app: a record of a task that skips the stage passes
+    (:meth:`skipped`), one with its person's judgement is decided by it (:meth:`decide`), the rest wait for
+    the task :meth:`shown` makes."""
 
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
-    max_triples: int = 5
-    group: str = "crow-cka"
-    people_tasks: tuple[str, ...] = ("cka",)
+    stage: ClassVar[str] = ""
+
+    @property
+    def people_tasks(self) -> tuple[str, ...]:
+        return (self.stage,)
+
+    def skipped(self, record: StageResult) -> Outcome:
+        return ok(record, record.payload)
+
+    def shown(self, record: StageResult, spec: TaskSpec) -> BaseModel:
+        raise NotImplementedError
+
+    def decide(self, record: StageResult, made: Any) -> Outcome:
+        raise NotImplementedError
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         queued: list[QueuedTask] = []
         for record in records:
             spec = _spec(self.tasks, record)
-            if not spec.runs("cka"):
-                outcomes.append(_given(record))
+            if not spec.runs(self.stage):
+                outcomes.append(self.skipped(record))
                 continue
-            made = _first(ctx, record, "cka")
+            made = _first(ctx, record, self.stage)
             if made is None:
-                others = [
-                    {"text": o["text"], "label": spec.label_word(bool(o["label"]))} for o in record.payload["others"]
-                ]
-                shown = AnnotationItem.model_validate(
-                    {**_pair(record, spec), "others": others, "max_triples": self.max_triples}
-                )
-                queued.append(QueuedTask(type="cka", input=shown, k=1, group=self.group))
+                shown = self.shown(record, spec)
+                queued.append(QueuedTask(type=self.stage, input=shown, k=1, group=f"crow-{self.stage}"))
                 outcomes.append(AWAITING)
-            elif made.no_knowledge:
-                outcomes.append(rejected(record, NO_KNOWLEDGE))
             else:
-                kids = [
-                    ok(
-                        StageResult(child_id(record.record_id, i), "ok", record.payload),
-                        with_triple(record.payload, t.model_dump(mode="json"), i, "human"),
-                    )
-                    for i, t in enumerate(made.triples)
-                ]
-                outcomes.append(Children(tuple(kids)))
+                outcomes.append(self.decide(record, made))
         return StageOutput(outcomes, tasks=queued)
 
 
 @dataclass
-class PeopleRewrite(RuleStage):
+class PeopleAnnotate(_ByPeople):
+    """CKA by people: each context waits for one person's triples (a ``cka`` task), then becomes one record each."""
+
+    max_triples: int = 5
+    stage: ClassVar[str] = "cka"
+
+    def skipped(self, record: StageResult) -> Outcome:
+        return _given(record)
+
+    def shown(self, record: StageResult, spec: TaskSpec) -> BaseModel:
+        others = [{"text": o["text"], "label": spec.label_word(bool(o["label"]))} for o in record.payload["others"]]
+        return AnnotationItem.model_validate({**_pair(record, spec), "others": others, "max_triples": self.max_triples})
+
+    def decide(self, record: StageResult, made: Any) -> Outcome:
+        if made.no_knowledge:
+            return rejected(record, NO_KNOWLEDGE)
+        kids = [
+            ok(
+                StageResult(child_id(record.record_id, i), "ok", record.payload),
+                with_triple(record.payload, t.model_dump(mode="json"), i, "human"),
+            )
+            for i, t in enumerate(made.triples)
+        ]
+        return Children(tuple(kids))
+
+
+@dataclass
+class PeopleRewrite(_ByPeople):
     """WSG by people: each kept triple waits for one person's rewrite (a ``wsg`` task), or "no alternative"."""
 
-    tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     max_edits: int = 5
-    group: str = "crow-wsg"
-    people_tasks: tuple[str, ...] = ("wsg",)
+    stage: ClassVar[str] = "wsg"
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
-        outcomes: list[Outcome] = []
-        queued: list[QueuedTask] = []
-        for record in records:
-            spec = _spec(self.tasks, record)
-            if not spec.runs("wsg"):
-                outcomes.append(ok(record, record.payload))
-                continue
-            made = _first(ctx, record, "wsg")
-            if made is None:
-                shown = RewriteItem.model_validate(
-                    {
-                        **_pair(record, spec),
-                        "flipped": spec.label_word(not record.payload["label"]),
-                        "triples": [_shown(record.payload["triple"])],
-                        "max_edits": self.max_edits,
-                    }
-                )
-                queued.append(QueuedTask(type="wsg", input=shown, k=1, group=self.group))
-                outcomes.append(AWAITING)
-            elif made.no_alternative:
-                outcomes.append(rejected(record, NO_ALTERNATIVE))
-            else:
-                payload = {**record.payload, "rewrite": made.rewrite, "violates": [record.payload["triple"]]}
-                outcomes.append(ok(record, payload))
-        return StageOutput(outcomes, tasks=queued)
+    def shown(self, record: StageResult, spec: TaskSpec) -> BaseModel:
+        flipped = spec.label_word(not record.payload["label"])
+        return RewriteItem.model_validate(
+            {
+                **_pair(record, spec),
+                "flipped": flipped,
+                "triples": [_shown(record.payload["triple"])],
+                "max_edits": self.max_edits,
+            }
+        )
+
+    def decide(self, record: StageResult, made: Any) -> Outcome:
+        if made.no_alternative:
+            return rejected(record, NO_ALTERNATIVE)
+        return ok(record, {**record.payload, "rewrite": made.rewrite, "violates": [record.payload["triple"]]})
 
 
 def _given(record: StageResult) -> Children:
