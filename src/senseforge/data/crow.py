@@ -37,6 +37,9 @@ mt_<src>_<tgt>  ``sentence``, ``source``,        ``translation``, ``target``
 * Task names are written with hyphens inside senseforge (``mt_zh_en`` → ``mt-zh-en``).
   Examples are English (``lang="en"``) except translation pairs, which get
   ``lang=None`` and ``metadata`` ``source_lang``/``target_lang``.
+* A task that is none of CRoW's is read when the row has the generic ``context`` and
+  ``target`` fields (``build crow`` writes them for a task of the user's own); it has no
+  language unless ``lang`` is given.
 * Fields not used above are kept in ``metadata``.
 """
 
@@ -270,10 +273,16 @@ def crow_row_to_example(row: Mapping[str, Any], lang: str | None = None) -> Bina
     Raises:
         RowError: a field is missing or malformed (the message names it).
     """
-    task = normalize_task(require(row, "task"))
-    family = task_family(task)
-    context_field, context_raw = _pick(row, _CONTEXT_FIELDS[family], "context")
-    target_field, target_raw = _pick(row, _TARGET_FIELDS[family], "target")
+    raw_task = require(row, "task")
+    try:
+        task = normalize_task(raw_task)
+        family: str | None = task_family(task)
+    except RowError:
+        if not (isinstance(raw_task, str) and raw_task.strip() and "context" in row and "target" in row):
+            raise
+        task, family = raw_task.strip().lower(), None  # a task of one's own, with the generic fields
+    context_field, context_raw = _pick(row, _CONTEXT_FIELDS[family] if family else ("context",), "context")
+    target_field, target_raw = _pick(row, _TARGET_FIELDS[family] if family else ("target",), "target")
     context = text_of(context_raw, context_field)
     target = text_of(target_raw, target_field)
     label = _label(row, target_raw, task)
@@ -298,7 +307,7 @@ def crow_row_to_example(row: Mapping[str, Any], lang: str | None = None) -> Bina
         target=target,
         label=label,
         task=task,
-        lang=lang if lang is not None else (None if family == "mt" else "en"),
+        lang=lang if lang is not None else (None if family in ("mt", None) else "en"),
         knowledge=knowledge,
         metadata=metadata,
     )

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from senseforge.data.crow import CROW_TASKS
+from senseforge.data.loaders import load_dataset
 from senseforge.evaluate.harness import run_eval
 from senseforge.evaluate.run import EvalConfig
 from senseforge.evaluate.submission import score_submission
@@ -377,3 +378,6 @@ def test_a_user_task_from_a_toml_file_runs_end_to_end(tmp_path: Path) -> None:
     assert {row["label"] for row in written} == {0, 1}
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["task_specs"]["recipe-step"]["valid"] == "sensible"
+    loaded = load_dataset(run_dir / "dataset" / "recipe-step.jsonl")  # eval reads a task of one's own too
+    assert loaded.kind == "binary" and {e.task for e in loaded.examples} == {"recipe-step"}
+    assert {e.context_id for e in loaded.examples} <= {f"recipe-step/r{n}" for n in range(4)}

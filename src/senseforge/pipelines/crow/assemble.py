@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from senseforge.data.crow import CROW_TASKS
 from senseforge.data.io import atomic_open
 from senseforge.evaluate.metrics import fleiss_kappa, krippendorff_alpha_nominal
 from senseforge.pipelines.crow.tasks import TaskSpec
@@ -99,6 +100,8 @@ def _row(
     }
     if spec.translation:
         row["source_lang"], row["target_lang"] = spec.source_lang, spec.target_lang
+    if spec.name not in CROW_TASKS:  # a task of the user's own: the generic fields too, so that eval reads it
+        row["context"], row["target"] = payload["context"], text
     return {**row, **extra, "source_id": source.record_id}
 
 
@@ -199,7 +202,7 @@ def _write_lines(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
 
 def public_row(row: Mapping[str, Any], spec: TaskSpec) -> dict[str, Any]:
     """A row as the public release shows it: no label, no knowledge, nothing that tells an original from a rewrite."""
-    keys = (*PUBLIC_KEYS, spec.context_field, spec.target_field, "source_lang", "target_lang")
+    keys = (*PUBLIC_KEYS, spec.context_field, spec.target_field, "context", "target", "source_lang", "target_lang")
     return {key: row[key] for key in keys if key in row}
 
 
