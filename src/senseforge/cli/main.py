@@ -14,6 +14,7 @@ from senseforge.cli import build as build_cli
 from senseforge.cli import demo as demo_cli
 from senseforge.cli import eval as eval_cli
 from senseforge.cli import export as export_cli
+from senseforge.cli import finetune as finetune_cli
 from senseforge.cli import kb as kb_cli
 from senseforge.cli import llm as llm_cli
 from senseforge.cli._common import err
@@ -34,6 +35,8 @@ app.add_typer(build_cli.app, name="build")
 app.add_typer(annotate_cli.app, name="annotate")
 app.add_typer(analyze_cli.app, name="analyze")
 app.command("demo")(demo_cli.demo)
+app.command("finetune")(finetune_cli.finetune)
+app.command("transfer")(finetune_cli.transfer)
 
 
 def _version(value: bool) -> None:
