@@ -15,7 +15,7 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 install-local: $(VENV)/bin/python
-	$(PIP) install -q -c constraints.txt -e '.[local,kb,langid]'
+	$(PIP) install -q -c constraints.txt -e '.[local,kb,langid,report]'
 
 install-dev: $(VENV)/bin/python
 	$(PIP) install -q -c constraints.txt -e '.[dev]'

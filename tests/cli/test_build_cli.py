@@ -156,6 +156,8 @@ def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path)
     assert (crow / "release" / "public.jsonl").is_file() and (crow / "rejects.jsonl").is_file()
     assert "crow funnel" in result.stdout and "per task" in result.stdout
     assert "where everything is" in result.stdout
+    page = (out / "report.html").read_text(encoding="utf-8")  # the report over every run the demo built
+    assert all(f"<h2>{name}</h2>" in page for name in ("mcsqa-en", "mcsqa-ja", "culture-gen", "crow"))
 
 
 def test_build_human_gen_waits_for_people_and_names_the_tasks(tmp_path: Path, senseforge_home: Path) -> None:

@@ -39,6 +39,7 @@ def test_the_crow_demo_shows_each_task_and_what_was_left_out(tmp_path: Path) -> 
     assert funnel["stages"][0] == {"stage": "contexts", "in": 7, "out": 7, "rejected": {}}  # the mt rows: one context
     assert funnel["kept"] == sum(part["examples"]["total"] for part in funnel["by_task"].values()) > 0
     assert str(run_dir) in first.output
+    assert (tmp_path / "report.html").is_file() and "the report over every run above" in first.output
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0, again.output
     assert json.loads((run_dir / "funnel.json").read_text()) == funnel

@@ -58,6 +58,7 @@ def demo(
         raise ConfigError(f"--recipe {recipe!r}: the demo has {', '.join(DEMO_RECIPES)}")
     store_ = Store(store)
     where: list[str] = []
+    built: list[Path] = []
     if recipe in (None, "mcsqa"):
         events = DemoEvents(
             note=err.print,
@@ -75,6 +76,7 @@ def demo(
             f"{s.run_dir}: dataset/ (mCSQA schema), items/ (with provenance), funnel.json, cost.json, eval/"
             for s in finished
         ]
+        built += [s.run_dir for s in finished]
     for name in ("culture-gen", "culture-adapt", "crow"):
         if recipe not in (None, name):
             continue
@@ -82,6 +84,11 @@ def demo(
         summary = run_recipe_demo(name, out_dir, model=model, store=store_, progress=progress_bar, events=events)
         out.print(_CULTURE_NOTES[name])
         where.append(f"{summary.run_dir}: {_CROW_OUTPUTS if name == 'crow' else _CULTURE_OUTPUTS}")
+        built.append(summary.run_dir)
+    from senseforge.evaluate.html_report import write_report
+
+    page = write_report(out_dir / "report.html", built)
     out.rule("where everything is")
     for line in where:
         out.print(line)
+    out.print(f"{page}: the report over every run above (figures and their numbers, one page, no network)")

@@ -17,6 +17,7 @@ from senseforge.cli import export as export_cli
 from senseforge.cli import finetune as finetune_cli
 from senseforge.cli import kb as kb_cli
 from senseforge.cli import llm as llm_cli
+from senseforge.cli import report as report_cli
 from senseforge.cli._common import err
 from senseforge.errors import SenseforgeError
 
@@ -37,6 +38,7 @@ app.add_typer(analyze_cli.app, name="analyze")
 app.command("demo")(demo_cli.demo)
 app.command("finetune")(finetune_cli.finetune)
 app.command("transfer")(finetune_cli.transfer)
+app.command("report")(report_cli.report)
 
 
 def _version(value: bool) -> None:
