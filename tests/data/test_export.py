@@ -32,7 +32,7 @@ from senseforge.data.export import (
     read_splits,
 )
 from senseforge.data.io import write_jsonl
-from senseforge.data.schema import Choice, MCItem
+from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.errors import ConfigError, DataValidationError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -355,3 +355,33 @@ def test_exports_are_deterministic(splits: dict[str, list[MCItem]], tmp_path: Pa
     task = export_lm_eval(splits, out, task_name="t", lang="ja", overwrite=True)
     first = snapshot(task.yaml_path.parent)
     assert snapshot(export_lm_eval(splits, out, task_name="t", lang="ja", overwrite=True).yaml_path.parent) == first
+
+
+def test_the_card_of_a_run_says_how_it_was_built_what_it_cost_and_its_licences(tmp_path: Path) -> None:
+    pytest.importorskip("datasets")
+    run = tmp_path / "mcsqa-en"
+    (run / "items").mkdir(parents=True)
+    reviewed = _item("q1").model_copy(update={"provenance": Provenance(recipe="mcsqa", review="human")})
+    plain = _item("q2").model_copy(update={"provenance": Provenance(recipe="mcsqa", review="lm")})
+    (run / "items" / "test.jsonl").write_text(reviewed.model_dump_json() + "\n" + plain.model_dump_json() + "\n")
+    manifest = {"recipe": "mcsqa", "models": {"openai/gpt-4o-mini": {}}, "templates": {"generate/en": "ab" * 32}}
+    manifest |= {"seeds": {"split": 0}, "senseforge_version": "0.1", "git_sha": None}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    funnel = {"stages": [{"stage": "question_sets", "in": 3, "out": 3, "rejected": {}}], "kept": 2}
+    (run / "funnel.json").write_text(json.dumps(funnel))
+    (run / "cost.json").write_text(json.dumps({"total_usd": 0.004, "cost_per_kept_question_usd": 0.002}))
+    card = (export_hf(run / "items", tmp_path / "hf") / "README.md").read_text(encoding="utf-8")
+    for needle in (
+        "## How it was built",
+        "- recipe: `mcsqa`",
+        "`openai/gpt-4o-mini`",
+        "`generate/en` abababababab",
+        "reviewed by people: 50.0% of the items",
+        "| question_sets | 3 | 3 |  |",
+        "Cost: $0.004000, $0.002000 per kept item.",
+        "ConceptNet 5 assertions (CC BY-SA 4.0",
+        "## Intended use and known limits",
+    ):
+        assert needle in card, needle
+    alone = (export_hf({"test": [plain]}, tmp_path / "alone") / "README.md").read_text(encoding="utf-8")
+    assert "## How it was built" not in alone  # items given in memory: no run to describe

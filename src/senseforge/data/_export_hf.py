@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from senseforge._version import __version__
+from senseforge.data._card_run import built_lines, run_facts
 from senseforge.data._export_rows import (
     Splits,
     SplitsLike,
@@ -56,6 +58,11 @@ def hf_features() -> Any:
     )
 
 
+def _facts(splits: SplitsLike) -> dict[str, Any] | None:
+    """The run facts of a split folder (``None`` for items given in memory)."""
+    return run_facts(Path(splits)) if isinstance(splits, str | os.PathLike) else None
+
+
 def export_hf(
     splits: SplitsLike, out_dir: str | os.PathLike[str], *, card: bool = True, overwrite: bool = False
 ) -> Path:
@@ -85,7 +92,7 @@ def export_hf(
     with atomic_dir(target, overwrite=overwrite) as tmp:
         dataset.save_to_disk(str(tmp))
         if card:
-            write_text(tmp / "README.md", dataset_card(resolved, title=target.name, layout="hf"))
+            write_text(tmp / "README.md", dataset_card(resolved, title=target.name, layout="hf", facts=_facts(splits)))
     return target
 
 
@@ -110,11 +117,12 @@ def export_parquet(
             table = pa.Table.from_pylist([item_to_row(item) for item in items], schema=schema)
             pq.write_table(table, tmp / f"{name}.parquet")
         if card:
-            write_text(tmp / "README.md", dataset_card(resolved, title=target.name, layout="parquet"))
+            card_text = dataset_card(resolved, title=target.name, layout="parquet", facts=_facts(splits))
+            write_text(tmp / "README.md", card_text)
     return target
 
 
-def dataset_card(splits: Splits, *, title: str, layout: str = "hf") -> str:
+def dataset_card(splits: Splits, *, title: str, layout: str = "hf", facts: Mapping[str, Any] | None = None) -> str:
     """A README.md dataset card: languages, counts per split and difficulty, provenance, fields.
 
     Deterministic: the same items give the same bytes (no dates).
@@ -123,6 +131,8 @@ def dataset_card(splits: Splits, *, title: str, layout: str = "hf") -> str:
         splits: split name → items.
         title: the card's heading (the dataset's folder name).
         layout: ``hf`` (a ``save_to_disk`` folder) or ``parquet`` (``{split}.parquet`` files); sets the load hint.
+        facts: the manifest, funnel and cost of the run the items came from (:func:`run_facts`): the card
+            then also says how the data was built, what it cost, its sources' licences and its intended use.
     """
     items = [item for split in splits.values() for item in split]
     langs = Counter(item.lang for item in items)
@@ -162,6 +172,9 @@ def dataset_card(splits: Splits, *, title: str, layout: str = "hf") -> str:
             continue
         listed = ", ".join(f"`{key}` ({count:,})" for key, count in sorted(counter.items()))
         lines.append(f"- {heading}: {listed}")
+    if facts is not None:
+        share = reviews.get("human", 0) / total if total else None
+        lines += built_lines(facts, share)
     lines += [
         "",
         "## Fields",
