@@ -112,6 +112,8 @@ def test_baseline_queues_then_reports(tmp_path: Path) -> None:
     assert second.exit_code == 0, second.output
     assert "queued" not in second.output.split("human baseline")[0]
     assert second.output.count("1.000") >= 3  # every split answered right by the one annotator
+    written = json.loads((run / "human_baseline.json").read_text())  # kept beside the run for senseforge report
+    assert all(row["human_acc"] == 1.0 for row in written["splits"].values())
 
 
 def test_status_shows_agreement_and_the_qc_queue(tmp_path: Path) -> None:

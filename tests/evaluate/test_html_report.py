@@ -53,6 +53,8 @@ def report(tmp_path: Path) -> tuple[Path, Path]:
     build(CROW, config, run, store=Store())
     _evaluate(run, run / "eval" / "echo")
     _evaluate(FIXTURES / "mcsqa" / "test_sample.jsonl", tmp_path / "mc-eval")
+    baseline = {"splits": {"test": {"human_acc": 0.875, "human_acc_ci95": [0.75, 1.0], "scored": 8}}}
+    (run / "human_baseline.json").write_text(json.dumps(baseline), encoding="utf-8")
     page = write_report(
         tmp_path / "report.html", [run], evals=[tmp_path / "mc-eval"], transfer=_transfer(tmp_path / "t")
     )
@@ -77,6 +79,7 @@ def test_the_page_holds_the_numbers_of_the_files(report: tuple[Path, Path]) -> N
     transfer = json.loads((run.parent / "t" / "transfer.json").read_text())
     row = transfer["subsets"]["total"]["table7"][0]
     assert f"<td>{row['lang']}</td><td>{row['mono']:.4f}</td>" in text and "Table 7" in text
+    assert "<td>test</td><td>0.8750</td><td>8</td><td>[0.750, 1.000]</td>" in text  # the human baseline
     assert "Leaderboard" in text and "Manifest" in text and "http" not in text.replace("http-equiv", "")
 
 

@@ -252,6 +252,11 @@ def baseline(
         )
     finally:
         annotation.close()
+    if report["splits"]:  # beside the run's results, for senseforge report
+        from senseforge.data.io import atomic_open
+
+        with atomic_open(run_dir / "human_baseline.json") as handle:
+            handle.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
     table = Table(title=f"human baseline · {run_dir.name} (majority of {k})")
     for column in ("split", "queued", "answered", "excluded", "human acc", "95% CI"):
         table.add_column(column, justify="left" if column == "split" else "right")

@@ -7,7 +7,8 @@ figure is drawn with matplotlib and embedded as a PNG data URI, with its numbers
 beside it: the page makes no request. Per run: the construction funnel (mCSQA's Figure 3),
 the cost per stage and per kept item (Figure 4), the accuracy of each model on Easy and
 Hard items (Figure 5) and per category (Putri et al.), per-task Macro-F1, Situational
-Accuracy and per-dimension Macro-F1 with the CRoW score (CRoW), the annotators' or
+Accuracy and per-dimension Macro-F1 with the CRoW score (CRoW), people's accuracy where
+``annotate baseline`` measured it (``human_baseline.json``), the annotators' or
 validators' agreement where the run has it, and the manifest (models, prompt hashes,
 seeds). Then the transfer heat maps and Table 7 (Figure 6, Tables 7 and 9), and a
 leaderboard of every evaluation with its confidence interval. A section without data says
@@ -232,6 +233,19 @@ def evaluation_section(results: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     return out
 
 
+def human_section(baseline: Mapping[str, Any] | None) -> str:
+    """People's accuracy (``annotate baseline``): per split, by majority vote, with its interval."""
+    splits = (baseline or {}).get("splits") or {}
+    if not splits:
+        return ""
+    rows = [
+        (split, row.get("human_acc"), row.get("scored"), _ci({"h_ci95,none": row.get("human_acc_ci95")}, "h"))
+        for split, row in splits.items()
+    ]
+    chart = _bars("people's accuracy (majority vote)", list(splits), {"people": [r[1] for r in rows]}, "accuracy")
+    return "<h3>Human baseline</h3>" + _figure(chart, _table(("split", "human acc", "items", "95% CI"), rows))
+
+
 def manifest_section(manifest: Mapping[str, Any] | None) -> str:
     if not manifest:
         return "<h3>Manifest</h3>" + _none("No manifest.")
@@ -316,6 +330,7 @@ def build_report(runs: Sequence[Path], *, evals: Sequence[Path] = (), transfer: 
         parts.append(funnel_section(_read(run / "funnel.json")))
         parts.append(cost_section(_read(run / "cost.json")))
         parts.append(evaluation_section(results))
+        parts.append(human_section(_read(run / "human_baseline.json")))
         parts.append(manifest_section(_read(run / "manifest.json")))
     if not runs and evals:
         every = _evaluations(Path("/nonexistent"), evals)
