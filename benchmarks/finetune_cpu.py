@@ -65,6 +65,18 @@ def _tokenizer() -> Any:
     )
 
 
+def _cpu() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--layers", type=int, default=12)
@@ -104,7 +116,7 @@ def main() -> None:
     ours, bare = ours / args.steps, bare / args.steps
     per_item = ours / args.micro
     params = sum(p.numel() for p in model.parameters()) / 1e6
-    print(f"CPU: {platform.processor() or platform.machine()} · torch threads {torch.get_num_threads()}")
+    print(f"CPU: {_cpu()} · torch threads {torch.get_num_threads()}")
     print(f"encoder: {args.layers} layers, width 768, {params:.0f}M parameters (random weights)")
     print(f"micro-batch of {args.micro} items × 5 × 128 tokens: ours {ours:.2f} s, bare PyTorch {bare:.2f} s")
     print(f"ratio ours / bare: {ours / bare:.3f}")
