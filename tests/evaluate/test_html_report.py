@@ -69,6 +69,9 @@ def test_the_page_holds_the_numbers_of_the_files(report: tuple[Path, Path]) -> N
         assert f"<td>{row['stage']}</td><td>{row['in']}</td><td>{row['out']}</td>" in text, row
     cost = json.loads((run / "cost.json").read_text())
     assert f"total {cost['total_usd']:.6f} USD" in text
+    tokens = sum(s["tokens_in"] + s["tokens_out"] for s in cost["stages"].values())
+    assert tokens > 0 and all(s["cost_usd"] == 0 for s in cost["stages"].values())
+    assert "The chart counts tokens: no stage has a known price above zero." in text  # a free model: tokens drawn
     results = json.loads((run / "eval" / "echo" / "results.json").read_text())["results"]
     assert f"Macro-F1 {results['crow']['crow_score_macro_f1,none']:.4f}" in text
     safety = results["safety"]

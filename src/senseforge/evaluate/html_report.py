@@ -147,12 +147,15 @@ def cost_section(cost: Mapping[str, Any] | None) -> str:
     per = next((v for k, v in cost.items() if k.startswith("cost_per_kept_")), None)
     out = "<h3>Cost</h3>"
     if rows:
-        priced = all(s["cost_usd"] is not None for s in stages.values())
+        money = [s["cost_usd"] for s in stages.values()]
+        priced = None not in money and any(m > 0 for m in money)  # else tokens: unpriced, or free (a local model)
         values = [s["cost_usd"] if priced else s["tokens_in"] + s["tokens_out"] for s in stages.values()]
         chart = _bars(
             "cost per stage", list(stages), {"USD" if priced else "tokens": values}, "USD" if priced else "tokens"
         )
         out += _figure(chart, _table(("stage", "calls", "tokens in", "tokens out", "USD"), rows))
+        if not priced:
+            out += "<p>The chart counts tokens: no stage has a known price above zero.</p>"
     human = cost.get("human") or {}
     out += (
         f"<p>human judgements: {_num(human.get('judgements'))} at {_num(human.get('rate_usd'))} USD · total "
