@@ -17,44 +17,9 @@ from senseforge.evaluate.run import EvalConfig, score_mc
 from senseforge.llm.base import Completion, Failure, GenerateRequest
 from senseforge.llm.mock import ScriptedLLM
 
-OPTIONS = ["granite", "river", "thunderstorm", "glacier", "volcano"]
-
-# the evaluated model's free answers, by question
-ANSWERS = {
-    "Where does rain come from?": "from a storm cloud",
-    "What carries water to the sea?": "a stream",
-    "What is very cold and made of ice?": "an iceberg",
-    "What erupts with lava?": "a mountain of fire",
-    "What is a hard rock?": "I am not sure",
-}
-GOLD = {
-    "Where does rain come from?": "C",
-    "What carries water to the sea?": "B",
-    "What is very cold and made of ice?": "D",
-    "What erupts with lava?": "E",
-    "What is a hard rock?": "A",
-}
-
-
-def _items_file(tmp_path: Path) -> Path:
-    rows = [
-        {
-            "id": f"q{index}",
-            "question": question,
-            "question_concept": "nature",
-            "choices": {"label": list("ABCDE"), "text": OPTIONS},
-            "answerKey": GOLD[question],
-        }
-        for index, question in enumerate(ANSWERS)
-    ]
-    path = tmp_path / "items.jsonl"
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    return path
-
-
-def _answer(request: GenerateRequest) -> str:
-    prompt = request.as_messages()[-1].content
-    return next(answer for question, answer in ANSWERS.items() if question in prompt)
+from .open_items import ANSWERS, OPTIONS
+from .open_items import answer as _answer
+from .open_items import items_file as _items_file
 
 
 def _judge(request: GenerateRequest) -> str:
