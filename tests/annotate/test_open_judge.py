@@ -181,6 +181,23 @@ def test_open_judge_end_to_end(tmp_path: Path) -> None:
     assert moved.exit_code == 0 and json.loads(other.read_text(encoding="utf-8"))["models"] == written["models"]
 
 
+def test_open_judge_creates_a_fresh_run_folder_as_the_readme_shows(tmp_path: Path) -> None:
+    """README: `senseforge annotate open-judge runs/open-check evals/open --k 2` on a folder that is not there yet."""
+    eval_dir = tmp_path / "evals" / "open"
+    llm = ScriptedLLM(responder=_answer, name="scripted/answerer")
+    judge = ScriptedLLM(responder=_judge, name="scripted/judge")
+    run_eval(_items_file(tmp_path), llm, EvalConfig(formulation="open", judge="scripted/judge"), eval_dir, judge=judge)
+    run_dir = tmp_path / "runs" / "open-check"
+    runner = CliRunner()
+    nothing = runner.invoke(cli, ["annotate", "open-judge", str(run_dir), str(tmp_path / "no-eval")])
+    assert nothing.exit_code != 0 and not run_dir.exists()  # a wrong eval folder leaves no empty run folder
+    queued = runner.invoke(cli, ["annotate", "open-judge", str(run_dir), str(eval_dir), "--k", "2"])
+    assert queued.exit_code == 0, queued.output
+    assert "5 new open-judge task(s)" in queued.output and (run_dir / "run.db").is_file()
+    status = runner.invoke(cli, ["annotate", "status", str(run_dir), "--json"])
+    assert status.exit_code == 0, status.output
+
+
 def test_agreement_counts_only_judged_and_decided_items() -> None:
     def sample(n: int, verdict: str | None, *, error: str | None = None) -> MCSample:
         return MCSample.model_validate(

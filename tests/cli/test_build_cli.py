@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,45 @@ def test_build_crow_from_the_command_line_and_its_one_line_errors(tmp_path: Path
     assert_one_line_error(unused, "crow does not use review_k: its panels are --validators")
     votes = run_cli("build", "crow", "--k", "1", "--out", str(tmp_path / "c"), home=senseforge_home)
     assert_one_line_error(votes, "ckv_min 2 is more than the k = 1 votes")
+
+
+def test_a_failed_start_leaves_nothing_and_the_corrected_command_proceeds(
+    kb: Path, tmp_path: Path, senseforge_home: Path
+) -> None:
+    """A build whose input is wrong fails before its folder exists; the corrected command (same --out) simply
+    runs."""
+    run = tmp_path / "run"
+    base = ["build", "mcsqa", "--n", "4", "--kb", str(kb), "-m", AUTHOR, "--out", str(run)]
+    failed = run_cli(*base, "--lang", "id", home=senseforge_home)
+    _assert_error_line(failed, "pass --source-lang ms")
+    assert not run.exists()
+    fixed = run_cli(*base, "--lang", "ja", home=senseforge_home)
+    assert fixed.returncode == 0, fixed.stderr
+    assert json.loads((run / "manifest.json").read_text())["config"]["lang"] == "ja"
+
+
+def test_a_folder_with_a_manifest_but_nothing_stored_is_not_yet_a_run(
+    kb: Path, tmp_path: Path, senseforge_home: Path
+) -> None:
+    """What an older senseforge left after a failed start (a manifest, an empty store) no longer wedges the folder."""
+    from senseforge.pipelines.runstore import RunStore, sqlite_url
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"recipe": "mcsqa", "config": {"lang": "id"}}), encoding="utf-8")
+    RunStore(sqlite_url(run / "run.db")).close()
+    args = ["build", "mcsqa", "--lang", "ja", "--n", "4", "--kb", str(kb), "-m", AUTHOR, "--out", str(run)]
+    result = run_cli(*args, "--resume", home=senseforge_home)  # --resume of a run that never started: a fresh one
+    assert result.returncode == 0, result.stderr
+    assert json.loads((run / "manifest.json").read_text())["config"]["lang"] == "ja"
+    taken = run_cli(*args, home=senseforge_home)
+    _assert_error_line(taken, "a run already lives here")
+    assert f"rm -r {run}" in taken.stderr and "--resume" in taken.stderr
+
+
+def _assert_error_line(result: subprocess.CompletedProcess[str], needle: str) -> None:
+    """The build's header line, then one error line."""
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[0].startswith("run: ") and len(lines) == 2, result.stderr
+    assert lines[1].startswith("error: ") and needle in lines[1]

@@ -92,3 +92,64 @@ def test_out_may_not_replace_the_input(tmp_path: Path) -> None:
         result = runner.invoke(app, ["parquet", str(data), "--out", str(out), "--overwrite"])
         assert isinstance(result.exception, ConfigError) and "would replace the input folder" in str(result.exception)
     assert sorted(p.name for p in data.iterdir()) == ["test.jsonl", "train.jsonl", "validation.jsonl"]
+
+
+# -- the language of a build's run folder, from its manifest -----------------------------------
+
+
+def _run(folder: Path, config: dict[str, object], datasets: dict[str, Path]) -> Path:
+    """A run folder as a build leaves it: manifest.json and, per sub-folder, flat released rows."""
+    folder.mkdir(parents=True)
+    manifest = {"recipe": config["recipe"], "config": config, "config_hash": "0" * 64}
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    for sub in datasets.values():
+        sub.mkdir(parents=True)
+        shutil.copy(FIXTURES / "csqa" / "dev_sample.jsonl", sub / "test.jsonl")
+    return folder
+
+
+def _mcsqa_run(tmp_path: Path) -> Path:
+    from senseforge.pipelines.mcsqa.config import McsqaConfig
+
+    run = tmp_path / "runs" / "mcsqa-ja"
+    return _run(run, McsqaConfig(lang="ja").model_dump(mode="json"), {"dataset": run / "dataset"})
+
+
+@pytest.mark.parametrize("where", ["dataset", "."])
+def test_lm_eval_takes_the_language_from_the_run_manifest(tmp_path: Path, where: str) -> None:
+    run = _mcsqa_run(tmp_path)
+    out = tmp_path / "task"
+    result = runner.invoke(app, ["lm-eval", str(run / where), "--out", str(out), "--task-name", "mcsqa_ja"])
+    assert result.exit_code == 0, result.output
+    assert f"language ja (from {run / 'manifest.json'}" in result.output
+    assert "wrote task mcsqa_ja (ja, test 10;" in result.output
+    first = json.loads((out / "test.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    assert first["lang"] == "ja"
+
+
+def test_lang_given_wins_over_the_manifest(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    run = _mcsqa_run(tmp_path)
+    result = runner.invoke(app, ["parquet", str(run / "dataset"), "--lang", "en", "--out", str(tmp_path / "pq")])
+    assert result.exit_code == 0, result.output
+    assert "from" not in result.output and "manifest" not in result.output
+
+
+def test_a_run_with_a_folder_per_language_names_it_by_the_folder(tmp_path: Path) -> None:
+    from senseforge.pipelines.human_gen.config import HumanGenConfig
+
+    run = tmp_path / "runs" / "human-gen"
+    _run(run, HumanGenConfig(lang="id").model_dump(mode="json"), {"dataset": run / "id" / "dataset"})
+    out = tmp_path / "task"
+    result = runner.invoke(app, ["lm-eval", str(run / "id" / "dataset"), "--out", str(out), "--task-name", "hg_id"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "test.jsonl").read_text(encoding="utf-8").splitlines()[0])["lang"] == "id"
+
+
+def test_a_folder_outside_any_run_still_needs_lang(tmp_path: Path) -> None:
+    data = tmp_path / "dataset"
+    data.mkdir()
+    shutil.copy(FIXTURES / "csqa" / "dev_sample.jsonl", data / "test.jsonl")
+    (tmp_path / "manifest.json").write_text('{"not": "a run"}', encoding="utf-8")  # another tool's manifest
+    result = runner.invoke(app, ["lm-eval", str(data), "--out", str(tmp_path / "t"), "--task-name", "t"])
+    assert isinstance(result.exception, ConfigError) and "--lang" in str(result.exception)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -225,6 +227,25 @@ def test_atomic_open_binary_and_bad_mode(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'w' and 'wb' only"), atomic_open(path, "a"):
         pass
     assert path.read_bytes() == b"\x00\xff"
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX permission bits")
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])
+def test_atomic_files_get_the_mode_a_plain_open_gives(tmp_path: Path, umask: int) -> None:
+    """Not mkstemp's owner-only 0o600: a lab sharing the folder must read the outputs."""
+    old = os.umask(umask)
+    try:
+        with open(tmp_path / "plain.txt", "w") as handle:
+            handle.write("x")
+        with atomic_open(tmp_path / "atomic.txt") as handle:
+            handle.write("x")
+        write_jsonl(tmp_path / "items.jsonl", _items())
+    finally:
+        os.umask(old)
+    expected = 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode) == expected
+    assert stat.S_IMODE((tmp_path / "atomic.txt").stat().st_mode) == expected
+    assert stat.S_IMODE((tmp_path / "items.jsonl").stat().st_mode) == expected
 
 
 # --- located errors -----------------------------------------------------------------

@@ -183,3 +183,67 @@ def test_the_gold_key_picks_the_creators_or_the_majoritys_answer(tmp_path: Path)
 def test_the_majority_gold_key_needs_a_majority(tmp_path: Path) -> None:
     with pytest.raises(DataValidationError, match="answer_majority"):
         run_eval(CSQA, ScriptedLLM(), EvalConfig(gold_key="answer_majority"), tmp_path / "out")
+
+
+def test_results_carry_an_identity_and_default_folders_differ_by_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """loglik then letter with the default --out: two folders, each naming its setting; neither replaces the other."""
+    from senseforge.evaluate.harness import default_out, setting_slug
+
+    monkeypatch.chdir(tmp_path)
+    llm = ScriptedLLM(scorer=lambda r: -float(len(r.continuation)), name="scripted/shortest")
+    first = run_eval(CSQA, llm, EvalConfig())
+    second = run_eval(CSQA, llm, EvalConfig(formulation="letter", limit=4))
+    a = default_out(CSQA, llm.name, EvalConfig(), "mc")
+    b = default_out(CSQA, llm.name, EvalConfig(formulation="letter", limit=4), "mc")
+    assert a != b and a.name.endswith("-loglik") and b.name.endswith("-letter")
+    assert read_results(tmp_path / a).identity_hash == first.identity_hash
+    assert read_results(tmp_path / b).identity_hash == second.identity_hash
+    assert first.identity is not None and second.identity is not None
+    assert first.identity["data_sha256"] != second.identity["data_sha256"]  # 10 items against the first 4
+    assert first.label() == "scripted/shortest · loglik · n=10"
+    assert second.label() == "scripted/shortest · letter · n=4"
+    assert setting_slug(EvalConfig(variant="putri-all", formulation="generate", shots=3), "mc") == (
+        "generate-putri-all-3shot"
+    )
+
+
+def test_another_evaluation_is_never_silently_replaced(tmp_path: Path) -> None:
+    from senseforge.errors import ConfigError
+
+    llm = ScriptedLLM(scorer=lambda r: -float(len(r.continuation)), name="scripted/shortest")
+    out = tmp_path / "out"
+    run_eval(CSQA, llm, EvalConfig(), out)
+    before = (out / "results.json").read_bytes()
+    run_eval(CSQA, llm, EvalConfig(), out)  # the same evaluation again may replace its own results
+    with pytest.raises(ConfigError, match=r"already holds another evaluation \(formulation 'loglik' → 'letter'\)"):
+        run_eval(CSQA, llm, EvalConfig(formulation="letter"), out)
+    other = ScriptedLLM(scorer=lambda r: float(len(r.continuation)), name="scripted/longest")
+    with pytest.raises(ConfigError, match=r"model scripted/shortest → scripted/longest.*--overwrite"):
+        run_eval(CSQA, other, EvalConfig(), out)
+    assert json.loads((out / "results.json").read_bytes())["identity_hash"] == json.loads(before)["identity_hash"]
+    replaced = run_eval(CSQA, llm, EvalConfig(formulation="letter"), out, overwrite=True)
+    assert read_results(out).identity_hash == replaced.identity_hash
+
+
+@pytest.mark.slow
+def test_embedded_base_model_generates_from_a_completion_prompt(tmp_path: Path, models_dir: Path) -> None:
+    """``eval run -m llamacpp/gemma-3-270m -f generate``: the base model is sent a completion prompt (recorded
+    exactly), no reply holds a chat template's markup, and the parse rate is reported."""
+    from senseforge.llm.cache import open_llm
+    from senseforge.llm.prompting import template_marker
+
+    llm = open_llm("llamacpp/gemma-3-270m")
+    try:
+        results = run_eval(CSQA, llm, EvalConfig(formulation="generate", limit=5), tmp_path / "out")
+    finally:
+        llm.close()
+    samples = [s for s in read_samples(tmp_path / "out") if isinstance(s, MCSample)]
+    assert len(samples) == 5
+    for sample in samples:
+        assert sample.sent is not None and sample.sent["kind"] == "completion"
+        assert sample.sent["text"].endswith(sample.prompt) and sample.sent["stop"] == ["\n"]
+        assert template_marker(sample.response or "") is None, sample.response
+    metrics = results.results[results.data.name]
+    assert isinstance(metrics, MCMetrics) and metrics.unparsed_rate is not None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest, Message
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, Message
 from senseforge.llm.loopback import FAULT_KINDS, LoopbackOpenAI, request_text
 from senseforge.llm.registry import get_llm
 
@@ -129,7 +129,40 @@ def test_completions_endpoint() -> None:
     assert [entry.path for entry in server.log] == ["/v1/completions"]
 
 
+def test_loglikelihood_leaves_the_generated_token_out() -> None:
+    with LoopbackOpenAI(lambda body: " and more words") as server:
+        scores = client(server).loglikelihood(
+            [
+                LoglikelihoodRequest(context="The sky is", continuation=" blue today"),
+                LoglikelihoodRequest(context="Grass is ", continuation="green"),
+            ]
+        )
+    assert all(score.ok for score in scores), [score.failure for score in scores]
+    blue, green = scores
+    # " blue" and " today"; the generated " and" (-0.3) follows the prompt and is not counted
+    assert blue.logprob == pytest.approx(-0.4 - 0.5) and blue.n_tokens == 2 and blue.is_greedy
+    assert (blue.tokens_in, blue.tokens_out) == (5, 1)  # the provider asked for one token
+    # the context's trailing space travels with the continuation's first token
+    assert green.logprob == pytest.approx(-0.5) and green.n_tokens == 1
+    assert [entry.outcome for entry in server.log] == ["ok", "ok"]
+
+
 # -- raw HTTP ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_tokens", [0, -1])
+def test_scoring_without_a_generated_token_is_refused(max_tokens: int) -> None:
+    body = {"model": "m", "prompt": "a b", "echo": True, "logprobs": 1, "max_tokens": max_tokens}
+    with LoopbackOpenAI(lambda body: " more text here") as server:
+        status, _, payload = post(server, "/completions", body)
+        ok_status, _, ok_payload = post(server, "/completions", {**body, "max_tokens": 2})
+    assert status == 400 and "max_tokens must be at least 1" in json.loads(payload)["error"]["message"]
+    assert ok_status == 200
+    [choice] = json.loads(ok_payload)["choices"]
+    assert choice["text"] == "a b more text" and choice["finish_reason"] == "length"
+    assert choice["logprobs"]["text_offset"] == [0, 1, 3, 8]
+    assert json.loads(ok_payload)["usage"]["completion_tokens"] == 2
+    assert [entry.outcome for entry in server.log] == ["bad_request", "ok"]
 
 
 def test_models_and_unknown_paths() -> None:

@@ -98,8 +98,8 @@ def test_named_responders_come_from_the_caller() -> None:
 
 # -- options and the cache ---------------------------------------------------------------------
 
-OPTION_VALUES: dict[str, Any] = {}
-"""A value other than the default for every option; the scripted provider has none yet (a new one must get one here)."""
+OPTION_VALUES: dict[str, Any] = {"chat": False}
+"""A value other than the default for every option (a new one must get one here)."""
 
 
 def test_every_option_has_a_test_value() -> None:

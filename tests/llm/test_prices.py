@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from senseforge.errors import ConfigError
+from senseforge.llm.base import Loglikelihood, LoglikelihoodRequest
+from senseforge.llm.cache import CachedLLM
+from senseforge.llm.mock import ScriptedLLM
 from senseforge.llm.prices import Price, PriceTable
+from senseforge.store.db import Store
 
 
 def test_shipped_table_prices_local_models_at_zero() -> None:
@@ -15,6 +19,31 @@ def test_shipped_table_prices_local_models_at_zero() -> None:
     assert table.lookup("llamacpp/gemma-3-270m") == Price(0.0, 0.0)
     assert table.lookup("hf/some/folder") == Price(0.0, 0.0)
     assert table.lookup("openai/some-unlisted-model") is None
+
+
+@pytest.mark.parametrize("model", ["hf/./models/tiny", "hf//abs/path/model", "llamacpp/gemma-3-270m"])
+@pytest.mark.parametrize(("tokens_in", "tokens_out"), [(None, None), (12, None), (None, 0), (12, 3)])
+def test_local_models_cost_zero_even_without_token_counts(
+    model: str, tokens_in: int | None, tokens_out: int | None
+) -> None:
+    """The hf provider's scoring reports no tokens; a $0 price needs none to say $0."""
+    price = PriceTable.load().lookup(model)
+    assert price is not None and price.cost(tokens_in, tokens_out) == 0.0
+
+
+def test_a_local_hf_model_scored_without_token_counts_costs_zero(tmp_path: Path) -> None:
+    """What `eval run -m hf/...` reports: $0, never "cost: unknown", like llamacpp."""
+    inner = ScriptedLLM(name="hf/./models/tiny", scorer=lambda _: Loglikelihood(logprob=-1.0, is_greedy=True))
+    llm = CachedLLM(inner, Store(f"sqlite:///{tmp_path / 'store.db'}"), prices=PriceTable.load())
+    llm.loglikelihood([LoglikelihoodRequest(context="Q:", continuation=" a")])
+    assert llm.stats.cost_unknown_calls == 0 and llm.stats.cost_usd == 0.0
+
+
+def test_a_charged_count_that_is_unknown_leaves_the_cost_unknown() -> None:
+    assert Price(1.5, 3.0).cost(None, None) is None
+    assert Price(1.5, 3.0).cost(10, None) is None
+    assert Price(0.0, 3.0).cost(None, 1_000_000) == pytest.approx(3.0)  # the free side needs no count
+    assert Price(1.5, 0.0).cost(1_000_000, None) == pytest.approx(1.5)
 
 
 def test_user_file_overrides_and_extends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -400,31 +400,24 @@ class _App:
         return JSONResponse({"status": "stored", "judgement": ruled.model_dump(mode="json")}, status_code=201)
 
     def export(self, request: Request, _body: bytes) -> Response:
-        """Every human judgement of a task type (``all``: of every type) with its full body, then agreement.
+        """Every human judgement of a task type (``all``: of every type) with its full body.
 
-        One ``{"judgement": …}`` line per judgement, per item in the order stored, then one
-        ``{"agreement": …}`` line per task type exported.
+        One ``{"judgement": …}`` line per judgement, per item in the order stored, and nothing
+        else: every line has the one shape, so the file loads as a table. Agreement is on the
+        admin page and in ``senseforge annotate status --json``.
         """
         self.admin(request)
         wanted = request.path_params["task_type"]
         every = wanted == "all"  # not a task type: the judgements of all of them in one file
         names = list(TASK_TYPES) if every else [self.task(wanted).name]
-        lines: list[str] = []
-        summaries: list[str] = []
-        for name in names:
-            by_item = self.store.judgements(name, gold=True)
-            if every and not by_item:
-                continue
-            lines.extend(
-                json.dumps({"judgement": j.model_dump(mode="json")}, ensure_ascii=False, sort_keys=True)
-                for group in by_item.values()
-                for j in group
-            )
-            summaries.append(
-                json.dumps({"agreement": {"task": name, **agreement_summary(by_item, name)}}, sort_keys=True)
-            )
+        lines = [
+            json.dumps({"judgement": j.model_dump(mode="json")}, ensure_ascii=False, sort_keys=True)
+            for name in names
+            for group in self.store.judgements(name, gold=True).values()
+            for j in group
+        ]
         return Response(
-            "\n".join(lines + summaries) + "\n" if lines or summaries else "",
+            "\n".join(lines) + "\n" if lines else "",
             media_type="application/x-ndjson",
             headers={
                 "Content-Disposition": f'attachment; filename="{"all" if every else names[0]}.jsonl"',

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import typer
@@ -72,12 +75,78 @@ def open_model(
     return open_llm(model, options, store=Store(store), read_cache=not no_cache, run=run, responders=dry_run_authors())
 
 
+PLAIN_PROGRESS_EVERY_S = 10.0
+"""Off a terminal, the least time between two progress lines (so a log stays short)."""
+
+
+class PlainProgress:
+    """Progress as plain lines on stderr, for a pipe or a log file where a live bar cannot redraw.
+
+    A line (``evaluating X: 120/300 (40%) 0:01:10``) at most every ``every_s`` seconds
+    while work goes on, and a last one from :meth:`finish`. Only text: no control codes.
+
+    Args:
+        description: what is counted, as the line starts.
+        total: how many there are; ``None`` counts without a known end (no percentage).
+        every_s: the least time between two lines.
+        clock: seconds from a monotonic clock (replaceable in tests).
+    """
+
+    def __init__(
+        self,
+        description: str,
+        total: int | None,
+        *,
+        every_s: float = PLAIN_PROGRESS_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.description = description
+        self.total = total
+        self.every_s = every_s
+        self.clock = clock
+        self.done = 0
+        self.started = self._last = clock()
+        self._lock = threading.Lock()
+
+    def advance(self, n: int = 1) -> None:
+        """Count ``n`` more as done; print a line when ``every_s`` has passed since the last one."""
+        with self._lock:
+            self.done += n
+            now = self.clock()
+            if now - self._last >= self.every_s:
+                self._last = now
+                err.print(self.line(now), markup=False, highlight=False)
+
+    def finish(self) -> None:
+        """Print the last line (nothing when nothing was done)."""
+        with self._lock:
+            if self.done:
+                err.print(self.line(self.clock()), markup=False, highlight=False)
+
+    def line(self, now: float) -> str:
+        """The progress line at time ``now``."""
+        elapsed = timedelta(seconds=int(max(0.0, now - self.started)))
+        if self.total:
+            share = 100 * self.done // self.total
+            return f"{self.description}: {self.done:,}/{self.total:,} ({share}%) {elapsed}"
+        return f"{self.description}: {self.done:,} done {elapsed}"
+
+
 @contextlib.contextmanager
 def progress_bar(description: str, total: int | None) -> Iterator[Any]:
-    """A progress bar on stderr (hidden when stderr is not a terminal or there is one item).
+    """Progress on stderr: a live bar on a terminal, else a plain line now and then (:class:`PlainProgress`).
 
-    ``total=None`` counts requests as they finish without a known end.
+    Nothing is shown for a single item. ``total=None`` counts requests as they finish
+    without a known end.
     """
+    if not err.is_terminal:
+        if total is not None and total <= 1:
+            yield lambda n: None
+            return
+        plain = PlainProgress(description, total, every_s=PLAIN_PROGRESS_EVERY_S)
+        yield plain.advance
+        plain.finish()
+        return
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -85,7 +154,7 @@ def progress_bar(description: str, total: int | None) -> Iterator[Any]:
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=(total is not None and total <= 1) or not err.is_terminal,
+        disable=total is not None and total <= 1,
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
@@ -105,4 +174,26 @@ def describe_stats(llm: Any) -> str:
         parts.append(f"cost: ${stats.cost_usd:.6f}")
     if stats.failures:
         parts.append(f"{stats.failures} failed")
-    return " · ".join(parts)
+    line = " · ".join(parts)
+    diagnosis = llm.diagnosis() if hasattr(llm, "diagnosis") else None
+    return f"{line}\nwarning: {diagnosis}" if diagnosis else line
+
+
+_INTERRUPT_HINT: list[str | Callable[[], str]] = []
+
+
+def on_interrupt(hint: str | Callable[[], str]) -> None:
+    """What to tell the user if this command is interrupted (Ctrl-C, SIGTERM): how to go on from where it stopped
+    (a function is asked at that moment, so the hint can depend on how far the work got).
+
+    The entry point prints ``interrupted — <hint>`` and exits 130 (143 for SIGTERM).
+    """
+    _INTERRUPT_HINT[:] = [hint]
+
+
+def interrupt_hint() -> str | None:
+    """The hint the running command left with :func:`on_interrupt`, if any."""
+    if not _INTERRUPT_HINT:
+        return None
+    hint = _INTERRUPT_HINT[0]
+    return hint if isinstance(hint, str) else hint()

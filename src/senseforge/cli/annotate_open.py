@@ -53,12 +53,15 @@ def open_judge(
 
     Each task shows the question, the reference answer (the gold option's text) and the
     model's answer, never the LM judge's verdict; compare the two with `annotate open-agreement`.
+    RUN_DIR need not exist: it is created, with its run.db, for these tasks alone.
     """
     from senseforge.annotate.store import AnnotationStore
     from senseforge.data.schema import OpenAnswer
     from senseforge.pipelines.taskqueue import QueuedTask
 
     per_model = _open_samples(eval_dir)
+    if store is None:
+        run_dir.mkdir(parents=True, exist_ok=True)  # a fresh folder holds only the people's tasks
     queued = [
         QueuedTask(
             type=OPEN_JUDGE,

@@ -22,7 +22,16 @@ import typer
 from pydantic.fields import FieldInfo
 from rich.table import Table
 
-from senseforge.cli._common import BaseUrlOption, ProviderOptions, StoreOption, err, out, parse_options, progress_bar
+from senseforge.cli._common import (
+    BaseUrlOption,
+    ProviderOptions,
+    StoreOption,
+    err,
+    on_interrupt,
+    out,
+    parse_options,
+    progress_bar,
+)
 from senseforge.errors import ConfigError
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.recipe import Flag, Recipe
@@ -83,7 +92,7 @@ def _describe(name: str, info: FieldInfo, flag: Flag, kind: str) -> str:
         text += " Repeatable." if flag.repeat else " Comma-separated."
     default = info.get_default(call_default_factory=True)
     if default not in (None, (), [], {}) and not info.is_required():
-        shown = ",".join(map(str, default)) if isinstance(default, tuple | list) else default
+        shown = ", ".join(map(str, default)) if isinstance(default, tuple | list) else default  # wraps at commas
         text += f" (default: {shown})"
     return text
 
@@ -104,19 +113,29 @@ def _field_params(recipe: Recipe) -> tuple[list[inspect.Parameter], dict[str, tu
         if kind == "skip":
             continue
         long = "--" + name.replace("_", "-")
-        names = [long, *flag.aliases]
-        if kind == "bool":
-            names = [f"{n}/--no-{n.removeprefix('--')}" for n in names]
+        help_text = _describe(name, info, flag, kind)
+        aliases = [f"{n}/--no-{n.removeprefix('--')}" for n in flag.aliases] if kind == "bool" else []
+        names = [f"{long}/--no-{long.removeprefix('--')}"] if kind == "bool" else [long, *flag.aliases]
+        if aliases:  # a switch's aliases go in their own hidden option: four names overflow a help line
+            help_text = f"{help_text} Also {', '.join(flag.aliases)}."
         if name == "model":
             names.append("-m")
         elif flag.short:
             names.append(flag.short)
-        option = typer.Option(None, *names, help=_describe(name, info, flag, kind))
+        option = typer.Option(None, *names, help=help_text)
         annotation = (bool | None) if kind == "bool" else (click_type | None)
         if kind == "list" and flag.repeat:
             annotation = list[str] | None
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
         fields[name] = (name, kind, flag)
+        if aliases:
+            alias = typer.Option(None, *aliases, hidden=True)
+            params.append(
+                inspect.Parameter(
+                    f"_alias_{name}", inspect.Parameter.KEYWORD_ONLY, default=alias, annotation=bool | None
+                )
+            )
+            fields[f"_alias_{name}"] = (name, kind, flag)
         if flag.none_flag:
             none_name = f"_none_{name}"
             params.append(
@@ -230,6 +249,13 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
         )
         calls = bool(type(config).lm_stages or config.reviewers)  # human-gen calls no model
         err.print(f"run: {run_dir} · recipe: {recipe.name}" + (f" · model: {config.model}" if calls else ""))
+
+        def resume_hint() -> str:
+            if (run_dir / "manifest.json").is_file():
+                return f"continue with `senseforge build {recipe.name} --out {run_dir} --resume`"
+            return "nothing was stored yet: run the same command again"
+
+        on_interrupt(resume_hint)
         summary = build(
             recipe,
             config,
@@ -324,7 +350,9 @@ def _task_table(by_task: dict[str, Any]) -> Table:
 
 
 def print_summary(summary: Any) -> None:
-    """The funnel, the cost and where everything is."""
+    """The funnel, the cost and where everything is (and, first, any diagnosis of the models' replies)."""
+    for diagnosis in getattr(summary, "diagnoses", []):
+        err.print(f"[yellow]warning:[/] {diagnosis}")
     if summary.state == "awaiting_review" and summary.waiting_for:
         tasks = ", ".join(f"{task} {n}" for task, n in summary.waiting_for.items())
         err.print(

@@ -18,12 +18,14 @@ from senseforge.cli._common import (
     StoreOption,
     describe_stats,
     err,
+    on_interrupt,
     open_model,
     out,
     progress_bar,
 )
 
 if TYPE_CHECKING:
+    from senseforge.evaluate.compare import Comparison
     from senseforge.evaluate.leaderboard import Entry
     from senseforge.evaluate.records import EvalResults
 
@@ -40,16 +42,11 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
 
 
-def _default_out(data: Path, model: str) -> Path:
-    if data.is_dir():
-        return data / "eval" / _slug(model)
-    return Path("evals") / f"{data.stem}-{_slug(model)}"
-
-
-def _pair_out(data: Path, model: str, root: Path | None, pairs: int) -> Path:
-    """Where one (data, model) result goes: ``--out`` itself for one pair, a folder under it for several."""
+def _pair_out(data: Path, model: str, root: Path | None, pairs: int) -> Path | None:
+    """Where one (data, model) result goes: ``--out`` itself for one pair, a folder under it for several, or
+    ``None`` for the default (:func:`senseforge.evaluate.harness.default_out`, named after the setting too)."""
     if root is None:
-        return _default_out(data, model)
+        return None
     if pairs == 1:
         return root
     name = data.name if data.is_dir() else data.stem
@@ -111,9 +108,13 @@ def run(
         None,
         "--out",
         help=(
-            "Output folder (default: evals/<data>-<model>, or <run>/eval/<model> for a run directory). With "
-            "several models or datasets: one folder per pair under it, and leaderboard.json/.csv."
+            "Output folder (default: evals/<data>-<model>-<setting>, or <run>/eval/<model>-<setting> for a run "
+            "directory; the setting names the formulation, variant and shots). With several models or datasets: "
+            "one folder per pair under it, and leaderboard.json/.csv. A folder holding another evaluation is refused."
         ),
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace the results of a different evaluation in the output folder."
     ),
     base_url: str | None = BaseUrlOption,
     option: list[str] | None = ProviderOptions,
@@ -124,7 +125,7 @@ def run(
     from pydantic import ValidationError
 
     from senseforge.errors import ConfigError
-    from senseforge.evaluate.harness import run_eval
+    from senseforge.evaluate.harness import default_out, run_eval
     from senseforge.evaluate.leaderboard import entries, write_leaderboard
     from senseforge.evaluate.run import EvalConfig
     from senseforge.llm.registry import DEFAULT_MODEL
@@ -157,6 +158,10 @@ def run(
         raise ConfigError(f"--data: no such file or folder: {', '.join(missing)}")
     pairs = len(models) * len(datasets)
     done: list[tuple[EvalResults, Path]] = []
+    on_interrupt(
+        "nothing of the unfinished evaluation was written; run the same command again: the calls that finished "
+        "are read back from the cache" + ("" if not no_cache else " (drop --no-cache for that)")
+    )
     # the judge is opened once, with no provider options: --option and --base-url are the evaluated model's
     judge_llm = open_model(judge, None, None, store, no_cache=no_cache, run="eval") if judge else None
     try:
@@ -164,21 +169,25 @@ def run(
             llm = open_model(name, option, base_url, store, no_cache=no_cache, run="eval")
             try:
                 for path in datasets:
-                    destination = _pair_out(path, name, out_dir, pairs)
+                    chosen = _pair_out(path, name, out_dir, pairs)
                     with progress_bar(f"evaluating {name} on {path.name}", None) as advance:
                         payload = run_eval(
                             path,
                             llm,
                             config,
-                            destination,
+                            chosen,
                             fmt=fmt,
                             lang=lang,
                             shots_from=shots_from,
                             split=split,
                             progress=advance,
                             judge=judge_llm,
+                            overwrite=overwrite,
                         )
+                    destination = chosen or default_out(path, name, config, payload.data.kind)
                     print_results(payload)
+                    print_difficulty(payload)
+                    report_generation(payload)
                     err.print(f"wrote {destination / 'results.json'} and {destination / 'samples.jsonl'}")
                     done.append((payload, destination))
             finally:
@@ -193,7 +202,7 @@ def run(
         print_leaderboard(rows)
         where = out_dir or Path("evals")
         json_path, csv_path = write_leaderboard(
-            where, rows, [(f"{p.model.name} on {p.data.name}", d / "results.json") for p, d in done]
+            where, rows, [(f"{p.label()} on {p.data.name}", d / "results.json") for p, d in done]
         )
         err.print(f"wrote {json_path} and {csv_path}")
 
@@ -235,28 +244,73 @@ def score(
 
 
 def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
     if isinstance(value, float):
         return "—" if math.isnan(value) else f"{value:.4f}"
-    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, float) for v in value):
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
         return f"[{value[0]:.3f}, {value[1]:.3f}]"
     return str(value)
 
 
+def _interval(ci: Sequence[float] | None, units: int | None = None, unit: str | None = None) -> str:
+    """An interval as ``[low, high]``; where none could be bootstrapped from too few units, ``n/a (n = 1 item)``."""
+    from senseforge.evaluate.bootstrap import MIN_UNITS
+
+    if ci is not None and len(ci) == 2:
+        return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+    if units is not None and unit and units < MIN_UNITS:
+        return f"n/a (n = {units} {unit}{'' if units == 1 else 's'})"
+    return ""
+
+
 def print_results(payload: EvalResults) -> None:
-    """A table of each task's headline metrics with their 95% intervals."""
-    table = Table(title=f"{payload.model.name} on {payload.data.name}")
-    for column in ("task", "metric", "value", "95% CI", "n"):
+    """A table of each task's headline metrics with their 95% intervals: bootstrap, and Wilson for proportions."""
+    table = Table(title=f"{payload.label()} on {payload.data.name}")
+    for column in ("task", "metric", "value", "95% CI (bootstrap)", "95% Wilson", "n"):
         table.add_column(column)
     for task, metric, value, ci, n in payload.headline():
-        table.add_row(task, metric, _fmt(value), _fmt(ci) if ci else "", "" if n is None else str(n))
+        found = payload.results[task]
+        dumped = found.to_json()
+        units = unit = None
+        if f"{metric}_ci95,none" in dumped and hasattr(found, "resampling_units"):
+            units, unit = found.resampling_units(), getattr(found, "ci_unit", None)
+        wilson = dumped.get(f"{metric}_wilson95,none")
+        table.add_row(
+            task, metric, _fmt(value), _interval(ci, units, unit), _interval(wilson), "" if n is None else str(n)
+        )
     out.print(table)
+
+
+def print_difficulty(payload: EvalResults) -> None:
+    """Accuracy on Easy and Hard items (mCSQA's main figure), when the data has them."""
+    groups = [(group, metrics) for field, group, metrics in payload.group_metrics() if field == "difficulty"]
+    if not groups:
+        return
+    table = Table(title="by difficulty")
+    for column in ("difficulty", "acc", "95% CI", "n"):
+        table.add_column(column)
+    for group, metrics in groups:
+        value = "" if metrics.acc is None else _fmt(metrics.acc)
+        ci = metrics.acc_ci95
+        table.add_row(group, value, _fmt(ci) if ci else "", str(metrics.n))
+    out.print(table)
+
+
+def report_generation(payload: EvalResults) -> None:
+    """For generated answers: the parse rate, and the one-line diagnosis when the replies look wrong as a whole."""
+    for task, metrics in payload.accuracy_rows():
+        if metrics.unparsed_rate is not None:
+            err.print(f"{task}: {1 - metrics.unparsed_rate:.1%} of answers parsed (lenient)")
+    if payload.diagnosis:
+        err.print(f"[yellow]warning:[/] {payload.diagnosis}")
 
 
 def print_leaderboard(rows: Sequence[Entry]) -> None:
     """Models as rows, (dataset, task, metric) as columns: value and 95% interval."""
     columns = list(dict.fromkeys(row.column for row in rows))
-    models = list(dict.fromkeys(row.model for row in rows))
-    cell = {(row.model, row.column): row for row in rows}
+    models = list(dict.fromkeys(row.row for row in rows))
+    cell = {(row.row, row.column): row for row in rows}
     table = Table(title="leaderboard")
     table.add_column("model")
     for column in columns:
@@ -277,38 +331,65 @@ def print_leaderboard(rows: Sequence[Entry]) -> None:
 
 @app.command("compare")
 def compare(
-    first: Path = typer.Argument(..., help="A results.json (or its folder)."),
-    second: Path = typer.Argument(..., help="Another results.json (or its folder)."),
+    first: Path = typer.Argument(..., help="A: a results.json (or its folder), samples.jsonl beside it."),
+    second: Path = typer.Argument(..., help="B: another results.json (or its folder), samples.jsonl beside it."),
+    n_bootstrap: int | None = typer.Option(
+        None, "--bootstrap", min=100, help="Bootstrap resamples for the paired intervals (default: A's)."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of the paired bootstrap (default: A's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON (for scripts)."),
 ) -> None:
-    """Side-by-side headline metrics (and breakdowns) of two result files."""
-    from senseforge.evaluate.records import read_results
+    """Is B better than A? Each side's numbers with 95% intervals, and on the items both scored the
+    paired difference B − A with its bootstrap interval and McNemar's exact test for accuracy."""
+    from senseforge.evaluate.compare import compare_paths
 
-    a, b = read_results(first), read_results(second)
-    table = Table(title="comparison")
+    comparison = compare_paths(first, second, n_resamples=n_bootstrap, seed=seed)
+    for warning in comparison.warnings:
+        err.print(f"[yellow]warning:[/] {warning}")
+    if as_json:
+        typer.echo(comparison.model_dump_json(indent=2))
+        return
+    print_comparison(comparison)
+
+
+def _estimate_cell(estimate: Any) -> str:
+    if estimate is None:
+        return ""
+    lines = [_fmt(estimate.value)]
+    boot = _interval(estimate.ci95, estimate.units, estimate.ci_unit)
+    if boot:
+        lines.append(f"boot {boot}")
+    if estimate.wilson95:
+        lines.append(f"Wilson {_interval(estimate.wilson95)}")
+    return "\n".join(lines)
+
+
+def print_comparison(comparison: Comparison) -> None:
+    """The comparison as a table: A and B with their intervals, B − A on shared items, McNemar's p."""
+    a, b = comparison.a, comparison.b
+    out.print(f"A: {a.label}  ({a.path})")
+    out.print(f"B: {b.label}  ({b.path})")
+    unit = comparison.unit
+    out.print(
+        f"shared {unit}s: {comparison.shared} ({comparison.only_a} only in A, {comparison.only_b} only in B); "
+        f"paired bootstrap: {comparison.n_resamples} resamples, seed {comparison.seed}"
+    )
+    table = Table(title="B − A")
     table.add_column("task / group")
     table.add_column("metric")
-    table.add_column(f"A: {a.model.name}", justify="right")
-    table.add_column(f"B: {b.model.name}", justify="right")
-    table.add_column("B − A", justify="right")
-    rows_a, rows_b = _rows(a), _rows(b)
-    for key in sorted(rows_a | rows_b):
-        va, vb = rows_a.get(key), rows_b.get(key)
-        delta = vb - va if va is not None and vb is not None else None
-        table.add_row(
-            key[0],
-            key[1],
-            _fmt(va) if va is not None else "",
-            _fmt(vb) if vb is not None else "",
-            _fmt(delta) if delta is not None else "",
-        )
+    table.add_column(f"A: {a.label}", justify="right")
+    table.add_column(f"B: {b.label}", justify="right")
+    table.add_column("B − A (shared)", justify="right")
+    table.add_column("95% CI (paired)", justify="right")
+    table.add_column("McNemar p (A only / B only)", justify="right")
+    for row in comparison.rows:
+        diff = ci = test = ""
+        if row.paired is not None:
+            paired = row.paired
+            diff = f"{paired.diff:+.4f}"
+            ci = _interval(paired.ci95, paired.units, paired.ci_unit) or "—"
+            ci += f"\nn = {paired.units} {paired.ci_unit}{'' if paired.units == 1 else 's'}"
+        if row.mcnemar is not None:
+            test = f"{row.mcnemar.p_value:.4g} ({row.mcnemar.a_only} / {row.mcnemar.b_only})"
+        table.add_row(row.task, row.metric, _estimate_cell(row.a), _estimate_cell(row.b), diff, ci, test)
     out.print(table)
-
-
-def _rows(payload: EvalResults) -> dict[tuple[str, str], float]:
-    rows: dict[tuple[str, str], float] = {}
-    for task, metric, value, _ci, _n in payload.headline():
-        rows[(task, metric)] = value
-    for field, group, metrics in payload.group_metrics():
-        if metrics.acc is not None:
-            rows[(f"{field}={group}", "acc")] = metrics.acc
-    return rows

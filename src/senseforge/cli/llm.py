@@ -44,7 +44,9 @@ def models() -> None:
 def generate(
     prompts: list[str] = typer.Argument(..., help="One or more prompts; each is one request."),
     model: str = ModelOption,
-    system: str | None = typer.Option(None, "--system", help="System message (implies --chat)."),
+    system: str | None = typer.Option(
+        None, "--system", help="System message (implies --chat; a base model gets it as the prompt's first paragraph)."
+    ),
     chat: bool = typer.Option(False, "--chat/--plain", help="Send the prompt as a chat turn, or as plain text."),
     temperature: float = typer.Option(0.0, "--temperature", "-t", min=0.0, max=2.0, help="0 = greedy."),
     top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0),
@@ -68,11 +70,17 @@ def generate(
         "stop": tuple(stop),
         "json_mode": json_mode,
     }
+    from senseforge.llm.prompting import chat_template, fit
+
     requests = [
         GenerateRequest.chat(p, system=system, **sampling) if chat or system else GenerateRequest(prompt=p, **sampling)
         for p in prompts
     ]
     llm = open_model(model, option, base_url, store, no_cache=no_cache)
+    if (chat or system) and chat_template(llm) is None:
+        # a base model: the chat turns become one plain prompt, the system text first (never a made-up template)
+        requests = [fit(request, None, stop=()) for request in requests]
+        err.print(f"note: {model} has no chat template (a base model): each prompt is sent as plain text")
     try:
         with progress_bar(f"generating with {model}", len(requests)) as advance:
             results = llm.generate(requests, progress=advance)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -21,6 +21,25 @@ from senseforge.data.schema import JUDGEMENT, Judgement
 from senseforge.errors import DataValidationError
 
 R = TypeVar("R", bound=BaseModel)
+
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+
+
+def _new_sibling(dest: Path) -> tuple[int, Path]:
+    """A new, empty hidden file beside ``dest``, open for writing: ``(descriptor, path)``.
+
+    It gets the permissions a plain ``open()`` gives a new file (``0o666`` less the umask,
+    so ``0o644`` under the usual umask), not the owner-only ``0o600`` of
+    :func:`tempfile.mkstemp`: the file it becomes must be readable by whoever shares the folder.
+    """
+    for _ in range(100):
+        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, _CREATE, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{dest.parent}: no free name for a temporary file beside {dest.name}")
 
 
 @contextlib.contextmanager
@@ -35,7 +54,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
         raise ValueError("atomic_open supports 'w' and 'wb' only")
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    fd, tmp = _new_sibling(dest)
     try:
         encoding = None if "b" in mode else "utf-8"
         newline = None if "b" in mode else "\n"

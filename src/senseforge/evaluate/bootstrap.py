@@ -5,10 +5,14 @@ seed (so they agree to the last bit on means of 0/1 values):
 
 - :func:`resampled_statistics` calls any metric once per resample (plain Python);
 - :func:`resampled_means` computes the mean of numeric values for every resample at once
-  with numpy (the fast path for accuracy-like metrics).
+  with numpy (the fast path for accuracy-like metrics);
+- :func:`resampled_sums` does the same for the column sums of a table of counts, from which
+  a statistic such as Macro-F1 (confusion counts) or a paired difference follows.
 
-Both resample *units*: single records, or whole clusters when clusters are given. Indices
-are drawn in batches of whole resamples, so memory stays bounded for large inputs.
+All resample *units*: single records, or whole clusters when clusters are given. Indices
+are drawn in batches of whole resamples, so memory stays bounded for large inputs. With
+fewer than :data:`MIN_UNITS` units every resample is the sample itself, and a percentile
+interval would be a point posing as an interval: callers report none instead.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ T = TypeVar("T")
 
 _BATCH_CELLS = 1 << 21
 """About how many indices one batch holds (2M int64 = 16 MiB)."""
+
+MIN_UNITS = 2
+"""The fewest resampling units a bootstrap interval is reported for."""
 
 
 def units_of(records: Sequence[T], cluster: Callable[[T], Hashable] | None) -> list[list[int]]:
@@ -99,6 +106,37 @@ def resampled_means(
         counts = np.full(len(batch), float(n_units)) if singletons else sizes[batch].sum(axis=1)
         out.append(totals / counts)
     return np.concatenate(out)
+
+
+def resampled_sums(
+    values: NDArray[np.float64],
+    units: Sequence[Sequence[int]],
+    *,
+    n_resamples: int,
+    seed: int,
+) -> NDArray[np.float64]:
+    """Column sums of ``values`` (one row per record) over the records of each resample of whole units.
+
+    Returns an ``(n_resamples, columns)`` array. It draws the same indices as
+    :func:`resampled_means` and :func:`resampled_statistics` for the same seed and units.
+
+    >>> table = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> resampled_sums(table, [[0], [1], [2]], n_resamples=4, seed=0).shape
+    (4, 2)
+    """
+    if values.ndim != 2:
+        raise ValueError(f"values must be a table with one row per record, got shape {values.shape}")
+    n_units = len(units)
+    unit_of = np.empty(len(values), dtype=np.int64)
+    for u, members in enumerate(units):
+        unit_of[list(members)] = u
+    per_unit = np.stack(
+        [np.bincount(unit_of, weights=values[:, j], minlength=n_units) for j in range(values.shape[1])], axis=1
+    )
+    out: list[NDArray[np.float64]] = []
+    for batch in _index_batches(seed, n_units, n_resamples):
+        out.append(np.stack([per_unit[:, j][batch].sum(axis=1) for j in range(values.shape[1])], axis=1))
+    return np.concatenate(out) if out else np.zeros((0, values.shape[1]), dtype=np.float64)
 
 
 def percentile_interval(stats: NDArray[np.float64], confidence: float) -> tuple[float, float]:

@@ -25,8 +25,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from senseforge.data.io import atomic_open
 from senseforge.errors import ConfigError, MissingDependencyError
+from senseforge.evaluate.records import EvalResults
 
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:70rem;margin:1rem auto;padding:0 1rem;color:#222}
 h1,h2,h3{font-weight:600}table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.2rem
@@ -290,14 +293,17 @@ def _evaluations(run: Path, extra: Sequence[Path]) -> list[tuple[str, Mapping[st
     for path in files:
         document = _read(path)
         if isinstance(document, dict) and "results" in document:
-            out.append(
-                (
-                    f"{document.get('model', {}).get('name', '?')} on "
-                    f"{document.get('data', {}).get('name', path.parent.name)}",
-                    document,
-                )
-            )
+            out.append((_label(document, path), document))
     return out
+
+
+def _label(document: Mapping[str, Any], path: Path) -> str:
+    """``model · setting · n=N on data``, the evaluation's label (see :meth:`EvalResults.label`)."""
+    data = document.get("data", {}).get("name", path.parent.name)
+    try:
+        return f"{EvalResults.model_validate(document).label()} on {data}"
+    except ValidationError:
+        return f"{document.get('model', {}).get('name', '?')} on {data}"
 
 
 def leaderboard_section(results: Sequence[tuple[str, Mapping[str, Any]]]) -> str:

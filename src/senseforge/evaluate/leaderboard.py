@@ -38,6 +38,14 @@ class Entry:
     ci95_low: float | None
     ci95_high: float | None
     n: int | None
+    setting: str = ""
+    """How the model was asked (``letter``, ``generate/putri-all · 5-shot``): two settings of one model are two
+    rows of the table."""
+
+    @property
+    def row(self) -> str:
+        """The table row this entry belongs to: the model and its setting."""
+        return f"{self.model} · {self.setting}" if self.setting else self.model
 
     @property
     def column(self) -> str:
@@ -59,6 +67,7 @@ def entries(results: Sequence[EvalResults]) -> list[Entry]:
                 out.append(
                     Entry(
                         model=result.model.name,
+                        setting=result.setting(),
                         data=result.data.name,
                         task=task,
                         metric=metric,

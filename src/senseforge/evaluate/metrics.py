@@ -21,8 +21,9 @@ Binary (CRoW) metrics follow Ismayilzada et al. (2023) and the CRoW evaluation s
   plain mean applied to either per-task number;
 - :func:`majority_predictions` and :func:`random_predictions`: CRoW's baselines.
 
-Also here: :func:`bootstrap_ci` (percentile bootstrap, optionally over clusters) and the
-agreement statistics :func:`fleiss_kappa` and :func:`krippendorff_alpha_nominal`.
+Also here: :func:`bootstrap_ci` (percentile bootstrap, optionally over clusters),
+:func:`wilson_interval` (the score interval of a proportion) and the agreement statistics
+:func:`fleiss_kappa` and :func:`krippendorff_alpha_nominal`.
 """
 
 from __future__ import annotations
@@ -117,6 +118,37 @@ def weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float:
     if total <= 0:
         raise ValueError("weights sum to zero: the weighted mean is undefined")
     return math.fsum(v * w for v, w in zip(values, weights, strict=True)) / total
+
+
+def wilson_interval(successes: float, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of the proportion ``successes / n``.
+
+    Where a bootstrap interval collapses to a point when every record agrees (0 of 10 right
+    resamples to 0 every time), this one still shows how little ten records pin down: 0/10
+    gives about ``[0, 0.278]``. The bounds stay inside ``[0, 1]``; they are exactly 0 at
+    ``successes == 0`` and exactly 1 at ``successes == n``. ``successes`` may be fractional,
+    e.g. a mean over prompt variants times the number of items.
+
+    >>> low, high = wilson_interval(0, 10)
+    >>> low, round(high, 4)
+    (0.0, 0.2775)
+    >>> [round(b, 4) for b in wilson_interval(8, 10)]
+    [0.4902, 0.9433]
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if not (math.isfinite(successes) and 0 <= successes <= n):
+        raise ValueError(f"successes must lie between 0 and n = {n}, got {successes}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+    z = statistics.NormalDist().inv_cdf((1.0 + confidence) / 2.0)
+    p = successes / n
+    shrink = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / shrink
+    half = z / shrink * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
 
 
 # --------------------------------------------------------------------------- binary (CRoW)

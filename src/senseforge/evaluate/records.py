@@ -54,6 +54,11 @@ class MCSample(_Record):
     is_greedy: list[bool] | None = None
     response: str | None = None
     """Generation: the model's text."""
+    sent: dict[str, Any] | None = None
+    """Generation: exactly what the model was sent (:func:`senseforge.llm.prompting.sent`): ``kind: completion``
+    with the text and stop sequences, or ``kind: chat`` with the messages and the template's name."""
+    finish_reason: str | None = None
+    """Generation: why the reply ended (``stop``, ``length`` …), as the backend said."""
     error: str | None = None
     """The failed call (``kind: message``); such a sample has no prediction."""
     prediction: str | None = None
@@ -77,6 +82,8 @@ class MCSample(_Record):
     """``open``: the judge's stated reason."""
     judge_response: str | None = None
     """``open``: the judge's reply as it came."""
+    judge_sent: dict[str, Any] | None = None
+    """``open``: exactly what the judge was sent (as :attr:`sent`)."""
 
 
 class BinarySample(_Record):
@@ -96,6 +103,9 @@ class BinarySample(_Record):
     scores: list[float] | None = None
     """Log-likelihood of yes, then of no."""
     response: str | None = None
+    sent: dict[str, Any] | None = None
+    """Generation: exactly what the model was sent (as :attr:`MCSample.sent`)."""
+    finish_reason: str | None = None
     error: str | None = None
     prediction: bool | None = None
     parsed: bool | None = None
@@ -137,7 +147,13 @@ Interval = list[float]
 
 
 class MCMetrics(_Record):
-    """Headline metrics of multiple-choice samples (one task, variant or breakdown group)."""
+    """Headline metrics of multiple-choice samples (one task, variant or breakdown group).
+
+    Each accuracy has two 95% intervals: ``*_ci95``, the percentile bootstrap over items
+    (``None`` with fewer than two items, where resampling has nothing to vary), and
+    ``*_wilson95``, the Wilson score interval, which stays honest when every item agrees
+    (0 of 10 right: about ``[0, 0.278]``, where the bootstrap gives ``[0, 0]``).
+    """
 
     n: int
     """Items with a gold answer."""
@@ -147,21 +163,32 @@ class MCMetrics(_Record):
     """Accuracy; a failed or unparsed answer counts as wrong."""
     acc_stderr: float | None = Field(default=None, alias="acc_stderr,none")
     acc_ci95: Interval | None = Field(default=None, alias="acc_ci95,none")
+    acc_wilson95: Interval | None = Field(default=None, alias="acc_wilson95,none")
     acc_norm: float | None = Field(default=None, alias="acc_norm,none")
     acc_norm_stderr: float | None = Field(default=None, alias="acc_norm_stderr,none")
     acc_norm_ci95: Interval | None = Field(default=None, alias="acc_norm_ci95,none")
+    acc_norm_wilson95: Interval | None = Field(default=None, alias="acc_norm_wilson95,none")
     acc_bytes: float | None = Field(default=None, alias="acc_bytes,none")
     acc_bytes_stderr: float | None = Field(default=None, alias="acc_bytes_stderr,none")
     acc_bytes_ci95: Interval | None = Field(default=None, alias="acc_bytes_ci95,none")
+    acc_bytes_wilson95: Interval | None = Field(default=None, alias="acc_bytes_wilson95,none")
     acc_strict: float | None = Field(default=None, alias="acc_strict,none")
     acc_strict_stderr: float | None = Field(default=None, alias="acc_strict_stderr,none")
     acc_strict_ci95: Interval | None = Field(default=None, alias="acc_strict_ci95,none")
+    acc_strict_wilson95: Interval | None = Field(default=None, alias="acc_strict_wilson95,none")
     unparsed_rate: float | None = Field(default=None, alias="unparsed_rate,none")
     unparsed_rate_strict: float | None = Field(default=None, alias="unparsed_rate_strict,none")
     acc_parsed: float | None = Field(default=None, alias="acc_parsed,none")
     """Accuracy over the parsed answers only (shown beside ``acc``, never instead of it)."""
     variants: int | None = None
     """For the mean over prompt variants: how many were averaged."""
+    ci_unit: str | None = None
+    """What the bootstrap intervals resample: ``item`` (all of an item's prompt variants together);
+    absent in older files."""
+
+    def resampling_units(self) -> int:
+        """How many units the bootstrap intervals resample: the items."""
+        return self.n
 
 
 class DimensionCell(_Record):
@@ -173,7 +200,12 @@ class DimensionCell(_Record):
 
 
 class BinaryMetrics(_Record):
-    """Headline metrics of one binary (CRoW) task."""
+    """Headline metrics of one binary (CRoW) task.
+
+    The ``*_ci95`` intervals are percentile bootstraps over contexts (``None`` with fewer
+    than two contexts); the proportions also have a Wilson score interval, ``*_wilson95``:
+    over examples for ``acc``, over contexts for ``situational_acc``.
+    """
 
     n: int
     n_contexts: int
@@ -181,12 +213,21 @@ class BinaryMetrics(_Record):
     macro_f1_ci95: Interval | None = Field(default=None, alias="macro_f1_ci95,none")
     situational_acc: float | None = Field(default=None, alias="situational_acc,none")
     situational_acc_ci95: Interval | None = Field(default=None, alias="situational_acc_ci95,none")
+    situational_acc_wilson95: Interval | None = Field(default=None, alias="situational_acc_wilson95,none")
     acc: float | None = Field(default=None, alias="acc,none")
     acc_ci95: Interval | None = Field(default=None, alias="acc_ci95,none")
+    acc_wilson95: Interval | None = Field(default=None, alias="acc_wilson95,none")
     unparsed_rate: float | None = Field(default=None, alias="unparsed_rate,none")
     per_dimension_macro_f1: dict[str, float] | None = None
     per_dimension: dict[str, DimensionCell] | None = None
     """Each dimension's Macro-F1 with its ``n``."""
+    ci_unit: str | None = None
+    """What the bootstrap intervals resample: ``context`` (all targets of a context together);
+    absent in older files."""
+
+    def resampling_units(self) -> int:
+        """How many units the bootstrap intervals resample: the contexts."""
+        return self.n_contexts
 
 
 class DimensionMean(_Record):
@@ -247,6 +288,43 @@ class EvalResults(_Record):
     prompt_hashes: dict[str, str]
     versions: dict[str, str]
     timing: dict[str, float | None]
+    identity: dict[str, Any] | None = None
+    """What makes this evaluation this one (see :func:`evaluation_identity`); absent in older files."""
+    identity_hash: str | None = None
+    """SHA-256 of :attr:`identity` as canonical JSON."""
+    diagnosis: str | None = None
+    """One line when the replies look wrong as a whole (all hit the token limit, or echo a chat template)."""
+
+    def setting(self) -> str:
+        """How the model was asked, in a few words: ``loglik``, ``generate/putri-all · 5-shot``, ``binary/loglik``."""
+        config = self.config
+        if self.data.kind == "binary":
+            mode = "cot" if config.get("chain_of_thought") else str(config.get("binary_mode", "loglik"))
+            text = f"binary/{mode}" + (" · oracle knowledge" if config.get("oracle_knowledge") else "")
+        else:
+            text = str(config.get("formulation", "loglik"))
+            variant = config.get("variant", "plain")
+            if variant and variant != "plain":
+                text += f"/{variant}"
+            shots = int(config.get("shots") or 0)
+            if shots:
+                text += f" · {shots}-shot"
+        if config.get("prompt_language", "en") != "en":
+            text += f" · {config.get('prompt_language')} cues"
+        return text
+
+    def n(self) -> int | None:
+        """Items (or examples) scored: the first task's ``n``."""
+        for metrics in self.results.values():
+            value = getattr(metrics, "n", None)
+            if isinstance(value, int):
+                return value
+        return None
+
+    def label(self) -> str:
+        """The evaluation in one line: ``llamacpp/gemma-3-270m · letter · n=30``."""
+        n = self.n()
+        return f"{self.model.name} · {self.setting()}" + (f" · n={n}" if n is not None else "")
 
     def headline(self) -> Iterator[tuple[str, str, float, Interval | None, int | None]]:
         """``(task, metric, value, 95% interval, n)`` for every headline number."""

@@ -2,10 +2,16 @@
 
 Metrics are :mod:`senseforge.evaluate.records` models, written with lm-evaluation-harness
 keys (``"acc,none"``, ``"acc_stderr,none"``, the 95% bootstrap interval as
-``"acc_ci95,none"``). Breakdowns group the same metrics by language, difficulty, category,
-provenance and prompt variant (multiple choice) or by task and dimension (binary).
-Accuracy counts a failed or unparsed answer as wrong, and the rates of both are reported
-beside it, never folded in silently.
+``"acc_ci95,none"``, the Wilson score interval of a proportion as ``"acc_wilson95,none"``).
+Breakdowns group the same metrics by language, difficulty, category, provenance and prompt
+variant (multiple choice) or by task and dimension (binary). Accuracy counts a failed or
+unparsed answer as wrong, and the rates of both are reported beside it, never folded in
+silently.
+
+Bootstrap intervals resample items (multiple choice) or contexts (binary), named in
+``ci_unit``. With fewer than two such units a resample is always the sample itself, so the
+interval is left out (``None``) rather than shown as a point; the Wilson interval of a
+proportion is still given, and it is the one to read when a proportion is 0 or 1.
 
 Per-dimension Macro-F1 (binary) has two conventions. The default counts an example once in
 each dimension its knowledge names, per task, and averages a dimension over the tasks that
@@ -23,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from senseforge.evaluate import metrics
-from senseforge.evaluate.bootstrap import percentile_interval, resampled_means, units_of
+from senseforge.evaluate.bootstrap import MIN_UNITS, percentile_interval, resampled_means, units_of
 from senseforge.evaluate.records import (
     BinaryMetrics,
     BinarySample,
@@ -69,13 +75,17 @@ def mc_metrics(samples: Sequence[MCSample], config: EvalConfig) -> MCMetrics:
     }
     if not scored:
         return MCMetrics.model_validate(out)
+    out["ci_unit"] = "item"
     for key in _correct_keys(config):
         name = key.replace("correct", "acc")
         values = [bool(getattr(s, key)) for s in scored]
         out[name] = metrics.accuracy(values)
         out[f"{name}_stderr"] = _stderr_of_mean(values)
-        low, high = metrics.bootstrap_ci(values, metrics.accuracy, n_resamples=config.n_bootstrap, seed=config.seed)
-        out[f"{name}_ci95"] = [low, high]
+        out[f"{name}_ci95"] = None
+        if len(values) >= MIN_UNITS:
+            low, high = metrics.bootstrap_ci(values, metrics.accuracy, n_resamples=config.n_bootstrap, seed=config.seed)
+            out[f"{name}_ci95"] = [low, high]
+        out[f"{name}_wilson95"] = list(metrics.wilson_interval(sum(values), len(values)))
     if config.formulation == "generate":
         answered = [s for s in scored if not s.error]
         out["unparsed_rate"] = sum(not s.parsed for s in answered) / max(1, len(answered))
@@ -94,7 +104,9 @@ def mc_variant_mean(per_variant: dict[str, MCMetrics], samples: Sequence[MCSampl
     """The mean over prompt variants of each accuracy and rate, with a bootstrap interval over items.
 
     The interval resamples *items* (all of an item's variants go in or out together), so
-    scoring an item three times does not narrow it.
+    scoring an item three times does not narrow it. The Wilson interval likewise counts
+    items: it treats the mean as a proportion over ``n`` items (an item's share of right
+    variants as its outcome), never over ``n`` times the number of variants.
     """
     rows = list(per_variant.values())
     first = rows[0]
@@ -104,13 +116,19 @@ def mc_variant_mean(per_variant: dict[str, MCMetrics], samples: Sequence[MCSampl
     if not scored:
         return MCMetrics.model_validate(out)
     units = units_of(scored, lambda s: s.id)
+    out["ci_unit"] = "item"
     for key in _correct_keys(config):
         name = key.replace("correct", "acc")
         values = [getattr(m, name) for m in rows]
         out[name] = float(np.mean(values))
-        correct = np.asarray([bool(getattr(s, key)) for s in scored], dtype=np.float64)
-        stats = resampled_means(correct, units, n_resamples=config.n_bootstrap, seed=config.seed)
-        out[f"{name}_ci95"] = list(percentile_interval(stats, 0.95))
+        out[f"{name}_ci95"] = None
+        if len(units) >= MIN_UNITS:
+            correct = np.asarray([bool(getattr(s, key)) for s in scored], dtype=np.float64)
+            stats = resampled_means(correct, units, n_resamples=config.n_bootstrap, seed=config.seed)
+            out[f"{name}_ci95"] = list(percentile_interval(stats, 0.95))
+        if first.n:
+            share = min(1.0, max(0.0, out[name]))
+            out[f"{name}_wilson95"] = list(metrics.wilson_interval(share * first.n, first.n))
     for name in ("unparsed_rate", "unparsed_rate_strict", "acc_parsed"):
         values = [getattr(m, name) for m in rows]
         if all(v is not None for v in values):
@@ -182,25 +200,38 @@ def _means(cells: dict[str, dict[str, metrics.DimensionCell]], **how: bool) -> d
 
 
 def binary_metrics(samples: Sequence[BinarySample], config: EvalConfig) -> BinaryMetrics:
-    """Macro-F1, Situational Accuracy and accuracy with CIs (resampling whole contexts)."""
+    """Macro-F1, Situational Accuracy and accuracy with CIs (resampling whole contexts).
+
+    With a single context there is no bootstrap interval (``None``); accuracy and Situational
+    Accuracy still get their Wilson intervals (over examples and over contexts).
+    """
     out: dict[str, Any] = {"n": len(samples), "n_contexts": len({s.context_id for s in samples})}
     if not samples:
         return BinaryMetrics.model_validate(out)
+    out["ci_unit"] = "context"
+    # one all-right-or-not outcome per context: Situational Accuracy is their mean, and
+    # resampling them is resampling contexts
+    outcomes = list(
+        metrics.context_outcomes(
+            [s.context_id for s in samples], [s.gold for s in samples], [_pred(s) for s in samples]
+        ).values()
+    )
     for name, fn in _binary_fns().items():
         out[name] = fn(samples)
+        out[f"{name}_ci95"] = None
+        if out["n_contexts"] < MIN_UNITS:
+            continue
         if name == "situational_acc":
-            # resample contexts as units: one all-right-or-not outcome per context
-            outcomes = metrics.context_outcomes(
-                [s.context_id for s in samples], [s.gold for s in samples], [_pred(s) for s in samples]
-            )
             low, high = metrics.bootstrap_ci(
-                list(outcomes.values()), metrics.accuracy, n_resamples=config.n_bootstrap, seed=config.seed
+                outcomes, metrics.accuracy, n_resamples=config.n_bootstrap, seed=config.seed
             )
         else:
             low, high = metrics.bootstrap_ci(
                 samples, fn, n_resamples=config.n_bootstrap, seed=config.seed, cluster=lambda s: s.context_id
             )
         out[f"{name}_ci95"] = [low, high]
+    out["acc_wilson95"] = list(metrics.wilson_interval(sum(bool(s.correct) for s in samples), len(samples)))
+    out["situational_acc_wilson95"] = list(metrics.wilson_interval(sum(outcomes), len(outcomes)))
     out["unparsed_rate"] = sum(s.prediction is None for s in samples) / len(samples)
     out["per_dimension_macro_f1"] = metrics.per_dimension_macro_f1(
         [s.dimensions for s in samples], [s.gold for s in samples], [_pred(s) for s in samples]
@@ -258,7 +289,11 @@ def baseline_report(samples: Sequence[BinarySample], config: EvalConfig) -> dict
         per_task, summary = binary_report(rows, config)
         out[name] = {
             "tasks": {
-                task: {k: v for k, v in m.to_json().items() if k.endswith(",none") and "_ci95" not in k}
+                task: {
+                    k: v
+                    for k, v in m.to_json().items()
+                    if k.endswith(",none") and "_ci95" not in k and "_wilson95" not in k
+                }
                 for task, m in per_task.items()
             },
             "summary": summary.to_json(),

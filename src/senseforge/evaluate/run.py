@@ -31,12 +31,34 @@ from senseforge.evaluate.judge import JUDGE_SYSTEM, judge_prompt, parse_verdict
 from senseforge.evaluate.literals import PromptLanguage
 from senseforge.evaluate.records import BinarySample, MCSample
 from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest, Progress
+from senseforge.llm.prompting import DEFAULT_STOP, chat_template, fit, sent
 
 GENERATE_INSTRUCTION = "Answer with the letter of the correct option only."
 OPEN_INSTRUCTION = "Answer the question in a few words, in the language it is asked in."
 """``open``: the system turn before the bare question (our wording)."""
 JUDGE_MAX_TOKENS = 128
 """The judge's generation budget (a verdict and one sentence)."""
+ANSWER_STOP: tuple[str, ...] = ("\n",)
+"""Where a base model's answer ends in the ``generate`` and ``open`` formulations and a binary answer: at the end
+of its line, before it writes a question of its own (a chat model's request carries no stop)."""
+JUDGE_CUE = "\nVerdict (correct or incorrect):"
+"""The cue after the judge's prompt when the judge is a base model (a chat judge answers the question as asked)."""
+
+
+def ask(
+    llm: LLM,
+    user: str,
+    *,
+    system: str | None = None,
+    stop: tuple[str, ...] = ANSWER_STOP,
+    cue: str = "",
+    **sampling: object,
+) -> tuple[GenerateRequest, dict[str, object]]:
+    """The request for ``llm`` (chat turns for a model with a chat template, else a completion prompt with the
+    instruction written in) and the record of what it sends (see :mod:`senseforge.llm.prompting`)."""
+    template = chat_template(llm)
+    request = fit(GenerateRequest.chat(user, system=system, **sampling), template, stop=stop, cue=cue)
+    return request, sent(request, template)
 
 
 VariantChoice = PromptVariant | Literal["putri-all"]
@@ -279,14 +301,14 @@ def _generate_mc(
     config: EvalConfig,
     progress: Progress | None,
 ) -> list[MCSample]:
-    requests = [
-        GenerateRequest.chat(prompt.text, system=GENERATE_INSTRUCTION, max_tokens=config.max_tokens, temperature=0.0)
+    asked = [
+        ask(llm, prompt.text, system=GENERATE_INSTRUCTION, max_tokens=config.max_tokens, temperature=0.0)
         for prompt in prompts
     ]
-    completions = llm.generate(requests, progress=progress)
+    completions = llm.generate([request for request, _ in asked], progress=progress)
     samples: list[MCSample] = []
-    for item, prompt, completion in zip(items, prompts, completions, strict=True):
-        base = _base_sample(item, prompt)
+    for item, prompt, completion, (_, record) in zip(items, prompts, completions, asked, strict=True):
+        base = {**_base_sample(item, prompt), "sent": record}
         labels = [c.label for c in item.choices]
         letters = list(prompt.letters)
         if completion.failure is not None:
@@ -301,6 +323,7 @@ def _generate_mc(
             _mc(
                 base,
                 response=completion.text,
+                finish_reason=completion.finish_reason,
                 prediction=prediction,
                 prediction_strict=prediction_strict,
                 parsed=prediction is not None,
@@ -322,21 +345,24 @@ def _open_mc(
     progress: Progress | None,
 ) -> list[MCSample]:
     """The free answer to the bare question, then the judge's verdict against the gold option."""
-    requests = [
-        GenerateRequest.chat(prompt.text, system=OPEN_INSTRUCTION, max_tokens=config.max_tokens, temperature=0.0)
+    asked = [
+        ask(llm, prompt.text, system=OPEN_INSTRUCTION, max_tokens=config.max_tokens, temperature=0.0)
         for prompt in prompts
     ]
-    completions = llm.generate(requests, progress=progress)
+    completions = llm.generate([request for request, _ in asked], progress=progress)
     to_judge: list[tuple[int, GenerateRequest]] = []
+    judge_sent: dict[int, dict[str, object]] = {}
     for index, (item, completion) in enumerate(zip(items, completions, strict=True)):
         gold = item.answer_text()
         if completion.failure is not None or item.answer is None or gold is None:
             continue
         others = [c.text for c in item.choices if c.label != item.answer]
         text = judge_prompt(item.question, gold, others, completion.text)
-        to_judge.append(
-            (index, GenerateRequest.chat(text, system=JUDGE_SYSTEM, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0))
+        request, record = ask(
+            judge, text, system=JUDGE_SYSTEM, cue=JUDGE_CUE, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0
         )
+        to_judge.append((index, request))
+        judge_sent[index] = record
     verdicts = dict(
         zip(
             [index for index, _ in to_judge],
@@ -346,14 +372,16 @@ def _open_mc(
     )
     samples: list[MCSample] = []
     for index, (item, prompt, completion) in enumerate(zip(items, prompts, completions, strict=True)):
-        base = _base_sample(item, prompt)
+        base = {**_base_sample(item, prompt), "sent": asked[index][1]}
         if completion.failure is not None:
             samples.append(_mc(base, error=f"{completion.failure.kind}: {completion.failure.message}", correct=None))
             continue
+        base["finish_reason"] = completion.finish_reason
         reply = verdicts.get(index)
         if reply is None:  # no gold answer: nothing to judge
             samples.append(_mc(base, response=completion.text, correct=None))
             continue
+        base["judge_sent"] = judge_sent[index]
         if reply.failure is not None:
             samples.append(
                 _mc(
@@ -403,18 +431,25 @@ def score_binary(
     generate = config.binary_mode == "generate" or config.chain_of_thought
     if generate:
         budget = max(config.max_tokens, 256) if config.chain_of_thought else config.max_tokens
-        completions = llm.generate(
-            [GenerateRequest.chat(p.text, max_tokens=budget, temperature=0.0) for p in prompts], progress=progress
-        )
-        for ex, prompt, completion in zip(examples, prompts, completions, strict=True):
-            base = binary_sample_fields(ex, prompt.text)
+        # a base model's reasoning may run over several lines: it ends at a blank line instead
+        stop = DEFAULT_STOP if config.chain_of_thought else ANSWER_STOP
+        asked = [ask(llm, p.text, stop=stop, max_tokens=budget, temperature=0.0) for p in prompts]
+        completions = llm.generate([request for request, _ in asked], progress=progress)
+        for ex, prompt, completion, (_, record) in zip(examples, prompts, completions, asked, strict=True):
+            base = {**binary_sample_fields(ex, prompt.text), "sent": record}
             if completion.failure is not None:
                 sample = _binary(
                     base, error=f"{completion.failure.kind}: {completion.failure.message}", prediction=None
                 )
             else:
                 pred = yes_no(completion.text, prompt.yes, prompt.no)
-                sample = _binary(base, response=completion.text, prediction=pred, parsed=pred is not None)
+                sample = _binary(
+                    base,
+                    response=completion.text,
+                    finish_reason=completion.finish_reason,
+                    prediction=pred,
+                    parsed=pred is not None,
+                )
             sample.correct = sample.prediction == ex.label if sample.prediction is not None else False
             samples.append(sample)
         return samples

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
@@ -35,6 +35,7 @@ from senseforge.llm.base import (
     Progress,
 )
 from senseforge.llm.prices import Price, PriceTable
+from senseforge.llm.prompting import TEMPLATE_MARKERS, chat_template, diagnose, template_marker
 from senseforge.store.db import CacheRow, LedgerRow, Store
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,14 @@ class CacheStats:
     failures: int = 0
     cost_usd: float = 0.0
     cost_unknown_calls: int = 0
+    replies: int = 0
+    """Generations that came back (cache hits included): what :meth:`CachedLLM.diagnosis` reads."""
+    replies_cut: int = 0
+    """Of those, how many ended at the token limit."""
+    replies_marked: dict[str, int] = field(default_factory=dict)
+    """Of those, how many held each chat-template family's markup."""
+    max_tokens: int = 0
+    """The largest generation budget asked for."""
 
 
 class CachedLLM:
@@ -123,11 +132,39 @@ class CachedLLM:
             self._identity = self.inner.identity()
         return self._identity
 
+    def chat_template(self) -> str | None:
+        """The wrapped backend's chat template (see :func:`senseforge.llm.prompting.chat_template`)."""
+        return chat_template(self.inner)
+
     def close(self) -> None:
         self.inner.close()
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
-        return self._through(requests, "generate", Completion, self.inner.generate, progress)
+        results = self._through(requests, "generate", Completion, self.inner.generate, progress)
+        with self._lock:
+            for request, result in zip(requests, results, strict=True):
+                if not result.ok:
+                    continue
+                self.stats.replies += 1
+                self.stats.max_tokens = max(self.stats.max_tokens, request.max_tokens)
+                self.stats.replies_cut += result.finish_reason == "length"
+                family = template_marker(result.text)
+                if family is not None:
+                    self.stats.replies_marked[family] = self.stats.replies_marked.get(family, 0) + 1
+        return results
+
+    def diagnosis(self) -> str | None:
+        """One line when this model's replies so far look wrong as a whole (see
+        :func:`senseforge.llm.prompting.diagnose`), else ``None``."""
+        stats = self.stats
+        replies = [Completion(text="", finish_reason="length")] * stats.replies_cut
+        replies += [Completion(text="", finish_reason="stop")] * (stats.replies - stats.replies_cut)
+        marked = sum(stats.replies_marked.values())
+        if marked:
+            family = max(stats.replies_marked, key=lambda name: stats.replies_marked[name])
+            sample = TEMPLATE_MARKERS[family][0]
+            replies = [Completion(text=sample, finish_reason="stop")] * marked + replies[marked:]
+        return diagnose(replies, model=self.name, max_tokens=stats.max_tokens or None, template=self.chat_template())
 
     def loglikelihood(
         self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None

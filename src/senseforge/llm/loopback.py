@@ -5,7 +5,9 @@ legacy completions and model-list endpoints. The answer text comes from a plain
 function (the *responder*); every answer waits a fixed latency first, and a seeded share
 of attempts fail on purpose (rate limit, server error, a hang past the client's
 timeout, or a cut-off body) so that a client's retry logic can be exercised
-reproducibly. It uses only the standard library.
+reproducibly. A legacy completions request with ``echo`` and ``logprobs`` is answered as
+vLLM and llama-cpp-python's server answer a log-likelihood request (see
+:func:`echo_logprobs`). It uses only the standard library.
 
 >>> from senseforge.llm.loopback import LoopbackOpenAI, request_text
 >>> with LoopbackOpenAI(lambda body: request_text(body).upper()) as server:
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import sys
 import threading
 import time
@@ -46,8 +49,12 @@ CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 MODELS_PATH = "/v1/models"
 
+DEFAULT_MAX_TOKENS = 16
+"""Most words generated after an echoed prompt when the request names no ``max_tokens`` (OpenAI's default)."""
+
 _QUEUE_SIZE = 256
 _POLL_S = 0.05
+_WORD = re.compile(r"\s*\S+")
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,33 @@ def _prompt_text(body: dict[str, Any]) -> str:
     return _content_text(body.get("prompt"))
 
 
+def echo_logprobs(prompt: str, generated: str, max_tokens: int) -> tuple[str, dict[str, Any], int]:
+    """The echoed text, ``logprobs`` object and generated-token count of an ``echo`` + ``logprobs`` answer.
+
+    Tokens are whitespace-led words: the prompt's, then at most ``max_tokens`` of
+    ``generated``. Each token's log-probability is -0.1 per character of the word, the
+    first token has none (nothing precedes it), and each token is the most likely one.
+    ``text_offset`` counts characters of the echoed text, so the first generated token
+    starts where the prompt ends.
+
+    >>> text, logprobs, n = echo_logprobs("The sky is blue", " and wide", 1)
+    >>> text, n
+    ('The sky is blue and', 1)
+    >>> logprobs["tokens"], logprobs["token_logprobs"], logprobs["text_offset"]
+    (['The', ' sky', ' is', ' blue', ' and'], [None, -0.3, -0.2, -0.4, -0.3], [0, 3, 7, 10, 15])
+    """
+    made = _WORD.findall(generated)[: max(0, max_tokens)]
+    tokens = [*_WORD.findall(prompt), *made]
+    offsets, position = [], 0
+    for token in tokens:
+        offsets.append(position)
+        position += len(token)
+    values: list[float | None] = [None, *(round(-0.1 * len(token.strip()), 6) for token in tokens[1:])]
+    tops = [None if value is None else {token: value} for token, value in zip(tokens, values, strict=True)]
+    logprobs = {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
+    return prompt + "".join(made), logprobs, len(made)
+
+
 def _count_tokens(text: str) -> int:
     """Whitespace-separated words, at least one."""
     return max(1, len(text.split()))
@@ -103,12 +137,17 @@ class LoopbackOpenAI:
     """An OpenAI-compatible server on ``127.0.0.1``, answering through ``responder``.
 
     Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions`` and
-    ``GET /v1/models``. Each completion attempt waits ``latency_s`` (in its own handler
-    thread, so many can wait at once), then either answers or, with probability
-    ``fault_rate``, fails in one of the ``faults`` ways. Whether an attempt fails is
-    drawn from a :class:`random.Random` seeded with ``seed``, a hash of the request body
-    and how many times that body was sent before, so a run is reproducible whatever
-    order concurrent requests arrive in.
+    ``GET /v1/models``. A completions request with ``echo`` and ``logprobs`` gets its prompt
+    back with log-probabilities and the responder's first ``max_tokens`` words after it
+    (:func:`echo_logprobs`); ``max_tokens`` below 1 is refused with 400 there, as vLLM
+    refuses it (llama-cpp-python would read it as "no limit").
+
+    Each completion attempt waits ``latency_s`` (in its own handler thread, so many can
+    wait at once), then either answers or, with probability ``fault_rate``, fails in one
+    of the ``faults`` ways. Whether an attempt fails is drawn from a
+    :class:`random.Random` seeded with ``seed``, a hash of the request body and how many
+    times that body was sent before, so a run is reproducible whatever order concurrent
+    requests arrive in.
 
     Args:
         responder: builds the answer text from the request's JSON body.
@@ -309,6 +348,13 @@ class LoopbackOpenAI:
         """The full success payload for one attempt."""
         text = self.responder(body)
         prompt_tokens, completion_tokens = _count_tokens(_prompt_text(body)), _count_tokens(text)
+        logprobs: dict[str, Any] | None = None
+        finish_reason = "stop"
+        if path == COMPLETIONS_PATH and _scores_prompt(body):
+            limit = _max_tokens(body)
+            text, logprobs, completion_tokens = echo_logprobs(_content_text(body.get("prompt")), text, limit)
+            prompt_tokens = len(logprobs["tokens"]) - completion_tokens
+            finish_reason = "length" if completion_tokens >= limit else "stop"
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -329,7 +375,7 @@ class LoopbackOpenAI:
             "object": "text_completion",
             "created": 0,
             "model": model,
-            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+            "choices": [{"index": 0, "text": text, "finish_reason": finish_reason, "logprobs": logprobs}],
             "usage": usage,
         }
 
@@ -352,6 +398,26 @@ class _Server(ThreadingHTTPServer):
         if isinstance(sys.exc_info()[1], ConnectionError):
             return
         super().handle_error(request, client_address)
+
+
+def _scores_prompt(body: dict[str, Any]) -> bool:
+    """Whether a completions body asks for the prompt's log-probabilities (``echo`` and ``logprobs``)."""
+    return bool(body.get("echo")) and body.get("logprobs") is not None
+
+
+def _max_tokens(body: dict[str, Any]) -> int:
+    value = body.get("max_tokens")
+    return DEFAULT_MAX_TOKENS if value is None else int(value)
+
+
+def _refusal(path: str, body: dict[str, Any]) -> str | None:
+    """Why a well-formed JSON body is refused with 400, or None."""
+    if path != COMPLETIONS_PATH or not _scores_prompt(body):
+        return None
+    value = body.get("max_tokens")
+    if value is not None and (not isinstance(value, int) or value < 1):
+        return f"max_tokens must be at least 1, got {value!r}"
+    return None
 
 
 def _error(status: int, message: str) -> bytes:
@@ -411,6 +477,9 @@ def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
                 return "bad_request", 400, _error(400, f"the body is not JSON: {exc}"), {}
             if not isinstance(body, dict):
                 return "bad_request", 400, _error(400, "the body must be a JSON object"), {}
+            refusal = _refusal(path, body)
+            if refusal is not None:
+                return "bad_request", 400, _error(400, refusal), {}
             fault = server._draw_fault(body)
             if fault == "429":
                 return fault, 429, _error(429, "injected rate limit"), {"Retry-After": "0"}

@@ -80,12 +80,14 @@ class ScriptedLLM:
         scorer: Scorer | None = None,
         name: str = "scripted/custom",
         identity: Mapping[str, str] | None = None,
+        chat: bool = True,
     ) -> None:
         self._queue: deque[str | Completion] = deque(responses)
         self._responder = responder
         self._scorer = scorer or length_score
         self._name = name
         self._identity = {"scripted": name, **(identity or {})}
+        self._chat = chat
         self._lock = threading.Lock()
         self.generate_calls: list[GenerateRequest] = []
         """Every generate request this backend received (for assertions in tests)."""
@@ -99,6 +101,11 @@ class ScriptedLLM:
     def identity(self) -> dict[str, str]:
         return dict(self._identity)
 
+    def chat_template(self) -> str | None:
+        """``scripted`` when it stands in for a chat model (the default), ``None`` when it stands in for a base
+        model (``-o chat=false``): then chat turns are refused, as a base model's provider refuses them."""
+        return "scripted" if self._chat else None
+
     def push(self, *responses: str | Completion) -> None:
         """Queue more answers."""
         with self._lock:
@@ -107,6 +114,12 @@ class ScriptedLLM:
     def _answer(self, request: GenerateRequest) -> Completion:
         with self._lock:
             self.generate_calls.append(request)
+        if request.messages is not None and not self._chat:
+            return Completion(
+                attempts=0,
+                failure=Failure(kind="unsupported", message=f"{self._name} stands in for a base model: no chat turns"),
+            )
+        with self._lock:
             scripted = self._queue.popleft() if self._queue else None
         if scripted is None and self._responder is not None:
             scripted = self._responder(request)
@@ -162,7 +175,11 @@ class Options(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     OUTPUT_NEUTRAL: ClassVar[frozenset[str]] = frozenset()
-    """Options that cannot change an answer: none."""
+    """Options that cannot change an answer: none. (``chat`` enters the identity as its own entry, and only
+    when false, so the identity of a default scripted model stays what it always was.)"""
+
+    chat: bool = True
+    """Stand in for a chat model (the default); ``false``: for a base model without a chat template."""
 
 
 def _load_script(path: Path) -> list[str | Completion]:
@@ -183,7 +200,9 @@ def _load_script(path: Path) -> list[str | Completion]:
     return items
 
 
-def from_responder(name: str, respond: AnyResponder, identity: Mapping[str, str] | None = None) -> ScriptedLLM:
+def from_responder(
+    name: str, respond: AnyResponder, identity: Mapping[str, str] | None = None, *, chat: bool = True
+) -> ScriptedLLM:
     """A scripted model that asks ``respond`` for every request, of either kind.
 
     A reply of the wrong kind (a float for a generation request, text for a score) is a
@@ -204,10 +223,10 @@ def from_responder(name: str, respond: AnyResponder, identity: Mapping[str, str]
             return float(reply)
         return Loglikelihood(failure=Failure(kind="backend", message=f"{name}: a log-likelihood request got {reply!r}"))
 
-    return ScriptedLLM(responder=generate, scorer=score, name=name, identity=identity)
+    return ScriptedLLM(responder=generate, scorer=score, name=name, identity=identity, chat=chat)
 
 
-def _load_responder(model: str, identity: Mapping[str, str] | None = None) -> ScriptedLLM:
+def _load_responder(model: str, identity: Mapping[str, str] | None = None, *, chat: bool = True) -> ScriptedLLM:
     """``<file.py>:<function>`` as a scripted model (identity: the file's SHA-256, plus ``identity``)."""
     file_part, _, function = model.rpartition(":")
     path = Path(file_part)
@@ -227,7 +246,13 @@ def _load_responder(model: str, identity: Mapping[str, str] | None = None) -> Sc
     respond = getattr(module, function, None)
     if not callable(respond):
         raise ConfigError(f"scripted model {model!r}: {file_part} has no function {function!r}")
-    return from_responder(f"scripted/{model}", respond, {"responder_sha256": digest, **(identity or {})})
+    return from_responder(f"scripted/{model}", respond, {"responder_sha256": digest, **(identity or {})}, chat=chat)
+
+
+def chat_template_of(model: str, options: Options) -> str | None:
+    """What :meth:`ScriptedLLM.chat_template` will answer (for config-time decisions)."""
+    del model
+    return "scripted" if options.chat else None
 
 
 def create(
@@ -235,16 +260,18 @@ def create(
 ) -> ScriptedLLM:
     """Registry factory for ``scripted/<model>``; ``responders`` are the named ones the caller knows."""
     del store
-    settings = options_identity(options)
+    settings = options_identity(options, covered={"chat"})
+    if not options.chat:
+        settings["chat"] = "false"
     if model == "echo":
-        return ScriptedLLM(responder=echo, name="scripted/echo", identity=settings)
+        return ScriptedLLM(responder=echo, name="scripted/echo", identity=settings, chat=options.chat)
     named = dict(responders or {})
     if model in named:
-        return from_responder(f"scripted/{model}", named[model], settings)
+        return from_responder(f"scripted/{model}", named[model], settings, chat=options.chat)
     if model.endswith(".py") or ".py:" in model:
         if ":" not in model.rpartition(".py")[2]:
             raise ConfigError(f"scripted model {model!r}: name the function, e.g. scripted/{model}:respond")
-        return _load_responder(model, settings)
+        return _load_responder(model, settings, chat=options.chat)
     path = Path(model)
     if not path.is_file():
         known = ", ".join(f"'scripted/{name}'" for name in ["echo", *sorted(named)])
@@ -252,4 +279,4 @@ def create(
             f"scripted model {model!r}: use {known}, 'scripted/<responses.jsonl>' "
             "or 'scripted/<file.py>:<function>' (no such file)"
         )
-    return ScriptedLLM(_load_script(path), name=f"scripted/{model}", identity=settings)
+    return ScriptedLLM(_load_script(path), name=f"scripted/{model}", identity=settings, chat=options.chat)

@@ -36,10 +36,14 @@ class Price:
     output: float
 
     def cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None:
-        """Cost of a call, or ``None`` when a token count is unknown."""
-        if tokens_in is None or tokens_out is None:
+        """Cost of a call, or ``None`` when a token count that is charged for is unknown.
+
+        A count priced at zero is never needed: a local backend (``hf/``, ``llamacpp/``) costs
+        $0 whether or not it reports its tokens (the ``hf`` provider's scoring reports none).
+        """
+        if (tokens_in is None and self.input) or (tokens_out is None and self.output):
             return None
-        return (tokens_in * self.input + tokens_out * self.output) / 1_000_000
+        return ((tokens_in or 0) * self.input + (tokens_out or 0) * self.output) / 1_000_000
 
 
 def _parse(text: str, origin: str) -> dict[str, Price]:

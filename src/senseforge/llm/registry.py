@@ -22,8 +22,10 @@ manifests says which settings produced them.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -182,3 +184,41 @@ def get_llm(
         return scripted
     llm: LLM = module.create(model, parsed, store)
     return llm
+
+
+def chat_template_for(spec: str, options: Mapping[str, Any] | None = None) -> str | None:
+    """The chat template ``spec`` will have under ``options``, known before the model is opened.
+
+    The same answer as the opened backend's ``chat_template()`` (``None``: a base model, sent
+    completion prompts), from what is cheap to read: the GGUF file's metadata (weights not
+    loaded), a model folder's tokenizer files, ``api`` of an OpenAI-compatible endpoint.
+    Answers are remembered per (spec, options).
+
+    >>> chat_template_for("scripted/echo")
+    'scripted'
+    >>> chat_template_for("scripted/echo", {"chat": False}) is None
+    True
+
+    Raises:
+        ConfigError: unknown provider or bad options.
+    """
+    return _chat_template_for(spec, json.dumps(dict(options or {}), sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=64)
+def _chat_template_for(spec: str, options_json: str) -> str | None:
+    provider, model = parse_spec(spec)
+    info = PROVIDERS[provider]
+    if info.missing():
+        return "chat" if info.chat else None  # what the provider declares; opening it names the missing package
+    module = importlib.import_module(info.module)
+    try:
+        parsed = module.Options.model_validate(json.loads(options_json))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"bad options for provider {provider!r}: {problems}") from exc
+    probe = getattr(module, "chat_template_of", None)
+    if probe is None:
+        return "chat" if info.chat else None
+    found: str | None = probe(model, parsed)
+    return found

@@ -25,14 +25,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from senseforge.errors import ConfigError
 from senseforge.evaluate.policies import AtLeast, ExcludeAmbiguous, Unanimous, parse_policy
-from senseforge.llm.registry import DEFAULT_MODEL, parse_spec, provider_info
+from senseforge.llm.registry import DEFAULT_MODEL, chat_template_for, parse_spec, provider_info
 
 Style = Literal["auto", "chat", "completion"]
 
 
-def is_chat(spec: str) -> bool:
-    """Whether ``auto`` treats the model as a chat model (its provider says so) rather than a base model."""
-    return provider_info(spec).chat
+def is_chat(spec: str, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether the model has a chat template (``auto`` then writes chat prompts), rather than being a base model.
+
+    Asked of the model itself before it is opened (:func:`senseforge.llm.registry.chat_template_for`):
+    the GGUF file's metadata, a model folder's tokenizer files, ``api`` of an endpoint.
+    """
+    return chat_template_for(spec, options) is not None
 
 
 LATER_SETTINGS: tuple[str, ...] = ("adjudicate",)
@@ -135,10 +139,21 @@ class RecipeConfig(BaseModel):
         return dict(self.model_options.get(spec, {}))
 
     def style_for(self, stage: str) -> Literal["chat", "completion"]:
-        """Chat templates for chat models, few-shot completion for base models (unless set)."""
+        """Chat templates for chat models, few-shot completion for base models (unless set).
+
+        Raises:
+            ConfigError: ``style = "chat"`` for a stage whose model has no chat template (a base model).
+        """
+        spec = self.model_for(stage)
+        chat = is_chat(spec, self.options_for(spec))
+        if self.style == "chat" and not chat:
+            raise ConfigError(
+                f"--style chat: {spec} (the {stage} stage's model) has no chat template, it is a base model; "
+                "use --style completion or auto (or declare its template: -o chat_format=NAME for llamacpp)"
+            )
         if self.style != "auto":
             return self.style
-        return "chat" if is_chat(self.model_for(stage)) else "completion"
+        return "chat" if chat else "completion"
 
     def batch_for(self, stage: str) -> int:
         """Records per batch of a stage (see :attr:`batch_size`)."""

@@ -31,7 +31,7 @@ from senseforge.errors import SenseforgeError
 from senseforge.evaluate.extract import yes_no
 from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy, ruling, split
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
-from senseforge.llm.registry import provider_info
+from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.runstore import JudgementSource, StageResult, StoredJudgement
 from senseforge.pipelines.stage import (
@@ -234,7 +234,7 @@ class Review:
             log = CallLog.of(llm)
             annotator = lm_annotator(spec, index)
             judged: list[Judgement | None] = []
-            if provider_info(spec).chat:
+            if chat_template(llm) is not None:
                 seed = self.seed + index
                 requests = [
                     GenerateRequest.chat(p, max_tokens=8, temperature=self.judge_temperature, seed=seed)

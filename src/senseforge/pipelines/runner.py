@@ -80,6 +80,14 @@ class BuildSummary:
     waiting_for: dict[str, int] = field(default_factory=dict)
     """Tasks queued for people, per task type (a recipe with people stages; empty for a review)."""
     ledger: dict[str, Any] = field(default_factory=dict)
+    diagnoses: list[str] = field(default_factory=list)
+    """One line per model whose replies looked wrong as a whole (all cut at the token limit, or echoing a chat
+    template): the likely cause and the fix (see :func:`senseforge.llm.prompting.diagnose`)."""
+
+
+def _diagnoses(pool: ModelPool) -> list[str]:
+    """The diagnosis of every model the run opened that has one."""
+    return [found for llm in pool.open.values() if (found := llm.diagnosis()) is not None]
 
 
 # -- the run directory ----------------------------------------------------------------------
@@ -119,13 +127,44 @@ def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     return value
 
 
+RUN_STORE_FILES = (DEFAULT_RUN_STORE, f"{DEFAULT_RUN_STORE}-wal", f"{DEFAULT_RUN_STORE}-shm", f"{DEFAULT_RUN_STORE}-journal")
+"""The files of a run's default SQLite store."""
+
+
+def stored_results(run_dir: Path, manifest: Mapping[str, Any]) -> int | None:
+    """How many results and judgements a run directory's store holds; ``None`` when its store is elsewhere
+    (a database URL), which is then taken for a run that started."""
+    if manifest.get("run_store_url") not in (None, DEFAULT_RUN_STORE):
+        return None
+    if not (run_dir / DEFAULT_RUN_STORE).is_file():
+        return 0
+    store = RunStore(sqlite_url(run_dir / DEFAULT_RUN_STORE))
+    try:
+        return store.stored()
+    finally:
+        store.close()
+
+
+def _clear_failed_start(run_dir: Path) -> None:
+    """Remove what a start that stored nothing left (its manifest and empty store), so the folder is free again."""
+    for name in (MANIFEST, *RUN_STORE_FILES):
+        (run_dir / name).unlink(missing_ok=True)
+
+
 def check_resume(run_dir: Path, config: RecipeConfig, *, resume: bool) -> dict[str, Any] | None:
     """The existing manifest when resuming; refuse a fresh build over an old run, or a changed config.
+
+    A folder whose manifest was written but whose store holds nothing (a start that failed,
+    e.g. on a missing input) is not a run yet: it is cleared and the build starts afresh, with
+    or without ``--resume``.
 
     Raises:
         ConfigError: with what to do next.
     """
     manifest = read_manifest(run_dir)
+    if manifest is not None and stored_results(run_dir, manifest) == 0:
+        _clear_failed_start(run_dir)
+        return None
     if manifest is None:
         if resume:
             raise ConfigError(f"{run_dir}: no run to resume (no {MANIFEST}); start it without --resume")
@@ -133,14 +172,18 @@ def check_resume(run_dir: Path, config: RecipeConfig, *, resume: bool) -> dict[s
             raise ConfigError(f"{run_dir}: folder is not empty and holds no run; choose another --out")
         return None
     if not resume:
-        raise ConfigError(f"{run_dir}: a run already lives here; continue it with --resume, or choose another --out")
+        raise ConfigError(
+            f"{run_dir}: a run already lives here; continue it with --resume, choose another --out, "
+            f"or delete the folder to start over (rm -r {run_dir})"
+        )
     if manifest.get("recipe") not in (None, config.recipe):
         raise ConfigError(f"{run_dir}: this is a {manifest.get('recipe')} run, not {config.recipe}")
     if manifest.get("config_hash") != config.hash():
         changes = config_differences(manifest["config"], config.model_dump(mode="json"))
         raise ConfigError(
             f"{run_dir}: the config differs from the run's manifest ({'; '.join(changes) or 'hash differs'}); "
-            "resume with the same settings, or start a new run in another --out"
+            f"resume with the same settings, start a new run in another --out, or delete the folder to start over "
+            f"(rm -r {run_dir})"
         )
     return manifest
 
@@ -427,8 +470,6 @@ def build(
     """
     run_dir = run_dir or recipe.default_run_dir(config)
     manifest = check_resume(run_dir, config, resume=resume)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    url = store_url_of(run_dir, run_store_url, manifest or {})
     store = store or Store()
     run_label = (manifest or {}).get("run_id") or f"{config.recipe}-{_label(config)}-{uuid.uuid4().hex[:12]}"
     stages = recipe.stages(config)
@@ -437,12 +478,20 @@ def build(
     work = make_executor(executor, pool)
     run: RunStore | None = None
     try:
-        if manifest is None:  # written before the run store exists: a run directory always has one
+        first: tuple[list[StageResult], dict[str, Any]] | None = None
+        if manifest is None:
+            # a fresh run checks what it can before its folder exists: the models open and the source reads
+            # its inputs, so a bad model or input leaves no half-made run behind
             specs = [spec for stage in stages for spec in stage.specs]
+            identities = pool.identities(specs)
+            first = recipe.source(config).records(config)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        url = store_url_of(run_dir, run_store_url, manifest or {})
+        if manifest is None:  # written before the run store exists: a run directory always has one
             manifest = build_manifest(
                 recipe,
                 config,
-                identities=pool.identities(specs),
+                identities=identities,
                 store_url=hide_password(store.url),
                 run_store_url=DEFAULT_RUN_STORE if run_store_url is None else hide_password(url),
             )
@@ -456,7 +505,7 @@ def build(
             changed = import_decisions(run, decisions, review.task)
             logger.info("imported %d review decision(s)", changed)
         run.set_meta({"state": "running"})
-        records = _source(recipe, config, run)
+        records = _source(recipe, config, run, first)
         waiting: list[StageReport] = []
         for stage in stages:
             if waiting and (stage.barrier or isinstance(stage, Review)):
@@ -481,7 +530,12 @@ def build(
                 run.set_meta({"state": "awaiting_review"})
                 ledger = dict(store.ledger_summary(run_label))
                 return BuildSummary(
-                    run_dir, "awaiting_review", recipe=recipe.name, awaiting=len(report.awaiting), ledger=ledger
+                    run_dir,
+                    "awaiting_review",
+                    recipe=recipe.name,
+                    awaiting=len(report.awaiting),
+                    ledger=ledger,
+                    diagnoses=_diagnoses(pool),
                 )
             records = run.results(stage.name, "ok")
         if waiting:
@@ -493,10 +547,18 @@ def build(
             ledger = dict(store.ledger_summary(run_label))
             per_type = dict(sorted(Counter(task.type for task in queued).items()))
             return BuildSummary(
-                run_dir, "awaiting_review", recipe=recipe.name, awaiting=awaiting, waiting_for=per_type, ledger=ledger
+                run_dir,
+                "awaiting_review",
+                recipe=recipe.name,
+                awaiting=awaiting,
+                waiting_for=per_type,
+                ledger=ledger,
+                diagnoses=_diagnoses(pool),
             )
         (run_dir / QUEUE).unlink(missing_ok=True)
-        return _finish(recipe, config, stages, run_dir, run, store, run_label, human_rate, prices)
+        summary = _finish(recipe, config, stages, run_dir, run, store, run_label, human_rate, prices)
+        summary.diagnoses = _diagnoses(pool)
+        return summary
     finally:
         work.close()
         if run is not None:
@@ -519,13 +581,19 @@ def _remember_rate(run: RunStore, rate: float | Mapping[str, float] | None) -> f
     return value if isinstance(value, dict) else float(value)
 
 
-def _source(recipe: Recipe, config: RecipeConfig, run: RunStore) -> list[StageResult]:
-    """The first records: made once by the recipe's source, then read back from the run store."""
+def _source(
+    recipe: Recipe,
+    config: RecipeConfig,
+    run: RunStore,
+    made: tuple[Sequence[StageResult], dict[str, Any]] | None = None,
+) -> list[StageResult]:
+    """The first records: made once by the recipe's source (or given, ``made`` before the run folder existed),
+    then read back from the run store."""
     source = recipe.source(config)
     stored = run.results(source.name, "ok")
     if stored or run.meta(SOURCE_FACTS) is not None:
         return stored
-    records, facts = source.records(config)
+    records, facts = made if made is not None else source.records(config)
     run.put(source.name, sorted(records, key=lambda r: r.record_id))
     run.set_meta({SOURCE_FACTS: json.dumps(facts)})
     return run.results(source.name, "ok")

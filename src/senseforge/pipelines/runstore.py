@@ -158,6 +158,13 @@ class RunStore:
             for row in rows
         ]
 
+    def stored(self) -> int:
+        """How many stage results and judgements the run holds (0: nothing was stored yet)."""
+        with self._engine.connect() as conn:
+            results = conn.execute(sa.select(sa.func.count()).select_from(stage_results)).scalar_one()
+            judged = conn.execute(sa.select(sa.func.count()).select_from(judgements)).scalar_one()
+        return int(results) + int(judged)
+
     def counts(self, stage: str) -> dict[str, int]:
         """``{"ok": n, "<reason>": n, …}`` for one stage."""
         key = sa.func.coalesce(stage_results.c.reason, stage_results.c.status)

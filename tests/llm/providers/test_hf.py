@@ -213,17 +213,19 @@ def test_stop_strings_cut_the_text(llm: hf.HFLLM, reference: tuple[Any, Any]) ->
     assert got.tokens_out is not None and 1 <= got.tokens_out <= n_full
 
 
-def test_plain_chat_prompt_without_template(llm: hf.HFLLM) -> None:
-    messages = (Message(role="system", content="Be brief."), Message(role="user", content="The cat"))
-    chat, plain = llm.generate(
-        [
-            GenerateRequest(messages=messages, max_tokens=5),
-            GenerateRequest(prompt="system: Be brief.\nuser: The cat\nassistant:", max_tokens=5),
-        ]
+def test_chat_turns_without_template_are_refused(llm: hf.HFLLM) -> None:
+    """A base model's tokenizer has no chat template: chat turns are refused in one line, never wrapped in a
+    made-up template; the prompt that fit() writes for it is answered."""
+    from senseforge.llm.prompting import chat_template, fit
+
+    assert chat_template(llm) is None
+    request = GenerateRequest(
+        messages=(Message(role="system", content="Be brief."), Message(role="user", content="The cat")), max_tokens=5
     )
-    assert chat.ok and plain.ok
-    assert chat.text == plain.text
-    assert chat.tokens_in == plain.tokens_in
+    refused, plain = llm.generate([request, fit(request, chat_template(llm))])
+    assert refused.failure is not None and refused.failure.kind == "unsupported"
+    assert "no chat template" in refused.failure.message and "\n" not in refused.failure.message
+    assert plain.ok and plain.tokens_in is not None
 
 
 def test_sampling_is_reproducible_per_seed(llm: hf.HFLLM) -> None:
@@ -276,7 +278,7 @@ def test_registry_builds_a_working_backend(folder: Path, reference: tuple[Any, A
     context, continuation = PAIRS[0]
     [score] = backend.loglikelihood([LoglikelihoodRequest(context=context, continuation=continuation)])
     assert score.logprob == pytest.approx(manual_score(tokenizer, model, context, continuation)[0], abs=1e-4)
-    [completion] = backend.generate([GenerateRequest.chat("The cat", max_tokens=3)])
+    [completion] = backend.generate([GenerateRequest(prompt="The cat", max_tokens=3)])
     assert completion.ok and completion.tokens_out is not None and completion.tokens_out <= 3
     backend.close()
     with pytest.raises(ConfigError, match="bad options"):

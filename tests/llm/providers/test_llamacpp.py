@@ -239,15 +239,37 @@ def test_sampling_is_seeded(gemma: LlamaCppLLM) -> None:
     assert first.text == second.text
 
 
-def test_chat_and_json_mode(gemma: LlamaCppLLM) -> None:
-    chat, as_json = gemma.generate(
+def test_a_base_model_refuses_chat_turns_and_json_mode_works(gemma: LlamaCppLLM) -> None:
+    """The bundled GGUF has no chat template: chat turns are refused in one line (never wrapped in
+    llama-cpp-python's fallback Llama 2 template), and the completion prompt fit() writes is answered."""
+    from senseforge.llm.prompting import chat_template, fit, template_marker
+    from senseforge.llm.registry import chat_template_for
+
+    assert chat_template(gemma) is None and chat_template_for("llamacpp/gemma-3-270m") is None
+    request = GenerateRequest.chat("Question: Name one fruit.\nAnswer:", system="Answer in one word.", max_tokens=8)
+    refused, plain, as_json = gemma.generate(
         [
-            GenerateRequest.chat("Name one fruit.", max_tokens=8),
+            request,
+            fit(request, None, stop=("\n",)),
             GenerateRequest(prompt="A JSON object describing a cat:", json_mode=True, max_tokens=24),
         ]
     )
-    assert chat.ok and chat.finish_reason in ("stop", "length")
+    assert refused.failure is not None and refused.failure.kind == "unsupported"
+    assert "no chat template" in refused.failure.message and "chat_format" in refused.failure.message
+    assert plain.ok and plain.finish_reason in ("stop", "length") and template_marker(plain.text) is None
     assert as_json.ok and as_json.text.lstrip().startswith("{")
+
+
+def test_a_named_chat_format_is_a_template(model_path: Path) -> None:
+    from senseforge.llm.prompting import chat_template
+
+    chatml = create("gemma-3-270m", Options(chat_format="chatml"))
+    try:
+        assert chat_template(chatml) == "llama-cpp:chatml"
+        [reply] = chatml.generate([GenerateRequest.chat("Name one fruit.", max_tokens=4)])
+    finally:
+        chatml.close()
+    assert reply.ok
 
 
 def test_prompt_longer_than_the_window_is_a_recorded_failure(model_path: Path) -> None:
@@ -285,7 +307,9 @@ CACHE_CHATS = [GenerateRequest.chat("Name one fruit.", max_tokens=4)]
 def answers(llm: LLM) -> list[dict[str, Any]]:
     """The answers to a few requests of each kind, without what describes the call (cached, latency …)."""
     call = {"cached", "latency_s", "attempts", "retry_errors"}
-    results = [*llm.loglikelihood(CACHE_SCORES), *llm.generate(CACHE_CHATS)]
+    from senseforge.llm.prompting import fit_for
+
+    results = [*llm.loglikelihood(CACHE_SCORES), *llm.generate([fit_for(llm, r) for r in CACHE_CHATS])]
     assert all(result.ok for result in results), [result.failure for result in results]
     return [result.model_dump(exclude=call) for result in results]
 

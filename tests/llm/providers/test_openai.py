@@ -323,7 +323,81 @@ def test_loglikelihood_from_echoed_logprobs(fake_openai: Any) -> None:
     assert not_greedy.is_greedy is False and not_greedy.n_tokens == 1
     body = fake_openai.log("s1")[0].body
     assert body["prompt"] == "s1 The sky is blue today"
-    assert body["echo"] is True and body["logprobs"] == 1 and body["max_tokens"] == 0
+    assert body["echo"] is True and body["logprobs"] == 1 and body["max_tokens"] == provider.SCORING_MAX_TOKENS == 1
+
+
+def generating(server: Any, *, offsets: bool = True, spelled: bool = True) -> None:
+    """Make ``server`` answer scoring requests as a real one does: the echoed prompt, then one generated token.
+
+    The generated token is unlikely (-9.9), so a score that counted it would show. Without
+    ``offsets`` the answer has no ``text_offset``; without ``spelled`` the echoed tokens lose
+    a character (as a server that decodes a split multi-byte character to nothing would).
+    """
+    plain = server._success
+
+    def success(path: str, body: dict[str, Any], text: str) -> dict[str, Any]:
+        payload: dict[str, Any] = plain(path, body, text)
+        choice = payload["choices"][0]
+        logprobs = choice["logprobs"]
+        if logprobs is None:
+            return payload
+        prompt = str(body["prompt"])
+        choice["text"] = prompt + " gen"
+        logprobs["tokens"].append(" gen")
+        logprobs["token_logprobs"].append(-9.9)
+        logprobs["top_logprobs"].append({" gen": -9.9})
+        logprobs["text_offset"] = None if not offsets else [*logprobs["text_offset"], len(prompt)]
+        if not spelled:
+            logprobs["tokens"][1] = logprobs["tokens"][1][:-1]
+        payload["usage"]["completion_tokens"] = 1
+        return payload
+
+    server._success = success
+
+
+@pytest.mark.parametrize("offsets", [True, False], ids=["text_offset", "no_text_offset"])
+def test_loglikelihood_leaves_the_generated_token_out(fake_openai: Any, offsets: bool) -> None:
+    generating(fake_openai, offsets=offsets)
+    llm = make(fake_openai)
+    blue, green = llm.loglikelihood(
+        [
+            LoglikelihoodRequest(context="g1 The sky is", continuation=" blue today"),
+            LoglikelihoodRequest(context="g2 Grass is ", continuation="green"),
+        ]
+    )
+    assert blue.ok and green.ok, (blue.failure, green.failure)
+    assert blue.logprob == pytest.approx(-0.4 - 0.5) and blue.n_tokens == 2 and blue.is_greedy
+    assert blue.tokens_out == 1
+    # a token that carries any continuation text counts: here " green" takes the context's trailing space
+    assert green.logprob == pytest.approx(-0.5) and green.n_tokens == 1
+
+
+def test_loglikelihood_needs_the_prompt_echoed(fake_openai: Any) -> None:
+    plain = fake_openai._success
+
+    def generated_only(path: str, body: dict[str, Any], text: str) -> dict[str, Any]:
+        payload: dict[str, Any] = plain(path, body, text)
+        prompt = str(body["prompt"])
+        payload["choices"][0]["logprobs"] = {
+            "tokens": [" gen"],
+            "token_logprobs": [-9.9],
+            "top_logprobs": [{" gen": -9.9}],
+            "text_offset": [len(prompt)],
+        }
+        return payload
+
+    fake_openai._success = generated_only
+    [score] = make(fake_openai).loglikelihood([LoglikelihoodRequest(context="g4 a b", continuation=" c")])
+    assert score.failure is not None and score.failure.kind == "unsupported"
+    assert "generated tokens only" in score.failure.message
+
+
+def test_loglikelihood_refuses_unplaceable_tokens(fake_openai: Any) -> None:
+    generating(fake_openai, offsets=False, spelled=False)
+    [score] = make(fake_openai).loglikelihood([LoglikelihoodRequest(context="g3 a b", continuation=" c")])
+    assert score.failure is not None and score.failure.kind == "backend"
+    assert "do not spell the prompt" in score.failure.message
+    assert len(fake_openai.log("g3")) == 1
 
 
 def test_loglikelihood_retries_transients(fake_openai: Any) -> None:

@@ -9,24 +9,15 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from senseforge.llm.base import Completion, GenerateRequest, Message
+from senseforge.llm.base import Completion, GenerateRequest
 
 if TYPE_CHECKING:
     import torch
 
 
-def plain_chat_prompt(messages: Sequence[Message]) -> str:
-    """The prompt used for chat requests when the tokenizer has no chat template.
-
-    Each turn becomes a ``role: content`` line, and a final ``assistant:`` line asks the
-    model to answer.
-
-    >>> plain_chat_prompt([Message(role="user", content="Hi")])
-    'user: Hi\\nassistant:'
-    """
-    lines = [f"{message.role}: {message.content}" for message in messages]
-    lines.append("assistant:")
-    return "\n".join(lines)
+class NoChatTemplateError(ValueError):
+    """Chat turns for a tokenizer without a chat template (a base model): they are refused, never wrapped in
+    a made-up template."""
 
 
 def earliest_stop(text: str, stops: Sequence[str]) -> int | None:
@@ -43,19 +34,23 @@ def earliest_stop(text: str, stops: Sequence[str]) -> int | None:
 
 
 def prompt_tokens(tokenizer: Any, request: GenerateRequest, empty_context: Sequence[int]) -> list[int]:
-    """Prompt tokens: a chat goes through the chat template (or :func:`plain_chat_prompt`).
+    """Prompt tokens: a chat goes through the chat template (refused without one, see :class:`NoChatTemplateError`).
 
     An empty prompt becomes ``empty_context`` (BOS, or EOS when there is no BOS).
     """
-    if request.messages is not None and getattr(tokenizer, "chat_template", None):
+    if request.messages is not None:
+        if not getattr(tokenizer, "chat_template", None):
+            raise NoChatTemplateError(
+                "the tokenizer has no chat template (a base model): send it a plain prompt "
+                "(senseforge.llm.prompting.fit)"
+            )
         turns = [{"role": m.role, "content": m.content} for m in request.messages]
         text = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
         # the template writes its own BOS
         tokens = [int(t) for t in tokenizer.encode(str(text), add_special_tokens=False)]
     else:
-        text = request.prompt if request.messages is None else plain_chat_prompt(request.messages)
-        assert text is not None
-        tokens = [int(t) for t in tokenizer.encode(text, add_special_tokens=True)]
+        assert request.prompt is not None
+        tokens = [int(t) for t in tokenizer.encode(request.prompt, add_special_tokens=True)]
     return tokens or list(empty_context)
 
 

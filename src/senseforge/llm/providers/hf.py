@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import inspect
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -39,7 +40,7 @@ from senseforge.llm.base import (
     Progress,
     options_identity,
 )
-from senseforge.llm.providers._hf_generate import earliest_stop, generate_one, plain_chat_prompt
+from senseforge.llm.providers._hf_generate import NoChatTemplateError, earliest_stop, generate_one
 from senseforge.llm.providers._hf_scoring import (
     PROBE_TEXT,
     Forward,
@@ -61,10 +62,11 @@ __all__ = [
     "HFLLM",
     "TOKENIZER_FILES",
     "WEIGHT_SUFFIXES",
+    "NoChatTemplateError",
     "Options",
     "create",
     "earliest_stop",
-    "plain_chat_prompt",
+    "folder_chat_template",
 ]
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
@@ -163,6 +165,13 @@ class HFLLM:
                 **options_identity(self._options),
             }
         return dict(self._identity)
+
+    def chat_template(self) -> str | None:
+        """The tokenizer's chat template (see :func:`folder_chat_template`); ``None`` for a base model, whose
+        chat requests are refused."""
+        if self._tokenizer is not None:
+            return "tokenizer.chat_template" if getattr(self._tokenizer, "chat_template", None) else None
+        return folder_chat_template(self._path)
 
     def _combined_digest(self, paths: Sequence[Path]) -> str:
         combined = hashlib.sha256()
@@ -395,6 +404,8 @@ class HFLLM:
             began = time.perf_counter()
             try:
                 completion = self._generate_one(request)
+            except NoChatTemplateError as exc:
+                completion = Completion(attempts=0, failure=Failure(kind="unsupported", message=f"{self.name}: {exc}"))
             except Exception as exc:  # one bad request must not sink the batch
                 completion = Completion(
                     failure=Failure(kind="backend", message=_one_line(exc)), latency_s=time.perf_counter() - began
@@ -403,6 +414,27 @@ class HFLLM:
             if progress:
                 progress(1)
         return out
+
+
+def folder_chat_template(path: Path) -> str | None:
+    """Where a model folder keeps its chat template, or ``None`` when it has none (read from its files,
+    nothing loaded): ``chat_template.jinja`` / ``chat_template.json``, else ``tokenizer_config.json``'s key."""
+    for name in ("chat_template.jinja", "chat_template.json"):
+        if (path / name).is_file():
+            return name
+    config = path / "tokenizer_config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+    except (OSError, ValueError):
+        return None
+    return "tokenizer_config.json:chat_template" if isinstance(data, dict) and data.get("chat_template") else None
+
+
+def chat_template_of(model: str, options: Options) -> str | None:
+    """The chat template of ``hf/<model>`` before the model is loaded (for config-time decisions)."""
+    del options
+    path = Path(model).expanduser()
+    return folder_chat_template(path) if path.is_dir() else None
 
 
 def create(model: str, options: Options, store: Store | None = None) -> HFLLM:

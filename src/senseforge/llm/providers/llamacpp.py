@@ -46,6 +46,7 @@ again, one thread against the default.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
@@ -236,6 +237,15 @@ class LlamaCppLLM:
         """The weights' SHA-256 and the options that can change an answer."""
         return {"weights_sha256": self.digest, **options_identity(self.options)}
 
+    def chat_template(self) -> str | None:
+        """The chat template chat turns go through: ``chat_format`` when set, else the GGUF file's own.
+
+        ``None`` for a file without one (a base model such as the bundled Gemma 3 270M): such a
+        model is sent completion prompts, and chat turns are refused rather than wrapped in
+        llama-cpp-python's fallback template.
+        """
+        return probe_chat_template(self.path, self.options)
+
     # --- instances ----------------------------------------------------------------
     def _load(self, *, n_ctx: int, logits_all: bool, repack: bool = True, streams: int = 1) -> Llama:
         """A llama.cpp instance; with ``streams`` > 1, that many sequences of ``n_ctx`` tokens each."""
@@ -331,6 +341,11 @@ class LlamaCppLLM:
             choice = out["choices"][0]
             text = choice["text"]
         else:
+            if self.chat_template() is None:
+                raise _NoTemplate(
+                    f"{self.name} has no chat template (a base model): send it a plain prompt "
+                    "(senseforge.llm.prompting.fit), or name one with -o chat_format=NAME"
+                )
             messages: Any = [m.model_dump() for m in request.as_messages()]
             response_format: Any = {"type": "json_object"} if request.json_mode else None
             out = llm.create_chat_completion(messages=messages, response_format=response_format, **params)
@@ -351,6 +366,8 @@ class LlamaCppLLM:
             for request in requests:
                 try:
                     results.append(self._generate_one(request))
+                except _NoTemplate as exc:
+                    results.append(Completion(attempts=0, failure=Failure(kind="unsupported", message=str(exc))))
                 except BackendError:
                     raise
                 except Exception as exc:  # llama.cpp reports too-long prompts etc. as plain exceptions
@@ -467,6 +484,49 @@ class LlamaCppLLM:
             failure = Failure(kind="backend", message=" ".join(str(exc).split()) or type(exc).__name__)
             out = {(prefix, c): failure for c in continuations}
         return out
+
+
+class _NoTemplate(Exception):
+    """Chat turns for a model without a chat template."""
+
+
+CHAT_TEMPLATE_KEY = "tokenizer.chat_template"
+"""The GGUF metadata key that holds a model's chat template."""
+
+
+@functools.lru_cache(maxsize=32)
+def _gguf_has_template(path: Path, size: int, mtime_ns: int) -> bool:
+    """Whether the GGUF file declares a chat template (read from its metadata, weights not loaded)."""
+    del size, mtime_ns  # part of the cache key only: a replaced file is read again
+    from llama_cpp import Llama
+
+    try:
+        with _quiet_stderr():
+            vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    except (ValueError, RuntimeError) as exc:
+        raise BackendError(f"llama.cpp could not read {path}: {exc}") from exc
+    try:
+        return bool(vocab.metadata.get(CHAT_TEMPLATE_KEY))
+    finally:
+        vocab.close()
+
+
+def probe_chat_template(path: Path, options: Options) -> str | None:
+    """The chat template of a GGUF file under ``options`` (see :meth:`LlamaCppLLM.chat_template`)."""
+    if options.chat_format:
+        return f"llama-cpp:{options.chat_format}"
+    stat = path.stat()
+    return f"gguf:{CHAT_TEMPLATE_KEY}" if _gguf_has_template(path, stat.st_size, stat.st_mtime_ns) else None
+
+
+def chat_template_of(model: str, options: Options) -> str | None:
+    """The chat template of ``llamacpp/<model>`` before any backend is created (for config-time decisions)."""
+    if options.chat_format:
+        return f"llama-cpp:{options.chat_format}"
+    path = bundled_model_path(model)[0] if model in BUNDLED else Path(model).expanduser()
+    if not path.is_file():
+        return None  # create() names the missing file
+    return probe_chat_template(path, options)
 
 
 def resolve_model(model: str, store: Store | None) -> tuple[Path, str]:

@@ -13,8 +13,39 @@ caller such as :class:`~senseforge.llm.cache.CachedLLM` can store it before the 
 the batch has finished.
 
 Log-likelihood scoring uses the legacy completions endpoint with ``echo`` and
-``logprobs``, which vLLM and the llama.cpp server offer; chat-only endpoints cannot
-score and answer with a ``unsupported`` failure.
+``logprobs``: the server sends back the prompt's tokens with the log-probability of each,
+and the score sums those of the tokens that carry continuation text (a token that spans
+the boundary, such as a context's trailing space joined to the continuation's first word,
+counts). vLLM and llama-cpp-python's server (``python -m llama_cpp.server``) answer such
+requests; chat-only endpoints cannot, and give an ``unsupported`` failure, as does a server
+that returns log-probabilities for generated tokens only (llama.cpp's C++ ``llama-server``,
+by its issue tracker). Each scoring request asks for one generated token
+(:data:`SCORING_MAX_TOKENS`), which the score leaves out: vLLM refuses ``max_tokens=0``,
+and llama-cpp-python reads it as "no limit" and generates until its context is full, long
+after the client has given up.
+
+llama-cpp-python's server (0.3.36), for scoring:
+
+* it returns prompt log-probabilities only from a model loaded with ``logits_all``, which
+  its ``--logits_all`` setting does by default; it then keeps ``n_ctx`` × vocabulary floats
+  of scores (2 GiB for Gemma 3 at ``--n_ctx 2048``);
+* it serves one request at a time: concurrent requests wait in its queue while their
+  ``timeout_s`` runs (a request whose client has gone is skipped when its turn comes; one
+  already started runs to the end);
+* for every echoed token it sorts the whole vocabulary in Python: about a second a token
+  for Gemma 3's 262,144 entries on a small CPU, so a 30-token prompt takes half a minute.
+  Give it ``max_concurrency=1`` and a ``timeout_s`` above the longest prompt's time::
+
+    python -m llama_cpp.server --model gemma-3-270m-q4_k_m.gguf --model_alias gemma --port 8000
+    senseforge eval run -m openai/gemma --base-url http://127.0.0.1:8000/v1 -d dev.jsonl \\
+        -o api=completions -o max_concurrency=1 -o timeout_s=600
+
+Its scores are not the embedded ``llamacpp/`` provider's for the same GGUF file: it loads
+llama.cpp's repacked CPU weights, and it evaluates only the part of a prompt that differs
+from the previous request's, where a short tail rounds differently. With the bundled Gemma 3
+270M that moved CommonsenseQA choices by up to 0.35 nats; loaded without repacking and
+asked about the questions in turn, it matches to 1e-6 nats (see
+``tests/llm/providers/test_openai_llamacpp_server.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +66,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 import openai
 from openai.types import Completion as SdkCompletion
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.completion_choice import Logprobs
 from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.errors import ConfigError
@@ -61,8 +93,8 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 PLACEHOLDER_API_KEY = "not-needed"
 """Sent to custom endpoints when no key is set (most local servers ignore the header)."""
 
-SCORING_MAX_TOKENS = 0
-"""Tokens generated while scoring: none, only the echoed prompt is wanted."""
+SCORING_MAX_TOKENS = 1
+"""Tokens generated while scoring: one, left out of the score (see the module notes on why not zero)."""
 
 _MESSAGE_CHARS = 300
 _RETRY_LINE_CHARS = 160
@@ -103,7 +135,9 @@ class Options(BaseModel):
     backoff_max_s: float = Field(default=30.0, ge=0)
     """Longest backoff delay (``Retry-After`` from the server may ask for longer, up to a minute)."""
     api: Literal["chat", "completions"] = "chat"
-    """Endpoint used by :meth:`OpenAILLM.generate`: chat completions or legacy completions."""
+    """Endpoint used by :meth:`OpenAILLM.generate`: chat completions for an instruction-tuned model, or legacy
+    completions for a base model (``-o api=completions``): such a model has no chat template, so every stage and
+    formulation sends it plain completion prompts, and chat turns are refused."""
 
 
 @dataclass(frozen=True)
@@ -279,6 +313,11 @@ class OpenAILLM:
             **options_identity(self._options, covered={"base_url"}),
         }
 
+    def chat_template(self) -> str | None:
+        """``server`` for a chat endpoint (the server applies the model's template); ``None`` for a model declared
+        a base model with ``api='completions'``, which is then sent completion prompts on every path."""
+        return "server" if self._options.api == "chat" else None
+
     def close(self) -> None:
         """Nothing to release: every batch opens and closes its own client."""
         return None
@@ -401,7 +440,11 @@ class OpenAILLM:
                 attempts=0,
                 failure=Failure(
                     kind="unsupported",
-                    message="chat messages need api='chat'; the completions endpoint takes a plain prompt",
+                    message=(
+                        f"{self.name} is declared a base model (api='completions'): it takes plain prompts, not "
+                        "chat turns (senseforge.llm.prompting.fit writes them); for a chat model drop "
+                        "-o api=completions"
+                    ),
                 ),
             )
 
@@ -494,40 +537,81 @@ class OpenAILLM:
         logprobs = response.choices[0].logprobs
         if logprobs is None or not logprobs.tokens or logprobs.token_logprobs is None:
             raise _Fatal(_unsupported("the answer has no echoed log-probabilities"))
-        tokens = logprobs.tokens
-        offsets = logprobs.text_offset or _offsets(tokens)
-        values = logprobs.token_logprobs
-        tops: list[dict[str, float] | None] = [None] * len(tokens)
-        if logprobs.top_logprobs is not None:
-            tops = list(logprobs.top_logprobs)
-        if not len(tokens) == len(offsets) == len(values) == len(tops):
-            raise _Undecodable("tokens, offsets and log-probabilities differ in length")
-        start, end = len(request.context), len(prompt)
-        picked = [i for i, offset in enumerate(offsets) if start <= offset < end]
+        usage = response.usage
+        echoed = _echoed_prompt(logprobs, prompt)
+        if not echoed:
+            raise _Fatal(_unsupported("the answer has log-probabilities of generated tokens only, none of the prompt"))
+        start = len(request.context)
+        picked = [token for token in echoed if token.end > start]
         if not picked:
             raise _Fatal(_Problem("backend", "no echoed token falls inside the continuation"))
         total = 0.0
         greedy = True
-        for i in picked:
-            value = values[i]
-            if value is None:
+        for token in picked:
+            if token.logprob is None:
                 raise _Fatal(
                     _Problem("bad_request", "the continuation's first token has no log-probability: give a context")
                 )
-            total += value
-            top = tops[i]
+            total += token.logprob
+            top = token.top
             if not top:
                 greedy = False
                 continue
-            best = max(top, key=lambda token: top[token])
-            greedy = greedy and (tokens[i] == best or top.get(tokens[i], -math.inf) >= top[best])
+            best = max(top, key=lambda text: top[text])
+            greedy = greedy and (token.text == best or top.get(token.text, -math.inf) >= top[best])
         return Loglikelihood(
             logprob=total,
             is_greedy=greedy,
             n_tokens=len(picked),
-            tokens_in=response.usage.prompt_tokens if response.usage else None,
-            tokens_out=0,
+            tokens_in=usage.prompt_tokens if usage else None,
+            tokens_out=usage.completion_tokens if usage else None,
         )
+
+
+@dataclass(frozen=True)
+class _Echoed:
+    """One token of the echoed prompt: its text, the characters it covers, its log-probability."""
+
+    text: str
+    start: int
+    end: int
+    logprob: float | None
+    top: Mapping[str, float] | None
+
+
+def _echoed_prompt(logprobs: Logprobs, prompt: str) -> list[_Echoed]:
+    """The echoed tokens that belong to ``prompt``, without the generated ones that follow it.
+
+    With ``text_offset``, the prompt's tokens are those that start inside it (a generated
+    token starts at its end). Without, the echoed tokens must spell the prompt: the prompt's
+    are the fewest leading tokens that do, and their offsets are counted from their lengths.
+
+    Raises:
+        _Undecodable: the lists of the answer differ in length.
+        _Fatal: without ``text_offset``, the echoed tokens do not spell the prompt.
+    """
+    tokens = logprobs.tokens or []
+    values = logprobs.token_logprobs or []
+    tops: list[dict[str, float] | None] = [*logprobs.top_logprobs] if logprobs.top_logprobs else [None] * len(tokens)
+    given = logprobs.text_offset
+    if not len(tokens) == len(values) == len(tops) == len(given if given else tokens):
+        raise _Undecodable("tokens, offsets and log-probabilities differ in length")
+    if given:
+        offsets = list(given)
+        keep = next((i for i, offset in enumerate(offsets) if offset >= len(prompt)), len(offsets))
+    else:
+        offsets = _offsets(tokens)
+        keep = next((i + 1 for i, token in enumerate(tokens) if offsets[i] + len(token) >= len(prompt)), 0)
+        if "".join(tokens[:keep]) != prompt:
+            raise _Fatal(
+                _Problem(
+                    "backend",
+                    "the echoed tokens do not spell the prompt and the answer has no text_offset: "
+                    "the continuation's tokens cannot be found",
+                )
+            )
+    ends = [*offsets[1:keep], len(prompt)]
+    return [_Echoed(tokens[i], offsets[i], ends[i], values[i], tops[i]) for i in range(keep)]
 
 
 def _unsupported(detail: str, exc: openai.APIStatusError | None = None) -> _Problem:
@@ -535,7 +619,7 @@ def _unsupported(detail: str, exc: openai.APIStatusError | None = None) -> _Prob
         "unsupported",
         _one_line(
             "log-likelihood scoring needs a completions endpoint that echoes prompt log-probabilities "
-            "(echo=True, logprobs=1), as vLLM and the llama.cpp server offer; "
+            "(echo=True, logprobs=1), as vLLM and llama-cpp-python's server (python -m llama_cpp.server) offer; "
             f"chat-only endpoints cannot score: {detail}"
         ),
         exc.status_code if exc is not None else None,
@@ -557,6 +641,12 @@ def _offsets(tokens: Sequence[str]) -> list[int]:
         offsets.append(position)
         position += len(token)
     return offsets
+
+
+def chat_template_of(model: str, options: Options) -> str | None:
+    """What :meth:`OpenAILLM.chat_template` will answer, before a client exists (for config-time decisions)."""
+    del model
+    return "server" if options.api == "chat" else None
 
 
 def create(model: str, options: Options, store: Store | None = None) -> OpenAILLM:

@@ -59,7 +59,8 @@ class McsqaConfig(RecipeConfig):
         """How the verifier answers: generation for chat models, log-likelihood for base models (unless set)."""
         if self.verify_by != "auto":
             return self.verify_by
-        return "generate" if is_chat(self.model_for("verify")) else "loglik"
+        spec = self.model_for("verify")
+        return "generate" if is_chat(spec, self.options_for(spec)) else "loglik"
 
 
 def template_hashes(config: McsqaConfig) -> dict[str, str]:

@@ -32,6 +32,7 @@ from senseforge.llm.base import (
     LoglikelihoodRequest,
     Progress,
 )
+from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import JudgementSource, StageResult
@@ -79,6 +80,9 @@ class _Recording:
 
     def identity(self) -> dict[str, str]:
         return self.inner.identity()
+
+    def chat_template(self) -> str | None:
+        return chat_template(self.inner)
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
         results = self.inner.generate(requests, progress)

