@@ -19,7 +19,7 @@ import pytest
 
 from senseforge.kb.conceptnet import import_dump
 
-RESPONDER = '''
+RESPONDER = """
 import os
 import pathlib
 import time
@@ -33,7 +33,7 @@ def respond(request):
     if hasattr(request, "continuation"):
         return -float(len(request.continuation))
     return "What do people keep in a box?"
-'''
+"""
 
 WAIT_FOR_MARK_S = 120.0
 """How long the model may take to be called at all (a bound, not a pace: the test goes on at the mark)."""

@@ -127,7 +127,12 @@ def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     return value
 
 
-RUN_STORE_FILES = (DEFAULT_RUN_STORE, f"{DEFAULT_RUN_STORE}-wal", f"{DEFAULT_RUN_STORE}-shm", f"{DEFAULT_RUN_STORE}-journal")
+RUN_STORE_FILES = (
+    DEFAULT_RUN_STORE,
+    f"{DEFAULT_RUN_STORE}-wal",
+    f"{DEFAULT_RUN_STORE}-shm",
+    f"{DEFAULT_RUN_STORE}-journal",
+)
 """The files of a run's default SQLite store."""
 
 
