@@ -5,9 +5,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 
 def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -20,7 +24,7 @@ def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 def test_import_stats_and_question_sets(senseforge_home: Path, tmp_path: Path) -> None:
     imported = run_cli("import", "demo", home=senseforge_home)
     assert imported.returncode == 0, imported.stderr
-    assert "skipped 0 malformed" in imported.stderr
+    assert "· malformed 0 ·" in imported.stderr
     stats = run_cli("stats", home=senseforge_home)
     assert stats.returncode == 0 and "en" in stats.stdout and "AtLocation" in stats.stdout
     out = tmp_path / "qs.jsonl"
@@ -47,3 +51,82 @@ def test_malformed_lines_reported_with_line_numbers_and_strict_fails(senseforge_
 def test_question_sets_without_a_store_is_one_clear_line(senseforge_home: Path, tmp_path: Path) -> None:
     result = run_cli("question-sets", "--lang", "en", "--out", str(tmp_path / "x.jsonl"), home=senseforge_home)
     assert result.returncode != 0 and result.stderr.count("\n") == 1 and "kb import" in result.stderr
+
+
+REASONS = Path(__file__).parents[1] / "fixtures" / "conceptnet" / "reasons.csv"
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.is_file()}
+
+
+def test_import_summary_counts_every_line_by_reason(senseforge_home: Path) -> None:
+    result = run_cli("import", str(REASONS), "-l", "en", "-r", "AtLocation", home=senseforge_home)
+    assert result.returncode == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(
+        "read 7 lines · kept 1 edges · left out: non-concept nodes 1, cross-lingual 1, other languages 1, "
+        "other relations 1 · malformed 2 · "
+    )
+    assert f"{REASONS}:6: info column is not valid JSON" in result.stderr
+    stats = run_cli("stats", home=senseforge_home)
+    assert "read 7 lines · kept 1 edges" in stats.stdout
+
+
+def test_import_that_keeps_nothing_is_refused_in_one_line_unless_allowed(senseforge_home: Path, tmp_path: Path) -> None:
+    assert run_cli("import", "demo", home=senseforge_home).returncode == 0
+    store = senseforge_home / "kb"
+    before = snapshot(store)
+    comma = tmp_path / "comma.csv"
+    comma.write_text("/a/1,/r/IsA,/c/en/a,/c/en/b,{}\n/a/2,/r/IsA,/c/en/c,/c/en/d,{}\n", encoding="utf-8")
+    refused = run_cli("import", str(comma), home=senseforge_home)
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith(f"error: {comma}: no edge kept (read 2 lines · kept 0 edges")
+    assert "tab-separated" in refused.stderr and "--allow-empty" in refused.stderr
+    assert snapshot(store) == before
+    forced = run_cli("import", str(comma), "--allow-empty", home=senseforge_home)
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stderr.startswith("read 2 lines · kept 0 edges · left out: none · malformed 2")
+
+
+def test_question_sets_says_when_fewer_exist_than_asked(senseforge_home: Path, tmp_path: Path) -> None:
+    assert run_cli("import", "demo", home=senseforge_home).returncode == 0
+    out = tmp_path / "qs.jsonl"
+    result = run_cli("question-sets", "--lang", "en", "--n", "5000", "--out", str(out), home=senseforge_home)
+    assert result.returncode == 0, result.stderr
+    written = len(out.read_text(encoding="utf-8").splitlines())
+    assert 0 < written < 5000
+    assert f"asked for 5,000 question sets; the store holds only {written:,} for en\n" in result.stderr
+    enough = run_cli("question-sets", "--lang", "en", "--n", "3", "--out", str(out), home=senseforge_home)
+    assert "asked for" not in enough.stderr
+
+
+def test_ctrl_c_during_an_import_leaves_the_old_store(senseforge_home: Path, tmp_path: Path) -> None:
+    assert run_cli("import", str(REASONS), home=senseforge_home).returncode == 0
+    store = senseforge_home / "kb"
+    before = snapshot(store)
+    info = '{"weight": 1.0}'
+    rows = [f"/a/[{i}]\t/r/AtLocation\t/c/en/thing_{i % 5000}\t/c/en/place_{i % 700}\t{info}" for i in range(400_000)]
+    big = tmp_path / "big.csv.gz"
+    big.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    env = {**os.environ, "SENSEFORGE_HOME": str(senseforge_home), "COLUMNS": "200"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "senseforge", "kb", "import", str(big)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list(store.glob(".scan-*")) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the mark: the scan has started writing
+    scanning = child.poll() is None
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=60)
+    if not scanning:  # it finished before the signal: nothing to check on this machine
+        pytest.skip("the import ended before it could be interrupted")
+    if child.returncode == 0:  # the signal landed after the new store was complete
+        return
+    assert child.returncode == 130, stderr
+    assert "interrupted — the store was left as it was" in stderr and "Traceback" not in stderr
+    assert snapshot(store) == before  # the scan's temporary file is gone too

@@ -122,3 +122,23 @@ def test_scripted_generate_with_json_and_failures(senseforge_home: Path, tmp_pat
     failing.write_text(json.dumps({"failure": {"kind": "timeout", "message": "slow"}}) + "\n")
     failed = run_cli("llm", "generate", "-m", f"scripted/{failing}", "q2", home=senseforge_home)
     assert failed.returncode != 0 and "timeout" in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_ledger_lists_calls_newest_first_and_the_failed_ones(senseforge_home: Path, tmp_path: Path) -> None:
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"text": "fine"}) + "\n")
+    failing = tmp_path / "f.jsonl"
+    failing.write_text(json.dumps({"failure": {"kind": "timeout", "message": "slow"}}) + "\n")
+    assert run_cli("llm", "generate", "-m", f"scripted/{script}", "q1", home=senseforge_home).returncode == 0
+    assert run_cli("llm", "generate", "-m", f"scripted/{failing}", "q2", home=senseforge_home).returncode != 0
+    every = run_cli("llm", "ledger", "--json", home=senseforge_home)
+    assert every.returncode == 0, every.stderr
+    rows = json.loads(every.stdout)
+    assert [row["failure_kind"] for row in rows] == ["timeout", None]  # newest first
+    failed = json.loads(run_cli("llm", "ledger", "--failed", "--json", home=senseforge_home).stdout)
+    assert [(row["failure_kind"], row["failure_message"]) for row in failed] == [("timeout", "slow")]
+    assert len(json.loads(run_cli("llm", "ledger", "-n", "1", "--json", home=senseforge_home).stdout)) == 1
+    table = run_cli("llm", "ledger", home=senseforge_home)
+    assert table.returncode == 0 and "newest first" in table.stdout and "timeout: slow" in table.stdout
+    missing = run_cli("llm", "ledger", "--run", str(tmp_path), home=senseforge_home)
+    assert_one_line_error(missing, "no run manifest")

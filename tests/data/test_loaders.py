@@ -117,8 +117,13 @@ def test_unknown_format_lists_the_formats() -> None:
 def test_undetectable_files(tmp_path: Path) -> None:
     odd = tmp_path / "odd.jsonl"
     odd.write_text(json.dumps({"foo": 1}) + "\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="cannot tell the dataset format; pass fmt= one of: senseforge"):
+    with pytest.raises(ConfigError, match="cannot tell the dataset format from its first row") as info:
         load_dataset(odd)
+    assert "--format" in str(info.value) and "fmt=" not in str(info.value) and "senseforge" in str(info.value)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError, match="the file is empty"):
+        load_dataset(empty)
     table = tmp_path / "table.csv"
     table.write_text("a,b\n1,2\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="cannot tell the dataset format"):
@@ -163,3 +168,18 @@ def test_bad_senseforge_row_is_located(tmp_path: Path) -> None:
     path.write_text(good.model_dump_json() + "\n\n" + json.dumps(bad) + "\n", encoding="utf-8")
     with pytest.raises(DataValidationError, match=r"pairs.jsonl:3: label: "):
         load_dataset(path)
+
+
+def test_a_file_that_is_not_utf8_is_located_to_its_line(tmp_path: Path) -> None:
+    from senseforge.data import _rows
+    from senseforge.errors import DataValidationError
+
+    table = tmp_path / "concepts.csv"
+    good = "category,concept\nculinary,rendang\nplace,Citarum\nculinary,cafe\u0301\n".encode()
+    table.write_bytes(good + b"place,Bogor\xe9\n")  # Latin-1, as a spreadsheet may save it
+    with pytest.raises(DataValidationError, match=r"concepts\.csv:5: not UTF-8 \(byte 0xe9 at column 12"):
+        list(_rows.iter_csv_rows(table, ["category", "concept"]))
+    document = tmp_path / "items.json"
+    document.write_bytes(b'[\n{"a": 1},\n{"b": "\xff"}\n]\n')
+    with pytest.raises(DataValidationError, match=r"items\.json:3: not UTF-8"):
+        _rows.read_json_document(document)

@@ -162,3 +162,72 @@ def test_progress_is_reported_and_ends_at_100(tmp_path: Path, capfd: pytest.Capt
     import_dump("sample", tmp_path / "kb", progress=seen.append)
     assert seen and seen[-1] == 100.0 and all(0 <= s <= 100 for s in seen)
     assert capfd.readouterr().out == ""  # DuckDB draws no bar of its own
+
+
+REASONS = Path(__file__).parents[1] / "fixtures" / "conceptnet" / "reasons.csv"
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file of a folder, by name, with its bytes."""
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.is_file()}
+
+
+def test_every_line_left_out_is_counted_by_its_reason(tmp_path: Path) -> None:
+    report = import_dump(REASONS, tmp_path / "kb", langs=["en"], relations=["AtLocation"])
+    assert report.lines_read == 7 and report.rows_kept == 1 and report.malformed == 2
+    assert report.left_out == {"non_concept": 1, "cross_lingual": 1, "other_language": 1, "other_relation": 1}
+    assert report.summary() == (
+        "read 7 lines · kept 1 edges · left out: non-concept nodes 1, cross-lingual 1, other languages 1, "
+        "other relations 1 · malformed 2"
+    )
+    assert [m.line for m in report.examples] == [6, 7]
+    assert read_report(tmp_path / "kb").left_out == report.left_out  # kept in kb.json
+    with open_edges(tmp_path / "kb") as con:
+        assert con.execute("SELECT start_text, end_text FROM edges").fetchall() == [("knife", "kitchen")]
+    # without filters only the malformed lines and the two edges that are never kept are left out
+    everything = import_dump(REASONS, tmp_path / "all")
+    assert everything.rows_kept == 3 and everything.left_out == {"non_concept": 1, "cross_lingual": 1}
+
+
+def test_an_import_that_keeps_no_edge_leaves_the_old_store_byte_identical(tmp_path: Path) -> None:
+    store = tmp_path / "kb"
+    import_dump(REASONS, store)
+    before = snapshot(store)
+    comma = tmp_path / "comma.csv"
+    comma.write_text("/a/1,/r/IsA,/c/en/a,/c/en/b,{}\n/a/2,/r/IsA,/c/en/c,/c/en/d,{}\n", encoding="utf-8")
+    with pytest.raises(DataValidationError, match="tab-separated") as refused:
+        import_dump(comma, store)
+    assert "read 2 lines · kept 0 edges" in str(refused.value) and "--allow-empty" in str(refused.value)
+    with pytest.raises(DataValidationError, match=r"left out: .*other languages 3 .*check --lang xx"):
+        import_dump(REASONS, store, langs=["xx"])
+    assert snapshot(store) == before  # nothing added, nothing removed, nothing rewritten
+
+
+def test_allow_empty_replaces_the_store_with_an_empty_one(tmp_path: Path) -> None:
+    store = tmp_path / "kb"
+    import_dump(REASONS, store)
+    report = import_dump(REASONS, store, langs=["xx"], allow_empty=True)
+    assert report.rows_kept == 0 and read_report(store).langs == ["xx"]
+    with open_edges(store) as con:
+        assert con.execute("SELECT count(*) FROM edges").fetchone() == (0,)
+    assert len(list(store.glob("edges-*.parquet"))) == 1 and not list(store.glob(".*.tmp"))
+
+
+def test_identity_names_the_edges_file_by_its_sha256(tmp_path: Path) -> None:
+    from senseforge.store.db import sha256_file
+
+    store = tmp_path / "kb"
+    import_dump(REASONS, store, langs=["en"])
+    found = conceptnet.identity(store, digest=lambda _: pytest.fail("the recorded hash is used"))
+    edges = conceptnet.edges_path(store)
+    assert found["sha256"] == sha256_file(edges) and found["size"] == edges.stat().st_size
+    assert found["edges"] == edges.name and found["source"] == str(REASONS) and found["langs"] == ["en"]
+    assert found["imported_at"].endswith("+00:00")
+    # a store written before the hash was recorded: computed (by the digest given)
+    pointer = store / "kb.json"
+    payload = json.loads(pointer.read_text())
+    del payload["sha256"], payload["size"]
+    pointer.write_text(json.dumps(payload))
+    assert (
+        conceptnet.identity(store, digest=lambda path: f"digest of {path.name}")["sha256"] == f"digest of {edges.name}"
+    )

@@ -171,7 +171,7 @@ def describe_stats(llm: Any) -> str:
     if stats.cost_unknown_calls:
         parts.append("cost: unknown (model not in the price table)")
     else:
-        parts.append(f"cost: ${stats.cost_usd:.6f}")
+        parts.append(f"cost: {money(stats.cost_usd)}")
     if stats.failures:
         parts.append(f"{stats.failures} failed")
     line = " · ".join(parts)
@@ -197,3 +197,23 @@ def interrupt_hint() -> str | None:
         return None
     hint = _INTERRUPT_HINT[0]
     return hint if isinstance(hint, str) else hint()
+
+
+def money(usd: float) -> str:
+    """US dollars as a person reads them: cents from a cent up, significant digits below.
+
+    >>> money(2.1), money(0.0001234), money(0.0), money(12345.678)
+    ('$2.10', '$0.000123', '$0.00', '$12,345.68')
+    """
+    if usd == 0 or abs(usd) >= 0.01:
+        return f"${usd:,.2f}"
+    return f"${usd:.3g}" if abs(usd) >= 1e-4 else f"${usd:.6f}".rstrip("0")
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 item``, ``2 items`` (``many`` for an irregular plural).
+
+    >>> plural(1, "item"), plural(3, "item"), plural(0, "entry", "entries")
+    ('1 item', '3 items', '0 entries')
+    """
+    return f"{count:,} {word if count == 1 else (many or word + 's')}"

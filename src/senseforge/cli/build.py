@@ -27,9 +27,11 @@ from senseforge.cli._common import (
     ProviderOptions,
     StoreOption,
     err,
+    money,
     on_interrupt,
     out,
     parse_options,
+    plural,
     progress_bar,
 )
 from senseforge.errors import ConfigError
@@ -198,6 +200,8 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
             ),
         ),
     ]
+    if "model" in recipe.config_model.unused:  # a recipe that calls no model offers no model options
+        common = [entry for entry in common if entry[0] not in ("stage_model", "option", "base_url", "store")]
     return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a) for n, a, d in common]
 
 
@@ -229,7 +233,7 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
     field_params, fields = _field_params(recipe)
 
     def command(**values: Any) -> None:
-        from senseforge.pipelines.runner import build, resolve_run
+        from senseforge.pipelines.runner import build, check_resume, resolve_run
         from senseforge.store.db import Store
 
         given = _flags(values, fields)
@@ -248,6 +252,7 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
             sets=values.get("sets") or [],
         )
         calls = bool(type(config).lm_stages or config.reviewers)  # human-gen calls no model
+        check_resume(run_dir, config, resume=bool(values.get("resume")))  # a refusal comes before the header
         err.print(f"run: {run_dir} · recipe: {recipe.name}" + (f" · model: {config.model}" if calls else ""))
 
         def resume_hint() -> str:
@@ -388,15 +393,15 @@ def print_summary(summary: Any) -> None:
     by_task = funnel.get("by_task")
     if by_task:
         out.print(_task_table(by_task))
-        out.print(f"kept {funnel['kept']} examples")
+        out.print(f"kept {plural(funnel['kept'], 'example')}")
     elif by_lang:
         shown = " · ".join(_kept_in(lang, counts) for lang, counts in by_lang.items())
-        out.print(f"kept {funnel['kept']} items: {shown}")
+        out.print(f"kept {plural(funnel['kept'], 'item')}: {shown}")
     elif splits:
         shown = " · ".join(f"{name} {c['easy']} easy / {c['hard']} hard" for name, c in splits.items())
-        out.print(f"kept {funnel['kept']} items: {shown}")
+        out.print(f"kept {plural(funnel['kept'], 'item')}: {shown}")
     else:
-        out.print(f"kept {funnel['kept']} items")
+        out.print(f"kept {plural(funnel['kept'], 'item')}")
     adapted = funnel.get("adapted")
     if adapted:
         out.print(
@@ -417,10 +422,10 @@ def print_summary(summary: Any) -> None:
         out.print(f"refinement changed {refined['changed']} question(s)" + (f" ({share:.0%})" if share else ""))
     total = cost["total_usd"]
     unit, per = next(((k, v) for k, v in cost.items() if k.startswith("cost_per_kept_")), ("", None))
-    money = "unknown (unpriced model or human rate)" if total is None else f"${total:.6f}"
-    per_item = "unknown" if per is None else f"${per:.6f}"
+    spent = "unknown (unpriced model or human rate)" if total is None else money(total)
+    per_item = "unknown" if per is None else money(per)
     what = unit.removeprefix("cost_per_kept_").removesuffix("_usd") or "item"
-    out.print(f"cost: {money} · per kept {what}: {per_item}")
+    out.print(f"cost: {spent} · per kept {what}: {per_item}")
     ledger = summary.ledger
     if ledger:
         out.print(
@@ -429,5 +434,6 @@ def print_summary(summary: Any) -> None:
         )
     where = summary.run_dir
     folders = [where / lang / "dataset" for lang in funnel.get("langs", [])] or [where / "dataset"]
-    shown = ", ".join(str(folder) for folder in folders)
+    written = [folder for folder in folders if folder.is_dir()]
+    shown = ", ".join(str(folder) for folder in written) or "none (nothing was kept)"
     out.print(f"dataset: {shown} · reports: {where / 'funnel.json'}, {where / 'cost.json'}, {where / 'rejects.jsonl'}")

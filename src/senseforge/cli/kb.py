@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from senseforge.cli._common import err, out
+from senseforge.cli._common import err, on_interrupt, out
 
 app = typer.Typer(help="Knowledge layer: ConceptNet dumps and mCSQA question sets.", no_args_is_help=True)
 
@@ -32,12 +32,16 @@ def import_(
     relations: list[str] | None = typer.Option(None, "--relation", "-r", help="Relations to keep (default: all)."),
     store: Path | None = KbStoreOption,
     strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed line instead of skipping it."),
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty", help="Replace the store even when no edge is kept (refused by default)."
+    ),
 ) -> None:
-    """Scan a dump once into the knowledge store (replacing what was there)."""
+    """Scan a dump once into the knowledge store (replacing what was there, unless no edge is kept)."""
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     from senseforge.kb.conceptnet import import_dump
 
+    on_interrupt("the store was left as it was")
     started = time.perf_counter()
     with Progress(
         TextColumn(f"importing {dump}"),
@@ -55,11 +59,11 @@ def import_(
             langs=_split(langs),
             relations=_split(relations),
             strict=strict,
+            allow_empty=allow_empty,
             progress=lambda share: bar.update(task, completed=share),
         )
     err.print(
-        f"kept {report.rows_kept:,} edges in {report.store} · skipped {report.malformed:,} malformed line(s) "
-        f"· {time.perf_counter() - started:.1f}s"
+        f"{report.summary()} · {time.perf_counter() - started:.1f}s → {report.store}", markup=False, soft_wrap=True
     )
     for bad in report.examples:
         err.print(f"  {report.source}:{bad.line}: {bad.reason}", markup=False)
@@ -81,7 +85,10 @@ def stats_(
     info = stats(store)
     report = info["report"]
     out.print(f"store: {report.store}\nsource: {report.source}")
-    out.print(f"edges: {report.rows_kept:,} · malformed lines skipped: {report.malformed:,}")
+    if report.lines_read:
+        out.print(report.summary(), markup=False)
+    else:  # a store imported before the counts by reason
+        out.print(f"edges: {report.rows_kept:,} · malformed lines skipped: {report.malformed:,}")
     for title, rows in (("language", info["languages"]), ("relation", info["relations"])):
         table = Table(title=f"edges by {title}")
         table.add_column(title)
@@ -122,6 +129,11 @@ def question_sets(
     for step, count in funnel.rows():
         table.add_row(step.replace("_", " "), f"{count:,}")
     err.print(table)
+    if n is not None and len(sets) < n:
+        err.print(
+            f"asked for {n:,} question sets; the store holds only {funnel.question_sets:,} for {funnel.lang}",
+            soft_wrap=True,
+        )
     err.print(f"wrote {len(sets):,} question sets to {out_file}")
 
 

@@ -1,4 +1,4 @@
-"""``senseforge llm``: list providers, generate, and score choices by log-likelihood."""
+"""``senseforge llm``: list providers, generate, score choices by log-likelihood, and read the ledger."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from senseforge.cli._common import (
     StoreOption,
     describe_stats,
     err,
+    money,
     open_model,
     out,
     progress_bar,
@@ -166,3 +167,65 @@ def score(
             )
         out.print(table)
     err.print(describe_stats(llm))
+
+
+def _run_label(run: str | None, store: str | None) -> tuple[str | None, str | None]:
+    """``--run`` and ``--store``: a run directory is its manifest's ``run_id``, read in the store the manifest
+    names (unless ``--store`` is given); anything else is a ledger label as it is."""
+    from pathlib import Path
+
+    from senseforge.pipelines.runner import read_manifest
+    from senseforge.pipelines.status import ledger_url_of
+
+    if run is None or not Path(run).is_dir():
+        return run, store
+    manifest = read_manifest(Path(run))
+    if manifest is None or not manifest.get("run_id"):
+        raise ConfigError(f"--run {run}: no run manifest with a run_id in this folder; give its ledger label")
+    return str(manifest["run_id"]), ledger_url_of(manifest, store)
+
+
+@app.command("ledger")
+def ledger(
+    run: str | None = typer.Option(None, "--run", help="Only one run: its folder or its ledger label (run_id)."),
+    failed: bool = typer.Option(False, "--failed", help="Only calls that failed after every retry."),
+    limit: int = typer.Option(20, "--limit", "-n", min=0, help="Newest rows to show; 0: all."),
+    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON (a list, newest first)."),
+    store: str | None = StoreOption,
+) -> None:
+    """List the calls in the cost ledger, newest first: time, model, kind, tokens, cost, attempts, failure."""
+    from datetime import UTC, datetime
+
+    from rich.markup import escape
+
+    from senseforge.store.db import Store
+
+    label, url = _run_label(run, store)
+    ledger_store = Store(url)
+    try:
+        rows = ledger_store.ledger_recent(run=label, failed=failed, limit=limit or None)
+    finally:
+        ledger_store.close()
+    if as_json:
+        out.print_json(json.dumps([row.model_dump(mode="json") for row in rows], ensure_ascii=False))
+        return
+    if not rows:
+        what = "failed calls" if failed else "calls"
+        err.print(f"no {what} in the ledger{f' of run {label}' if label else ''} ({ledger_store.url})", markup=False)
+        return
+    table = Table(title=f"ledger{f' of {label}' if label else ''}, newest first")
+    for column in ("time", "model", "kind", "tokens", "cost", "attempts", "failure"):
+        table.add_column(
+            column,
+            justify="right" if column in ("tokens", "cost", "attempts") else "left",
+            no_wrap=column in ("time", "model"),
+            overflow="fold",
+            ratio=1 if column == "failure" else None,
+        )
+    for row in rows:
+        tokens = "cache" if row.cache_hit else f"{row.tokens_in or 0}+{row.tokens_out or 0}"
+        cost = "–" if row.cost_usd is None else money(row.cost_usd)
+        failure = f"{row.failure_kind}: {row.failure_message or ''}".rstrip(": ") if row.failure_kind else ""
+        stamp = datetime.fromtimestamp(row.ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        table.add_row(stamp, escape(row.model), row.kind, tokens, cost, str(row.attempts), escape(failure))
+    out.print(table)

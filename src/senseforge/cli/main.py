@@ -23,6 +23,7 @@ from senseforge.cli import finetune as finetune_cli
 from senseforge.cli import kb as kb_cli
 from senseforge.cli import llm as llm_cli
 from senseforge.cli import report as report_cli
+from senseforge.cli import runs as runs_cli
 from senseforge.cli._common import err, interrupt_hint
 from senseforge.errors import SenseforgeError
 
@@ -67,10 +68,29 @@ app.add_typer(export_cli.app, name="export", cls=_Group)
 app.add_typer(build_cli.app, name="build", cls=_Group)
 app.add_typer(annotate_cli.app, name="annotate", cls=_Group)
 app.add_typer(analyze_cli.app, name="analyze", cls=_Group)
+app.add_typer(runs_cli.app, name="runs", cls=_Group)
 app.command("demo")(demo_cli.demo)
 app.command("finetune")(finetune_cli.finetune)
 app.command("transfer")(finetune_cli.transfer)
 app.command("report")(report_cli.report)
+
+
+class LogFormatter(logging.Formatter):
+    """Log lines as a user reads them, ``warning: …``; the logger's name only with ``--debug``.
+
+    >>> record = logging.LogRecord("senseforge.llm.cache", logging.WARNING, "", 1, "no price for m", None, None)
+    >>> LogFormatter(debug=False).format(record)
+    'warning: no price for m'
+    >>> LogFormatter(debug=True).format(record)
+    'warning senseforge.llm.cache: no price for m'
+    """
+
+    def __init__(self, *, debug: bool) -> None:
+        super().__init__("%(level)s %(name)s: %(message)s" if debug else "%(level)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.level = record.levelname.lower()
+        return super().format(record)
 
 
 def _version(value: bool) -> None:
@@ -85,7 +105,9 @@ def root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """senseforge: LMs write, humans judge, models are measured."""
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(LogFormatter(debug=debug))
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler])
 
 
 def _one_line(text: str) -> str:

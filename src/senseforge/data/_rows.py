@@ -101,6 +101,23 @@ def choice_dict(row: Mapping[str, Any]) -> list[dict[str, str]]:
     return [{"label": str(label), "text": text} for label, text in zip(labels, texts, strict=True)]
 
 
+def not_utf8(path: Path, exc: UnicodeDecodeError) -> DataValidationError:
+    """The error for a file that is not UTF-8, located at its first undecodable line and column."""
+    try:
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as bad:
+                    return DataValidationError(
+                        f"{path}:{number}: not UTF-8 (byte {raw[bad.start]:#04x} at column {bad.start + 1}: "
+                        f"{bad.reason}); save the file as UTF-8"
+                    )
+    except OSError:
+        pass
+    return DataValidationError(f"{path}: not UTF-8 ({exc.reason}); save the file as UTF-8")
+
+
 def first_char(path: Path) -> str:
     """The first non-blank character of a UTF-8 file (a BOM skipped), ``""`` when empty."""
     try:
@@ -110,7 +127,7 @@ def first_char(path: Path) -> str:
                 if stripped:
                     return stripped[0]
     except UnicodeDecodeError as exc:
-        raise DataValidationError(f"{path}: not UTF-8 ({exc.reason})") from exc
+        raise not_utf8(path, exc) from exc
     except OSError as exc:
         raise DataValidationError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     return ""
@@ -121,7 +138,7 @@ def read_json_document(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DataValidationError(f"{path}: not UTF-8 ({exc.reason})") from exc
+        raise not_utf8(path, exc) from exc
     except OSError as exc:
         raise DataValidationError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     try:
@@ -202,7 +219,7 @@ def iter_csv_rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, di
                     raise DataValidationError(f"{path}:{line}: row has {len(cells)} cells, header has {len(header)}")
                 yield line, dict(zip(header, cells, strict=True))
         except UnicodeDecodeError as exc:
-            raise DataValidationError(f"{path}: not UTF-8 ({exc.reason})") from exc
+            raise not_utf8(path, exc) from exc
         except csv.Error as exc:
             raise DataValidationError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from exc
 
@@ -212,7 +229,9 @@ def csv_header(path: Path) -> list[str]:
     try:
         with path.open("r", encoding="utf-8-sig", newline="") as handle:
             return next(csv.reader(handle), [])
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, exc) from exc
+    except (OSError, csv.Error) as exc:
         raise DataValidationError(f"{path}: cannot read a CSV header: {exc}") from exc
 
 

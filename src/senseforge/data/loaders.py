@@ -282,7 +282,12 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         row = _first_json_row(where)
         found = detect_row_format(row) if row is not None else None
     if found is None:
-        raise ConfigError(f"{where}: cannot tell the dataset format; pass fmt= one of: {_format_list()}")
+        if where.is_file() and where.stat().st_size == 0:
+            raise ConfigError(f"{where}: the file is empty")
+        raise ConfigError(
+            f"{where}: cannot tell the dataset format from its first row; name it (--format, or a recipe's "
+            f"format setting) as one of: {_format_list()}"
+        )
     return found
 
 

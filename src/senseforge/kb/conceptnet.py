@@ -13,7 +13,10 @@ files Indonesian and Malay together under ``ms``; ``id`` exists only from 5.8.
 
 Malformed lines — a wrong number of columns, bytes that are not UTF-8, an info column
 that is not JSON — are skipped and counted, and the first few are reported with their
-line numbers; ``strict=True`` makes the first one fatal.
+line numbers; ``strict=True`` makes the first one fatal. The lines left out on purpose are
+counted too, each by its reason (:data:`LEFT_OUT`). An import that keeps no edge refuses to
+replace the store unless asked to (``allow_empty``): a file in the wrong format never
+empties a good store.
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from senseforge.errors import ConfigError, DataValidationError, MissingDependencyError, StoreError
-from senseforge.store.db import senseforge_home
+from senseforge.store.db import senseforge_home, sha256_file
 
 if TYPE_CHECKING:
     import duckdb
@@ -44,6 +48,15 @@ BUNDLED_DUMPS = {
 ``sample`` (764 real ConceptNet assertions, CC BY-SA 4.0)."""
 
 _MAX_REPORTED = 5
+_KEPT = "kept"
+_MALFORMED = "malformed"
+LEFT_OUT: dict[str, str] = {
+    "non_concept": "non-concept nodes",
+    "cross_lingual": "cross-lingual",
+    "other_language": "other languages",
+    "other_relation": "other relations",
+}
+"""Why a well-formed line is left out, in the order the reasons are checked, with how a person reads them."""
 
 
 @dataclass
@@ -60,7 +73,11 @@ class ImportReport:
 
     source: str
     store: str
+    lines_read: int = 0
+    """Lines of the dump read (kept, left out and malformed)."""
     rows_kept: int = 0
+    left_out: dict[str, int] = field(default_factory=dict)
+    """Well-formed lines not kept, by reason (keys of :data:`LEFT_OUT`; reasons with none are absent)."""
     by_language: dict[str, int] = field(default_factory=dict)
     malformed: int = 0
     examples: list[Malformed] = field(default_factory=list)
@@ -68,6 +85,14 @@ class ImportReport:
     relations: list[str] | None = None
     seconds: float = 0.0
     imported_at: float = 0.0
+
+    def summary(self) -> str:
+        """``read N lines · kept K edges · left out: cross-lingual X, … · malformed M``."""
+        reasons = ", ".join(f"{LEFT_OUT[key]} {count:,}" for key, count in self.left_out.items()) or "none"
+        return (
+            f"read {self.lines_read:,} lines · kept {self.rows_kept:,} edges · left out: {reasons} "
+            f"· malformed {self.malformed:,}"
+        )
 
     def missing_languages(self) -> list[str]:
         """Languages asked for at import that have no edges in the dump."""
@@ -131,14 +156,14 @@ def _read_csv(path: Path) -> str:
     )
 
 
-def _concept_fields(column: str, prefix: str) -> str:
-    """SQL selecting lang, text, pos and sense from a concept URI column."""
-    return (
-        f"split_part({column}, '/', 3) AS {prefix}_lang, "
-        f"replace(split_part({column}, '/', 4), '_', ' ') AS {prefix}_text, "
-        f"nullif(split_part({column}, '/', 5), '') AS {prefix}_pos, "
-        f"nullif(array_to_string(string_split({column}, '/')[6:], '/'), '') AS {prefix}_sense"
-    )
+def _concept_fields(column: str, prefix: str) -> list[tuple[str, str]]:
+    """SQL expressions and names of lang, text, pos and sense from a concept URI column."""
+    return [
+        (f"split_part({column}, '/', 3)", f"{prefix}_lang"),
+        (f"replace(split_part({column}, '/', 4), '_', ' ')", f"{prefix}_text"),
+        (f"nullif(split_part({column}, '/', 5), '')", f"{prefix}_pos"),
+        (f"nullif(array_to_string(string_split({column}, '/')[6:], '/'), '')", f"{prefix}_sense"),
+    ]
 
 
 def _locate_bad_json(path: Path, uris: list[str]) -> list[Malformed]:
@@ -168,14 +193,15 @@ def import_dump(
     langs: Sequence[str] | None = None,
     relations: Sequence[str] | None = None,
     strict: bool = False,
+    allow_empty: bool = False,
     memory_limit: str = "3GB",
     progress: Callable[[float], None] | None = None,
 ) -> ImportReport:
     """Scan a ConceptNet dump once into the store.
 
     The store folder holds ``edges-<id>.parquet`` and ``kb.json``, which names the current
-    edges file and carries the import report. ``kb.json`` is replaced last and
-    atomically, so an interrupted import leaves the previous store as it was.
+    edges file, its size and SHA-256, and carries the import report. ``kb.json`` is replaced
+    last and atomically, so an interrupted or refused import leaves the previous store as it was.
 
     Args:
         dump: a ``conceptnet-assertions`` CSV (optionally gzipped), or ``demo`` / ``sample``.
@@ -183,11 +209,13 @@ def import_dump(
         langs: ConceptNet language codes to keep (default: all).
         relations: relation names to keep, e.g. ``AtLocation`` (default: all).
         strict: stop at the first malformed line instead of skipping it.
+        allow_empty: replace the store even when no edge is kept.
         memory_limit: DuckDB's memory cap.
         progress: called now and then with the share of the dump scanned (0–100).
 
     Raises:
-        DataValidationError: with ``strict``, at the first malformed line (``file:line: reason``).
+        DataValidationError: with ``strict``, at the first malformed line (``file:line: reason``);
+            and when no edge is kept (unless ``allow_empty``), with the counts by reason.
     """
     source = resolve_dump(dump)
     store = (store or default_kb_dir()).expanduser()
@@ -202,49 +230,37 @@ def import_dump(
     import_id = f"{int(time.time() * 1000):x}-{os.getpid()}"
     target = store / f"edges-{import_id}.parquet"
     tmp = store / f".edges-{import_id}.parquet.tmp"
-    keep = [
-        "starts_with(start, '/c/')",
-        "starts_with(\"end\", '/c/')",
-        "split_part(start, '/', 3) = split_part(\"end\", '/', 3)",
-    ]
-    if langs:
-        keep.append(f"list_contains({_sql_list(list(langs))}, split_part(start, '/', 3))")
-    if relations:
-        keep.append(f"list_contains({_sql_list(list(relations))}, split_part(rel, '/', 3))")
-    # One pass: the kept edges, split into fields, plus (rare) lines whose info is not JSON,
-    # kept as flagged rows so that they are counted without a second scan.
-    query = (
-        "SELECT uri, ok, "
-        "CASE WHEN ok THEN split_part(rel, '/', 3) END AS relation, "
-        f"{_concept_fields('start', 'start')}, {_concept_fields(chr(34) + 'end' + chr(34), 'end')}, "
-        "CASE WHEN ok THEN TRY_CAST(json_extract_string(info, '$.weight') AS DOUBLE) END AS weight, "
-        "CASE WHEN ok THEN json_extract_string(info, '$.dataset') END AS dataset "
-        f"FROM (SELECT *, coalesce(json_valid(info), false) AS ok FROM {_read_csv(source)}) "
-        f"WHERE NOT ok OR ({' AND '.join(keep)})"
-    )
+    scanned = store / f".scan-{import_id}.parquet.tmp"
+    # One scan of the dump: every parsed line with the reason it is left out (or kept); the fields
+    # are filled in for kept lines only, so the rest costs little more than its reason.
     con = connect(memory_limit, store / ".duckdb-tmp")
     try:
         _run_with_progress(
-            con, f"COPY ({query}) TO '{_sql_str(str(tmp))}' (FORMAT parquet, COMPRESSION zstd)", progress
-        )
-        kept, bad_json, bad_uris = _one(
             con,
-            "SELECT count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok), "
-            f"(list(uri ORDER BY uri) FILTER (WHERE NOT ok))[1:{_MAX_REPORTED}] "
-            f"FROM read_parquet('{_sql_str(str(tmp))}')",
+            f"COPY ({_scan_query(source, langs, relations)}) TO '{_sql_str(str(scanned))}' "
+            "(FORMAT parquet, COMPRESSION zstd)",
+            progress,
         )
+        scan = f"read_parquet('{_sql_str(str(scanned))}')"
+        counts = {
+            str(reason): int(n)
+            for reason, n in con.execute(f"SELECT reason, count(*) FROM {scan} GROUP BY 1").fetchall()
+        }
+        first_bad = f"(list(uri ORDER BY uri) FILTER (WHERE reason = '{_MALFORMED}'))[1:{_MAX_REPORTED}]"
+        bad_uris = _one(con, f"SELECT {first_bad} FROM {scan}")[0]
         report.by_language = {
             str(lang): int(count)
             for lang, count in con.execute(
-                f"SELECT start_lang, count(*) FROM read_parquet('{_sql_str(str(tmp))}') WHERE ok "
-                "GROUP BY 1 ORDER BY 2 DESC, 1"
+                f"SELECT start_lang, count(*) FROM {scan} WHERE reason = '{_KEPT}' GROUP BY 1 ORDER BY 2 DESC, 1"
             ).fetchall()
         }
         rejects = con.execute(
             "SELECT line, string_agg(DISTINCT error_type, ', ') FROM reject_errors GROUP BY line ORDER BY line"
         ).fetchall()
-        report.rows_kept = int(kept)
-        report.malformed = len(rejects) + int(bad_json)
+        report.rows_kept = counts.get(_KEPT, 0)
+        report.left_out = {reason: counts[reason] for reason in LEFT_OUT if counts.get(reason)}
+        report.malformed = len(rejects) + counts.get(_MALFORMED, 0)
+        report.lines_read = sum(counts.values()) + len(rejects)
         examples = [Malformed(int(line), f"rejected: {str(kind).lower()}") for line, kind in rejects[:_MAX_REPORTED]]
         if bad_uris:
             examples.extend(_locate_bad_json(source, list(bad_uris)))
@@ -252,12 +268,20 @@ def import_dump(
         if strict and report.malformed:
             first = report.examples[0]
             raise DataValidationError(f"{source}:{first.line}: {first.reason} (a strict import stops at a bad line)")
+        if not report.rows_kept and not allow_empty:
+            raise DataValidationError(_nothing_kept(report))
+        con.execute(
+            f"COPY (SELECT * EXCLUDE (reason), true AS ok FROM {scan} WHERE reason = '{_KEPT}') "
+            f"TO '{_sql_str(str(tmp))}' (FORMAT parquet, COMPRESSION zstd)"
+        )
         os.replace(tmp, target)
         report.seconds = time.perf_counter() - started
         report.imported_at = time.time()
-        _write_pointer(store, target.name, report)
+        _write_pointer(store, target, report)
     except BaseException as exc:
         for leftover in (tmp, target):
+            if leftover == target and _current_edges(store) == target.name:
+                continue  # interrupted just after kb.json named it: the import is done
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
         if isinstance(exc, Exception) and exc.__class__.__module__.startswith("duckdb"):
@@ -265,11 +289,64 @@ def import_dump(
         raise
     finally:
         con.close()
+        with contextlib.suppress(FileNotFoundError):
+            scanned.unlink()
     for old in store.glob("edges-*.parquet"):
         if old.name != target.name:
             with contextlib.suppress(FileNotFoundError):
                 old.unlink()
     return report
+
+
+def _scan_query(source: Path, langs: Sequence[str] | None, relations: Sequence[str] | None) -> str:
+    """SQL reading the dump with each line's ``reason``: ``kept``, ``malformed`` or a key of :data:`LEFT_OUT`."""
+    start_lang, end_lang = "split_part(start, '/', 3)", "split_part(\"end\", '/', 3)"
+    checks = [
+        (_MALFORMED, "NOT coalesce(json_valid(info), false)"),
+        ("non_concept", "NOT coalesce(starts_with(start, '/c/') AND starts_with(\"end\", '/c/'), false)"),
+        ("cross_lingual", f"{start_lang} <> {end_lang}"),
+    ]
+    if langs:
+        checks.append(("other_language", f"NOT coalesce(list_contains({_sql_list(list(langs))}, {start_lang}), false)"))
+    if relations:
+        checks.append(
+            (
+                "other_relation",
+                f"NOT coalesce(list_contains({_sql_list(list(relations))}, split_part(rel, '/', 3)), false)",
+            )
+        )
+    reason = "CASE " + " ".join(f"WHEN {test} THEN '{name}'" for name, test in checks) + f" ELSE '{_KEPT}' END"
+    kept = f"reason = '{_KEPT}'"
+    fields = [
+        ("split_part(rel, '/', 3)", "relation"),
+        *_concept_fields("start", "start"),
+        *_concept_fields('"end"', "end"),
+        ("TRY_CAST(json_extract_string(info, '$.weight') AS DOUBLE)", "weight"),
+        ("json_extract_string(info, '$.dataset')", "dataset"),
+    ]
+    columns = ", ".join(f"CASE WHEN {kept} THEN {expr} END AS {name}" for expr, name in fields)
+    return (
+        f"SELECT CASE WHEN {kept} OR reason = '{_MALFORMED}' THEN uri END AS uri, reason, {columns} "
+        f"FROM (SELECT *, {reason} AS reason FROM {_read_csv(source)})"
+    )
+
+
+def _nothing_kept(report: ImportReport) -> str:
+    """One line saying why an import kept no edge and what to do next."""
+    if report.lines_read and report.malformed == report.lines_read:
+        hint = "ConceptNet dumps are tab-separated, 5 columns (uri, relation, start, end, JSON info)"
+    elif report.left_out.get("other_language") or report.left_out.get("other_relation"):
+        asked = [
+            f"--lang {','.join(report.langs)}" if report.langs else "",
+            f"--relation {','.join(report.relations)}" if report.relations else "",
+        ]
+        hint = f"check {' and '.join(a for a in asked if a)} against the dump"
+    else:
+        hint = "check that it is a conceptnet-assertions dump"
+    return (
+        f"{report.source}: no edge kept ({report.summary()}); the store at {report.store} was left as it was — "
+        f"{hint}; --allow-empty replaces it anyway"
+    )
 
 
 def _run_with_progress(con: duckdb.DuckDBPyConnection, sql: str, progress: Callable[[float], None] | None) -> None:
@@ -289,22 +366,40 @@ def _run_with_progress(con: duckdb.DuckDBPyConnection, sql: str, progress: Calla
 
     worker = threading.Thread(target=work, daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(0.25)
-        with contextlib.suppress(Exception):
-            share = con.query_progress()
-            if share >= 0:
-                progress(float(share))
+    try:
+        while worker.is_alive():
+            worker.join(0.25)
+            with contextlib.suppress(Exception):
+                share = con.query_progress()
+                if share >= 0:
+                    progress(float(share))
+    except BaseException:  # Ctrl-C here: stop the query before the connection closes
+        con.interrupt()
+        worker.join()
+        raise
     if failure:
         raise failure[0]
     progress(100.0)
 
 
-def _write_pointer(store: Path, edges_file: str, report: ImportReport) -> None:
-    payload = {"edges": edges_file, "report": json.loads(report.to_json())}
+def _write_pointer(store: Path, edges: Path, report: ImportReport) -> None:
+    payload = {
+        "edges": edges.name,
+        "size": edges.stat().st_size,
+        "sha256": sha256_file(edges),
+        "report": json.loads(report.to_json()),
+    }
     tmp = store / f".{POINTER_FILE}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
     os.replace(tmp, store / POINTER_FILE)
+
+
+def _current_edges(store: Path) -> str | None:
+    """The edges file ``kb.json`` names now, if it can be read."""
+    try:
+        return str(json.loads((store / POINTER_FILE).read_text(encoding="utf-8"))["edges"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _one(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[Any, ...]:
@@ -332,6 +427,30 @@ def edges_path(store: Path | None = None) -> Path:
     if not path.is_file():
         raise StoreError(f"{path} is missing; import the dump again")
     return path
+
+
+def identity(store: Path | None = None, digest: Callable[[Path], str] = sha256_file) -> dict[str, Any]:
+    """What identifies a store's knowledge, for a run's manifest: the folder, the edges file's name, size and
+    SHA-256, and where and when it was imported from (``source``, ``imported_at`` in UTC, ``langs``).
+
+    The SHA-256 is the one recorded at import while the file's size still matches it; otherwise (a store
+    from an older version) ``digest`` computes it.
+    """
+    folder, payload = _pointer(store)
+    path = edges_path(store)
+    size = path.stat().st_size
+    sha = payload.get("sha256") if payload.get("size") == size else None
+    report = read_report(store)
+    when = datetime.fromtimestamp(report.imported_at, UTC).isoformat(timespec="seconds") if report.imported_at else None
+    return {
+        "store": str(folder.resolve()),
+        "edges": path.name,
+        "size": size,
+        "sha256": sha or digest(path),
+        "source": report.source,
+        "imported_at": when,
+        "langs": report.langs,
+    }
 
 
 def read_report(store: Path | None = None) -> ImportReport:

@@ -47,6 +47,9 @@ CACHE_VERSION = 1
 FLUSH_EVERY = 64
 """Default sub-batch size for backends that do not stream results."""
 
+_WARNED_UNPRICED: set[str] = set()
+"""Models whose missing price this process has warned about."""
+
 _NOT_CACHED = {"cached", "retry_errors"}
 """Result fields that describe one call rather than the response, left out of the cache."""
 
@@ -120,7 +123,6 @@ class CachedLLM:
         self.stats = CacheStats()
         self._provider = inner.name.split("/", 1)[0]
         self._identity: dict[str, str] | None = None
-        self._warned_unpriced = False
         self._lock = threading.Lock()  # results may be written from a backend's worker thread
 
     @property
@@ -334,8 +336,8 @@ class CachedLLM:
                         )
                     )
             self.store.record(cache=cache, ledger=ledger)
-            if price is None and self.stats.cost_unknown_calls and not self._warned_unpriced:
-                self._warned_unpriced = True
+            if price is None and self.stats.cost_unknown_calls and self.inner.name not in _WARNED_UNPRICED:
+                _WARNED_UNPRICED.add(self.inner.name)  # once per model and process, however many wrappers it has
                 logger.warning(
                     "no price for %s: its cost is recorded as unknown; add it to %s",
                     self.inner.name,

@@ -12,6 +12,7 @@ resumed, a TOML file (``--config run.toml``, parsed straight into the config mod
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import tomllib
@@ -37,6 +38,20 @@ def is_chat(spec: str, options: Mapping[str, Any] | None = None) -> bool:
     the GGUF file's metadata, a model folder's tokenizer files, ``api`` of an endpoint.
     """
     return chat_template_for(spec, options) is not None
+
+
+def runs_locally(spec: str) -> bool:
+    """Whether the model runs on this machine as a base model (``llamacpp/…``, ``hf/…``), not a chat API.
+
+    Settings whose default is "by model" (a recipe's reply budget, concepts per call) pick the
+    small values for these, on which a small base model on a few CPU cores finishes in minutes
+    (it writes until the token limit), and the paper's values for chat models.
+
+    >>> runs_locally("llamacpp/gemma-3-270m"), runs_locally("openai/gpt-4o-mini"), runs_locally("scripted/echo")
+    (True, False, False)
+    """
+    info = provider_info(spec)
+    return not info.remote and not info.chat
 
 
 LATER_SETTINGS: tuple[str, ...] = ("adjudicate",)
@@ -111,7 +126,7 @@ class RecipeConfig(BaseModel):
     @model_validator(mode="after")
     def _no_unused(self) -> RecipeConfig:
         for name in self.unused:
-            if getattr(self, name) != type(self).model_fields[name].default:
+            if getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True):
                 raise ValueError(
                     f"{self.recipe} does not use {name}{': ' + self.unused_hint if self.unused_hint else ''}"
                 )
@@ -263,9 +278,14 @@ def resolve_config(
         ConfigError: the first invalid setting, named as its flag.
     """
     settings: dict[str, Any] = dict(recorded or {})
+    sources: dict[str, str] = {key: "the run's manifest" for key in settings}
     if config_file is not None:
-        settings.update(read_config_file(config_file))
-    settings.update(parse_sets(sets, model))
+        from_file = read_config_file(config_file)
+        settings.update(from_file)
+        sources.update({key: f"{config_file}: {key}" for key in from_file})
+    from_sets = parse_sets(sets, model)
+    settings.update(from_sets)
+    sources.update({key: f"--set {key}" for key in from_sets})
     given = dict(flags or {})
     if "model_options" in given:
         default = model.model_fields["model"].default
@@ -274,11 +294,27 @@ def resolve_config(
         merged[spec] = {**merged.get(spec, {}), **given.pop("model_options")}
         given["model_options"] = merged
     settings.update(given)
+    sources.update({key: f"--{key.replace('_', '-')}" for key in given})
     settings.setdefault("recipe", model.model_fields["recipe"].default)
     try:
         return model.model_validate(settings)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "-".join(str(part) for part in first["loc"][:1]).replace("_", "-")
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"--{where}: {message}" if where else message) from exc
+        raise ConfigError(_config_error(exc, model, sources)) from exc
+
+
+def _config_error(exc: ValidationError, model: type[RecipeConfig], sources: Mapping[str, str]) -> str:
+    """The first invalid setting in one line, named where it came from (the file and key, ``--set``, the
+    flag), with the closest real setting for one the recipe does not have."""
+    first = exc.errors()[0]
+    key = str(first["loc"][0]) if first["loc"] else ""
+    message = str(first["msg"]).removeprefix("Value error, ")
+    where = sources.get(key, f"--{key.replace('_', '-')}" if key else "")
+    recipe = model.model_fields["recipe"].default
+    if first["type"] == "extra_forbidden":
+        known = [name for name in model.model_fields if name != "recipe"]
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else f" (settings: {', '.join(known)})"
+        return f"{where}: {recipe} has no setting {key!r}{hint}"
+    if first["type"] == "missing":
+        return f"{where}: required, and not given" if where else message
+    return f"{where}: {message}" if where else message

@@ -36,10 +36,13 @@ from senseforge.kb.conceptnet import import_dump
 from senseforge.llm.cache import open_llm
 from senseforge.llm.registry import DEFAULT_MODEL
 from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.crow import config as crow_config
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.crow.recipe import CROW
+from senseforge.pipelines.culture_adapt import config as culture_adapt_config
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
+from senseforge.pipelines.culture_gen import recipe as culture_gen_recipe
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.recipe import Recipe
@@ -120,11 +123,20 @@ def run_demo(
     return finished
 
 
-CULTURE_GEN_DEMO = {"batch_concepts": 2, "max_tokens": 192}
-"""Two concepts a call and short replies: a base model of 270M writes one JSON line per call at best."""
-CULTURE_ADAPT_DEMO = {"max_tokens": 192}
-"""Short replies: the adapting call's one-line JSON item fits, and the demo stays within two minutes on 2 cores."""
-CROW_DEMO: dict[str, float | int] = {"max_tokens": 96, "cka_temperature": 0.7, "wsg_temperature": 1.0}
+CULTURE_GEN_DEMO = {
+    "batch_concepts": culture_gen_recipe.LOCAL_BATCH_CONCEPTS,
+    "max_tokens": culture_gen_recipe.LOCAL_MAX_TOKENS,
+}
+"""Two concepts a call and short replies: a base model of 270M writes one JSON line per call at best. The
+recipe's defaults for a local base model, fixed here so the demo is the same whatever ``--model`` it gets."""
+CULTURE_ADAPT_DEMO = {"max_tokens": culture_adapt_config.LOCAL_MAX_TOKENS}
+"""Short replies: the adapting call's one-line JSON item fits, and the demo stays within two minutes on 2 cores
+(the recipe's default for a local base model)."""
+CROW_DEMO: dict[str, float | int] = {
+    "max_tokens": crow_config.LOCAL_MAX_TOKENS,
+    "cka_temperature": 0.7,
+    "wsg_temperature": 1.0,
+}
 """Short replies, and sampling (seeded): greedy, a 270M base model copies the worked example or the original
 target; sampled, some of its rewrites change a few words and reach the validators."""
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from senseforge.data.io import atomic_open
 from senseforge.llm.prices import PriceTable
 from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.stage import EVIDENCE
 
 logger = logging.getLogger(__name__)
 
@@ -259,19 +260,75 @@ def _human(task: str, judgements: int, rate: float | Mapping[str, float] | None)
     )
 
 
+CHECKED_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("distractors",),
+    ("target",),
+    ("rewrite",),
+    ("triple",),
+    ("items", "draft", "source"),
+)
+"""The payload fields ``rejects.jsonl`` shows beside the question as the record's text as checked (of each
+group, the first present: a culture-adapt item's translations once it has them, else its draft, else its
+source); an ``item``'s choices and answer are shown too."""
+
+
+def _choice_text(choice: Any) -> str:
+    if isinstance(choice, Mapping):
+        return f"{choice.get('label')}. {choice.get('text')}"
+    if isinstance(choice, list | tuple) and len(choice) == 2:
+        return f"{choice[0]}. {choice[1]}"
+    return str(choice)
+
+
+def checked_text(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's text as its checks saw it, besides the question: an item's choices and answer (``"A. …"``),
+    and the :data:`CHECKED_FIELDS` its payload holds."""
+    shown: dict[str, Any] = {}
+    item = payload.get("item")
+    if isinstance(item, Mapping):
+        shown["choices"] = [_choice_text(choice) for choice in item.get("choices", [])]
+        shown["answer"] = item.get("answer")
+    for group in CHECKED_FIELDS:
+        key = next((k for k in group if payload.get(k) is not None), None)
+        if key is not None and not (key == "distractors" and "choices" in shown):
+            shown[key] = payload[key]
+    return shown
+
+
+def _question(payload: Mapping[str, Any]) -> Any:
+    if payload.get("question") is not None:
+        return payload["question"]
+    item = payload.get("item")
+    return item.get("question") if isinstance(item, Mapping) else None
+
+
 def write_rejects(run_dir: Path, store: RunStore, stages: Sequence[str]) -> int:
-    """``rejects.jsonl``: every rejected record with its stage, reason and the model's raw output."""
+    """``rejects.jsonl``: every rejected record with its stage, reason, its text as checked, the check's
+    evidence and the model's raw output.
+
+    A reply is written once per call: a later record rejected from the same call (the triples of one
+    CKA reply, the items of one culture-gen batch) names the row that holds it under ``response_of``.
+    """
     count = 0
+    first_with: dict[tuple[str, str | None, str], str] = {}
     with atomic_open(run_dir / "rejects.jsonl") as handle:
         for stage in stages:
             for record in store.results(stage, "rejected"):
-                row = {
+                row: dict[str, Any] = {
                     "stage": stage,
                     "id": record.record_id,
                     "reason": record.reason,
-                    "question": record.payload.get("question"),
+                    "question": _question(record.payload),
+                    "checked": checked_text(record.payload),
+                    "evidence": record.payload.get(EVIDENCE),
                     "response": record.response,
                 }
+                if record.response:
+                    call = (stage, record.prompt, record.response)
+                    earlier = first_with.setdefault(call, record.record_id)
+                    if earlier != record.record_id:
+                        row["response"] = None
+                        row["response_of"] = earlier
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
                 count += 1
     return count

@@ -22,7 +22,7 @@ import platform
 import subprocess
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,8 +168,7 @@ def check_resume(run_dir: Path, config: RecipeConfig, *, resume: bool) -> dict[s
     """
     manifest = read_manifest(run_dir)
     if manifest is not None and stored_results(run_dir, manifest) == 0:
-        _clear_failed_start(run_dir)
-        return None
+        return None  # a failed start: build() clears it before it writes its own manifest
     if manifest is None:
         if resume:
             raise ConfigError(f"{run_dir}: no run to resume (no {MANIFEST}); start it without --resume")
@@ -189,6 +188,14 @@ def check_resume(run_dir: Path, config: RecipeConfig, *, resume: bool) -> dict[s
             f"{run_dir}: the config differs from the run's manifest ({'; '.join(changes) or 'hash differs'}); "
             f"resume with the same settings, start a new run in another --out, or delete the folder to start over "
             f"(rm -r {run_dir})"
+        )
+    # a config may also name inputs outside it that decide what the run makes (mCSQA: its knowledge store)
+    input_changes = getattr(config, "input_changes", None)
+    changed = input_changes(manifest) if callable(input_changes) else []
+    if changed:
+        raise ConfigError(
+            f"{run_dir}: {'; '.join(changed)} since this run started; resume with the inputs it started with, "
+            f"start a new run in another --out, or delete the folder to start over (rm -r {run_dir})"
         )
     return manifest
 
@@ -263,12 +270,22 @@ def resolve_run(
         ConfigError: nothing to resume, or an invalid setting (named as its flag).
     """
     if resume and out is None:  # the run the flags name by default
-        out = recipe.default_run_dir(
-            resolve_config(recipe.config_model, config_file=config_file, sets=sets, flags=flags)
-        )
+        try:
+            named = resolve_config(recipe.config_model, config_file=config_file, sets=sets, flags=flags)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"--resume needs the run's folder: give --out RUN_DIR (or the settings that name its default "
+                f"folder; {exc})"
+            ) from exc
+        out = recipe.default_run_dir(named)
     manifest = read_manifest(out) if resume and out is not None else None
     if resume and manifest is None:
         raise ConfigError(f"{out}: no run to resume (no {MANIFEST}); start it without --resume")
+    if manifest is not None and manifest.get("recipe") not in (None, recipe.name):
+        raise ConfigError(
+            f"{out}: this is a {manifest.get('recipe')} run, not {recipe.name}: resume it with "
+            f"`senseforge build {manifest.get('recipe')} --out {out} --resume`"
+        )
     recorded = manifest["config"] if manifest else None
     config = resolve_config(recipe.config_model, recorded=recorded, config_file=config_file, sets=sets, flags=flags)
     return config, out or recipe.default_run_dir(config)
@@ -299,8 +316,12 @@ def run_stage(
     batch_size: int,
     rounds: int,
     progress: ProgressFactory | None = None,
+    causes: Callable[[], str] | None = None,
 ) -> StageReport:
     """Run ``stage`` over the inputs that have no stored result yet.
+
+    ``causes`` says, when calls kept failing, why and where to look (appended to the error);
+    by default it points at ``senseforge llm ledger --failed``.
 
     Raises:
         RunIncomplete: records whose calls kept failing transiently after ``rounds`` passes.
@@ -349,10 +370,31 @@ def run_stage(
         todo = pending
         if not todo:
             return report
+    where = causes() if causes is not None else " (causes: senseforge llm ledger --failed)"
     raise RunIncomplete(
-        f"stage {stage.name}: {len(todo)} record(s) still failing after {rounds} round(s) of transient errors "
-        "(see the ledger); run again with --resume to retry them"
+        f"stage {stage.name}: {len(todo)} record(s) still failing after {rounds} round(s) of transient errors"
+        f"{where}; run again with --resume to retry them"
     )
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _failure_hint(store: Store, run_label: str, run_dir: Path, since_id: int) -> Callable[[], str]:
+    """What a run that stops incomplete says about why: the commonest cause in the ledger, and the command that
+    shows the rest (``senseforge runs show RUN_DIR``)."""
+
+    def hint() -> str:
+        try:
+            found = store.failure_causes(run_label, since_id=since_id, limit=1)
+        except Exception:  # the hint must never hide the error it explains
+            logger.debug("cannot read the ledger's failure causes", exc_info=True)
+            found = []
+        common = f", most often {_clip(found[0].line())}" if found else ""
+        return f"{common} (causes: senseforge runs show {run_dir})"
+
+    return hint
 
 
 def _judgements(stage: Stage, store: RunStore, ids: list[str]) -> Mapping[str, Sequence[StoredJudgement]]:
@@ -480,6 +522,7 @@ def build(
     stages = recipe.stages(config)
     review = review_stage(stages)
     pool = ModelPool(config, store, run_label, llms, {**recipe.authors, **(responders or {})})
+    causes = _failure_hint(store, run_label, run_dir, store.ledger_last_id())
     work = make_executor(executor, pool)
     run: RunStore | None = None
     try:
@@ -490,6 +533,8 @@ def build(
             specs = [spec for stage in stages for spec in stage.specs]
             identities = pool.identities(specs)
             first = recipe.source(config).records(config)
+        if manifest is None:
+            _clear_failed_start(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         url = store_url_of(run_dir, run_store_url, manifest or {})
         if manifest is None:  # written before the run store exists: a run directory always has one
@@ -523,6 +568,7 @@ def build(
                 batch_size=config.batch_for(stage.name),
                 rounds=config.call_rounds,
                 progress=progress,
+                causes=causes,
             )
             if report.awaiting and isinstance(stage, PeopleStage):
                 waiting.append(report)

@@ -51,6 +51,10 @@ MALFORMED = "malformed_output"
 NO_OUTPUT = "no_output"
 """Rejection reason: a stage that splits records made nothing of this one."""
 
+EVIDENCE = "evidence"
+"""Payload key of a rejected record's evidence: what the check found (the edit count, the matched word,
+the similarity, the kept record it copies …); ``rejects.jsonl`` shows it beside the reason."""
+
 
 class Wait(enum.Enum):
     """Outcomes that store nothing."""
@@ -154,9 +158,15 @@ def rejected(
     payload: dict[str, Any] | None = None,
     prompt: str | None = None,
     response: str | None = None,
+    evidence: Mapping[str, Any] | None = None,
 ) -> StageResult:
-    """The record is rejected, and why: its payload as it entered (plus the calls the stage made)."""
+    """The record is rejected, and why: its payload as it entered (plus the calls the stage made).
+
+    ``evidence`` (what the check found) is stored under :data:`EVIDENCE` in the payload.
+    """
     kept = record.payload if payload is None else payload
+    if evidence:
+        kept = {**kept, EVIDENCE: dict(evidence)}
     return StageResult(record.record_id, "rejected", kept, reason=reason, prompt=prompt, response=response)
 
 
@@ -241,6 +251,8 @@ class Reject:
     reason: str = MALFORMED
     payload: dict[str, Any] | None = None
     """What the rejected child carries (default: the parent's payload)."""
+    evidence: dict[str, Any] | None = None
+    """What the check found (stored under :data:`EVIDENCE`)."""
 
 
 Parsed = dict[str, Any] | list[dict[str, Any] | Reject] | Reject
@@ -296,7 +308,9 @@ class LMStage:
     def _outcome(self, record: StageResult, parsed: Parsed, call: dict[str, Any], prompt: str, text: str) -> Outcome:
         if isinstance(parsed, Reject):
             spent = add_call(record.payload, self.name, [call])
-            return rejected(record, parsed.reason, payload=spent, prompt=prompt, response=text)
+            return rejected(
+                record, parsed.reason, payload=spent, prompt=prompt, response=text, evidence=parsed.evidence
+            )
         if isinstance(parsed, dict):
             return ok(record, add_call(parsed, self.name, [call]), prompt=prompt, response=text)
         children = []
@@ -304,7 +318,9 @@ class LMStage:
             kid = StageResult(child_id(record.record_id, index), "ok", record.payload)
             if isinstance(part, Reject):
                 spent = add_call(part.payload if part.payload is not None else record.payload, self.name, [call])
-                children.append(rejected(kid, part.reason, payload=spent, prompt=prompt, response=text))
+                children.append(
+                    rejected(kid, part.reason, payload=spent, prompt=prompt, response=text, evidence=part.evidence)
+                )
             else:
                 children.append(ok(kid, add_call(part, self.name, [call]), prompt=prompt, response=text))
         return Children(tuple(children))
@@ -328,16 +344,23 @@ class RuleStage:
 
 @dataclass
 class CheckStage(RuleStage):
-    """A stage that keeps a record as it is or rejects it for the reason a rule gives."""
+    """A stage that keeps a record as it is or rejects it for the reason a rule gives (with its evidence)."""
 
     def reason(self, payload: dict[str, Any]) -> str | None:
         raise NotImplementedError
+
+    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
+        """What the rule found when it rejected ``payload`` for ``reason`` (none by default)."""
+        return None
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         for record in records:
             reason = self.reason(record.payload)
-            outcomes.append(ok(record, record.payload) if reason is None else rejected(record, reason))
+            if reason is None:
+                outcomes.append(ok(record, record.payload))
+            else:
+                outcomes.append(rejected(record, reason, evidence=self.evidence(record.payload, reason)))
         return StageOutput(outcomes)
 
 

@@ -131,6 +131,25 @@ class LedgerSummary(TypedDict):
     """Wall time spent in backend calls, summed over calls (not elapsed time: calls overlap)."""
 
 
+class FailureCause(BaseModel):
+    """One cause of failed calls in the ledger, from :meth:`Store.failure_causes`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    """The failure kind (``connection``, ``timeout``, ``rate_limit`` …)."""
+    message: str
+    """The last error of those calls, in one line."""
+    calls: int
+    """Failed calls with this kind and message."""
+    last_ts: float
+    """When the newest of them was recorded (Unix time)."""
+
+    def line(self) -> str:
+        """``connection: Connection error. (ConnectError: …)``."""
+        return f"{self.kind}: {self.message}" if self.message else self.kind
+
+
 def _ledger_values(row: LedgerRow) -> dict[str, Any]:
     values = row.model_dump()
     values["retry_errors"] = json.dumps(list(row.retry_errors), ensure_ascii=False) if row.retry_errors else None
@@ -313,6 +332,43 @@ class Store:
             query = query.where(llm_ledger.c.run == run)
         with self.engine.connect() as conn:
             return [_ledger_row(row._mapping) for row in conn.execute(query)]
+
+    def ledger_recent(self, *, run: str | None = None, failed: bool = False, limit: int | None = 20) -> list[LedgerRow]:
+        """The newest ledger rows first, optionally of one run and only failed calls; ``limit=None``: all."""
+        query = sa.select(llm_ledger).order_by(llm_ledger.c.id.desc())
+        if run is not None:
+            query = query.where(llm_ledger.c.run == run)
+        if failed:
+            query = query.where(llm_ledger.c.failure_kind.is_not(None))
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            return [_ledger_row(row._mapping) for row in conn.execute(query)]
+
+    def failure_causes(self, run: str | None = None, *, since_id: int = 0, limit: int = 5) -> list[FailureCause]:
+        """The commonest causes of failed calls (kind and last error), most frequent first, then newest.
+
+        Args:
+            run: one run label; ``None``: every run.
+            since_id: only rows after this ledger id (the failures of one pass, see :meth:`ledger_last_id`).
+            limit: how many causes at most.
+        """
+        t = llm_ledger
+        calls = sa.func.count().label("calls")
+        query = (
+            sa.select(t.c.failure_kind, t.c.failure_message, calls, sa.func.max(t.c.ts).label("last"))
+            .where(t.c.id > since_id, t.c.failure_kind.is_not(None))
+            .group_by(t.c.failure_kind, t.c.failure_message)
+            .order_by(calls.desc(), sa.desc("last"))
+            .limit(limit)
+        )
+        if run is not None:
+            query = query.where(t.c.run == run)
+        with self.engine.connect() as conn:
+            return [
+                FailureCause(kind=str(kind), message=str(message or ""), calls=int(n), last_ts=float(last))
+                for kind, message, n, last in conn.execute(query)
+            ]
 
     def ledger_summary(self, run: str | None = None) -> LedgerSummary:
         """Totals over the ledger rows of one run label, or over all rows when ``run`` is None.

@@ -67,7 +67,13 @@ def test_keeps_exactly_the_valid_items_and_names_every_rejection(tmp_path: Path)
         ]
     )
     prose = [r for r in rejects if r["reason"] == "malformed_output"]
-    assert all("Tentu!" in r["response"] for r in prose)  # the raw reply is kept
+    # the raw reply is kept once per call: the batch's second concept points at the row that holds it
+    first, second = prose
+    assert "Tentu!" in first["response"] and "response_of" not in first
+    assert second["response"] is None and second["response_of"] == first["id"]
+    checked = {r["reason"]: r for r in rejects if r["stage"] == "check"}
+    assert checked["concept_missing"]["question"] and checked["concept_missing"]["checked"]["choices"]
+    assert checked["concept_missing"]["evidence"]["concept"]
 
     funnel = json.loads((run_dir / "funnel.json").read_text())
     for row in funnel["stages"]:

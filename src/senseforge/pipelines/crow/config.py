@@ -8,8 +8,11 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from senseforge.llm.registry import parse_spec
-from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.config import RecipeConfig, runs_locally
 from senseforge.pipelines.crow.tasks import TaskSpec, task_name, task_specs
+
+LOCAL_MAX_TOKENS = 96
+"""CKA and WSG reply budget of a local base model: a few triples or one rewrite fit, and it writes until the limit."""
 
 
 class CrowConfig(RecipeConfig):
@@ -60,8 +63,9 @@ class CrowConfig(RecipeConfig):
     """Sampling temperature of schema generation."""
     validator_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     """Sampling temperature of chat validators (each has its own seed: the run's seed plus its index)."""
-    max_tokens: int = Field(default=384, ge=16)
-    """Longest CKA or WSG reply."""
+    max_tokens: int = Field(default=None, ge=16)  # type: ignore[assignment]  # by model: set on validation
+    """Longest CKA or WSG reply; by default by model: 96 when either stage's model is a local base model
+    (llamacpp/…, hf/…: it writes until the limit, slowly), else 384. The resolved value goes into the manifest."""
 
     @field_validator("validators")
     @classmethod
@@ -95,6 +99,14 @@ class CrowConfig(RecipeConfig):
         if value is not None and not Path(value).is_file():
             raise ValueError(f"no such task spec file: {value}")
         return value
+
+    @model_validator(mode="after")
+    def _by_model(self) -> CrowConfig:
+        """A reply budget left to the model gets its value, so the manifest and hash hold what the run uses."""
+        if self.max_tokens is None:
+            local = any(runs_locally(self.model_for(stage)) for stage in self.lm_stages)
+            object.__setattr__(self, "max_tokens", LOCAL_MAX_TOKENS if local else 384)
+        return self
 
     @model_validator(mode="after")
     def _votes(self) -> CrowConfig:

@@ -77,18 +77,19 @@ def _candidates(text: str) -> list[Any] | None:
 def _one(raw: Any) -> dict[str, Any] | Reject:
     if isinstance(raw, list | tuple) and len(raw) == 3:
         raw = dict(zip(("head", "relation", "tail"), raw, strict=True))
+    shown = {"triple": raw if isinstance(raw, Mapping | list | tuple | str) else repr(raw)}
     if not isinstance(raw, Mapping):
-        return Reject(MALFORMED_TRIPLE)
+        return Reject(MALFORMED_TRIPLE, evidence=shown)
     parts = {key: raw.get(key) for key in ("head", "relation", "tail")}
     if not all(isinstance(v, str) and v.strip() for v in parts.values()):
-        return Reject(MALFORMED_TRIPLE)
+        return Reject(MALFORMED_TRIPLE, evidence=shown)
     head, relation, tail = (str(parts[key]).strip().strip("\"'") for key in ("head", "relation", "tail"))
     if not head or not tail or max(len(head.split()), len(tail.split())) > MAX_PHRASE_WORDS:
-        return Reject(MALFORMED_TRIPLE)
+        return Reject(MALFORMED_TRIPLE, evidence={**shown, "max_phrase_words": MAX_PHRASE_WORDS})
     try:
         return triple_row(head, relation, tail)
     except ValueError:
-        return Reject(UNKNOWN_RELATION)
+        return Reject(UNKNOWN_RELATION, evidence={**shown, "relation": relation})
 
 
 def parse_triples(text: str, limit: int) -> list[dict[str, Any] | Reject] | Reject:
@@ -108,10 +109,11 @@ def parse_triples(text: str, limit: int) -> list[dict[str, Any] | Reject] | Reje
         triple = _one(raw)
         if isinstance(triple, dict):
             key = (triple["head"].casefold(), triple["relation"], triple["tail"].casefold())
+            shown = {"triple": {k: triple[k] for k in ("head", "relation", "tail")}}
             if key in seen:
-                triple = Reject(DUPLICATE_TRIPLE)
+                triple = Reject(DUPLICATE_TRIPLE, evidence=shown)
             elif kept >= limit:
-                triple = Reject(TOO_MANY_TRIPLES)
+                triple = Reject(TOO_MANY_TRIPLES, evidence={**shown, "limit": limit})
             else:
                 seen.add(key)
                 kept += 1

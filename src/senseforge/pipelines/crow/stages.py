@@ -336,12 +336,13 @@ class CheckEdits(RuleStage):
                 continue
             check = check_rewrite(record.payload["target"], record.payload["rewrite"], spec.lang, limit=self.max_edits)
             payload = {**record.payload, "edits": check.edits, "flags": [NEGATION_ONLY] if check.negation_only else []}
+            found = {"edits": check.edits, "max_edits": self.max_edits}
             if check.unchanged:
-                outcomes.append(rejected(record, UNCHANGED, payload=payload))
+                outcomes.append(rejected(record, UNCHANGED, payload=payload, evidence=found))
             elif not check.within:
-                outcomes.append(rejected(record, TOO_MANY_EDITS, payload=payload))
+                outcomes.append(rejected(record, TOO_MANY_EDITS, payload=payload, evidence=found))
             elif check.negation_only and self.negation_only == "reject":
-                outcomes.append(rejected(record, NEGATION_ONLY, payload=payload))
+                outcomes.append(rejected(record, NEGATION_ONLY, payload=payload, evidence=found))
             else:
                 outcomes.append(ok(record, payload))
         return StageOutput(outcomes)
@@ -366,6 +367,7 @@ class Dedup(RuleStage):
         first: dict[tuple[str, str, str], str] = {}
         merged: dict[str, list[dict[str, Any]]] = {}
         verdict: dict[str, str | None] = {}
+        copies: dict[str, dict[str, Any]] = {}
         for record in sorted(records, key=lambda r: r.record_id):
             if not _spec(self.tasks, record).runs("wsg"):
                 continue
@@ -373,6 +375,7 @@ class Dedup(RuleStage):
             text = _same(record.payload["rewrite"])
             if text in originals[key]:
                 verdict[record.record_id] = DUPLICATE
+                copies[record.record_id] = {"same_as": "an original target of the context"}
                 continue
             seen = first.setdefault((*key, text), record.record_id)
             if seen == record.record_id:
@@ -380,6 +383,7 @@ class Dedup(RuleStage):
                 verdict[record.record_id] = None
                 continue
             verdict[record.record_id] = DUPLICATE
+            copies[record.record_id] = {"same_as": seen}
             for triple in record.payload["violates"]:
                 if triple not in merged[seen]:
                     merged[seen].append(triple)
@@ -389,7 +393,7 @@ class Dedup(RuleStage):
             if record.record_id not in verdict:
                 outcomes.append(ok(record, record.payload))
             elif reason is not None:
-                outcomes.append(rejected(record, reason))
+                outcomes.append(rejected(record, reason, evidence=copies.get(record.record_id)))
             else:
                 outcomes.append(ok(record, {**record.payload, "violates": merged[record.record_id]}))
         return StageOutput(outcomes)

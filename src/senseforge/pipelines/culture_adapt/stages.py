@@ -21,9 +21,15 @@ from typing import Any, Literal
 from senseforge.data.langid import detect
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.culture_adapt import parse, templates
+from senseforge.pipelines.culture_adapt.copies import (
+    NAMES_NOT_REPLACED,
+    UNTRANSLATED,
+    replaced_names_left,
+    untranslated_evidence,
+)
 from senseforge.pipelines.culture_adapt.item import Fields
 from senseforge.pipelines.culture_adapt.matching import concept_appears
-from senseforge.pipelines.culture_adapt.screen import screen
+from senseforge.pipelines.culture_adapt.screen import screen, screen_evidence
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
 from senseforge.pipelines.culture_gen.checks import check_choices
 from senseforge.pipelines.culture_gen.parse import RawItem
@@ -84,6 +90,14 @@ class Screen(CheckStage):
         if not item.concept.strip():
             return NO_CONCEPT
         return screen(item.question, item.concept, item.options, payload["source_lang"], self.moderator)
+
+    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
+        item = source_of(payload)
+        if reason in (NO_ANSWER, NO_CONCEPT):
+            return {"answer": item.answer, "labels": list(item.labels), "concept": item.concept}
+        return screen_evidence(
+            reason, item.question, item.concept, item.options, payload["source_lang"], self.moderator
+        )
 
 
 @dataclass
@@ -262,6 +276,18 @@ class Relevance:
         return add_call(payload, self.name, [e for group in entries for e in group])
 
 
+def to_replace(payload: dict[str, Any], kind: str) -> list[str]:
+    """The spans an adaptation must not keep: the names (name-only rewrite), or the names and places judged
+    foreign (full rewrite)."""
+    irrelevant = payload.get("irrelevant", [])
+    spans: list[str] = []
+    if kind == "names" or "names" in irrelevant:
+        spans += payload.get("names", [])
+    if kind == "full" and "places" in irrelevant:
+        spans += payload.get("places", [])
+    return list(dict.fromkeys(spans))
+
+
 @dataclass
 class Rewrite(LMStage):
     """One JSON call per item: the full adaptation (question, concept and options rewritten for the culture, in
@@ -300,6 +326,10 @@ class Rewrite(LMStage):
         if draft is None:
             return Reject(MALFORMED)
         lang = self.target_lang if full else record.payload["source_lang"]
+        left = replaced_names_left(draft.display(), to_replace(record.payload, self.kind))
+        if left:
+            found = {"name": left[0], "left": left, "draft": draft.to_json()}
+            return Reject(NAMES_NOT_REPLACED, evidence=found)
         return {**record.payload, "draft": draft.to_json(), "draft_lang": lang, "adapted": True}
 
 
@@ -339,6 +369,10 @@ class Check(CheckStage):
     def reason(self, payload: dict[str, Any]) -> str | None:
         draft = draft_of(payload)
         return check_choices(RawItem(draft.question, draft.choices, draft.answer, draft.concept))
+
+    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
+        draft = draft_of(payload)
+        return {"choices": [list(pair) for pair in draft.choices], "answer": draft.answer}
 
 
 Job = tuple[str, str, str, str, str]
@@ -512,10 +546,32 @@ class Keep:
             }
             if self.flag_language:
                 payload["lang_detected"] = {lang: detect(item_in(record.payload, lang).question) for lang in self.langs}
-            if lost:
-                outcomes.append(rejected(record, CONCEPT_LOST, payload=payload))
+            copy = self._untranslated(payload)
+            if copy is not None:
+                outcomes.append(rejected(record, UNTRANSLATED, payload=payload, evidence=copy))
+            elif lost:
+                concepts = {lang: item_in(record.payload, lang).concept for lang in lost}
+                outcomes.append(rejected(record, CONCEPT_LOST, payload=payload, evidence={"concepts": concepts}))
             elif any(max(s["direct"], s["back"]) < threshold for s in measured.values()):
-                outcomes.append(rejected(record, LOW_SIMILARITY, payload=payload))
+                low = {lang: s for lang, s in measured.items() if max(s["direct"], s["back"]) < threshold}
+                found = {"scores": low, "threshold": threshold, "measure": similarity.name}
+                outcomes.append(rejected(record, LOW_SIMILARITY, payload=payload, evidence=found))
             else:
                 outcomes.append(ok(record, payload))
         return StageOutput(outcomes)
+
+    def _untranslated(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The first translation that copies its source (the adaptation-language item its draft, when the
+        draft was in another language; every other language the adaptation-language item), or ``None``."""
+        first = self.langs[0]
+        pairs: list[tuple[str, Fields, str]] = []
+        if payload.get("draft") and payload.get("draft_lang", first) != first:
+            pairs.append((first, draft_of(payload), payload["draft_lang"]))
+        pairs += [(lang, item_in(payload, first), first) for lang in self.langs[1:]]
+        for lang, source, source_lang in pairs:
+            text = item_in(payload, lang)
+            detected = payload.get("lang_detected", {}).get(lang)
+            found = untranslated_evidence(text.display(), source.display(), detected, source_lang)
+            if found is not None:
+                return {"lang": lang, "source_lang": source_lang, **found}
+        return None

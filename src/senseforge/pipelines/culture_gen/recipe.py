@@ -22,13 +22,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.data.splits import split_items
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
-from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.config import RecipeConfig, runs_locally
 from senseforge.pipelines.culture_gen.concepts import batches, example_table, read_concepts
 from senseforge.pipelines.culture_gen.dryrun import author_reply
 from senseforge.pipelines.culture_gen.stages import (
@@ -51,6 +51,11 @@ from senseforge.pipelines.stage import Stage
 STAGES: tuple[str, ...] = ("batches", "generate", "check", "dedup", "language", "moderate")
 """The stages of the recipe, in order (the split is written when it finishes)."""
 
+LOCAL_BATCH_CONCEPTS = 2
+"""Concepts per call for a local base model: a base model of 270M writes one JSON line per call at best."""
+LOCAL_MAX_TOKENS = 192
+"""Reply budget of a local base model: it writes until the limit, and 2048 tokens take minutes a call on 2 cores."""
+
 
 class CultureGenConfig(RecipeConfig):
     """Everything that decides what a culture-gen build produces (hashed into the manifest)."""
@@ -62,14 +67,16 @@ class CultureGenConfig(RecipeConfig):
     """The concept table (CSV or JSONL: category, concept[, lang]); ``None``: our bundled example table."""
     langs: tuple[str, ...] = ("id", "su")
     """Languages to write in (BCP-47)."""
-    batch_concepts: int = Field(default=5, ge=1)
-    """Concepts per call (paper: at most five of one category)."""
+    batch_concepts: int = Field(default=None, ge=1)  # type: ignore[assignment]  # by model: set on validation
+    """Concepts per call (paper: at most five of one category); by default by the writer's model: 2 for a local
+    base model (llamacpp/…, hf/…), 5 for a chat model."""
     prompt_language: Literal["english", "target"] = "english"
     """The instruction in English (the paper's) or in the target language."""
     temperature: float = Field(default=0.1, ge=0.0, le=2.0)
     """Sampling temperature of the writer (paper: 0.1)."""
-    max_tokens: int = Field(default=2048, ge=16)
-    """Longest reply per call."""
+    max_tokens: int = Field(default=None, ge=16)  # type: ignore[assignment]  # by model: set on validation
+    """Longest reply per call; by default by the writer's model: 192 for a local base model (llamacpp/…, hf/…:
+    it writes until the limit, slowly), 2048 for a chat model. The resolved value goes into the manifest."""
     concept_match: Literal["strict", "lenient"] = "strict"
     """Concept in the question: as written (the paper's filter), or a morphological variant too."""
     dedup: Literal["item", "question"] = "item"
@@ -90,6 +97,16 @@ class CultureGenConfig(RecipeConfig):
         if value is not None:
             ratios(value)
         return value
+
+    @model_validator(mode="after")
+    def _by_model(self) -> CultureGenConfig:
+        """Settings left to the model get its values, so the manifest and hash hold what the run uses."""
+        local = runs_locally(self.model_for("generate"))
+        if self.batch_concepts is None:
+            object.__setattr__(self, "batch_concepts", LOCAL_BATCH_CONCEPTS if local else 5)
+        if self.max_tokens is None:
+            object.__setattr__(self, "max_tokens", LOCAL_MAX_TOKENS if local else 2048)
+        return self
 
 
 def ratios(split: str) -> tuple[float, float, float]:
@@ -265,7 +282,7 @@ class CultureGen:
                 max_tokens=config.max_tokens,
                 seed=config.seed,
             ),
-            Check("check", match=config.concept_match),
+            Check("check", match=config.concept_match, worked_example=config.style_for("generate") == "completion"),
             Dedup("dedup", by=config.dedup),
             FlagLanguage("language"),
             Moderate("moderate", moderator=self.moderator),

@@ -15,10 +15,11 @@ from typing import Any, Literal
 from senseforge.data.langid import detect
 from senseforge.data.schema import Choice, MCItem
 from senseforge.llm.base import GenerateRequest
-from senseforge.pipelines.culture_gen.checks import ConceptMatch, check_item
+from senseforge.pipelines.culture_gen.checks import ConceptMatch, check_item, item_evidence
 from senseforge.pipelines.culture_gen.concepts import Batch
 from senseforge.pipelines.culture_gen.parse import RawItem, assign, fold, parse_reply
-from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, build_request
+from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, build_request, worked_example
+from senseforge.pipelines.dedup import CopyIndex
 from senseforge.pipelines.moderation import Moderator
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import StageResult
@@ -42,6 +43,9 @@ UNKNOWN_CONCEPT = "unknown_concept"
 """Rejection reason: an item that names no concept of its batch."""
 DUPLICATE_ITEM = "duplicate_item"
 DUPLICATE_QUESTION = "duplicate_question"
+NEAR_DUPLICATE_QUESTION = "near_duplicate_question"
+"""Rejection reason: the question nearly repeats a kept one of its language (with the same options, or — by
+``question`` — with any); :func:`~senseforge.pipelines.dedup.near_duplicate` decides."""
 INAPPROPRIATE = "inappropriate"
 REVIEW_TASK = "verify"
 """The judgement task of review (the annotation app's *verify* task)."""
@@ -119,15 +123,26 @@ class Check(CheckStage):
     """Five choices, labels A–E, the answer among them, distinct choices, the concept in the question."""
 
     match: ConceptMatch = "strict"
+    worked_example: bool = False
+    """Whether the prompt showed a worked example (completion style): an item copying it is rejected."""
+
+    def _example(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        return worked_example(payload["lang"]) if self.worked_example else None
 
     def reason(self, payload: dict[str, Any]) -> str | None:
-        return check_item(raw_item(payload), payload["concept"], match=self.match)
+        item, example = raw_item(payload), self._example(payload)
+        return check_item(item, payload["concept"], match=self.match, lang=payload["lang"], example=example)
+
+    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
+        return item_evidence(raw_item(payload), reason, payload["concept"], payload["lang"], self._example(payload))
 
 
 @dataclass
 class Dedup:
     """Drop an item whose question and choices an earlier kept item of its language already has
-    (with ``question``, also a repeated question with other options)."""
+    (with ``question``, also a repeated question with other options); a question that nearly repeats
+    a kept one (:func:`~senseforge.pipelines.dedup.near_duplicate`) is dropped the same way. The
+    evidence names the kept item."""
 
     name: str
     by: Literal["item", "question"] = "item"
@@ -139,21 +154,27 @@ class Dedup:
         return ()
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
-        items: set[tuple[str, str, tuple[str, ...]]] = set()
-        questions: set[tuple[str, str]] = set()
+        items: dict[tuple[str, str, tuple[str, ...]], str] = {}
+        questions: dict[str, CopyIndex] = {}
+        options: dict[str, tuple[str, ...]] = {}
         outcomes: list[StageResult] = []
         for record in records:
             item = raw_item(record.payload)
             lang = record.payload["lang"]
-            question = fold(item.question)
-            key = (lang, question, tuple(sorted(fold(text) for _, text in item.choices)))
+            choices = tuple(sorted(fold(text) for _, text in item.choices))
+            key = (lang, fold(item.question), choices)
+            seen = questions.setdefault(lang, CopyIndex())
+            same = (c for c in seen.matches(item.question) if self.by == "question" or options[c.kept_id] == choices)
+            copy = next(same, None)
             if key in items:
-                outcomes.append(rejected(record, DUPLICATE_ITEM))
-            elif self.by == "question" and (lang, question) in questions:
-                outcomes.append(rejected(record, DUPLICATE_QUESTION))
+                outcomes.append(rejected(record, DUPLICATE_ITEM, evidence={"copy_of": items[key]}))
+            elif copy is not None:
+                reason = DUPLICATE_QUESTION if copy.kind == "duplicate" else NEAR_DUPLICATE_QUESTION
+                outcomes.append(rejected(record, reason, evidence=copy.evidence()))
             else:
-                items.add(key)
-                questions.add((lang, question))
+                items[key] = record.record_id
+                options[record.record_id] = choices
+                seen.add(record.record_id, item.question)
                 outcomes.append(ok(record, record.payload))
         return StageOutput(outcomes)
 
@@ -181,6 +202,16 @@ class Moderate(CheckStage):
         texts = [item.question, *(text for _, text in item.choices)]
         flagged = any(self.moderator.check(text, payload["lang"]) is not None for text in texts)
         return INAPPROPRIATE if flagged else None
+
+    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
+        if self.moderator is None:
+            return None
+        item = raw_item(payload)
+        for text in [item.question, *(text for _, text in item.choices)]:
+            verdict = self.moderator.check(text, payload["lang"])
+            if verdict is not None:
+                return {"text": text, "matched": verdict}
+        return None
 
 
 @dataclass

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, Message
@@ -137,6 +137,11 @@ def _chat(batch: Batch, prompt_language: Literal["english", "target"]) -> list[M
     else:
         system = INSTRUCTION.format(language=language_name(batch.lang))
     return [Message(role="system", content=system), Message(role="user", content=user_turn(batch))]
+
+
+def worked_example(lang: str) -> dict[str, Any]:
+    """The worked example the completion page shows for ``lang`` (the English one when it has none)."""
+    return _EXAMPLES.get(lang, _EXAMPLES["en"])[2]
 
 
 def completion_page(batch: Batch) -> str:

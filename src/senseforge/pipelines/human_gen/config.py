@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -25,6 +25,19 @@ def _names(value: tuple[str, ...], what: str) -> tuple[str, ...]:
 
 class HumanGenConfig(RecipeConfig):
     """Everything that decides what a human-gen build asks of people and keeps."""
+
+    unused: ClassVar[tuple[str, ...]] = (
+        "model",
+        "stage_models",
+        "model_options",
+        "style",
+        "reviewers",
+        "lm_review_policy",
+        "lm_review_final",
+        "review_policy",
+        "review_k",
+    )
+    unused_hint: ClassVar[str] = "people write, check and answer every item; no model is called"
 
     recipe: Literal["human-gen"] = "human-gen"
     lang: str = "id"

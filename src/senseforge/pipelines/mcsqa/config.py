@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import AliasChoices, Field, field_validator
 
 from senseforge.data.lang import normalize_tag
+from senseforge.errors import ConfigError
+from senseforge.kb import conceptnet
 from senseforge.kb.question_sets import DEFAULT_RELATIONS
 from senseforge.pipelines.config import RecipeConfig, is_chat
 from senseforge.pipelines.mcsqa.templates import DEFAULT_SAMPLING, STAGES, resolve_language, template_hash
@@ -55,6 +59,14 @@ class McsqaConfig(RecipeConfig):
         """mCSQA's name for :attr:`lm_review_final`."""
         return self.lm_review_final
 
+    def input_changes(self, manifest: Mapping[str, Any]) -> list[str]:
+        """How the inputs outside the config differ from those the run's manifest records (the knowledge
+        store, see :func:`knowledge`); empty when they are the same or the manifest predates the record."""
+        recorded = manifest.get("knowledge")
+        if not isinstance(recorded, Mapping):
+            return []
+        return knowledge_changes(recorded, self)
+
     def verify_method(self) -> Literal["loglik", "generate"]:
         """How the verifier answers: generation for chat models, log-likelihood for base models (unless set)."""
         if self.verify_by != "auto":
@@ -72,9 +84,42 @@ def template_hashes(config: McsqaConfig) -> dict[str, str]:
     }
 
 
+def generate_template_hash(config: McsqaConfig) -> str:
+    """SHA-256 of the generate template the build writes its questions with (each item carries it)."""
+    return template_hash("generate", resolve_language(config.lang), config.style_for("generate"))
+
+
+def knowledge(config: McsqaConfig) -> dict[str, Any]:
+    """The knowledge store the build reads, as the manifest records it: folder, edges file, its size and
+    SHA-256, and the import's source, time and languages (:func:`senseforge.kb.conceptnet.identity`).
+
+    The SHA-256 is the one recorded at import; a store from an older version is hashed once and
+    remembered by (path, size, mtime) in the senseforge store.
+    """
+    from senseforge.store.db import Store
+
+    return conceptnet.identity(Path(config.kb) if config.kb else None, digest=lambda path: Store().file_digest(path))
+
+
+def knowledge_changes(recorded: Mapping[str, Any], config: McsqaConfig) -> list[str]:
+    """What differs between the knowledge a run recorded and the store the config names now (each difference
+    named); empty when the edges are the same bytes (a re-import of the same dump may keep them)."""
+    was = f"{recorded.get('source')} imported {recorded.get('imported_at')}"
+    try:
+        now = knowledge(config)
+    except ConfigError:
+        return [f"the knowledge store {recorded.get('store')} is gone (the run read {was})"]
+    if now.get("sha256") == recorded.get("sha256"):
+        return []
+    named = ("store", "source", "imported_at", "langs", "edges", "size", "sha256")
+    changes = [f"{key}: {recorded.get(key)!r} → {now.get(key)!r}" for key in named if recorded.get(key) != now.get(key)]
+    return [f"the knowledge store was re-imported ({', '.join(changes)})"]
+
+
 def manifest_facts(config: McsqaConfig) -> dict[str, Any]:
-    """The recipe's part of the manifest: seeds, sampling per step, template hashes."""
+    """The recipe's part of the manifest: seeds, sampling per step, template hashes, the knowledge store."""
     return {
+        "knowledge": knowledge(config),
         "seeds": {
             "question_sets": config.seed,
             "shuffle": config.seed,

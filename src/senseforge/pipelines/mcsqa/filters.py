@@ -18,6 +18,9 @@ Questions (:func:`check_question`), in order:
     :data:`MAX_CHARS` characters (:data:`MAX_CHARS_UNSPACED` without spaces); only a
     ``Question:`` label (the language's or the English one); or text copied from the
     prompt's instructions, when those are given.
+``copied_example``
+    the question copies (exactly or nearly, :func:`senseforge.pipelines.dedup.near_duplicate`)
+    a worked example of the prompt, when the examples are given.
 ``target_in_question``
     one of the target words appears. Case and width are ignored (NFKC). In languages with
     spaces a target matches whole words, a multi-word target its words in sequence, and
@@ -41,7 +44,10 @@ Questions (:func:`check_question`), in order:
     :mod:`senseforge.pipelines.moderation`) flags the text.
 
 Distractors (:func:`check_distractors`), in order: ``wrong_count`` (not exactly two),
-``empty`` (no letter or digit), ``duplicate`` (equal to an existing choice or to each other
+``empty`` (no letter or digit), ``short_option`` (fewer than :data:`MIN_OPTION_LETTERS`
+letters or digits in a language written with spaces: a one-letter "d" is a label, not a
+choice), ``copied_example`` (both are distractors of the prompt's worked examples, when
+those are given), ``duplicate`` (equal to an existing choice or to each other
 after :func:`choice_key`: NFKC, case, whitespace and punctuation ignored), ``near_duplicate``
 (one contains the other — as whole words in languages with spaces, allowing the plural
 forms above; as a substring in Japanese and Chinese — or a similarity ratio of at least
@@ -66,6 +72,7 @@ from typing import Final
 
 from senseforge.data.lang import primary_language
 from senseforge.data.literals import lookup, lookup_text
+from senseforge.pipelines.dedup import near_duplicate
 from senseforge.pipelines.moderation import Moderator, default_moderator
 
 EMPTY: Final = "empty"
@@ -77,11 +84,21 @@ INAPPROPRIATE: Final = "inappropriate"
 WRONG_COUNT: Final = "wrong_count"
 DUPLICATE: Final = "duplicate"
 NEAR_DUPLICATE: Final = "near_duplicate"
+SHORT_OPTION: Final = "short_option"
+COPIED_EXAMPLE: Final = "copied_example"
 
-QUESTION_REASONS: Final = (EMPTY, DEGENERATE, TARGET_IN_QUESTION, NO_QUESTION_MARK, MULTIPLE_SENTENCES, INAPPROPRIATE)
+QUESTION_REASONS: Final = (
+    EMPTY,
+    DEGENERATE,
+    COPIED_EXAMPLE,
+    TARGET_IN_QUESTION,
+    NO_QUESTION_MARK,
+    MULTIPLE_SENTENCES,
+    INAPPROPRIATE,
+)
 """Reasons :func:`check_question` returns, in the order it checks them."""
 
-DISTRACTOR_REASONS: Final = (WRONG_COUNT, EMPTY, DUPLICATE, NEAR_DUPLICATE, INAPPROPRIATE)
+DISTRACTOR_REASONS: Final = (WRONG_COUNT, EMPTY, SHORT_OPTION, COPIED_EXAMPLE, DUPLICATE, NEAR_DUPLICATE, INAPPROPRIATE)
 """Reasons :func:`check_distractors` returns, in the order it checks them."""
 
 MIN_WORDS: Final = 3
@@ -98,6 +115,10 @@ MAX_CHARS_UNSPACED: Final = 150
 
 NEAR_DUPLICATE_RATIO: Final = 0.9
 """Distractors at least this similar (:func:`similarity`) to another choice are near-duplicates."""
+
+MIN_OPTION_LETTERS: Final = 2
+"""Fewest letters or digits a distractor may have in a language written with spaces (one letter is a
+label such as "d", not a choice); scripts without spaces keep one-character words (木, 猫)."""
 
 DISTRACTOR_COUNT: Final = 2
 """How many new choices the distractor step must return."""
@@ -312,6 +333,7 @@ def check_question(
     *,
     instructions: str | None = None,
     moderator: Moderator | None = None,
+    examples: Sequence[str] = (),
 ) -> str | None:
     """Why a generated question is rejected, or ``None`` when it passes every rule.
 
@@ -321,6 +343,7 @@ def check_question(
         lang: the question's language (BCP-47; must have a row in :mod:`senseforge.data.literals`).
         instructions: the prompt's instruction text; a question copied from it is degenerate.
         moderator: what decides ``inappropriate``; the shipped word lists by default.
+        examples: the questions of the prompt's worked examples; a copy of one is ``copied_example``.
 
     Returns:
         One of :data:`QUESTION_REASONS`, or ``None``.
@@ -338,6 +361,8 @@ def check_question(
         return EMPTY
     if _degenerate(text, lang, instructions):
         return DEGENERATE
+    if copied_example(text, examples) is not None:
+        return COPIED_EXAMPLE
     if any(_contains_target(text, target, lang) for target in targets):
         return TARGET_IN_QUESTION
     if not _ends_with_question_mark(text, lang):
@@ -347,6 +372,28 @@ def check_question(
     if (moderator or default_moderator()).check(text, lang) is not None:
         return INAPPROPRIATE
     return None
+
+
+def target_found(question: str, targets: Sequence[str], lang: str) -> str | None:
+    """The first target word ``question`` holds (see ``target_in_question``), or ``None``."""
+    return next((target for target in targets if _contains_target(question.strip(), target, lang)), None)
+
+
+def copied_example(question: str, examples: Sequence[str]) -> str | None:
+    """The worked example ``question`` copies (exactly or nearly), or ``None``."""
+    return next((example for example in examples if near_duplicate(example, question)), None)
+
+
+def short_options(options: Sequence[str], lang: str) -> list[str]:
+    """The options too short to be choices (fewer than :data:`MIN_OPTION_LETTERS`, languages with spaces)."""
+    if not _space_separated(lang):
+        return []
+    return [option for option in options if len(_letters(option)) < MIN_OPTION_LETTERS]
+
+
+def _copies_example(new: Sequence[str], examples: Sequence[Sequence[str]]) -> bool:
+    shown = {choice_key(text) for pair in examples for text in pair}
+    return bool(shown) and all(choice_key(choice) in shown for choice in new)
 
 
 def _near(a: str, b: str, lang: str) -> bool:
@@ -361,6 +408,7 @@ def check_distractors(
     lang: str,
     *,
     moderator: Moderator | None = None,
+    examples: Sequence[Sequence[str]] = (),
 ) -> str | None:
     """Why the two distractors a model added are rejected, or ``None`` when they pass.
 
@@ -369,6 +417,7 @@ def check_distractors(
         existing: the choices already in the item (the three targets).
         lang: the choices' language (BCP-47; must have a row in :mod:`senseforge.data.literals`).
         moderator: what decides ``inappropriate``; the shipped word lists by default.
+        examples: the distractors of the prompt's worked examples (a pair each).
 
     Returns:
         One of :data:`DISTRACTOR_REASONS`, or ``None``.
@@ -382,6 +431,10 @@ def check_distractors(
         return WRONG_COUNT
     if any(not _letters(choice) for choice in new):
         return EMPTY
+    if short_options(new, lang):
+        return SHORT_OPTION
+    if _copies_example(new, examples):
+        return COPIED_EXAMPLE
     keys = [choice_key(choice) for choice in existing]
     for choice in new:
         key = choice_key(choice)

@@ -21,7 +21,7 @@ from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
 from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, McsqaReview, Split, Verify
 from senseforge.pipelines.mcsqa.report import STAGES, McsqaCost, final_items, funnel, write_dataset
-from senseforge.pipelines.mcsqa.stages import Distractors, Filter, Generate, Moderate, Refine, Shuffle
+from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies, Generate, Moderate, Refine, Shuffle
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Funnel, StageFunnel
@@ -94,7 +94,7 @@ class Mcsqa:
             Generate("generate", config.model_for("generate"), config),
             Filter("filter", config, moderator),
             Refine("refine", config.model_for("refine"), config),
-            Filter("filter_refined", config, moderator),
+            FilterCopies("filter_refined", config, moderator),
             Distractors("distractors", config.model_for("distractors"), config, moderator),
             Shuffle("shuffle", config),
             Verify("verify", config.model_for("verify"), config),

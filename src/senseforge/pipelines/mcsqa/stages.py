@@ -16,10 +16,26 @@ from typing import Any
 from senseforge.data.schema import Choice, MCItem, Provenance, QuestionSet
 from senseforge.data.splits import shuffle_choices
 from senseforge.llm.base import GenerateRequest
-from senseforge.pipelines.mcsqa.config import McsqaConfig
-from senseforge.pipelines.mcsqa.filters import check_distractors, check_question
+from senseforge.pipelines.dedup import CopyIndex
+from senseforge.pipelines.mcsqa.config import McsqaConfig, generate_template_hash
+from senseforge.pipelines.mcsqa.filters import (
+    COPIED_EXAMPLE,
+    SHORT_OPTION,
+    TARGET_IN_QUESTION,
+    check_distractors,
+    check_question,
+    copied_example,
+    short_options,
+    target_found,
+)
 from senseforge.pipelines.mcsqa.parse import parse_distractor_items, parse_distractor_json, parse_question
-from senseforge.pipelines.mcsqa.templates import build_distractors, build_generate, build_refine, resolve_language
+from senseforge.pipelines.mcsqa.templates import (
+    build_distractors,
+    build_generate,
+    build_refine,
+    resolve_language,
+    templates,
+)
 from senseforge.pipelines.moderation import Moderator
 from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.stage import (
@@ -32,14 +48,33 @@ from senseforge.pipelines.stage import (
     StageContext,
     StageOutput,
     ok,
+    rejected,
 )
 
 INAPPROPRIATE = "inappropriate"
+DUPLICATE_QUESTION = "duplicate_question"
+"""Rejection reason: the question repeats (after :func:`~senseforge.pipelines.dedup.normalise`) an earlier
+question of its question set or of the run; the evidence names the kept one."""
+NEAR_DUPLICATE_QUESTION = "near_duplicate_question"
+"""Rejection reason: the question nearly repeats an earlier one (:func:`~senseforge.pipelines.dedup.near_duplicate`)."""
 
 
 def question_set(payload: dict[str, Any]) -> QuestionSet:
     """The question set a record was built from."""
     return QuestionSet.model_validate(payload["qs"])
+
+
+def example_questions(lang: str) -> tuple[str, ...]:
+    """The questions of the language's worked examples (generate and refine prompts)."""
+    t = templates(resolve_language(lang))
+    found = [e.question for e in t.generate.examples]
+    found += [text for e in t.refine.examples for text in (e.question, e.natural)]
+    return tuple(dict.fromkeys(found))
+
+
+def example_distractors(lang: str) -> tuple[tuple[str, str], ...]:
+    """The distractor pairs of the language's worked examples."""
+    return tuple(tuple(e.distractors) for e in templates(resolve_language(lang)).distractors.examples)  # type: ignore[misc]
 
 
 def _same_text(a: str, b: str) -> bool:
@@ -107,9 +142,15 @@ class Distractors(_Writing):
             return Reject(MALFORMED)
         new = items[:2]
         targets = question_set(record.payload).targets
-        reason = check_distractors(new, targets, self.config.lang, moderator=self.moderator)
+        shown = example_distractors(self.config.lang)
+        reason = check_distractors(new, targets, self.config.lang, moderator=self.moderator, examples=shown)
         if reason is not None:
-            return Reject(reason)
+            found: dict[str, Any] = {"distractors": new, "choices": list(targets)}
+            if reason == SHORT_OPTION:
+                found["short"] = short_options(new, self.config.lang)
+            elif reason == COPIED_EXAMPLE:
+                found["examples"] = [list(pair) for pair in shown]
+            return Reject(reason, evidence=found)
         return {**record.payload, "distractors": new, "distractors_offered": len(items)}
 
 
@@ -127,7 +168,49 @@ class Filter(_Check):
 
     def reason(self, payload: dict[str, Any]) -> str | None:
         targets = question_set(payload).targets
-        return check_question(payload["question"], targets, self.config.lang, moderator=self.moderator)
+        examples = example_questions(self.config.lang)
+        return check_question(
+            payload["question"], targets, self.config.lang, moderator=self.moderator, examples=examples
+        )
+
+    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
+        found: dict[str, Any] = {"targets": list(question_set(payload).targets)}
+        if reason == TARGET_IN_QUESTION:
+            found["target"] = target_found(payload["question"], question_set(payload).targets, self.config.lang)
+        elif reason == COPIED_EXAMPLE:
+            found["example"] = copied_example(payload["question"], example_questions(self.config.lang))
+        elif reason == INAPPROPRIATE:
+            found["matched"] = self.moderator.check(payload["question"], self.config.lang)
+        return found
+
+
+@dataclass
+class FilterCopies(Filter):
+    """The rule filter after refinement, which also drops copies: a barrier, it sees every refined question.
+
+    In record-id order (the siblings of a question set first, then the next set), a question
+    that repeats or nearly repeats an earlier kept one is rejected as
+    :data:`DUPLICATE_QUESTION` / :data:`NEAR_DUPLICATE_QUESTION`, naming it.
+    """
+
+    barrier = True
+
+    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+        checked = super().run(records, ctx).outcomes
+        verdicts: dict[str, Outcome] = {}
+        seen = CopyIndex()
+        passed = [(r, o) for r, o in zip(records, checked, strict=True) if isinstance(o, StageResult)]
+        for record, outcome in sorted(passed, key=lambda pair: pair[0].record_id):
+            if outcome.status != "ok":
+                continue
+            question = record.payload["question"]
+            copy = seen.match(question)
+            if copy is None:
+                seen.add(record.record_id, question)
+                continue
+            reason = DUPLICATE_QUESTION if copy.kind == "duplicate" else NEAR_DUPLICATE_QUESTION
+            verdicts[record.record_id] = rejected(record, reason, evidence=copy.evidence())
+        return StageOutput([verdicts.get(r.record_id, o) for r, o in zip(records, checked, strict=True)])
 
 
 @dataclass
@@ -159,6 +242,7 @@ class Shuffle(CheckStage):
                     "direction": qs.direction,
                     "generated_question": payload["generated"],
                     "refined": bool(payload.get("refined_changed", False)),
+                    "generate_template_hash": generate_template_hash(self.config),
                 },
             )
             shuffled = shuffle_choices(item, seed=self.config.seed)
@@ -175,3 +259,11 @@ class Moderate(_Check):
         texts = [item.question, *(c.text for c in item.choices)]
         flagged = any(self.moderator.check(text, self.config.lang) is not None for text in texts)
         return INAPPROPRIATE if flagged else None
+
+    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
+        item = MCItem.model_validate(payload["item"])
+        for text in [item.question, *(c.text for c in item.choices)]:
+            verdict = self.moderator.check(text, self.config.lang)
+            if verdict is not None:
+                return {"text": text, "matched": verdict}
+        return None

@@ -1,0 +1,90 @@
+"""``senseforge runs``: where a run stands, while it runs or after it stopped."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from senseforge.cli._common import StoreOption, money, out, plural
+
+app = typer.Typer(help="Runs of a recipe: their state, funnel so far, failures and cost.", no_args_is_help=True)
+
+
+def when(ts: float) -> str:
+    """A ledger time as UTC, to the second."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _state_line(status: Any) -> str:
+    state = status.state
+    resume = f"senseforge build {status.recipe} --out {status.run_dir} --resume"
+    if state == "running":
+        return f"state: running, or stopped before it finished (continue: {resume})"
+    if state == "awaiting_review":
+        return f"state: awaiting review (people work in: senseforge annotate serve {status.run_dir}; then {resume})"
+    if state == "done":
+        return "state: done"
+    return f"state: {state} (run the same build again)"
+
+
+def _funnel(status: Any) -> Table:
+    table = Table(title="funnel so far")
+    for column in ("stage", "stored", "ok", "rejected"):
+        table.add_column(column, justify="right" if column in ("stored", "ok") else "left")
+    for row in status.stages:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in row.rejected.items())
+        table.add_row(escape(row.stage), str(row.total), str(row.ok), escape(reasons))
+    return table
+
+
+def _cost_line(ledger: dict[str, Any]) -> str:
+    spent = ledger.get("cost_usd")
+    shown = "unknown (a model not in the price table)" if spent is None else money(spent)
+    return (
+        f"calls so far: {ledger.get('calls', 0)} ({ledger.get('cache_hits', 0)} from cache), "
+        f"{ledger.get('retried_calls', 0)} retried, {ledger.get('failed_calls', 0)} failed · "
+        f"tokens: {ledger.get('tokens_in', 0):,} in, {ledger.get('tokens_out', 0):,} out · cost: {shown}"
+    )
+
+
+@app.command("show")
+def show(
+    run_dir: Path = typer.Argument(..., help="The run directory (the build's --out)."),
+    failures: int = typer.Option(5, "--failures", min=0, help="Failure causes and failed calls to list."),
+    as_json: bool = typer.Option(False, "--json", help="Print everything as one JSON object."),
+    store: str | None = StoreOption,
+    run_store: str | None = typer.Option(
+        None, "--run-store", help="SQLAlchemy URL of the run store (default: run.db in the run)."
+    ),
+) -> None:
+    """Show a run's recipe, state, funnel so far, failed calls with their causes, and cost so far.
+
+    Reads what the run keeps as it goes (its manifest, run store and the LM ledger), so it
+    works on a run that is running or stopped incomplete. The ledger is the store the
+    manifest names unless --store is given.
+    """
+    from senseforge.pipelines.status import run_status
+
+    status = run_status(run_dir, store=store, run_store_url=run_store, failures=failures)
+    if as_json:
+        out.print_json(json.dumps(status.model_dump(mode="json"), ensure_ascii=False))
+        return
+    model = f" · model: {status.model}" if status.model else ""
+    out.print(f"run: {status.run_dir} · recipe: {status.recipe}{model}", markup=False)
+    out.print(_state_line(status), markup=False)
+    if status.stages:
+        out.print(_funnel(status))
+    if status.causes:
+        out.print("failed calls by cause, commonest first:")
+        for cause in status.causes:
+            out.print(f"  {plural(cause.calls, 'call')} (last {when(cause.last_ts)}): {cause.line()}", markup=False)
+    if status.last_failures:
+        out.print(f"each failed call: senseforge llm ledger --run {status.run_dir} --failed", markup=False)
+    if status.ledger:
+        out.print(_cost_line(status.ledger), markup=False)

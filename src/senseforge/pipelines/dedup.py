@@ -1,0 +1,196 @@
+"""Copies among generated texts: one normalisation, one near-duplicate test, one run-wide index.
+
+Recipes use it to drop a question that repeats a sibling of its question set or any earlier
+question of the run, and to catch options copied from a prompt's worked example; a
+contamination gate can reuse it against a benchmark's published items.
+
+* :func:`normalise` — NFKC, case-folded, punctuation and symbols made spaces, whitespace
+  collapsed: ``"What is a HOUSE made of ?"`` and ``"what is a house made of"`` are one text.
+* :func:`shingle_jaccard` — the Jaccard similarity of the two texts' character
+  :data:`SHINGLE`-grams (of the normalised text), which works the same with and without
+  spaces between words (Japanese, Chinese).
+* :func:`near_duplicate` — the same numbers in both (``"… puzzle number 12?"`` and ``"…
+  puzzle number 13?"`` ask different things, however alike their letters), a shingle
+  Jaccard of at least :data:`NEAR_DUPLICATE_JACCARD`, and — in text with spaces — no
+  content word of one missing from the other: the words that differ are short function
+  words (at most :data:`FUNCTION_WORD_CHARS` letters, never a negation) or variants of a
+  word on the other side (an edit ratio of at least :data:`WORD_VARIANT_RATIO`: ``fork`` /
+  ``forks``). Text without spaces (Japanese, Chinese) needs a Jaccard of
+  :data:`UNSPACED_NEAR_JACCARD`. Character overlap alone cannot tell a copy from a sibling
+  about another thing: "Where would you find a fork?" and "… a spoon?" share 70% of
+  their shingles.
+* :class:`CopyIndex` — texts seen so far, each under the id of the record that holds it:
+  :meth:`CopyIndex.match` names the first kept text a new one copies.
+
+>>> normalise("  What is a HOUSE made of?! ")
+'what is a house made of'
+>>> near_duplicate("What is a house made of?", "What is the house made of?")
+True
+>>> near_duplicate("Which option fits puzzle 12?", "Which option fits puzzle 13?")
+False
+>>> near_duplicate("Where would you find a fork?", "Where would you find a spoon?")
+False
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Final, Literal
+
+SHINGLE: Final = 3
+"""Characters per shingle: short enough for short questions and for scripts without spaces."""
+
+NEAR_DUPLICATE_JACCARD: Final = 0.6
+"""Fewest shared character shingles (Jaccard) for a near-duplicate in text with spaces (the word test decides).
+
+One changed function word in a short question ("a house" → "the house") keeps it near 0.7;
+two questions that only share a frame ("What is a house made of?" / "What is a bridge made
+of?") fall near 0.5, below the bar."""
+
+UNSPACED_NEAR_JACCARD: Final = 0.85
+"""Fewest shared shingles for a near-duplicate in text without spaces (no word test there): high, so
+that a changed noun of one or two characters keeps two questions apart."""
+
+FUNCTION_WORD_CHARS: Final = 3
+"""A differing word this short (``a``, ``the``, ``of``, ``nu``) may differ between near-duplicates."""
+
+WORD_VARIANT_RATIO: Final = 0.8
+"""Two differing words at least this alike (difflib ratio) are variants of one word (``fork`` / ``forks``)."""
+
+NEGATIONS: Final = frozenset(
+    {"not", "no", "nor", "never", "tidak", "tak", "bukan", "teu", "henteu", "lain", "nicht", "kein", "keine"}
+    | {"pas", "non", "ne", "niet", "geen", "não", "nem", "не", "нет", "ни"}
+)
+"""Short words that are never mere function words: dropping one turns a question around."""
+
+_UNSPACED_RUN: Final = 12
+"""A 'word' longer than this without a space marks text written without spaces."""
+
+DUPLICATE: Final = "duplicate"
+NEAR_DUPLICATE: Final = "near_duplicate"
+
+_NUMBER = re.compile(r"\d+")
+
+
+def normalise(text: str) -> str:
+    """The form texts are compared in: NFKC, case-folded, punctuation and symbols as spaces, spaces collapsed."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    spaced = "".join(" " if unicodedata.category(ch)[0] in "PSZC" else ch for ch in folded)
+    return " ".join(spaced.split())
+
+
+def shingles(text: str, size: int = SHINGLE) -> frozenset[str]:
+    """The character ``size``-grams of the normalised text (the whole text when it is shorter)."""
+    norm = normalise(text)
+    if len(norm) <= size:
+        return frozenset({norm}) if norm else frozenset()
+    return frozenset(norm[i : i + size] for i in range(len(norm) - size + 1))
+
+
+def shingle_jaccard(a: str, b: str) -> float:
+    """How alike two texts are: the Jaccard similarity of their :func:`shingles` (1.0 for two empty texts)."""
+    left, right = shingles(a), shingles(b)
+    if not left and not right:
+        return 1.0
+    return len(left & right) / len(left | right)
+
+
+def _numbers(text: str) -> Counter[str]:
+    return Counter(m.lstrip("0") or "0" for m in _NUMBER.findall(normalise(text)))
+
+
+def _unspaced(words: list[str]) -> bool:
+    return any(len(word) > _UNSPACED_RUN for word in words) or len(words) == 1
+
+
+def _words_differ(a: str, b: str) -> bool:
+    """Whether a content word of one text is missing from the other (no variant of it there)."""
+    left, right = set(normalise(a).split()), set(normalise(b).split())
+    only_left, only_right = left - right, right - left
+
+    def unmatched(word: str, others: set[str]) -> bool:
+        if len(word) <= FUNCTION_WORD_CHARS and word not in NEGATIONS:
+            return False
+        return not any(SequenceMatcher(None, word, other).ratio() >= WORD_VARIANT_RATIO for other in others)
+
+    return any(unmatched(w, only_right) for w in only_left) or any(unmatched(w, only_left) for w in only_right)
+
+
+def _near(a: str, b: str, jaccard: float) -> bool:
+    words = normalise(a).split() + normalise(b).split()
+    if _unspaced(normalise(a).split()) or _unspaced(normalise(b).split()):
+        return jaccard >= UNSPACED_NEAR_JACCARD
+    return bool(words) and jaccard >= NEAR_DUPLICATE_JACCARD and not _words_differ(a, b)
+
+
+def near_duplicate(a: str, b: str) -> bool:
+    """Whether ``b`` copies ``a``, exactly or nearly (see the module notes)."""
+    if normalise(a) == normalise(b):
+        return True
+    return _numbers(a) == _numbers(b) and _near(a, b, shingle_jaccard(a, b))
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A text found to copy an earlier one."""
+
+    kind: Literal["duplicate", "near_duplicate"]
+    kept_id: str
+    """The id of the record that holds the earlier text (the one kept)."""
+    kept_text: str
+    similarity: float
+    """The shingle Jaccard of the two texts (1.0 for a duplicate)."""
+
+    def evidence(self) -> dict[str, object]:
+        """The copy as a reject's evidence."""
+        return {"copy_of": self.kept_id, "copied_text": self.kept_text, "similarity": round(self.similarity, 4)}
+
+
+@dataclass
+class CopyIndex:
+    """Texts kept so far (each under its record's id), and which of them a new text copies.
+
+    The exact test is a dictionary look-up; the near test visits only the kept texts sharing
+    a shingle with the new one, counting shared shingles through an inverted index.
+    """
+
+    _exact: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    _texts: list[tuple[str, str, frozenset[str], Counter[str]]] = field(default_factory=list)
+    _postings: dict[str, list[int]] = field(default_factory=dict)
+
+    def match(self, text: str) -> Copy | None:
+        """The first kept text that ``text`` duplicates (or else nearly duplicates), or ``None``."""
+        return next(self.matches(text), None)
+
+    def matches(self, text: str) -> Iterator[Copy]:
+        """Every kept text that ``text`` copies: exact copies first, then near ones, each in the order kept."""
+        norm = normalise(text)
+        for record_id, kept in self._exact.get(norm, ()):
+            yield Copy(DUPLICATE, record_id, kept, 1.0)
+        mine = shingles(text)
+        if not mine:
+            return
+        shared: Counter[int] = Counter()
+        for gram in mine:
+            for index in self._postings.get(gram, ()):
+                shared[index] += 1
+        numbers = _numbers(text)
+        for index in sorted(shared):
+            record_id, kept, theirs, their_numbers = self._texts[index]
+            jaccard = shared[index] / (len(mine) + len(theirs) - shared[index])
+            if normalise(kept) != norm and numbers == their_numbers and _near(text, kept, jaccard):
+                yield Copy(NEAR_DUPLICATE, record_id, kept, jaccard)
+
+    def add(self, record_id: str, text: str) -> None:
+        """Keep ``text`` (held by ``record_id``) for later matches."""
+        self._exact.setdefault(normalise(text), []).append((record_id, text))
+        grams = shingles(text)
+        index = len(self._texts)
+        self._texts.append((record_id, text, grams, _numbers(text)))
+        for gram in grams:
+            self._postings.setdefault(gram, []).append(index)

@@ -1,0 +1,118 @@
+"""``senseforge runs show`` and ``senseforge llm ledger``: a run's state and its failures, while it runs or after
+it stopped (loopback only: a dead port, a server that answers 500)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from senseforge.cli.main import app
+from senseforge.llm.loopback import LoopbackOpenAI
+from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
+from senseforge.pipelines.runner import build
+from senseforge.pipelines.stage import RunIncomplete
+from senseforge.pipelines.status import NOTHING_STORED, run_status
+from senseforge.store.db import Store
+
+SPEC = "openai/loopback"
+FAST = {"timeout_s": 0.5, "backoff_base_s": 0.01, "backoff_max_s": 0.02, "max_retries": 1, "max_concurrency": 4}
+
+
+def _closed_port() -> str:
+    """A loopback URL nothing listens on (connection refused at once)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def _config(base_url: str) -> CultureGenConfig:
+    return CultureGenConfig(
+        langs=("id",), model=SPEC, model_options={SPEC: {"base_url": base_url, **FAST}}, call_rounds=1
+    )
+
+
+def _invoke(*args: str) -> Any:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _failed_run(tmp_path: Path, base_url: str) -> tuple[Path, str, RunIncomplete]:
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    run_dir = tmp_path / "run"
+    with pytest.raises(RunIncomplete) as caught:
+        build(CULTURE_GEN, _config(base_url), run_dir, store=Store(store_url))
+    return run_dir, store_url, caught.value
+
+
+def test_a_dead_base_url_names_its_cause_and_the_command_that_shows_the_rest(tmp_path: Path) -> None:
+    run_dir, _, error = _failed_run(tmp_path, _closed_port())
+    message = str(error)
+    assert "still failing" in message and "most often connection: " in message
+    assert "ConnectError" in message or "Connection" in message
+    assert f"(causes: senseforge runs show {run_dir})" in message and message.endswith("--resume to retry them")
+    assert "see the ledger" not in message
+    assert not (run_dir / "ledger.json").exists()  # written only when a run finishes: show reads the ledger
+
+    shown = _invoke("runs", "show", str(run_dir)).output
+    assert f"run: {run_dir} · recipe: culture-gen · model: {SPEC}" in shown
+    assert "state: running, or stopped before it finished" in shown and "--resume" in shown
+    assert "funnel so far" in shown and "batches" in shown and "generate" in shown
+    assert "connection: " in shown and f"senseforge llm ledger --run {run_dir} --failed" in shown
+    assert "calls so far:" in shown and "failed" in shown
+
+    status = json.loads(_invoke("runs", "show", str(run_dir), "--json").output)
+    assert status["state"] == "running" and status["recipe"] == "culture-gen"
+    stages = {row["stage"]: row for row in status["stages"]}
+    assert list(stages)[:2] == ["batches", "generate"]  # the recipe's order, stages not reached included
+    assert stages["batches"]["ok"] > 0 and stages["generate"]["ok"] == 0
+    assert status["causes"][0]["kind"] == "connection" and status["causes"][0]["calls"] == stages["batches"]["ok"]
+    assert status["ledger"]["failed_calls"] == stages["batches"]["ok"]
+    assert all(row["failure_kind"] == "connection" for row in status["last_failures"])
+
+
+def test_llm_ledger_lists_a_runs_failed_calls(tmp_path: Path) -> None:
+    with LoopbackOpenAI(lambda body: "", fault_rate=1.0, faults=("500",)) as server:
+        run_dir, store_url, error = _failed_run(tmp_path, server.base_url)
+    assert "most often " in str(error) and "500" in str(error)
+    rows = json.loads(_invoke("llm", "ledger", "--run", str(run_dir), "--failed", "--json").output)  # its store
+    assert rows and all(row["failure_kind"] for row in rows)
+    assert all(row["attempts"] == 2 for row in rows)  # one retry (FAST)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    by_label = _invoke("llm", "ledger", "--run", manifest["run_id"], "-n", "1", "--json", "--store", store_url)
+    assert len(json.loads(by_label.output)) == 1
+    table = _invoke("llm", "ledger", "--failed", "--store", store_url).output
+    assert "newest first" in table and SPEC in table and "500" in table
+    assert "no failed calls" in _invoke("llm", "ledger", "--run", "nope", "--failed", "--store", store_url).output
+
+
+def test_show_a_finished_run(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    run_dir = tmp_path / "run"
+    config = CultureGenConfig(langs=("id",), model="scripted/culture-gen-author")
+    assert build(CULTURE_GEN, config, run_dir, store=store).state == "done"
+    status = run_status(run_dir)
+    assert status.state == "done" and not status.causes and status.ledger["calls"] > 0
+    assert [row.stage for row in status.stages][:3] == ["batches", "generate", "check"]
+    assert status.stages[1].ok > 0
+    shown = _invoke("runs", "show", str(run_dir)).output
+    assert "state: done" in shown and "failed calls" not in shown
+
+
+def test_show_a_run_that_stored_nothing_and_a_folder_without_a_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "started"
+    run_dir.mkdir()
+    config = CultureGenConfig(langs=("id",), model="scripted/culture-gen-author")
+    manifest = {"recipe": "culture-gen", "config": config.model_dump(mode="json"), "run_id": "culture-gen-x"}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    assert run_status(run_dir).state == NOTHING_STORED
+    assert NOTHING_STORED in _invoke("runs", "show", str(run_dir)).output
+
+    result = CliRunner().invoke(app, ["runs", "show", str(tmp_path / "nothing")])
+    assert result.exit_code != 0
