@@ -250,6 +250,8 @@ class CultureAdapt:
                 measure=config.similarity,
                 min_similarity=config.min_similarity,
                 min_chrf=config.min_chrf,
+                # the scripted stand-ins "translate" by returning the text: flag their copies, reject a model's
+                untranslated="flag" if translate.startswith("scripted/") else "reject",
             ),
         ]
 

@@ -513,6 +513,10 @@ class Keep:
     min_similarity: float = 0.9
     min_chrf: float = 0.5
     flag_language: bool = True
+    untranslated: Literal["reject", "flag"] = "reject"
+    """What to do with a translation that copies its source (:mod:`.copies`): reject it (before the similarity
+    check, which a copy passes), or only record it under ``untranslated`` (the scripted stand-in models
+    "translate" by returning the text, so that a dry run shows every later stage)."""
     barrier = False
     reads_task = None
 
@@ -547,7 +551,9 @@ class Keep:
             if self.flag_language:
                 payload["lang_detected"] = {lang: detect(item_in(record.payload, lang).question) for lang in self.langs}
             copy = self._untranslated(payload)
-            if copy is not None:
+            if copy is not None and self.untranslated == "flag":
+                payload["untranslated"] = copy
+            if copy is not None and self.untranslated == "reject":
                 outcomes.append(rejected(record, UNTRANSLATED, payload=payload, evidence=copy))
             elif lost:
                 concepts = {lang: item_in(record.payload, lang).concept for lang in lost}

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +49,8 @@ from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, cost, write_json, write_splits
 from senseforge.pipelines.runstore import RunStore, StageResult
 from senseforge.pipelines.stage import Stage
+
+logger = logging.getLogger(__name__)
 
 STAGES: tuple[str, ...] = ("batches", "generate", "check", "dedup", "language", "moderate")
 """The stages of the recipe, in order (the split is written when it finishes)."""
@@ -142,6 +146,15 @@ class ConceptBatches:
     def records(self, config: CultureGenConfig) -> tuple[list[StageResult], dict[str, Any]]:
         table = Path(config.concepts) if config.concepts else example_table()
         rows = read_concepts(table)
+        other = Counter(row.lang for row in rows if row.lang is not None and row.lang not in config.langs)
+        if other:
+            listed = ", ".join(f"{lang} {n}" for lang, n in sorted(other.items()))
+            logger.warning(
+                "%s: %d row(s) in languages not asked for were left out (%s); add them with --langs",
+                table,
+                sum(other.values()),
+                listed,
+            )
         cut = batches(rows, config.langs, config.batch_concepts)
         records = [
             StageResult(

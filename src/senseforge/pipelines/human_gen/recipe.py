@@ -20,6 +20,7 @@ in the released shape of Putri et al.'s Human_Gen (``id``, ``category``,
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_splits
 from senseforge.pipelines.runstore import RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
+logger = logging.getLogger(__name__)
+
 STAGES: tuple[str, ...] = ("slots", "create", "qc", "answer")
 
 
@@ -48,7 +51,17 @@ class Slots:
 
     def records(self, config: HumanGenConfig) -> tuple[list[StageResult], dict[str, Any]]:
         path = Path(config.concepts) if config.concepts else example_table()
-        rows = [row for row in read_concepts(path) if row.lang in (None, config.lang)]
+        every = read_concepts(path)
+        rows = [row for row in every if row.lang in (None, config.lang)]
+        if len(rows) < len(every):
+            other = sorted({str(row.lang) for row in every if row.lang not in (None, config.lang)})
+            logger.warning(
+                "%s: %d row(s) in other languages (%s) were left out; this run is for %s",
+                path,
+                len(every) - len(rows),
+                ", ".join(other),
+                config.lang,
+            )
         unique = list(dict.fromkeys(Concept(row.category, row.concept) for row in rows))
         if not unique:
             raise ConfigError(f"{path}: no concepts for language {config.lang}")
