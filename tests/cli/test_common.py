@@ -71,6 +71,7 @@ def test_progress_bar_off_a_terminal_prints_plain_lines(stderr: io.StringIO, mon
             advance(1)
     lines = stderr.getvalue().splitlines()
     assert [line.split(" 0:")[0] for line in lines] == [
+        "generating with m: 0/4 (0%)",  # the work began: a log shows it at once
         "generating with m: 1/4 (25%)",
         "generating with m: 2/4 (50%)",
         "generating with m: 3/4 (75%)",

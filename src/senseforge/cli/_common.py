@@ -117,6 +117,11 @@ class PlainProgress:
                 self._last = now
                 err.print(self.line(now), markup=False, highlight=False)
 
+    def start(self) -> None:
+        """Say that the work began (``description: 0/300 …``), so a log shows a slow first step is under way."""
+        with self._lock:
+            err.print(self.line(self.clock()), markup=False, highlight=False)
+
     def finish(self) -> None:
         """Print the last line (nothing when nothing was done)."""
         with self._lock:
@@ -144,6 +149,7 @@ def progress_bar(description: str, total: int | None) -> Iterator[Any]:
             yield lambda n: None
             return
         plain = PlainProgress(description, total, every_s=PLAIN_PROGRESS_EVERY_S)
+        plain.start()
         yield plain.advance
         plain.finish()
         return

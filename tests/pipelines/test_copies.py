@@ -1,0 +1,244 @@
+"""Copies caught (the shared near-duplicate test, each recipe's copy and form checks) and rejects that show
+what was rejected (its text as checked, the check's evidence, a raw reply once per call)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from senseforge.data.schema import QuestionSet
+from senseforge.pipelines.crow.parse import parse_triples
+from senseforge.pipelines.culture_adapt.copies import replaced_names_left, untranslated_evidence
+from senseforge.pipelines.culture_adapt.item import Fields
+from senseforge.pipelines.culture_adapt.stages import Keep, to_replace
+from senseforge.pipelines.culture_gen.checks import check_item, degenerate_question
+from senseforge.pipelines.culture_gen.parse import RawItem
+from senseforge.pipelines.culture_gen.stages import Dedup
+from senseforge.pipelines.culture_gen.templates import worked_example
+from senseforge.pipelines.dedup import CopyIndex, near_duplicate, normalise, shingle_jaccard
+from senseforge.pipelines.mcsqa.config import McsqaConfig
+from senseforge.pipelines.mcsqa.filters import check_distractors, check_question
+from senseforge.pipelines.mcsqa.stages import FilterCopies, example_distractors, example_questions
+from senseforge.pipelines.moderation import WordListModerator
+from senseforge.pipelines.report import write_rejects
+from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.stage import Reject
+
+
+class _NoContext:
+    def llm(self, spec: str) -> Any:
+        raise AssertionError("no model")
+
+    judgements: ClassVar[dict[str, Any]] = {}
+
+
+# --- the shared test ---------------------------------------------------------------------------
+
+
+def test_normalisation_folds_case_width_punctuation_and_spacing() -> None:
+    assert (
+        normalise("  What is a ＨＯＵＳＥ made of ?! ")
+        == normalise("what is a house made of")
+        == "what is a house made of"
+    )
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "near"),
+    [
+        ("What is a house made of?", "what is a house made of", True),
+        ("What is a house made of?", "What is the house made of?", True),
+        ("Where would you keep a fork in the kitchen?", "Where would you keep the forks in the kitchen?", True),
+        ("Where would you find a fork?", "Where would you find a spoon?", False),
+        ("What is a house made of?", "What is a bridge made of?", False),
+        ("What is not a fruit?", "What is a fruit?", False),  # a negation is never a mere function word
+        ("Which option fits puzzle number 12?", "Which option fits puzzle number 13?", False),
+        ("家は何でできていますか？", "家は何でできていますか", True),
+        ("家は何でできていますか？", "橋は何でできていますか？", False),
+    ],
+)
+def test_near_duplicates(a: str, b: str, near: bool) -> None:
+    assert near_duplicate(a, b) is near
+    assert 0.0 <= shingle_jaccard(a, b) <= 1.0
+
+
+def test_the_index_names_the_kept_text_a_copy_repeats() -> None:
+    seen = CopyIndex()
+    seen.add("q-1", "What is a house made of?")
+    assert seen.match("What is a bridge made of?") is None
+    exact = seen.match("what is a HOUSE made of")
+    assert exact is not None and exact.kind == "duplicate" and exact.kept_id == "q-1"
+    near = seen.match("What is the house made of?")
+    assert near is not None and near.kind == "near_duplicate" and near.evidence()["copy_of"] == "q-1"
+
+
+# --- mCSQA ---------------------------------------------------------------------------------------
+
+
+def _qs_record(record_id: str, question: str, answer: str) -> StageResult:
+    qs = QuestionSet(
+        id=record_id.rsplit("-", 1)[0], lang="en", anchor="house", relation="MadeOf", direction="forward",
+        targets=("door", "roof", "chimney"),
+    )  # fmt: skip
+    return StageResult(record_id, "ok", {"qs": qs.model_dump(mode="json"), "answer": answer, "question": question})
+
+
+def test_mcsqa_drops_a_question_its_siblings_or_the_run_already_asked() -> None:
+    config = McsqaConfig(lang="en", n=1, kb="unused")
+    records = [
+        _qs_record("qs-a-0", "What is a house made of?", "door"),
+        _qs_record("qs-a-1", "What is a house made of?", "roof"),
+        _qs_record("qs-a-2", "What is the house made of?", "chimney"),
+        _qs_record("qs-b-0", "Which part of a home lets smoke out?", "chimney"),
+    ]
+    output = FilterCopies("filter_refined", config, WordListModerator()).run(records, _NoContext())
+    verdicts = [(o.status, o.reason) for o in output.outcomes if isinstance(o, StageResult)]
+    assert verdicts == [
+        ("ok", None),
+        ("rejected", "duplicate_question"),
+        ("rejected", "near_duplicate_question"),
+        ("ok", None),
+    ]
+    copy = output.outcomes[1]
+    assert isinstance(copy, StageResult) and copy.payload["evidence"]["copy_of"] == "qs-a-0"
+
+
+def test_mcsqa_rejects_a_one_letter_distractor_and_copies_of_its_worked_examples() -> None:
+    assert check_distractors(["d", "window"], ["door", "roof", "chimney"], "en") == "short_option"
+    assert check_distractors(["猫", "犬小屋"], ["ドア", "屋根", "煙突"], "ja") is None  # one character is a word there
+    pair = example_distractors("en")[0]
+    assert check_distractors(list(pair), ["door", "roof", "chimney"], "en", examples=example_distractors("en")) == (
+        "copied_example"
+    )
+    example = example_questions("en")[0]
+    assert check_question(example, ["x1", "x2", "x3"], "en", examples=example_questions("en")) == "copied_example"
+
+
+# --- culture-gen ---------------------------------------------------------------------------------
+
+
+def _item(question: str, *options: str, answer: str = "A") -> RawItem:
+    return RawItem(question, tuple(zip("ABCDE", options, strict=True)), answer, None)
+
+
+FIVE = ("kinca", "sambel", "kecap", "saos", "gula")
+
+
+@pytest.mark.parametrize(
+    ("question", "lang", "problem"),
+    [
+        ("Pajajaran", "su", "single_word"),
+        ("Naon Pajajaran?", "su", "too_short"),
+        ("Kain yang biasa kita lihat memiliki warna ungu adalah", "id", "no_question_form"),
+        ("Siapakah pemimpin Belanda yang pertama datang", "id", None),  # a question word, no mark (released)
+        ("Kerja sama antara bangsa terjadi pada masa...", "id", None),  # a cloze stem (released)
+        ("Di mana biasana cai mancur kapanggih?", "su", None),
+    ],
+)
+def test_culture_gen_names_a_degenerate_question(question: str, lang: str, problem: str | None) -> None:
+    assert degenerate_question(question, lang) == problem
+
+
+def test_culture_gen_rejects_short_options_degenerate_questions_and_copies_of_the_worked_example() -> None:
+    ok_question = "Colénak biasana didahar sareng naon di Bandung?"
+    assert check_item(_item(ok_question, *FIVE), "colénak", lang="su") is None
+    assert check_item(_item(ok_question, "d", *FIVE[1:]), "colénak", lang="su") == "short_option"
+    assert check_item(_item(ok_question, "7", *FIVE[1:]), "colénak", lang="su") is None  # a number is an answer
+    assert check_item(_item("Pajajaran", *FIVE), "Pajajaran", lang="su") == "degenerate_question"
+    example = worked_example("su")
+    copied = list(example["choices"].values())
+    item = _item("Naon anu sok didahar sareng colénak di Bandung?", *copied)
+    assert check_item(item, "colénak", lang="su", example=example) == "copied_example"
+    assert check_item(item, "colénak", lang="su") is None  # the chat prompt shows no example
+
+
+def _gen(record_id: str, question: str, options: tuple[str, ...]) -> StageResult:
+    item = {"question": question, "choices": [list(p) for p in zip("ABCDE", options, strict=True)], "answer": "A"}
+    return StageResult(record_id, "ok", {"lang": "id", "concept": "rumah", "item": item})
+
+
+def test_culture_gen_dedup_names_the_kept_item_and_catches_near_copies() -> None:
+    records = [
+        _gen("b/0", "Rumah adat Sunda biasanya terbuat dari apa?", FIVE),
+        _gen("b/1", "Rumah adat Sunda biasanya terbuat dari apa?", FIVE),
+        _gen("b/2", "Rumah-rumah adat Sunda biasanya terbuat dari apa?", FIVE),
+        _gen("b/3", "Rumah adat Sunda biasanya terbuat dari apa ?", ("a1", "b2", "c3", "d4", "e5")),
+    ]
+    output = Dedup("dedup").run(records, _NoContext())
+    verdicts = [(o.status, o.reason, o.payload.get("evidence")) for o in output.outcomes if isinstance(o, StageResult)]
+    assert verdicts[0] == ("ok", None, None)
+    assert verdicts[1] == ("rejected", "duplicate_item", {"copy_of": "b/0"})
+    assert verdicts[2][:2] == ("rejected", "near_duplicate_question") and verdicts[2][2]["copy_of"] == "b/0"
+    assert verdicts[3][:2] == ("ok", None)  # the same question with other options: kept unless by question
+    strict = Dedup("dedup", by="question").run(records[:1] + records[3:], _NoContext())
+    assert [o.reason for o in strict.outcomes if isinstance(o, StageResult)] == [None, "duplicate_question"]
+
+
+# --- culture-adapt -------------------------------------------------------------------------------
+
+
+def test_culture_adapt_names_a_name_the_adaptation_kept() -> None:
+    assert replaced_names_left("Where would James keep his bike?", ["James", "Sally"]) == ["James"]
+    assert replaced_names_left("Where would Jameson keep his bike?", ["James"]) == []
+    payload = {"names": ["James"], "places": ["Mexico"], "irrelevant": ["names"]}
+    assert to_replace(payload, "names") == ["James"]
+    assert to_replace({**payload, "irrelevant": ["concept", "places"]}, "full") == ["Mexico"]
+
+
+def _fields(question: str, *options: str) -> dict[str, Any]:
+    return Fields(question, "mancur", tuple(zip("ABCDE", options, strict=True)), "A").to_json()
+
+
+def test_culture_adapt_rejects_an_untranslated_translation_before_the_similarity() -> None:
+    source = _fields(
+        "Di mana biasanya air mancur ditemukan?", "taman kota", "di dalam ruangan", "hutan", "laut", "gunung"
+    )
+    options = ("taman kota", "di jero rohangan", "leuweung", "sisi laut", "luhur gunung")
+    sundanese = _fields("Di mana biasana cai mancur kapanggih?", *options)
+    assert untranslated_evidence(json.dumps(sundanese), json.dumps(source), None, "id") is None
+    copy = untranslated_evidence(json.dumps(source), json.dumps(source), "id", "id")
+    assert copy is not None and copy["similarity"] == 1.0
+    keep = Keep("keep", ("id", "su"), measure="chrf", flag_language=False)
+    record = StageResult("x", "ok", {"items": {"id": source, "su": source}, "back": {"su": source}, "draft_lang": "id"})
+    outcome = keep.run([record], _NoContext()).outcomes[0]
+    assert isinstance(outcome, StageResult) and outcome.reason == "untranslated"
+    assert outcome.payload["evidence"]["lang"] == "su"
+    flagged = Keep("keep", ("id", "su"), measure="chrf", flag_language=False, untranslated="flag")
+    kept = flagged.run([record], _NoContext()).outcomes[0]
+    assert isinstance(kept, StageResult) and kept.status == "ok" and kept.payload["untranslated"]["lang"] == "su"
+
+
+# --- rejects that show the rejected --------------------------------------------------------------
+
+
+class _Store:
+    def __init__(self, rows: dict[str, list[StageResult]]) -> None:
+        self.rows = rows
+
+    def results(self, stage: str, status: str) -> list[StageResult]:
+        return self.rows.get(stage, [])
+
+
+def test_a_reject_row_shows_the_text_the_evidence_and_a_reply_once_per_call(tmp_path: Path) -> None:
+    reply = '{"triples": [["rain", "Causes", "wet"], ["rain", "Nope", "wet"], ["rain", "Causes", "wet"]]}'
+    parsed = parse_triples(reply, limit=5)
+    assert isinstance(parsed, list) and isinstance(parsed[1], Reject) and isinstance(parsed[2], Reject)
+    assert parsed[1].evidence == {"triple": {"head": "rain", "relation": "Nope", "tail": "wet"}, "relation": "Nope"}
+    edits = {"target": "close your eyes", "rewrite": "open all six of my ears now", "evidence": {"edits": 6}}
+    rows = {
+        "cka": [
+            StageResult("c/1", "rejected", {"evidence": parsed[1].evidence}, "unknown_relation", "P", reply),
+            StageResult("c/2", "rejected", {"evidence": parsed[2].evidence}, "duplicate_triple", "P", reply),
+        ],
+        "edits": [StageResult("c/0/0", "rejected", edits, "too_many_edits")],
+    }
+    assert write_rejects(tmp_path, _Store(rows), ["cka", "edits"]) == 3  # type: ignore[arg-type]
+    first, second, third = (json.loads(line) for line in (tmp_path / "rejects.jsonl").read_text().splitlines())
+    assert first["response"] == reply and "response_of" not in first
+    assert second["response"] is None and second["response_of"] == "c/1"
+    assert second["evidence"]["triple"]["relation"] == "Causes"
+    assert third["checked"] == {"target": "close your eyes", "rewrite": "open all six of my ears now"}
+    assert third["evidence"] == {"edits": 6}
