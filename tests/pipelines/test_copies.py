@@ -13,7 +13,7 @@ from senseforge.data.schema import QuestionSet
 from senseforge.pipelines.crow.parse import parse_triples
 from senseforge.pipelines.culture_adapt.copies import replaced_names_left, untranslated_evidence
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.culture_adapt.stages import Keep, to_replace
+from senseforge.pipelines.culture_adapt.stages import Keep, Rewrite, to_replace
 from senseforge.pipelines.culture_gen.checks import check_item, degenerate_question
 from senseforge.pipelines.culture_gen.parse import RawItem
 from senseforge.pipelines.culture_gen.stages import Dedup
@@ -242,3 +242,15 @@ def test_a_reject_row_shows_the_text_the_evidence_and_a_reply_once_per_call(tmp_
     assert second["evidence"]["triple"]["relation"] == "Causes"
     assert third["checked"] == {"target": "close your eyes", "rewrite": "open all six of my ears now"}
     assert third["evidence"] == {"edits": 6}
+
+
+def test_a_name_only_rewrite_that_keeps_the_name_is_rejected_naming_it() -> None:
+    source = Fields("Where would James keep his bike?", "bike", tuple(zip("ABCDE", FIVE, strict=True)), "A")
+    payload = {"source": source.to_json(), "source_lang": "en", "names": ["James"], "irrelevant": ["names"]}
+    record = StageResult("t", "ok", payload)
+    stage = Rewrite("adapt", "scripted/unused", kind="names")
+    kept = stage.parse(record, '{"question": "Where would James keep his bike?"}')
+    assert isinstance(kept, Reject) and kept.reason == "names_not_replaced"
+    assert kept.evidence is not None and kept.evidence["name"] == "James"
+    renamed = stage.parse(record, '{"question": "Where would Budi keep his bike?"}')
+    assert isinstance(renamed, dict) and renamed["adapted"] is True

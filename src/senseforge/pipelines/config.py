@@ -145,6 +145,12 @@ class RecipeConfig(BaseModel):
             )
         return self
 
+    def input_changes(self, manifest: Mapping[str, Any]) -> list[str]:
+        """What changed, since the run of ``manifest`` started, in inputs outside the config that decide what the
+        run makes (mCSQA: its knowledge store), one phrase each; a resume is refused when any did. None here."""
+        del manifest
+        return []
+
     def model_for(self, stage: str) -> str:
         """The model spec of an LM stage."""
         return self.stage_models.get(stage, self.model)

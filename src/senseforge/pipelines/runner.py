@@ -190,8 +190,7 @@ def check_resume(run_dir: Path, config: RecipeConfig, *, resume: bool) -> dict[s
             f"(rm -r {run_dir})"
         )
     # a config may also name inputs outside it that decide what the run makes (mCSQA: its knowledge store)
-    input_changes = getattr(config, "input_changes", None)
-    changed = input_changes(manifest) if callable(input_changes) else []
+    changed = config.input_changes(manifest)
     if changed:
         raise ConfigError(
             f"{run_dir}: {'; '.join(changed)} since this run started; resume with the inputs it started with, "
