@@ -8,19 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from senseforge.kb.conceptnet import import_dump
-
 from ..pipelines.mcsqa.test_golden import compare_with_golden
 from .test_llm_cli import assert_one_line_error, run_cli
 
 AUTHOR = "scripted/mcsqa-author"
-
-
-@pytest.fixture
-def kb(tmp_path: Path) -> Path:
-    folder = tmp_path / "kb"
-    import_dump("demo", folder)
-    return folder
 
 
 def test_build_prints_the_funnel_and_writes_the_run(kb: Path, tmp_path: Path, senseforge_home: Path) -> None:

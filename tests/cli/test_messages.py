@@ -6,18 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from senseforge.kb.conceptnet import import_dump
-
 from .test_llm_cli import run_cli
 
 AUTHOR = "scripted/mcsqa-author"
-
-
-@pytest.fixture
-def kb(tmp_path: Path) -> Path:
-    folder = tmp_path / "kb"
-    import_dump("demo", folder)
-    return folder
 
 
 def _error(stderr: str) -> str:
