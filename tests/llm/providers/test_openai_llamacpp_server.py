@@ -7,7 +7,7 @@ Two things make the stock server's scores differ from the embedded ``llamacpp/``
 neither of them ours and neither switchable from a request or a server flag:
 
 * it loads llama.cpp's repacked CPU weight buffers, which the embedded scorer avoids (see
-  ``senseforge.llm.providers.llamacpp``): up to 0.35 nats per CommonsenseQA choice here;
+  ``senseforge.llm.providers.llamacpp``): up to 0.35 nats on a CommonsenseQA choice here;
 * it keeps the previous request's KV cache and evaluates only the part of a prompt that
   differs from it; a decode of two or three tokens rounds differently from a longer one (up
   to 0.1 nats on a choice scored right after a sibling choice).
