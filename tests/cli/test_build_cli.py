@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ..pipelines.mcsqa.test_golden import compare_with_golden
+from ..pipelines.golden import compare_with_golden
 from .test_llm_cli import assert_one_line_error, run_cli
 
 AUTHOR = "scripted/mcsqa-author"
@@ -149,6 +149,8 @@ def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path)
     assert (crow / "release" / "public.jsonl").is_file() and (crow / "rejects.jsonl").is_file()
     assert "crow funnel" in result.stdout and "per task" in result.stdout
     assert "where everything is" in result.stdout
+    for name in ("culture-gen", "culture-adapt", "crow"):  # the bytes the demo wrote before typed records
+        compare_with_golden(out / "runs" / name, GOLDEN_DEMO / name)
     page = (out / "report.html").read_text(encoding="utf-8")  # the report over every run the demo built
     assert all(f"<h2>{name}</h2>" in page for name in ("mcsqa-en", "mcsqa-ja", "culture-gen", "crow"))
 

@@ -58,6 +58,20 @@ def test_key_covers_provider_and_model_identity() -> None:
     assert base == cache_key("openai", {"base_url": "http://a", "model": "m"}, "generate", request)
 
 
+def test_keys_are_pinned_so_a_paid_cache_stays_valid() -> None:
+    """Keys recorded at commit 90302c8: a change to the key (a new request field, a new version) must be deliberate,
+    since it turns every cached reply a user paid for into a miss."""
+    chat = GenerateRequest.chat("Is a kettle used to boil water?", max_tokens=8, temperature=0.0, seed=3)
+    api = {"model": "gpt-4o-mini", "base_url": "https://api.openai.com/v1"}
+    assert cache_key("openai", api, "generate", chat) == (
+        "33f9e76e151bb10bd56924eb6ead72719647cc48cfcf8488a988a3e8daa3b713"
+    )
+    scored = LoglikelihoodRequest(context="Q: Where is a kettle kept?\nA:", continuation=" kitchen")
+    assert cache_key("llamacpp", {"model": "gemma-3-270m"}, "loglikelihood", scored) == (
+        "dba0041e763a359f02ac725c411065571f8a5549546a43379f7fab9651a05898"
+    )
+
+
 def test_duplicates_within_a_batch_are_sent_once(store: Store) -> None:
     inner = ScriptedLLM(responder=echo, name="scripted/echo")
     results = _wrapped(store, inner).generate([GenerateRequest(prompt="a"), GenerateRequest(prompt="a")])

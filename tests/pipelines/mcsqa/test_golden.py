@@ -5,47 +5,37 @@ was before it moved onto the engine (commit db6543c), with the stand-in author f
 English and Japanese, with an LM panel and with people deciding through a decisions file.
 The embedded-model builds of the demo are compared in ``tests/cli/test_build_cli.py``.
 
-To record them again (only when an output is meant to change, and say why in the commit):
+Every output is compared, and the people's work (see :mod:`tests.pipelines.golden`). To record them again
+(only when an output is meant to change, and say why in the commit):
 ``SENSEFORGE_UPDATE_GOLDEN=1 pytest tests/pipelines/mcsqa/test_golden.py``.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
-import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from senseforge.data.splits import SPLIT_NAMES
-from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.kb.conceptnet import import_dump
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
-GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden" / "mcsqa"
+from ..golden import GOLDEN as GOLDEN_ROOT
+from ..golden import compare_with_golden
+
+GOLDEN = GOLDEN_ROOT / "mcsqa"
 AUTHOR = "scripted/mcsqa-author"
-OUTPUTS: tuple[str, ...] = (
-    "funnel.json",
-    "cost.json",
-    "rejects.jsonl",
-    *(f"{folder}/{split}.jsonl" for folder in ("dataset", "items") for split in SPLIT_NAMES),
-)
-
-
-def compare_with_golden(run_dir: Path, golden: Path) -> None:
-    """Every output byte-identical to its golden file (or, when updating, copied there)."""
-    if os.environ.get("SENSEFORGE_UPDATE_GOLDEN"):
-        for name in OUTPUTS:
-            (golden / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(run_dir / name, golden / name)
-    differing = [name for name in OUTPUTS if (run_dir / name).read_bytes() != (golden / name).read_bytes()]
-    assert not differing, f"{run_dir}: differs from {golden} in {differing}"
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_dry_run_with_an_lm_panel(lang: str, demo_kb: Path, tmp_path: Path) -> None:
     config = McsqaConfig(lang=lang, n=40, kb=str(demo_kb), model=AUTHOR, reviewers=(AUTHOR,), lm_review_as_hard=True)
-    summary = build(config, tmp_path / "run", store=Store())
+    summary = build(MCSQA, config, tmp_path / "run", store=Store())
     assert summary.state == "done"
     compare_with_golden(tmp_path / "run", GOLDEN / f"dry-{lang}")
 
@@ -54,7 +44,7 @@ def test_dry_run_decided_by_people(demo_kb: Path, tmp_path: Path) -> None:
     """No panel: the run waits, two people decide (one rejects every third item), the resume finishes."""
     config = McsqaConfig(lang="en", n=20, kb=str(demo_kb), model=AUTHOR)
     run_dir = tmp_path / "run"
-    first = build(config, run_dir, store=Store())
+    first = build(MCSQA, config, run_dir, store=Store())
     assert first.state == "awaiting_review"
     queue = [json.loads(line) for line in (run_dir / "review" / "queue.jsonl").read_text().splitlines()]
     decisions = tmp_path / "decisions.jsonl"
@@ -64,6 +54,56 @@ def test_dry_run_decided_by_people(demo_kb: Path, tmp_path: Path) -> None:
                 accept = not (annotator == "ben" and index % 3 == 0)
                 line = {"item_id": row["id"], "annotator": annotator, "task": "verify", "accept": accept}
                 handle.write(json.dumps(line) + "\n")
-    done = build(config, run_dir, resume=True, store=Store(), decisions=[decisions], human_rate=0.05)
+    done = build(MCSQA, config, run_dir, resume=True, store=Store(), decisions=[decisions], human_rate=0.05)
     assert done.state == "done"
     compare_with_golden(run_dir, GOLDEN / "dry-en-people")
+
+
+PAUSED = GOLDEN_ROOT / "paused" / "mcsqa-en-awaiting"
+"""A run stored by commit 90302c8 (before typed records), paused awaiting review: ``McsqaConfig(lang="en", n=20,
+kb="kb/demo", model=AUTHOR)`` built in a folder holding the demo knowledge store at ``kb/demo``; its ``run.db``
+gzipped (VACUUMed first)."""
+
+
+def test_a_run_paused_before_typed_records_resumes_to_the_golden_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decisions of ``test_dry_run_decided_by_people`` finish it, byte for byte as an uninterrupted run does."""
+    monkeypatch.chdir(tmp_path)
+    import_dump("demo", Path("kb/demo"))
+    run_dir = Path("run")
+    shutil.copytree(PAUSED, run_dir, ignore=shutil.ignore_patterns("run.db.gz"))
+    with gzip.open(PAUSED / "run.db.gz") as packed, (run_dir / "run.db").open("wb") as db:
+        shutil.copyfileobj(packed, db)
+    queue = [json.loads(line) for line in (run_dir / "review" / "queue.jsonl").read_text().splitlines()]
+    decisions = tmp_path / "decisions.jsonl"
+    with decisions.open("w", encoding="utf-8") as handle:
+        for index, row in enumerate(sorted(queue, key=lambda r: r["id"])):
+            for annotator in ("ana", "ben"):
+                accept = not (annotator == "ben" and index % 3 == 0)
+                line = {"item_id": row["id"], "annotator": annotator, "task": "verify", "accept": accept}
+                handle.write(json.dumps(line) + "\n")
+    config = McsqaConfig(lang="en", n=20, kb="kb/demo", model=AUTHOR)
+    done = build(MCSQA, config, run_dir, resume=True, store=Store(), decisions=[decisions], human_rate=0.05)
+    assert done.state == "done"
+    compare_with_golden(tmp_path / run_dir, GOLDEN / "dry-en-people")
+
+
+def _call_keys(db: Path) -> set[str]:
+    """The cache keys of every call the records of a run store say they made."""
+    with sqlite3.connect(db) as conn:
+        payloads = [json.loads(row[0]) for row in conn.execute("select payload from stage_results")]
+    return {call["key"] for payload in payloads for calls in payload.get("calls", {}).values() for call in calls}
+
+
+def test_todays_requests_have_the_cache_keys_stored_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's paid cache stays valid: the paused run's calls, made again today, have the very same cache keys."""
+    monkeypatch.chdir(tmp_path)
+    import_dump("demo", Path("kb/demo"))
+    config = McsqaConfig(lang="en", n=20, kb="kb/demo", model=AUTHOR)
+    assert build(MCSQA, config, Path("run"), store=Store()).state == "awaiting_review"
+    with gzip.open(PAUSED / "run.db.gz") as packed, (tmp_path / "before.db").open("wb") as db:
+        shutil.copyfileobj(packed, db)
+    before = _call_keys(tmp_path / "before.db")
+    assert len(before) > 40
+    assert _call_keys(tmp_path / "run" / "run.db") == before
