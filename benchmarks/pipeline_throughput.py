@@ -35,7 +35,8 @@ from typing import Any
 from senseforge.kb.conceptnet import import_dump
 from senseforge.llm.base import GenerateRequest
 from senseforge.llm.registry import get_llm
-from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
 GOAL = 0.90
@@ -80,7 +81,7 @@ def transport_efficiency(base_url: str, concurrency: int, latency: float, waves:
 
 def _run(config: McsqaConfig, run_dir: Path, store: Store) -> tuple[Any, float]:
     started = time.perf_counter()
-    summary = build(config, run_dir, store=store)
+    summary = build(MCSQA, config, run_dir, store=store)
     return summary, time.perf_counter() - started
 
 
@@ -145,7 +146,7 @@ def main() -> int:
         "staged_floor_s": round(staged_floor_s, 3),
         "ratio_to_staged_floor": round(staged_floor_s / elapsed, 4),
         "bare_provider_ratio": round(transport, 4),
-        "kept": first.funnel["kept"] if first.funnel else 0,
+        "kept": first.funnel.kept if first.funnel else 0,
         "rerun_backend_calls": rerun_calls,
         "rerun_seconds": round(rerun_s, 3),
         "rerun_identical": same and second.state == "done",

@@ -147,7 +147,10 @@ def test_the_contracts_cover_every_layer() -> None:
     assert config["root_package"] == "senseforge"
     assert config["include_external_packages"] is False
     types = {contract["type"] for contract in config["contracts"]}
-    assert {"layers", "forbidden", "acyclic_siblings"} <= types
+    assert {"layers", "forbidden", "acyclic_siblings", "independence"} <= types
+    recipes = {name.rsplit(".", 1)[1] for name in _recipes()}
+    on_disk = {path.parent.name for path in (REPO / "src" / "senseforge" / "pipelines").glob("*/recipe.py")}
+    assert recipes == on_disk, "every recipe package is in the independence contract"
     (layers,) = (contract for contract in config["contracts"] if contract["type"] == "layers")
     assert layers["exhaustive"] is True
     assert layers["layers"][-1] == "errors | _version"
@@ -175,10 +178,17 @@ def _layer_names() -> list[str]:
     return [name.strip(" ()") for layer in layers["layers"] for name in re.split(r"[|:]", layer)]
 
 
+def _recipes() -> list[str]:
+    """The recipe packages of the independence contract."""
+    config = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]
+    (recipes,) = (contract for contract in config["contracts"] if contract["type"] == "independence")
+    return list(recipes["modules"])
+
+
 def _write_toy(root: Path, *, broken: bool) -> None:
     """``toypkg`` with every layer of the real contracts; ``broken`` adds the violations."""
     names = _layer_names()
-    packages = {"data", "kb", "llm", "cli"}
+    packages = {"data", "kb", "llm", "cli", "pipelines", "annotate"}
     assert packages <= set(names), names
     files = {"__init__.py": '__version__ = "0"\n', **{f"{n}.py": "" for n in names if n not in packages}}
     for package in packages:
@@ -189,6 +199,12 @@ def _write_toy(root: Path, *, broken: bool) -> None:
     files["llm/__init__.py"] = "from toypkg.llm.base import Base\n"
     files["llm/base.py"] = "class Base:\n    pass\n"
     files["cli/__init__.py"] = "import toypkg.kb.a\nimport toypkg.llm\n"
+    recipes = [name.rsplit(".", 1)[1] for name in _recipes()]
+    for recipe in recipes:
+        files[f"pipelines/{recipe}/__init__.py"] = ""
+        files[f"pipelines/{recipe}/stages.py"] = "from toypkg.kb import a\nfrom toypkg.pipelines import shared\n"
+    files["pipelines/shared.py"] = "from toypkg import data\n"
+    files["annotate/app.py"] = "from toypkg.pipelines import shared\n"
     if broken:
         # upward, and lazy: data sits below cli
         files["data/low.py"] += "\n\ndef f() -> None:\n    import toypkg.cli\n"
@@ -198,6 +214,9 @@ def _write_toy(root: Path, *, broken: bool) -> None:
         files["kb/b.py"] += "\n\ndef g() -> None:\n    from toypkg.kb import a\n"
         # a cycle between a package's __init__ and its own module, which acyclic_siblings does not see
         files["llm/base.py"] = "from toypkg.llm import VERSION\n\n\nclass Base:\n    pass\n"
+        # one recipe borrowing another's word list, and the app reaching into a recipe
+        files[f"pipelines/{recipes[1]}/stages.py"] += f"from toypkg.pipelines.{recipes[0]} import stages\n"
+        files["annotate/app.py"] += f"from toypkg.pipelines.{recipes[-1]}.stages import a\n"
     for name, body in files.items():
         path = root / TOY / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -225,11 +244,14 @@ def test_the_contracts_catch_an_upward_import_the_root_and_a_cycle(toy: Path) ->
     result = _lint_imports(toy, toy)
     out = " ".join(result.stdout.split())
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "0 kept, 3 broken" in out, result.stdout
+    assert "0 kept, 5 broken" in out, result.stdout
     assert "toypkg.data is not allowed to import toypkg.cli" in out, result.stdout
     assert "toypkg.data.low -> toypkg.cli (l.5)" in out, result.stdout
     assert "toypkg.store is not allowed to import toypkg:" in out, result.stdout
     assert "No cycles are allowed in toypkg.kb" in out, result.stdout
+    recipes = [name.replace("senseforge", TOY) for name in _recipes()]
+    assert f"{recipes[1]} is not allowed to import {recipes[0]}" in out, result.stdout
+    assert f"toypkg.annotate is not allowed to import {recipes[-1]}" in out, result.stdout
 
 
 def test_the_cycle_check_finds_every_cycle(toy: Path) -> None:

@@ -13,7 +13,8 @@ from senseforge.errors import ConfigError
 from senseforge.evaluate.harness import write_outputs
 from senseforge.evaluate.records import DataInfo, EvalResults, MCMetrics, ModelInfo
 from senseforge.kb.conceptnet import import_dump
-from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.runner import build
 from senseforge.pipelines.runstore import sqlite_url
 from senseforge.store.db import Store
 
@@ -27,7 +28,7 @@ def finished_run(tmp_path: Path) -> Path:
     config = McsqaConfig(
         lang="en", n=30, kb=str(tmp_path / "kb"), model=AUTHOR, reviewers=(AUTHOR,), lm_review_as_hard=True
     )
-    build(config, tmp_path / "run", store=Store())
+    build(MCSQA, config, tmp_path / "run", store=Store())
     results = EvalResults(
         results={"mcsqa-en": MCMetrics(n=9, n_withheld=0, failed_rate=0.0, acc=0.4, acc_ci95=[0.1, 0.7])},
         breakdowns={},

@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 
 from senseforge.annotate.app import create_app
 from senseforge.annotate.store import AnnotationStore
+from senseforge.data.matching import concept_appears
 from senseforge.data.schema import (
     Choice,
     ConceptSlot,
@@ -26,7 +27,6 @@ from senseforge.data.schema import (
     QCJudgement,
     ReviseJudgement,
 )
-from senseforge.pipelines.culture_adapt.matching import concept_appears
 from senseforge.pipelines.taskqueue import QueuedTask
 
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'

@@ -87,7 +87,8 @@ def test_serve_says_how_to_invite_and_hides_tokens_from_the_access_log(
 
 def test_baseline_queues_then_reports(tmp_path: Path) -> None:
     from senseforge.kb.conceptnet import import_dump
-    from senseforge.pipelines.mcsqa import McsqaConfig, build
+    from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+    from senseforge.pipelines.runner import build
     from senseforge.store.db import Store
 
     import_dump("demo", tmp_path / "kb")
@@ -96,7 +97,7 @@ def test_baseline_queues_then_reports(tmp_path: Path) -> None:
         lang="en", n=30, kb=str(tmp_path / "kb"), model=author, reviewers=(author,), lm_review_as_hard=True
     )
     run = tmp_path / "run"
-    build(config, run, store=Store(f"sqlite:///{tmp_path / 'cache.db'}"))
+    build(MCSQA, config, run, store=Store(f"sqlite:///{tmp_path / 'cache.db'}"))
     runner = CliRunner()
     first = runner.invoke(app, ["baseline", str(run), "--n", "2", "--k", "1"])
     assert first.exit_code == 0, first.output

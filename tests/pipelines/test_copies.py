@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 import pytest
 
 from senseforge.data.schema import QuestionSet
+from senseforge.pipelines.choices import RawItem
 from senseforge.pipelines.crow.parse import parse_triples
 from senseforge.pipelines.culture_adapt.copies import replaced_names_left, untranslated_evidence
 from senseforge.pipelines.culture_adapt.item import Fields
 from senseforge.pipelines.culture_adapt.stages import Keep, Rewrite, to_replace
 from senseforge.pipelines.culture_gen.checks import check_item, degenerate_question
-from senseforge.pipelines.culture_gen.parse import RawItem
 from senseforge.pipelines.culture_gen.stages import Dedup
 from senseforge.pipelines.culture_gen.templates import worked_example
 from senseforge.pipelines.dedup import CopyIndex, near_duplicate, normalise, shingle_jaccard

@@ -37,6 +37,7 @@ from pydantic import BaseModel
 
 from senseforge.annotate.fields import InvalidSubmission, comment_of, one, values_of, yes_no
 from senseforge.data.crow_items import AnnotationItem, CrowPair, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
+from senseforge.data.relations import DIMENSIONS, MAX_PHRASE_WORDS, parse_relation, relations, verbalize
 from senseforge.data.schema import (
     SCHEMA_CONDITIONS,
     Judgement,
@@ -47,9 +48,7 @@ from senseforge.data.schema import (
     SchemaCheckJudgement,
 )
 from senseforge.evaluate.policies import Policy, parse_policy
-from senseforge.pipelines.crow.edits import check_rewrite
-from senseforge.pipelines.crow.parse import MAX_PHRASE_WORDS
-from senseforge.pipelines.crow.relations import DIMENSIONS, parse_relation, relations, verbalize
+from senseforge.kb.edits import check_rewrite
 
 CONDITION_TEXTS: dict[str, str] = {
     "minimal": "Only a few words differ from the original",

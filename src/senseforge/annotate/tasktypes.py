@@ -62,6 +62,7 @@ from senseforge.annotate.fields import comment_of as _comment
 from senseforge.annotate.fields import one as _one
 from senseforge.annotate.fields import values_of as _values
 from senseforge.annotate.fields import yes_no as _yes_no
+from senseforge.data.matching import concept_appears
 from senseforge.data.schema import (
     AdaptCheckJudgement,
     AdaptError,
@@ -84,9 +85,8 @@ from senseforge.data.schema import (
     ReviseJudgement,
     VerifyJudgement,
 )
+from senseforge.data.text import fold
 from senseforge.evaluate.policies import Majority, Policy, exclude_ambiguous, parse_policy
-from senseforge.pipelines.culture_adapt.matching import concept_appears
-from senseforge.pipelines.culture_gen.parse import fold
 
 MAX_QUESTION = 1000
 MAX_OPTION = 300

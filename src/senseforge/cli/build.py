@@ -378,7 +378,8 @@ def print_summary(summary: Any) -> None:
             f"  senseforge build {summary.recipe} --out {summary.run_dir} --resume [--decisions FILE]"
         )
         return
-    funnel, cost = summary.funnel, summary.cost
+    funnel = summary.funnel.model_dump(mode="json", by_alias=True)
+    cost = summary.cost.model_dump(mode="json", by_alias=True)
     title = {"mcsqa": "mCSQA"}.get(summary.recipe, summary.recipe)
     lang = f" ({funnel['lang']})" if funnel.get("lang") else ""
     table = Table(title=f"{title} funnel{lang}")

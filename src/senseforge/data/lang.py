@@ -49,3 +49,26 @@ def normalize_tag(tag: str) -> str:
 def primary_language(tag: str) -> str:
     """The primary language subtag: ``pt-BR`` → ``pt``."""
     return normalize_tag(tag).split("-", 1)[0]
+
+
+LANGUAGE_NAMES: dict[str, str] = {
+    "id": "Indonesian",
+    "su": "Sundanese",
+    "jv": "Javanese",
+    "ms": "Malay",
+    "en": "English",
+    "ja": "Japanese",
+    "zh": "Chinese",
+    "fr": "French",
+    "de": "German",
+    "es": "Spanish",
+    "pt": "Portuguese",
+    "nl": "Dutch",
+    "ru": "Russian",
+}
+"""English names of the languages a run may ask for."""
+
+
+def language_name(lang: str) -> str:
+    """The English name of a language (the tag itself when we have no name)."""
+    return LANGUAGE_NAMES.get(lang, lang)

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Final, Protocol, runtime_checkable
 
 from senseforge.data.lang import primary_language
 from senseforge.data.literals import MissingLiteralError, lookup
+from senseforge.data.text import fold, parse_terms
 
 ALL_LANGUAGES: Final = "*"
 """Key of ``extra_terms`` whose terms apply to every language."""
@@ -50,15 +50,6 @@ class Moderator(Protocol):
         ...
 
 
-def fold(text: str) -> str:
-    """The form texts and terms are compared in: NFKC, case-folded, whitespace collapsed.
-
-    >>> fold("  ＦＵＣＫ\\tScheiße ")
-    'fuck scheisse'
-    """
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
 def space_separated(lang: str) -> bool:
     """Whether ``lang`` separates words with spaces; languages missing from the literals table are assumed to."""
     try:
@@ -72,16 +63,6 @@ def _list_key(lang: str) -> str:
         return primary_language(lang)
     except ValueError:
         return lang.strip().lower()
-
-
-def parse_terms(text: str) -> tuple[str, ...]:
-    """Terms of a word-list file: one per line; blank lines and ``#`` comments dropped.
-
-    >>> parse_terms("# profanity\\nfoo  # inline note\\n\\n Bar Baz \\n")
-    ('foo', 'Bar Baz')
-    """
-    terms = (line.split("#", 1)[0].strip() for line in text.splitlines())
-    return tuple(term for term in terms if term)
 
 
 @functools.cache

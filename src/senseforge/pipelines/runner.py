@@ -33,7 +33,7 @@ from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.executor import Executor, ModelPool, make_executor
 from senseforge.pipelines.quality import counted, excluded_annotators
 from senseforge.pipelines.recipe import Recipe
-from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
+from senseforge.pipelines.report import Cost, Funnel, cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
@@ -78,8 +78,10 @@ class BuildSummary:
     state: str
     """``done`` or ``awaiting_review``."""
     recipe: str = ""
-    funnel: dict[str, Any] | None = None
-    cost: dict[str, Any] | None = None
+    funnel: Funnel | None = None
+    """The recipe's funnel (``funnel.json``: ``model_dump(mode="json", by_alias=True)``), once done."""
+    cost: Cost | None = None
+    """The run's cost (``cost.json``), once done."""
     awaiting: int = 0
     waiting_for: dict[str, int] = field(default_factory=dict)
     """Tasks queued for people, per task type (a recipe with people stages; empty for a review)."""
@@ -493,8 +495,8 @@ def _finish(
         run_dir,
         "done",
         recipe=recipe.name,
-        funnel=funnel_doc.model_dump(mode="json", by_alias=True),
-        cost=cost_doc.model_dump(mode="json", by_alias=True),
+        funnel=funnel_doc,
+        cost=cost_doc,
         ledger=ledger,
     )
 

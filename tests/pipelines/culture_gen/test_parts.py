@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from senseforge.data.concepts import Concept, example_table, read_concepts
 from senseforge.errors import ConfigError, DataValidationError
+from senseforge.pipelines.choices import RawItem
 from senseforge.pipelines.culture_gen.checks import check_item, lenient_contains
-from senseforge.pipelines.culture_gen.concepts import Batch, Concept, batches, example_table, read_concepts
-from senseforge.pipelines.culture_gen.parse import RawItem, assign, parse_reply
+from senseforge.pipelines.culture_gen.concepts import Batch, batches
+from senseforge.pipelines.culture_gen.parse import assign, parse_reply
 from senseforge.pipelines.culture_gen.templates import build_request, completion_page
 
 ITEM = {"question": "Di mana pasar biasanya ramai?", "choices": {"A": "a", "B": "b", "C": "c", "D": "d", "E": "e"}}

@@ -113,7 +113,8 @@ def test_the_output_evaluates_and_loads_as_putri_rows(tmp_path: Path) -> None:
 
 
 def test_a_recurring_batch_gets_its_own_seed(tmp_path: Path) -> None:
-    from senseforge.pipelines.culture_gen.concepts import Concept, batches
+    from senseforge.data.concepts import Concept
+    from senseforge.pipelines.culture_gen.concepts import batches
     from senseforge.pipelines.culture_gen.templates import build_request
 
     rows = [Concept("place", "pasar"), Concept("place", "sawah")] * 2

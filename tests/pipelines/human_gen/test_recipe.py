@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from senseforge.annotate.store import AnnotationStore
 from senseforge.annotate.tasktypes import task_type
-from senseforge.pipelines.culture_gen.concepts import Concept
+from senseforge.data.concepts import Concept
 from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.human_gen.recipe import HUMAN_GEN
 from senseforge.pipelines.human_gen.stages import QC_UNRESOLVED, assign
@@ -105,7 +105,8 @@ def test_an_item_more_than_three_answerers_flag_is_excluded(tmp_path: Path) -> N
     (kept,) = run.results("answer", "ok")
     assert kept.payload["answer_majority"] == "A" and len(kept.payload["answers"]) == 5
     run.close()
-    assert summary.funnel["answers"]["excluded"] == 1 and summary.funnel["kept"] == 1
+    funnel = summary.funnel.model_dump(mode="json", by_alias=True)
+    assert funnel["answers"]["excluded"] == 1 and funnel["kept"] == 1
 
 
 def test_qc_gives_up_after_max_rounds_and_dedicated_checkers_do_qc(tmp_path: Path) -> None:

@@ -31,8 +31,8 @@ import sqlalchemy as sa  # noqa: E402
 
 from senseforge.annotate.store import AnnotationStore  # noqa: E402
 from senseforge.data.loaders import load_dataset  # noqa: E402
-from senseforge.pipelines.culture_adapt.matching import concept_appears  # noqa: E402
-from senseforge.pipelines.culture_gen.parse import fold  # noqa: E402
+from senseforge.data.matching import concept_appears  # noqa: E402
+from senseforge.data.text import fold  # noqa: E402
 from senseforge.pipelines.human_gen.config import HumanGenConfig  # noqa: E402
 from senseforge.pipelines.human_gen.recipe import HUMAN_GEN  # noqa: E402
 from senseforge.pipelines.runner import build  # noqa: E402

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from senseforge.annotate.store import AnnotationStore
 from senseforge.data.schema import judgement
-from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.runner import build
 from senseforge.pipelines.runstore import sqlite_url
 from senseforge.store.db import Store
 
@@ -16,7 +17,7 @@ from .conftest import read_jsonl
 def test_paused_run_judged_in_the_app_resumes_to_the_unanimous_items(demo_kb: Path, tmp_path: Path) -> None:
     config = McsqaConfig(lang="en", n=12, kb=str(demo_kb), model="scripted/mcsqa-author")
     run = tmp_path / "run"
-    paused = build(config, run, store=Store())
+    paused = build(MCSQA, config, run, store=Store())
     assert paused.state == "awaiting_review"
 
     app = AnnotationStore(sqlite_url(run / "run.db"))
@@ -34,7 +35,7 @@ def test_paused_run_judged_in_the_app_resumes_to_the_unanimous_items(demo_kb: Pa
     assert app.next_assignment("cy", "verify") is None
     app.close()
 
-    done = build(config, run, store=Store(), resume=True)
+    done = build(MCSQA, config, run, store=Store(), resume=True)
     assert done.state == "done"
     items = [row for split in ("train", "validation", "test") for row in read_jsonl(run / "items" / f"{split}.jsonl")]
     hard = {str(row["id"]) for row in items if row["difficulty"] == "hard"}

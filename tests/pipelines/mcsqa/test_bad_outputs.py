@@ -9,11 +9,13 @@ from senseforge.data.schema import QuestionSet
 from senseforge.kb.question_sets import extract_question_sets
 from senseforge.llm.base import GenerateRequest
 from senseforge.llm.mock import ScriptedLLM
-from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.pipelines.mcsqa import McsqaConfig
 from senseforge.pipelines.mcsqa.dryrun import author_reply
+from senseforge.pipelines.mcsqa.recipe import Mcsqa
 from senseforge.pipelines.mcsqa.report import STAGES
 from senseforge.pipelines.mcsqa.templates import templates
 from senseforge.pipelines.moderation import WordListModerator
+from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
 from .conftest import read_jsonl
@@ -75,7 +77,7 @@ def test_crafted_bad_outputs_are_rejected_with_their_reason(demo_kb: Path, tmp_p
     )
     # a word on the moderation list among one set's targets: only the moderation stage sees it in an item
     moderator = WordListModerator({"en": [listed.targets[2]]})
-    summary = build(config, tmp_path / "run", store=Store(), llms={SPEC: llm}, moderator=moderator)
+    summary = build(Mcsqa(moderator=moderator), config, tmp_path / "run", store=Store(), llms={SPEC: llm})
     assert summary.state == "done"
 
     rejects = {(row["stage"], row["id"]): row["reason"] for row in read_jsonl(tmp_path / "run" / "rejects.jsonl")}

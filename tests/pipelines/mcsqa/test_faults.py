@@ -15,8 +15,9 @@ import sqlalchemy as sa
 
 from senseforge.data.splits import SPLIT_NAMES
 from senseforge.llm.loopback import LoopbackOpenAI
-from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.mcsqa.dryrun import body_reply
+from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
 SPEC = "openai/loopback"
@@ -49,10 +50,12 @@ def _same_outputs(a: Path, b: Path) -> None:
 
 def test_thirty_percent_failures_give_the_fault_free_dataset(demo_kb: Path, tmp_path: Path) -> None:
     with LoopbackOpenAI(body_reply) as clean:
-        build(_config(demo_kb, clean.base_url), tmp_path / "clean", store=Store(f"sqlite:///{tmp_path / 'a.db'}"))
+        build(
+            MCSQA, _config(demo_kb, clean.base_url), tmp_path / "clean", store=Store(f"sqlite:///{tmp_path / 'a.db'}")
+        )
     store = Store(f"sqlite:///{tmp_path / 'b.db'}")
     with LoopbackOpenAI(body_reply, fault_rate=0.3, hang_s=0.6, seed=3, max_consecutive_faults=3) as faulty:
-        summary = build(_config(demo_kb, faulty.base_url), tmp_path / "faulty", store=store)
+        summary = build(MCSQA, _config(demo_kb, faulty.base_url), tmp_path / "faulty", store=store)
         attempts_seen_by_server = faulty.requests
         faults = faulty.faults_by_kind
     assert summary.state == "done"
@@ -77,7 +80,7 @@ def test_kill_9_at_random_moments_then_resume_is_byte_identical(demo_kb: Path, t
     rng = random.Random(20261129)
     with LoopbackOpenAI(body_reply, latency_s=0.15) as server:
         reference = tmp_path / "reference"
-        build(_config(demo_kb, server.base_url), reference, store=Store(f"sqlite:///{tmp_path / 'ref.db'}"))
+        build(MCSQA, _config(demo_kb, server.base_url), reference, store=Store(f"sqlite:///{tmp_path / 'ref.db'}"))
 
         store_url = f"sqlite:///{tmp_path / 'killed.db'}"
         run = tmp_path / "killed"

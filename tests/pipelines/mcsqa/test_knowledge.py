@@ -11,7 +11,8 @@ import pytest
 
 from senseforge.errors import ConfigError
 from senseforge.kb.conceptnet import edges_path, import_dump
-from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.runner import build
 from senseforge.store.db import Store, sha256_file
 
 AUTHOR = "scripted/mcsqa-author"
@@ -27,7 +28,7 @@ def test_the_manifest_records_the_knowledge_store_and_items_their_template(tmp_p
     import_dump("demo", kb)
     config = _config(kb)
     run = tmp_path / "run"
-    assert build(config, run, store=Store()).state == "done"
+    assert build(MCSQA, config, run, store=Store()).state == "done"
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     known = manifest["knowledge"]
     edges = edges_path(kb)
@@ -43,7 +44,7 @@ def test_the_manifest_records_the_knowledge_store_and_items_their_template(tmp_p
     ]
     assert items and {item["metadata"]["generate_template_hash"] for item in items} == {generate}
     # the same store: the resume goes on
-    assert build(config, run, store=Store(), resume=True).state == "done"
+    assert build(MCSQA, config, run, store=Store(), resume=True).state == "done"
 
 
 def test_a_resume_refuses_a_re_imported_or_missing_store_and_names_it(tmp_path: Path) -> None:
@@ -51,16 +52,16 @@ def test_a_resume_refuses_a_re_imported_or_missing_store_and_names_it(tmp_path: 
     import_dump("demo", kb)
     config = _config(kb)
     run = tmp_path / "run"
-    build(config, run, store=Store())
+    build(MCSQA, config, run, store=Store())
     import_dump(REASONS, kb)
     with pytest.raises(ConfigError) as refused:
-        build(config, run, store=Store(), resume=True)
+        build(MCSQA, config, run, store=Store(), resume=True)
     message = str(refused.value)
     assert "the knowledge store was re-imported" in message and "since this run started" in message
     assert "demo_kb.csv" in message and str(REASONS) in message and "sha256:" in message
     shutil.rmtree(kb)
     with pytest.raises(ConfigError, match=r"the knowledge store .* is gone \(the run read .*demo_kb\.csv"):
-        build(config, run, store=Store(), resume=True)
+        build(MCSQA, config, run, store=Store(), resume=True)
 
 
 def test_a_manifest_without_a_knowledge_record_still_resumes(tmp_path: Path) -> None:
@@ -68,9 +69,9 @@ def test_a_manifest_without_a_knowledge_record_still_resumes(tmp_path: Path) -> 
     import_dump("demo", kb)
     config = _config(kb)
     run = tmp_path / "run"
-    build(config, run, store=Store())
+    build(MCSQA, config, run, store=Store())
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     del manifest["knowledge"]  # a run started before the manifest recorded it
     (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     import_dump(REASONS, kb)
-    assert build(config, run, store=Store(), resume=True).state == "done"
+    assert build(MCSQA, config, run, store=Store(), resume=True).state == "done"

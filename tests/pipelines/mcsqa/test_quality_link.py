@@ -7,8 +7,9 @@ from pathlib import Path
 
 from senseforge.annotate.store import AnnotationStore
 from senseforge.data.schema import Choice, MCItem, judgement
-from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.quality import set_quality
+from senseforge.pipelines.runner import build
 from senseforge.pipelines.runstore import sqlite_url
 from senseforge.store.db import Store
 
@@ -28,7 +29,7 @@ def _hard(run: Path) -> set[str]:
 def test_gold_at_its_rate_and_an_annotator_below_the_bar_does_not_count(demo_kb: Path, tmp_path: Path) -> None:
     config = McsqaConfig(lang="en", n=12, kb=str(demo_kb), model="scripted/mcsqa-author")
     run = tmp_path / "run"
-    paused = build(config, run, store=Store())
+    paused = build(MCSQA, config, run, store=Store())
     assert paused.state == "awaiting_review"
     app = AnnotationStore(sqlite_url(run / "run.db"))
     real = {item.id for item, _, _ in app.items("verify")}
@@ -59,7 +60,7 @@ def test_gold_at_its_rate_and_an_annotator_below_the_bar_does_not_count(demo_kb:
     assert set(app.judgements("verify")) == real  # gold items feed no decision
     app.close()
 
-    done = build(config, run, store=Store(), resume=True)
+    done = build(MCSQA, config, run, store=Store(), resume=True)
     assert done.state == "done"
     assert _hard(run) == real  # ben's rejections were left out: ana and cy accepted everything
 
@@ -67,7 +68,7 @@ def test_gold_at_its_rate_and_an_annotator_below_the_bar_does_not_count(demo_kb:
 def test_an_adjudication_settles_a_split_item_and_the_recipe_resumes_from_it(demo_kb: Path, tmp_path: Path) -> None:
     config = McsqaConfig(lang="en", n=12, kb=str(demo_kb), model="scripted/mcsqa-author", adjudicate=True)
     run = tmp_path / "run"
-    assert build(config, run, store=Store()).state == "awaiting_review"
+    assert build(MCSQA, config, run, store=Store()).state == "awaiting_review"
     app = AnnotationStore(sqlite_url(run / "run.db"))
     queued = sorted(item.id for item, _, _ in app.items("verify"))
     split_on, rejected = queued[0], queued[1]
@@ -80,7 +81,7 @@ def test_an_adjudication_settles_a_split_item_and_the_recipe_resumes_from_it(dem
     assert [row["item_id"] for row in app.splits("verify")] == [split_on]
     app.close()
 
-    waiting = build(config, run, store=Store(), resume=True)
+    waiting = build(MCSQA, config, run, store=Store(), resume=True)
     assert waiting.state == "awaiting_review" and waiting.awaiting == 1  # the split item waits for a ruling
 
     app = AnnotationStore(sqlite_url(run / "run.db"))
@@ -94,7 +95,7 @@ def test_an_adjudication_settles_a_split_item_and_the_recipe_resumes_from_it(dem
     }
     app.close()
 
-    done = build(config, run, store=Store(), resume=True)
+    done = build(MCSQA, config, run, store=Store(), resume=True)
     assert done.state == "done"
     hard = _hard(run)
     assert split_on in hard and rejected not in hard and hard == set(queued) - {rejected}

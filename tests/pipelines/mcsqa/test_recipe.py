@@ -9,8 +9,9 @@ import pytest
 
 from senseforge.data.splits import SPLIT_NAMES
 from senseforge.errors import ConfigError
-from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.mcsqa.report import STAGES
+from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
 from .conftest import read_jsonl
@@ -38,7 +39,7 @@ def config(kb: Path, **overrides: object) -> McsqaConfig:
 
 
 def test_counts_add_up_and_outputs_follow_the_schema(demo_kb: Path, tmp_path: Path) -> None:
-    summary = build(config(demo_kb), tmp_path / "run", store=Store())
+    summary = build(MCSQA, config(demo_kb), tmp_path / "run", store=Store())
     assert summary.state == "done"
     funnel = json.loads((tmp_path / "run" / "funnel.json").read_text())
     assert [row["stage"] for row in funnel["stages"]] == list(STAGES)
@@ -77,46 +78,46 @@ def test_counts_add_up_and_outputs_follow_the_schema(demo_kb: Path, tmp_path: Pa
 
 
 def test_splits_are_80_10_10_stratified_and_deterministic(demo_kb: Path, tmp_path: Path) -> None:
-    build(config(demo_kb, n=None), tmp_path / "a", store=Store())
+    build(MCSQA, config(demo_kb, n=None), tmp_path / "a", store=Store())
     funnel = json.loads((tmp_path / "a" / "funnel.json").read_text())
     splits = funnel["splits"]
     for stratum in ("easy", "hard"):
         total = sum(splits[name][stratum] for name in SPLIT_NAMES)
         assert splits["validation"][stratum] == splits["test"][stratum]
         assert abs(splits["test"][stratum] - total / 10) <= 1
-    build(config(demo_kb, n=None), tmp_path / "b", store=Store(f"sqlite:///{tmp_path / 'other.db'}"))
+    build(MCSQA, config(demo_kb, n=None), tmp_path / "b", store=Store(f"sqlite:///{tmp_path / 'other.db'}"))
     for name in OUTPUTS:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
 def test_a_rerun_is_answered_by_the_cache(demo_kb: Path, tmp_path: Path) -> None:
     store = Store()
-    first = build(config(demo_kb), tmp_path / "a", store=store)
-    second = build(config(demo_kb), tmp_path / "b", store=store)
+    first = build(MCSQA, config(demo_kb), tmp_path / "a", store=store)
+    second = build(MCSQA, config(demo_kb), tmp_path / "b", store=store)
     assert first.ledger["calls"] > 0
     assert second.ledger["calls"] == second.ledger["cache_hits"] > 0
     for name in OUTPUTS:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     # resuming a finished run changes nothing and calls nothing
-    again = build(config(demo_kb), tmp_path / "a", store=store, resume=True)
+    again = build(MCSQA, config(demo_kb), tmp_path / "a", store=store, resume=True)
     assert again.state == "done"
     assert again.ledger == first.ledger  # same run label, no new ledger rows
 
 
 def test_resume_refuses_a_changed_config(demo_kb: Path, tmp_path: Path) -> None:
-    build(config(demo_kb, n=5), tmp_path / "run", store=Store())
+    build(MCSQA, config(demo_kb, n=5), tmp_path / "run", store=Store())
     with pytest.raises(ConfigError, match=r"config differs.*seed: 0 → 1"):
-        build(config(demo_kb, n=5, seed=1), tmp_path / "run", store=Store(), resume=True)
+        build(MCSQA, config(demo_kb, n=5, seed=1), tmp_path / "run", store=Store(), resume=True)
     with pytest.raises(ConfigError, match="--resume"):
-        build(config(demo_kb, n=5), tmp_path / "run", store=Store())
+        build(MCSQA, config(demo_kb, n=5), tmp_path / "run", store=Store())
     with pytest.raises(ConfigError, match="no run to resume"):
-        build(config(demo_kb, n=5), tmp_path / "nothing", store=Store(), resume=True)
+        build(MCSQA, config(demo_kb, n=5), tmp_path / "nothing", store=Store(), resume=True)
 
 
 def test_unpriced_model_cost_is_null_not_zero(demo_kb: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from senseforge.llm.prices import PriceTable
 
-    build(config(demo_kb, n=5), tmp_path / "run", store=Store(), prices=PriceTable({}))
+    build(MCSQA, config(demo_kb, n=5), tmp_path / "run", store=Store(), prices=PriceTable({}))
     cost = json.loads((tmp_path / "run" / "cost.json").read_text())
     assert cost["stages"]["generate"]["cost_usd"] is None
     assert cost["total_usd"] is None and cost["cost_per_kept_question_usd"] is None

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from senseforge.errors import ConfigError, DataValidationError
-from senseforge.pipelines.mcsqa import McsqaConfig, build
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
 from .conftest import read_jsonl
@@ -23,7 +24,7 @@ def _decision(item_id: str, who: str, accept: bool) -> str:
 def test_paused_for_review_then_resumed_with_decisions(demo_kb: Path, tmp_path: Path) -> None:
     config = McsqaConfig(lang="en", n=15, kb=str(demo_kb), model=AUTHOR)
     run = tmp_path / "run"
-    first = build(config, run, store=Store())
+    first = build(MCSQA, config, run, store=Store())
     assert first.state == "awaiting_review" and first.awaiting > 3
     queue = read_jsonl(run / "review" / "queue.jsonl")
     assert len(queue) == first.awaiting
@@ -38,13 +39,13 @@ def test_paused_for_review_then_resumed_with_decisions(demo_kb: Path, tmp_path: 
     ]
     decisions = tmp_path / "decisions.jsonl"
     decisions.write_text("\n".join(lines) + "\n")
-    second = build(config, run, store=Store(), resume=True, decisions=[decisions])
+    second = build(MCSQA, config, run, store=Store(), resume=True, decisions=[decisions])
     assert second.state == "awaiting_review"
     assert second.awaiting == len(ids) - len(ids) // 2
 
     lines += [_decision(i, "ben", i in accepted) for i in ids[len(ids) // 2 :]]
     decisions.write_text("\n".join(lines) + "\n")
-    done = build(config, run, store=Store(), resume=True, decisions=[decisions], human_rate=0.05)
+    done = build(MCSQA, config, run, store=Store(), resume=True, decisions=[decisions], human_rate=0.05)
     assert done.state == "done"
     assert not (run / "review" / "queue.jsonl").exists()
 
@@ -59,31 +60,31 @@ def test_paused_for_review_then_resumed_with_decisions(demo_kb: Path, tmp_path: 
     assert cost["human"] == {"judgements": 2 * len(ids), "rate_usd": 0.05, "cost_usd": pytest.approx(0.1 * len(ids))}
     assert cost["cost_per_kept_question_usd"] == pytest.approx(cost["total_usd"] / funnel["kept"])
     # the run remembers the rate: resuming the finished run without it writes the same report
-    build(config, run, store=Store(), resume=True)
+    build(MCSQA, config, run, store=Store(), resume=True)
     assert json.loads((run / "cost.json").read_text()) == cost
 
 
 def test_unknown_human_rate_makes_the_cost_unknown(demo_kb: Path, tmp_path: Path) -> None:
     config = McsqaConfig(lang="en", n=4, kb=str(demo_kb), model=AUTHOR, review_k=1)
     run = tmp_path / "run"
-    first = build(config, run, store=Store())
+    first = build(MCSQA, config, run, store=Store())
     ids = [str(row["id"]) for row in read_jsonl(run / "review" / "queue.jsonl")]
     decisions = tmp_path / "d.jsonl"
     decisions.write_text("".join(_decision(i, "ana", True) + "\n" for i in ids))
     assert first.state == "awaiting_review"
-    build(config, run, store=Store(), resume=True, decisions=[decisions])
+    build(MCSQA, config, run, store=Store(), resume=True, decisions=[decisions])
     cost = json.loads((run / "cost.json").read_text())
     assert cost["human"]["cost_usd"] is None and cost["total_usd"] is None
 
 
 def test_bad_decision_files_are_located(demo_kb: Path, tmp_path: Path) -> None:
     config = McsqaConfig(lang="en", n=4, kb=str(demo_kb), model=AUTHOR)
-    build(config, tmp_path / "run", store=Store())
+    build(MCSQA, config, tmp_path / "run", store=Store())
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"item_id": "x", "annotator": "ana", "task": "verify", "accept": true}\n{"item_id": \n')
     with pytest.raises(DataValidationError, match=r"broken.jsonl:2"):
-        build(config, tmp_path / "run", store=Store(), resume=True, decisions=[broken])
+        build(MCSQA, config, tmp_path / "run", store=Store(), resume=True, decisions=[broken])
     wrong_task = tmp_path / "answer.jsonl"
     wrong_task.write_text('{"item_id": "x", "annotator": "ana", "task": "answer", "choice": "A"}\n')
     with pytest.raises(ConfigError, match="task 'verify'"):
-        build(config, tmp_path / "run", store=Store(), resume=True, decisions=[wrong_task])
+        build(MCSQA, config, tmp_path / "run", store=Store(), resume=True, decisions=[wrong_task])

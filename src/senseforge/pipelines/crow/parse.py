@@ -21,8 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from senseforge.data.relations import MAX_PHRASE_WORDS, parse_relation, verbalize
 from senseforge.llm.jsonx import JSONExtractionError, extract_json
-from senseforge.pipelines.crow.relations import parse_relation, verbalize
 from senseforge.pipelines.stage import MALFORMED, Reject
 
 NO_KNOWLEDGE = "no_knowledge"
@@ -31,8 +31,6 @@ UNKNOWN_RELATION = "unknown_relation"
 MALFORMED_TRIPLE = "malformed_triple"
 DUPLICATE_TRIPLE = "duplicate_triple"
 TOO_MANY_TRIPLES = "too_many_triples"
-MAX_PHRASE_WORDS = 12
-"""The longest head or tail a triple may have, in words (CRoW's are short spans)."""
 
 _NONE_WORDS = re.compile(
     r"^\W*(none|no knowledge|no alternative|no rewrite|n/?a|nothing|null|impossible|not possible)\W*$", re.IGNORECASE

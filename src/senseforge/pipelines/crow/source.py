@@ -34,10 +34,10 @@ from typing import Any
 from senseforge.data._rows import RowError, convert, iter_json_records
 from senseforge.data.crow import knowledge_triples, parse_label, text_of
 from senseforge.data.loaders import FORMATS, detect_format, load_dataset
+from senseforge.data.relations import parse_relation, verbalize
 from senseforge.data.schema import BinaryExample, Triple
 from senseforge.errors import ConfigError, DataValidationError
 from senseforge.kb.words import SEGMENTED_BY_TOKENIZER, chinese_words, japanese_words
-from senseforge.pipelines.crow.relations import parse_relation, verbalize
 from senseforge.pipelines.crow.tasks import TaskSpec, task_name
 from senseforge.pipelines.runstore import StageResult
 
@@ -254,7 +254,7 @@ def _merged(contexts: Sequence[SourceContext]) -> list[SourceContext]:
 
 def content_words(text: str, lang: str) -> int:
     """Words of ``text`` that are not stopwords (tokenizer words for Japanese and Chinese)."""
-    from senseforge.pipelines.culture_adapt.matching import stopwords
+    from senseforge.data.matching import stopwords
 
     primary = lang.split("-", 1)[0].lower()
     if primary in SEGMENTED_BY_TOKENIZER:

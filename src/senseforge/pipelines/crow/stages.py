@@ -30,8 +30,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel
 
 from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
+from senseforge.kb.edits import check_rewrite
 from senseforge.llm.base import GenerateRequest
-from senseforge.pipelines.crow.edits import check_rewrite
 from senseforge.pipelines.crow.parse import NO_ALTERNATIVE, NO_KNOWLEDGE, parse_rewrite, parse_triples
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.crow.templates import Style, cka_request, ckv_prompt, wsg_request, wsv_prompt

@@ -20,8 +20,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from senseforge.data.relations import relations, relations_prompt_block
 from senseforge.llm.base import GenerateRequest
-from senseforge.pipelines.crow.relations import relations, relations_prompt_block
 from senseforge.pipelines.crow.tasks import TaskSpec
 
 Style = Literal["chat", "completion"]

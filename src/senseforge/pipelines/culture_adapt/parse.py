@@ -16,11 +16,11 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from senseforge.data.lang import LANGUAGE_NAMES
+from senseforge.data.text import fold
 from senseforge.evaluate.extract import yes_no
 from senseforge.llm.jsonx import JSONExtractionError, extract_json
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.culture_gen.parse import fold
-from senseforge.pipelines.culture_gen.templates import LANGUAGE_NAMES
 
 __all__ = ["fold", "parse_adapted", "parse_rename", "parse_spans", "parse_translation", "relevance_vote"]
 

@@ -34,8 +34,8 @@ from functools import cache
 from typing import Any, Final
 
 from senseforge.data.lang import primary_language
+from senseforge.data.text import fold
 from senseforge.errors import MissingDependencyError
-from senseforge.pipelines.culture_gen.parse import fold
 from senseforge.pipelines.moderation import Moderator
 
 OFFENSIVE: Final = "offensive"

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from senseforge.data.langid import detect
+from senseforge.data.matching import concept_appears
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.pipelines.choices import RawItem, check_choices
 from senseforge.pipelines.culture_adapt import parse, templates
 from senseforge.pipelines.culture_adapt.copies import (
     NAMES_NOT_REPLACED,
@@ -28,11 +30,8 @@ from senseforge.pipelines.culture_adapt.copies import (
     untranslated_evidence,
 )
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.culture_adapt.matching import concept_appears
 from senseforge.pipelines.culture_adapt.screen import screen, screen_evidence
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
-from senseforge.pipelines.culture_gen.checks import check_choices
-from senseforge.pipelines.culture_gen.parse import RawItem
 from senseforge.pipelines.moderation import Moderator
 from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.stage import (

@@ -20,11 +20,11 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from senseforge.data.lang import LANGUAGE_NAMES as LANGUAGE_NAMES  # re-exported
+from senseforge.data.lang import language_name as language_name  # re-exported
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.culture_gen.templates import LANGUAGE_NAMES as LANGUAGE_NAMES  # re-exported
-from senseforge.pipelines.culture_gen.templates import language_name as language_name  # re-exported
 
 Style = Literal["chat", "completion"]
 

@@ -24,10 +24,10 @@ from typing import Any, Final, Literal
 
 from senseforge.data.literals import MissingLiteralError, lookup
 from senseforge.data.stems import stem
-from senseforge.pipelines.culture_gen.parse import RawItem, fold
+from senseforge.data.text import fold
+from senseforge.pipelines.choices import RawItem, check_choices
 from senseforge.pipelines.dedup import near_duplicate, normalise
 
-LABELS = ("A", "B", "C", "D", "E")
 ConceptMatch = Literal["strict", "lenient"]
 _WORD = re.compile(r"\w+")
 _MIN_STEM = 4
@@ -187,19 +187,4 @@ def check_item(
     found = fold(concept) in fold(item.question) if match == "strict" else lenient_contains(item.question, concept)
     if not found:
         return "concept_missing"
-    return None
-
-
-def check_choices(item: RawItem) -> str | None:
-    """The first multiple-choice check the item fails (count, labels, answer, distinct choices), or ``None``."""
-    labels = [label.strip().upper() for label, _ in item.choices]
-    if len(item.choices) != len(LABELS):
-        return "choice_count"
-    if sorted(labels) != list(LABELS):
-        return "labels"
-    if item.answer not in labels:
-        return "answer_not_in_choices"
-    texts = [fold(text) for _, text in item.choices]
-    if len(set(texts)) != len(texts) or any(not t for t in texts):
-        return "duplicate_choices"
     return None

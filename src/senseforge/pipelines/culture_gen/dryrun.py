@@ -12,8 +12,9 @@ import hashlib
 import json
 import re
 
+from senseforge.data.lang import LANGUAGE_NAMES
 from senseforge.llm.base import GenerateRequest
-from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, LANGUAGE_NAMES, TARGET_INSTRUCTIONS
+from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, TARGET_INSTRUCTIONS
 
 _QUESTION = {
     "id": "Apa yang paling sering dikaitkan orang dengan {concept}?",

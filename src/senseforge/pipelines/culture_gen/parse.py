@@ -13,32 +13,16 @@ batch concept its question contains — never by its position in the list.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from senseforge.data.text import fold
 from senseforge.llm.jsonx import JSONExtractionError, extract_json
+from senseforge.pipelines.choices import RawItem
 
 ANSWER_KEYS = ("answer_creator", "answer", "answerKey")
 CONCEPT_KEYS = ("question_concepts", "question_concept", "concept")
 _LABELLED = re.compile(r"^\s*\(?([A-Za-z])[.):]\s*(.*)$", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class RawItem:
-    """One item as the model wrote it (labels and texts as given, nothing judged yet)."""
-
-    question: str
-    choices: tuple[tuple[str, str], ...]
-    """``(label, text)`` pairs in the given order."""
-    answer: str
-    concept: str | None
-
-
-def fold(text: str) -> str:
-    """Text compared without case, width or spacing differences."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 def parse_reply(text: str, prefix: str = "") -> list[RawItem] | None:

@@ -26,12 +26,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from senseforge.data.concepts import example_table, read_concepts
 from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.data.splits import split_items
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.config import RecipeConfig, runs_locally
-from senseforge.pipelines.culture_gen.concepts import batches, example_table, read_concepts
+from senseforge.pipelines.culture_gen.concepts import batches
 from senseforge.pipelines.culture_gen.dryrun import author_reply
 from senseforge.pipelines.culture_gen.stages import (
     REVIEW_TASK,

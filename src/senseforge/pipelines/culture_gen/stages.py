@@ -14,10 +14,12 @@ from typing import Any, Literal
 
 from senseforge.data.langid import detect
 from senseforge.data.schema import Choice, MCItem
+from senseforge.data.text import fold
 from senseforge.llm.base import GenerateRequest
+from senseforge.pipelines.choices import RawItem
 from senseforge.pipelines.culture_gen.checks import ConceptMatch, check_item, item_evidence
 from senseforge.pipelines.culture_gen.concepts import Batch
-from senseforge.pipelines.culture_gen.parse import RawItem, assign, fold, parse_reply
+from senseforge.pipelines.culture_gen.parse import assign, parse_reply
 from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, build_request, worked_example
 from senseforge.pipelines.dedup import CopyIndex
 from senseforge.pipelines.moderation import Moderator

@@ -16,26 +16,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from senseforge.data.lang import language_name
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, Message
 from senseforge.pipelines.culture_gen.concepts import Batch
-
-LANGUAGE_NAMES: dict[str, str] = {
-    "id": "Indonesian",
-    "su": "Sundanese",
-    "jv": "Javanese",
-    "ms": "Malay",
-    "en": "English",
-    "ja": "Japanese",
-    "zh": "Chinese",
-    "fr": "French",
-    "de": "German",
-    "es": "Spanish",
-    "pt": "Portuguese",
-    "nl": "Dutch",
-    "ru": "Russian",
-}
-"""English names of the languages a run may ask for."""
 
 INSTRUCTION = """You write multiple-choice questions that test the everyday common sense of people \
 who live in a {language}-speaking culture.
@@ -115,11 +99,6 @@ _EXAMPLES: dict[str, tuple[str, str, dict[str, object]]] = {
 
 COMPLETION_PREFIX = "["
 """The completion page ends with the list's opening bracket; the parser puts it back."""
-
-
-def language_name(lang: str) -> str:
-    """The English name of a language (the tag itself when we have no name)."""
-    return LANGUAGE_NAMES.get(lang, lang)
 
 
 def user_turn(batch: Batch) -> str:

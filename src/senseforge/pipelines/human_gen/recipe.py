@@ -28,10 +28,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from senseforge.data.concepts import Concept, example_table, read_concepts
 from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.errors import ConfigError
 from senseforge.evaluate import policies
-from senseforge.pipelines.culture_gen.concepts import Concept, example_table, read_concepts
 from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.human_gen.stages import BlindAnswers, Create, QualityControl, assign, slot_id
 from senseforge.pipelines.recipe import Flag

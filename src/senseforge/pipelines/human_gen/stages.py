@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from senseforge.data.concepts import Concept
 from senseforge.data.schema import (
     AnswerJudgement,
     ConceptSlot,
@@ -35,7 +36,6 @@ from senseforge.data.schema import (
     ReviseJudgement,
 )
 from senseforge.evaluate.policies import ExcludeAmbiguous, Majority, ruling
-from senseforge.pipelines.culture_gen.concepts import Concept
 from senseforge.pipelines.review import EXCLUDED
 from senseforge.pipelines.runstore import StageResult, StoredJudgement
 from senseforge.pipelines.stage import AWAITING, Outcome, StageContext, StageOutput, ok, rejected

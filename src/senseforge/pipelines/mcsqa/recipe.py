@@ -9,14 +9,13 @@ with ``review/queue.jsonl`` and state ``awaiting_review``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from senseforge.kb.question_sets import extract_question_sets
-from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest
-from senseforge.llm.prices import PriceTable
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
 from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, McsqaReview, Split, Verify
@@ -25,11 +24,8 @@ from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies,
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Funnel, StageFunnel
-from senseforge.pipelines.runner import BuildSummary
-from senseforge.pipelines.runner import build as run_recipe
 from senseforge.pipelines.runstore import RunStore, StageResult
-from senseforge.pipelines.stage import ProgressFactory, Stage
-from senseforge.store.db import Store
+from senseforge.pipelines.stage import Stage
 
 
 def mcsqa_author(request: GenerateRequest | LoglikelihoodRequest) -> str | float:
@@ -121,43 +117,4 @@ MCSQA = Mcsqa()
 """The recipe with the shipped moderation word lists."""
 
 
-def default_run_dir(config: McsqaConfig) -> Path:
-    """``runs/mcsqa-<lang>``."""
-    return MCSQA.default_run_dir(config)
-
-
-def build(
-    config: McsqaConfig,
-    run_dir: Path | None = None,
-    *,
-    resume: bool = False,
-    store: Store | None = None,
-    run_store_url: str | None = None,
-    decisions: Sequence[Path] = (),
-    human_rate: float | None = None,
-    moderator: Moderator | None = None,
-    prices: PriceTable | None = None,
-    progress: ProgressFactory | None = None,
-    llms: Mapping[str, LLM] | None = None,
-) -> BuildSummary:
-    """Run (or resume) the mCSQA recipe for one language (see :func:`senseforge.pipelines.runner.build`).
-
-    ``moderator`` replaces the shipped word lists (in the filters and the moderation stage).
-    """
-    recipe = MCSQA if moderator is None else Mcsqa(moderator=moderator)
-    return run_recipe(
-        recipe,
-        config,
-        run_dir,
-        resume=resume,
-        store=store,
-        run_store_url=run_store_url,
-        decisions=decisions,
-        human_rate=human_rate,
-        prices=prices,
-        progress=progress,
-        llms=llms,
-    )
-
-
-__all__ = ["MCSQA", "STAGES", "BuildSummary", "Mcsqa", "McsqaConfig", "build", "default_run_dir"]
+__all__ = ["MCSQA", "STAGES", "Mcsqa", "McsqaConfig"]

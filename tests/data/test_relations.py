@@ -9,8 +9,7 @@ from importlib import resources
 
 import pytest
 
-from senseforge.errors import ConfigError
-from senseforge.pipelines.crow.relations import (
+from senseforge.data.relations import (
     DIMENSIONS,
     OTHER_DIMENSION,
     RELATIONS,
@@ -22,10 +21,11 @@ from senseforge.pipelines.crow.relations import (
     relations_prompt_block,
     verbalize,
 )
+from senseforge.errors import ConfigError
 
 
 def _doc() -> dict[str, object]:
-    resource = resources.files("senseforge.pipelines.crow") / "data" / "relations.toml"
+    resource = resources.files("senseforge.data") / "lexicon" / "relations.toml"
     return tomllib.loads(resource.read_text(encoding="utf-8"))
 
 

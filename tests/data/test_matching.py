@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from senseforge.pipelines.culture_adapt.matching import concept_appears, stopwords
+from senseforge.data.matching import concept_appears, stopwords
 
-LLM_ADAPT_IND = Path(__file__).parents[2] / "fixtures" / "id-csqa" / "llm_adapt" / "ind" / "filtered_test.json"
+LLM_ADAPT_IND = Path(__file__).parents[1] / "fixtures" / "id-csqa" / "llm_adapt" / "ind" / "filtered_test.json"
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ lenient. Texts are compared folded (NFKC, case-folded, spacing collapsed), words
 Languages without a stemmer (:mod:`senseforge.data.stems`; Sundanese ``su`` among them)
 use (a) and (b) only, so a Sundanese concept that shows up only in an affixed or nasalised
 form (``sapu`` as ``nyapu``) is not found. Stopwords come from the ``stop-words`` package for
-English and Indonesian and from our own list for Sundanese (``data/su_stopwords.txt``);
+English and Indonesian and from our own list for Sundanese (``data/lexicon/su_stopwords.txt``);
 other languages have none. A concept made only of stopwords can match by (a) alone, and an
 empty concept never matches.
 
@@ -36,9 +36,8 @@ from typing import Final
 
 from senseforge.data.lang import primary_language
 from senseforge.data.stems import stem, stemmer_name
+from senseforge.data.text import fold, parse_terms
 from senseforge.errors import MissingDependencyError
-from senseforge.pipelines.culture_gen.parse import fold
-from senseforge.pipelines.moderation import parse_terms
 
 _WORD: Final = re.compile(r"\w+")
 
@@ -48,7 +47,7 @@ _STOP_WORDS_LANGUAGES: Final = {"en": "en", "id": "id"}
 """Primary subtag → the ``stop-words`` package's code for it."""
 
 _OWN_STOPWORD_FILES: Final = {"su": "su_stopwords.txt"}
-"""Primary subtag → a stopword list shipped in ``data/``."""
+"""Primary subtag → a stopword list shipped in ``data/lexicon/``."""
 
 
 def _words(text: str) -> list[str]:
@@ -85,7 +84,7 @@ def stopwords(lang: str) -> frozenset[str]:
             raise MissingDependencyError(f"stopwords for {primary!r} need stop-words: {_INSTALL_HINT}") from exc
         words: list[str] = get_stop_words(_STOP_WORDS_LANGUAGES[primary])
     elif primary in _OWN_STOPWORD_FILES:
-        path = resources.files(__package__ or __name__).joinpath("data", _OWN_STOPWORD_FILES[primary])
+        path = resources.files("senseforge.data").joinpath("lexicon", _OWN_STOPWORD_FILES[primary])
         words = list(parse_terms(path.read_text(encoding="utf-8")))
     else:
         words = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from senseforge.pipelines.crow.edits import (
+from senseforge.kb.edits import (
     EditCheck,
     check_rewrite,
     edit_ops,

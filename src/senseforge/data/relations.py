@@ -3,7 +3,7 @@
 CRoW (Ismayilzada et al., 2023) labels the commonsense knowledge behind each example with a
 triple whose relation is one of 36, grouped by dimension: attributional (8), physical/spatial
 (5), temporal (5), causal (3), social (9) and comparative (6). The table is data,
-``data/relations.toml``: per relation its name, dimension, a one-line description (A is the
+``data/lexicon/relations.toml``: per relation its name, dimension, a one-line description (A is the
 head, B the tail), aliases used by other resources, and the sentence templates of
 :func:`verbalize` (``says``, ``says_not``). The descriptions and templates are senseforge's
 own wording. :func:`check_table` validates the file when it is first read.
@@ -38,6 +38,8 @@ from importlib import resources
 
 from senseforge.errors import ConfigError
 
+MAX_PHRASE_WORDS = 12
+"""The longest head or tail a triple may have, in words (CRoW's are short spans)."""
 DIMENSIONS: tuple[str, ...] = ("attributional", "physical/spatial", "temporal", "causal", "social", "comparative")
 """CRoW's six dimensions, in the paper's order."""
 OTHER_DIMENSION = "other"
@@ -187,12 +189,12 @@ def check_table(doc: Mapping[str, object]) -> tuple[Relation, ...]:
 
 @cache
 def relations() -> tuple[Relation, ...]:
-    """The 36 CRoW relations, read from ``data/relations.toml`` once.
+    """The 36 CRoW relations, read from ``data/lexicon/relations.toml`` once.
 
     Raises:
         ConfigError: when the file is missing, not TOML, or fails :func:`check_table`.
     """
-    resource = resources.files("senseforge.pipelines.crow") / "data" / "relations.toml"
+    resource = resources.files("senseforge.data") / "lexicon" / "relations.toml"
     try:
         doc = tomllib.loads(resource.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:  # a packaging or editing bug

@@ -1,0 +1,29 @@
+"""Text compared as people read it: folded forms, and word lists read from files.
+
+Every recipe, the moderation lists and the annotation app compare texts in one form
+(:func:`fold`), and read their word lists (stopwords, moderation terms) one way
+(:func:`parse_terms`).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+
+def fold(text: str) -> str:
+    """The form texts and terms are compared in: NFKC, case-folded, whitespace collapsed.
+
+    >>> fold("  ＦＵＣＫ\\tScheiße ")
+    'fuck scheisse'
+    """
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def parse_terms(text: str) -> tuple[str, ...]:
+    """Terms of a word-list file: one per line; blank lines and ``#`` comments dropped.
+
+    >>> parse_terms("# profanity\\nfoo  # inline note\\n\\n Bar Baz \\n")
+    ('foo', 'Bar Baz')
+    """
+    terms = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return tuple(term for term in terms if term)
