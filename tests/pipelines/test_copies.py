@@ -218,7 +218,7 @@ class _Store:
     def __init__(self, rows: dict[str, list[StageResult]]) -> None:
         self.rows = rows
 
-    def results(self, stage: str, status: str) -> list[StageResult]:
+    def results(self, stage: str, status: str, model: object = None) -> list[StageResult]:
         return self.rows.get(stage, [])
 
 

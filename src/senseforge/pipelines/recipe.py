@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from senseforge.llm.mock import AnyResponder
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel
-from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
 
@@ -73,6 +73,11 @@ class Recipe(Protocol):
 
     @property
     def config_model(self) -> type[RecipeConfig]: ...
+
+    @property
+    def record(self) -> type[Record]:
+        """The model of the data its records carry from stage to stage (validated on every read)."""
+        ...
 
     @property
     def cost_model(self) -> type[Cost]: ...

@@ -29,8 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from senseforge.data.io import atomic_open
 from senseforge.llm.prices import PriceTable
-from senseforge.pipelines.runstore import RunStore, StageResult
-from senseforge.pipelines.stage import EVIDENCE
+from senseforge.pipelines.runstore import CallEntry, Loose, Record, RunStore, StageResult
 
 logger = logging.getLogger(__name__)
 
@@ -166,17 +165,17 @@ class Cost(_Ordered):
 
 def calls_by_stage(
     store: RunStore, stages: Sequence[str], keep: Callable[[StageResult], bool] | None = None
-) -> dict[str, dict[str, dict[str, Any]]]:
+) -> dict[str, dict[str, CallEntry]]:
     """Per LM stage, the distinct calls (by cache key) any record's payload recorded, in every stage's results
     (only the records ``keep`` accepts, when given: one language's share of a run, say)."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, CallEntry]] = {}
     for stage in stages:
         for record in store.results(stage):
             if keep is not None and not keep(record):
                 continue
-            for call_stage, entries in record.payload.get("calls", {}).items():
+            for call_stage, entries in record.calls.items():
                 for entry in entries:
-                    out.setdefault(call_stage, {}).setdefault(entry["key"], entry)
+                    out.setdefault(call_stage, {}).setdefault(entry.key, entry)
     return out
 
 
@@ -202,17 +201,17 @@ def cost(
         money: float | None = 0.0
         tokens_in = tokens_out = 0
         for entry in entries.values():
-            tokens_in += entry["tokens_in"] or 0
-            tokens_out += entry["tokens_out"] or 0
-            price = table.lookup(entry["model"])
-            priced = price.cost(entry["tokens_in"] or 0, entry["tokens_out"] or 0) if price is not None else None
+            tokens_in += entry.tokens_in or 0
+            tokens_out += entry.tokens_out or 0
+            price = table.lookup(entry.model)
+            priced = price.cost(entry.tokens_in or 0, entry.tokens_out or 0) if price is not None else None
             if priced is None:
-                unknown.add(entry["model"])
+                unknown.add(entry.model)
                 money = None
             elif money is not None:
                 money += priced
         per_stage[stage] = StageCost(
-            models=sorted({e["model"] for e in entries.values()}),
+            models=sorted({e.model for e in entries.values()}),
             calls=len(entries),
             tokens_in=tokens_in,
             tokens_out=tokens_out,
@@ -302,25 +301,41 @@ def _question(payload: Mapping[str, Any]) -> Any:
     return item.get("question") if isinstance(item, Mapping) else None
 
 
-def write_rejects(run_dir: Path, store: RunStore, stages: Sequence[str]) -> int:
+def shown_question(record: StageResult[Any]) -> Any:
+    """The question ``rejects.jsonl`` shows: the record model's, or (no model) the payload's."""
+    if isinstance(record.data, Loose):
+        return _question(record.payload)
+    return record.data.shown_question()
+
+
+def shown_checked(record: StageResult[Any]) -> dict[str, Any]:
+    """The text as checked ``rejects.jsonl`` shows: the record model's, or (no model) the payload's."""
+    if isinstance(record.data, Loose):
+        return checked_text(record.payload)
+    shown: dict[str, Any] = record.data.shown_checked()
+    return shown
+
+
+def write_rejects(run_dir: Path, store: RunStore, stages: Sequence[str], model: type[Record] = Loose) -> int:
     """``rejects.jsonl``: every rejected record with its stage, reason, its text as checked, the check's
     evidence and the model's raw output.
 
     A reply is written once per call: a later record rejected from the same call (the triples of one
     CKA reply, the items of one culture-gen batch) names the row that holds it under ``response_of``.
+    ``model`` is the recipe's record model (its records say what is shown).
     """
     count = 0
     first_with: dict[tuple[str, str | None, str], str] = {}
     with atomic_open(run_dir / "rejects.jsonl") as handle:
         for stage in stages:
-            for record in store.results(stage, "rejected"):
+            for record in store.results(stage, "rejected", model):
                 row: dict[str, Any] = {
                     "stage": stage,
                     "id": record.record_id,
                     "reason": record.reason,
-                    "question": _question(record.payload),
-                    "checked": checked_text(record.payload),
-                    "evidence": record.payload.get(EVIDENCE),
+                    "question": shown_question(record),
+                    "checked": shown_checked(record),
+                    "evidence": dict(record.evidence) if record.evidence else None,
                     "response": record.response,
                 }
                 if record.response:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Self
 
 from senseforge.data.schema import Judgement, judgement
 from senseforge.errors import SenseforgeError
@@ -33,18 +33,19 @@ from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, p
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.config import RecipeConfig
-from senseforge.pipelines.runstore import JudgementSource, StageResult, StoredJudgement
+from senseforge.pipelines.runstore import CallEntry, JudgementSource, StageResult, StoredJudgement
 from senseforge.pipelines.stage import (
     AWAITING,
     PENDING,
     CallLog,
+    Data,
     Outcome,
     StageContext,
     StageOutput,
-    add_call,
     ok,
     rejected,
     settle,
+    spent,
 )
 from senseforge.pipelines.taskqueue import Identified
 
@@ -138,13 +139,16 @@ class Review:
         """What people see in the app."""
         raise NotImplementedError
 
-    def passed(self, record: StageResult) -> dict[str, Any]:
-        """The payload of a record that needed no review."""
-        return record.payload
+    def passed(self, record: StageResult) -> Data | None:
+        """The data of a record that needed no review (``None``: as it is)."""
+        return None
 
-    def accepted(self, record: StageResult, by: JudgementSource) -> dict[str, Any]:
-        """The payload of a record the judges accepted (``by`` ``lm`` or ``human``)."""
-        return {**record.payload, "review": by}
+    def accepted(self, record: StageResult, by: JudgementSource) -> Data | None:
+        """The data of a record the judges accepted (``by`` ``lm`` or ``human``; ``None``: as it is).
+
+        The stage records ``by`` as the result's :attr:`~senseforge.pipelines.runstore.StageResult.review`.
+        """
+        return None
 
     # -- the stage --------------------------------------------------------------------------
 
@@ -161,7 +165,7 @@ class Review:
             made = [(j, "lm") for judged in verdicts for j in judged if j is not None]
             policy = judges_policy(self.judges_policy, len(self.judges))
             for index, record in enumerate(queued):
-                payload = add_call(record.payload, self.name, entries[index])
+                paid = spent(record, self.name, entries[index])
                 judged = [verdicts[judge][index] for judge in range(len(self.judges))]
                 if any(j is None for j in judged):
                     outcomes[record.record_id] = PENDING
@@ -170,14 +174,13 @@ class Review:
                 if decision.status == "pending":  # the config validator makes this unreachable
                     raise SenseforgeError(f"{self.name}: {decision.reason}: the LM judges cannot decide")
                 if decision.status == "accepted":
-                    spent = StageResult(record.record_id, "ok", payload)
                     if self.lm_final:
-                        outcomes[record.record_id] = ok(record, self.accepted(spent, "lm"))
+                        outcomes[record.record_id] = ok(paid, self.accepted(paid, "lm"), review="lm")
                     else:
-                        to_people.append(spent)
+                        to_people.append(paid)
                 else:
                     reason = EXCLUDED if decision.status == "excluded" else LM_REVIEW_REJECTED
-                    outcomes[record.record_id] = rejected(record, reason, payload=payload)
+                    outcomes[record.record_id] = rejected(paid, reason)
         elif queued:
             to_people = list(queued)
         people = people_policy(self.policy, self.k)
@@ -186,7 +189,7 @@ class Review:
             if decision.status == "pending":
                 outcomes[record.record_id] = AWAITING
             elif decision.status == "accepted":
-                outcomes[record.record_id] = ok(record, self.accepted(record, "human"))
+                outcomes[record.record_id] = ok(record, self.accepted(record, "human"), review="human")
             else:
                 reason = EXCLUDED if decision.status == "excluded" else REVIEW_REJECTED
                 outcomes[record.record_id] = rejected(record, reason)
@@ -219,7 +222,7 @@ class Review:
 
     def _ask_judges(
         self, records: Sequence[StageResult], ctx: StageContext
-    ) -> tuple[list[list[Judgement | None]], list[list[dict[str, Any]]]]:
+    ) -> tuple[list[list[Judgement | None]], list[list[CallEntry]]]:
         """Per judge, one judgement per record (``None`` while its call failed transiently),
         and per record the call entries for the cost report.
 
@@ -227,7 +230,7 @@ class Review:
         resumed run records the same calls as an uninterrupted one.
         """
         verdicts: list[list[Judgement | None]] = []
-        entries: list[list[dict[str, Any]]] = [[] for _ in records]
+        entries: list[list[CallEntry]] = [[] for _ in records]
         for index, spec in enumerate(self.judges):
             prompts = [self.judge_prompt_for(r, index) for r in records]
             llm = ctx.llm(spec)

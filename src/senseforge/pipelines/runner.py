@@ -393,7 +393,7 @@ def build(
                     ledger=ledger,
                     diagnoses=_diagnoses(pool),
                 )
-            records = run.results(stage.name, "ok")
+            records = run.results(stage.name, "ok", recipe.record)
         if waiting:
             queued = [task for report in waiting for task in report.tasks]
             queue_tasks(run.engine, queued)
@@ -446,13 +446,13 @@ def _source(
     """The first records: made once by the recipe's source (or given, ``made`` before the run folder existed),
     then read back from the run store."""
     source = recipe.source(config)
-    stored = run.results(source.name, "ok")
+    stored = run.results(source.name, "ok", recipe.record)
     if stored or run.meta(SOURCE_FACTS) is not None:
         return stored
     records, facts = made if made is not None else source.records(config)
     run.put(source.name, sorted(records, key=lambda r: r.record_id))
     run.set_meta({SOURCE_FACTS: json.dumps(facts)})
-    return run.results(source.name, "ok")
+    return run.results(source.name, "ok", recipe.record)
 
 
 def _finish(
@@ -487,7 +487,7 @@ def _finish(
     )
     write_json(run_dir / "funnel.json", funnel_doc)
     write_json(run_dir / "cost.json", cost_doc)
-    write_rejects(run_dir, run, names)
+    write_rejects(run_dir, run, names, recipe.record)
     ledger = dict(store.ledger_summary(run_label))
     write_json(run_dir / "ledger.json", {"run": run_label, **ledger})
     run.set_meta({"state": "done"})

@@ -23,13 +23,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Self
 
 import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
+from typing_extensions import TypeVar
 
 from senseforge.data.schema import JUDGEMENT, Judgement
 from senseforge.errors import StoreError
@@ -42,16 +44,138 @@ JudgementSource = Literal["human", "lm"]
 _CHUNK = 500
 
 
+CALLS = "calls"
+REVIEW = "review"
+EVIDENCE = "evidence"
+ENGINE_KEYS = (CALLS, REVIEW, EVIDENCE)
+"""Keys of the stored payload that hold the engine's fields of a result, not the recipe's data."""
+
+
+class CallEntry(BaseModel):
+    """One call a record's stage made, named by its cache key (a call shared by several records counts once)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    model: str
+    tokens_in: int | None
+    tokens_out: int | None
+
+
+class Record(BaseModel):
+    """The base of a recipe's record data: what passes between its stages, validated on every read.
+
+    A recipe subclasses it with the fields its stages fill in as a record moves on (``None``
+    until a stage sets them). Only the fields that were set are stored, so a record reads
+    back as it was written. :meth:`shown_question` and :meth:`shown_checked` build the
+    record's row in ``rejects.jsonl``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    def stored(self) -> dict[str, Any]:
+        """The fields that were set, as JSON values (nested models whole)."""
+        return self.model_dump(mode="json", include=set(self.model_fields_set), by_alias=True)
+
+    def with_(self, **changes: Any) -> Self:
+        """A copy with ``changes`` set (validated, so a wrong type fails where it is made)."""
+        values = {name: getattr(self, name) for name in self.model_fields_set}
+        return type(self).model_validate({**values, **changes})
+
+    def shown_question(self) -> str | None:
+        """The question ``rejects.jsonl`` shows for the record (none by default)."""
+        return None
+
+    def shown_checked(self) -> dict[str, Any]:
+        """The record's text as its checks saw it, besides the question (``rejects.jsonl``'s ``checked``)."""
+        return {}
+
+
+class Loose(Record):
+    """The data of a record whose recipe declares no record model: any JSON object (read as a dict)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def stored(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+D = TypeVar("D", bound=Record, default=Record, covariant=True)
+"""A result's data model (a bare ``StageResult`` holds any :class:`Record`)."""
+
+
 @dataclass(frozen=True)
-class StageResult:
-    """What one stage made of one record."""
+class StageResult(Generic[D]):
+    """What one stage made of one record: the recipe's data, and the engine's fields beside it.
+
+    In the run store the two share one JSON object (``payload``): the data's fields, and
+    ``calls``, ``review`` and ``evidence`` when set — the layout of runs stored before typed
+    records, so those read back unchanged (:meth:`from_payload` is the adapter).
+    """
 
     record_id: str
     status: Status
-    payload: dict[str, Any]
+    data: D
     reason: str | None = None
     prompt: str | None = None
     response: str | None = None
+    calls: Mapping[str, tuple[CallEntry, ...]] = field(default_factory=dict)
+    """The LM calls the record made, per stage that made them (for the cost report)."""
+    review: JudgementSource | None = None
+    """Who accepted the record in a review (``lm`` or ``human``); ``None`` when it was not reviewed."""
+    evidence: Mapping[str, Any] | None = None
+    """What the check that rejected the record found."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.data, Mapping):  # a stored payload given whole (tests, recipes without a record model)
+            data, engine = _split(self.data, Loose)
+            object.__setattr__(self, "data", data)
+            for name, value in engine.items():
+                object.__setattr__(self, name, value)
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The stored JSON object: the data's fields and the engine's."""
+        out = self.data.stored()
+        if self.calls:
+            out[CALLS] = {stage: [e.model_dump(mode="json") for e in entries] for stage, entries in self.calls.items()}
+        if self.review is not None:
+            out[REVIEW] = self.review
+        if self.evidence:
+            out[EVIDENCE] = dict(self.evidence)
+        return out
+
+    @classmethod
+    def from_payload(
+        cls,
+        record_id: str,
+        status: Status,
+        payload: Mapping[str, Any],
+        model: type[D],
+        *,
+        reason: str | None = None,
+        prompt: str | None = None,
+        response: str | None = None,
+    ) -> StageResult[D]:
+        """A result read from its stored JSON object, its data validated as ``model``."""
+        data, engine = _split(payload, model)
+        return cls(record_id, status, data, reason=reason, prompt=prompt, response=response, **engine)
+
+
+def _split(payload: Mapping[str, Any], model: type[D]) -> tuple[D, dict[str, Any]]:
+    """The data and the engine's fields of a stored payload."""
+    rest = {key: value for key, value in payload.items() if key not in ENGINE_KEYS}
+    engine: dict[str, Any] = {}
+    calls = payload.get(CALLS)
+    if calls:
+        engine["calls"] = {
+            stage: tuple(CallEntry.model_validate(entry) for entry in entries) for stage, entries in calls.items()
+        }
+    if payload.get(REVIEW) is not None:
+        engine["review"] = payload[REVIEW]
+    if payload.get(EVIDENCE):
+        engine["evidence"] = dict(payload[EVIDENCE])
+    return model.model_validate(rest), engine
 
 
 @dataclass(frozen=True)
@@ -103,7 +227,7 @@ class RunStore:
     def put(
         self,
         stage: str,
-        results: Sequence[StageResult],
+        results: Sequence[StageResult[Any]],
         *,
         judgements: Sequence[tuple[Judgement, JudgementSource]] = (),
     ) -> None:
@@ -139,24 +263,44 @@ class RunStore:
             rows = conn.execute(sa.select(stage_results.c.record_id).where(stage_results.c.stage == stage))
             return {row[0] for row in rows}
 
-    def results(self, stage: str, status: Status | None = None) -> list[StageResult]:
-        """Results of ``stage`` sorted by record id (only ``status`` ones when given)."""
+    def results(
+        self,
+        stage: str,
+        status: Status | None = None,
+        model: type[D] = Loose,  # type: ignore[assignment]
+    ) -> list[StageResult[D]]:
+        """Results of ``stage`` sorted by record id (only ``status`` ones when given), their data read as ``model``.
+
+        Raises:
+            StoreError: a stored record does not fit ``model`` (a run of another version or recipe).
+        """
         query = sa.select(stage_results).where(stage_results.c.stage == stage)
         if status is not None:
             query = query.where(stage_results.c.status == status)
         with self._engine.connect() as conn:
             rows = conn.execute(query.order_by(stage_results.c.record_id)).mappings().all()
-        return [
-            StageResult(
-                record_id=row["record_id"],
-                status=row["status"],
-                payload=json.loads(row["payload"]),
-                reason=row["reason"],
-                prompt=row["prompt"],
-                response=row["response"],
-            )
-            for row in rows
-        ]
+        out: list[StageResult[D]] = []
+        for row in rows:
+            try:
+                out.append(
+                    StageResult.from_payload(
+                        row["record_id"],
+                        row["status"],
+                        json.loads(row["payload"]),
+                        model,
+                        reason=row["reason"],
+                        prompt=row["prompt"],
+                        response=row["response"],
+                    )
+                )
+            except ValidationError as exc:
+                problem = exc.errors()[0]
+                where = ".".join(str(part) for part in problem["loc"])
+                raise StoreError(
+                    f"{self.url}: stage {stage}, record {row['record_id']}: {where}: {problem['msg']} "
+                    f"(not a {model.__name__}: a run of another senseforge version or recipe?)"
+                ) from exc
+        return out
 
     def stored(self) -> int:
         """How many stage results and judgements the run holds (0: nothing was stored yet)."""

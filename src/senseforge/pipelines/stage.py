@@ -29,14 +29,24 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from senseforge.data.schema import Judgement
 from senseforge.errors import BackendError, SenseforgeError
 from senseforge.llm.base import LLM, Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest, Progress
 from senseforge.llm.cache import cache_key
-from senseforge.pipelines.runstore import JudgementSource, StageResult, StoredJudgement
+from senseforge.pipelines.runstore import (
+    CALLS,
+    EVIDENCE,
+    REVIEW,
+    CallEntry,
+    JudgementSource,
+    Loose,
+    Record,
+    StageResult,
+    StoredJudgement,
+)
 from senseforge.pipelines.taskqueue import QueuedTask
 
 TRANSIENT_FAILURES = frozenset({"rate_limit", "timeout", "server_error", "truncated", "connection"})
@@ -51,9 +61,7 @@ MALFORMED = "malformed_output"
 NO_OUTPUT = "no_output"
 """Rejection reason: a stage that splits records made nothing of this one."""
 
-EVIDENCE = "evidence"
-"""Payload key of a rejected record's evidence: what the check found (the edit count, the matched word,
-the similarity, the kept record it copies …); ``rejects.jsonl`` shows it beside the reason."""
+__all__ = ["EVIDENCE"]  # the stored payload's key of a rejected record's evidence (what the check found)
 
 
 class Wait(enum.Enum):
@@ -144,30 +152,61 @@ class PeopleStage(Protocol):
     """The task types it reads and queues (priced per judgement in ``cost.json``)."""
 
 
+Data = Record | dict[str, Any]
+"""A record's new data: the recipe's record model, or (a recipe without one) a payload dict."""
+
+
+def _with_data(record: StageResult[Any], data: Data | None) -> StageResult[Any]:
+    """``record`` with new data; a payload dict may carry the engine's fields too (``calls``, ``review``)."""
+    if data is None:
+        return record
+    if isinstance(data, Record):
+        return replace(record, data=data)
+    made = StageResult.from_payload(record.record_id, record.status, data, Loose)
+    calls = made.calls if CALLS in data else record.calls
+    review = made.review if REVIEW in data else record.review
+    return replace(record, data=made.data, calls=calls, review=review)
+
+
 def ok(
-    record: StageResult, payload: dict[str, Any], *, prompt: str | None = None, response: str | None = None
-) -> StageResult:
-    """The record passed: its new payload."""
-    return StageResult(record.record_id, "ok", payload, prompt=prompt, response=response)
+    record: StageResult[Any],
+    data: Data | None = None,
+    *,
+    prompt: str | None = None,
+    response: str | None = None,
+    review: JudgementSource | None = None,
+) -> StageResult[Any]:
+    """The record passed: its new data (its data as it entered when none), with the calls it made so far."""
+    kept = _with_data(record, data)
+    return replace(
+        kept, status="ok", reason=None, prompt=prompt, response=response, evidence=None, review=review or kept.review
+    )
 
 
 def rejected(
-    record: StageResult,
+    record: StageResult[Any],
     reason: str,
     *,
-    payload: dict[str, Any] | None = None,
+    payload: Data | None = None,
     prompt: str | None = None,
     response: str | None = None,
     evidence: Mapping[str, Any] | None = None,
-) -> StageResult:
-    """The record is rejected, and why: its payload as it entered (plus the calls the stage made).
+) -> StageResult[Any]:
+    """The record is rejected, and why: its data as it entered (or ``payload``), the calls it made, and
+    ``evidence``, what the check found (``rejects.jsonl`` shows it beside the reason)."""
+    kept = _with_data(record, payload)
+    found = dict(evidence) if evidence else (kept.evidence if payload is not None else None)
+    return replace(kept, status="rejected", reason=reason, prompt=prompt, response=response, evidence=found or None)
 
-    ``evidence`` (what the check found) is stored under :data:`EVIDENCE` in the payload.
-    """
-    kept = record.payload if payload is None else payload
-    if evidence:
-        kept = {**kept, EVIDENCE: dict(evidence)}
-    return StageResult(record.record_id, "rejected", kept, reason=reason, prompt=prompt, response=response)
+
+def spent(record: StageResult[Any], stage: str, entries: Sequence[CallEntry]) -> StageResult[Any]:
+    """``record`` with the calls ``stage`` made for it recorded (replacing any the stage recorded before)."""
+    return replace(record, calls={**record.calls, stage: tuple(entries)})
+
+
+def view(record: StageResult[Any]) -> Any:
+    """What a stage's rules read: the record's data, or its payload dict when its recipe declares no record model."""
+    return record.payload if isinstance(record.data, Loose) else record.data
 
 
 def child_id(parent: str, index: int) -> str:
@@ -216,7 +255,7 @@ class CallLog:
 
     model: str
     identity: dict[str, str]
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[CallEntry] = field(default_factory=list)
 
     @classmethod
     def of(cls, llm: LLM) -> CallLog:
@@ -225,23 +264,24 @@ class CallLog:
 
     def add(
         self, kind: str, request: GenerateRequest | LoglikelihoodRequest, result: Completion | Loglikelihood
-    ) -> dict[str, Any]:
+    ) -> CallEntry:
         provider = self.model.split("/", 1)[0]
-        entry = {
-            "key": cache_key(provider, self.identity, kind, request),  # type: ignore[arg-type]
-            "model": self.model,
-            "tokens_in": result.tokens_in,
-            "tokens_out": result.tokens_out,
-        }
+        entry = CallEntry(
+            key=cache_key(provider, self.identity, kind, request),  # type: ignore[arg-type]
+            model=self.model,
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+        )
         self.entries.append(entry)
         return entry
 
 
-def add_call(payload: dict[str, Any], stage: str, entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """A copy of ``payload`` with the stage's call entries recorded under ``calls``."""
-    calls = dict(payload.get("calls", {}))
-    calls[stage] = list(entries)
-    return {**payload, "calls": calls}
+def add_call(payload: dict[str, Any], stage: str, entries: Sequence[CallEntry]) -> dict[str, Any]:
+    """A copy of a payload dict with the stage's call entries recorded under ``calls`` (recipes without a record
+    model; the others use :func:`spent`)."""
+    calls = dict(payload.get(CALLS, {}))
+    calls[stage] = [entry.model_dump(mode="json") for entry in entries]
+    return {**payload, CALLS: calls}
 
 
 @dataclass(frozen=True)
@@ -249,14 +289,14 @@ class Reject:
     """A parser's verdict that the reply (or one child of it) is unusable, and why."""
 
     reason: str = MALFORMED
-    payload: dict[str, Any] | None = None
-    """What the rejected child carries (default: the parent's payload)."""
+    payload: Data | None = None
+    """What the rejected child carries (default: the parent's data)."""
     evidence: dict[str, Any] | None = None
     """What the check found (stored under :data:`EVIDENCE`)."""
 
 
-Parsed = dict[str, Any] | list[dict[str, Any] | Reject] | Reject
-"""What :meth:`LMStage.parse` makes of a reply: the new payload, the payloads of the record's
+Parsed = Data | list[Data | Reject] | Reject
+"""What :meth:`LMStage.parse` makes of a reply: the record's new data, the data of the record's
 children (each may be a :class:`Reject`), or a rejection."""
 
 
@@ -305,24 +345,20 @@ class LMStage:
             outcomes.append(self._outcome(record, self.parse(record, completion.text), call, prompt, completion.text))
         return StageOutput(outcomes)
 
-    def _outcome(self, record: StageResult, parsed: Parsed, call: dict[str, Any], prompt: str, text: str) -> Outcome:
+    def _outcome(self, record: StageResult[Any], parsed: Parsed, call: CallEntry, prompt: str, text: str) -> Outcome:
         if isinstance(parsed, Reject):
-            spent = add_call(record.payload, self.name, [call])
-            return rejected(
-                record, parsed.reason, payload=spent, prompt=prompt, response=text, evidence=parsed.evidence
-            )
-        if isinstance(parsed, dict):
-            return ok(record, add_call(parsed, self.name, [call]), prompt=prompt, response=text)
+            made = spent(_with_data(record, parsed.payload), self.name, [call])
+            return rejected(made, parsed.reason, prompt=prompt, response=text, evidence=parsed.evidence)
+        if not isinstance(parsed, list):
+            return ok(spent(_with_data(record, parsed), self.name, [call]), prompt=prompt, response=text)
         children = []
         for index, part in enumerate(parsed):
-            kid = StageResult(child_id(record.record_id, index), "ok", record.payload)
+            kid = replace(record, record_id=child_id(record.record_id, index))
             if isinstance(part, Reject):
-                spent = add_call(part.payload if part.payload is not None else record.payload, self.name, [call])
-                children.append(
-                    rejected(kid, part.reason, payload=spent, prompt=prompt, response=text, evidence=part.evidence)
-                )
+                made = spent(_with_data(kid, part.payload), self.name, [call])
+                children.append(rejected(made, part.reason, prompt=prompt, response=text, evidence=part.evidence))
             else:
-                children.append(ok(kid, add_call(part, self.name, [call]), prompt=prompt, response=text))
+                children.append(ok(spent(_with_data(kid, part), self.name, [call]), prompt=prompt, response=text))
         return Children(tuple(children))
 
 
@@ -346,21 +382,22 @@ class RuleStage:
 class CheckStage(RuleStage):
     """A stage that keeps a record as it is or rejects it for the reason a rule gives (with its evidence)."""
 
-    def reason(self, payload: dict[str, Any]) -> str | None:
+    def reason(self, data: Any) -> str | None:
+        """Why the record's data fails the rule, or ``None`` (``data``: see :func:`view`)."""
         raise NotImplementedError
 
-    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
-        """What the rule found when it rejected ``payload`` for ``reason`` (none by default)."""
+    def evidence(self, data: Any, reason: str) -> dict[str, Any] | None:
+        """What the rule found when it rejected ``data`` for ``reason`` (none by default)."""
         return None
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         for record in records:
-            reason = self.reason(record.payload)
+            reason = self.reason(view(record))
             if reason is None:
-                outcomes.append(ok(record, record.payload))
+                outcomes.append(ok(record))
             else:
-                outcomes.append(rejected(record, reason, evidence=self.evidence(record.payload, reason)))
+                outcomes.append(rejected(record, reason, evidence=self.evidence(view(record), reason)))
         return StageOutput(outcomes)
 
 

@@ -17,7 +17,7 @@ from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel
 from senseforge.pipelines.review import Review
-from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
 from senseforge.pipelines.stage import LMStage, Parsed, Reject, Stage
 
 RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
@@ -62,6 +62,7 @@ class Tiny:
     name: str = "tiny"
     summary: str = "words → three parts each → kept at two of three LM judges"
     config_model: type[TinyConfig] = TinyConfig
+    record: type[Record] = Loose
     cost_model: type[Cost] = Cost
     flags: dict[str, Any] = field(default_factory=dict)
     authors: dict[str, Any] = field(default_factory=dict)

@@ -46,7 +46,7 @@ from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.crow.templates import template_hashes
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, cost, write_json
-from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
 STAGES: tuple[str, ...] = ("contexts", "cka", "ckv", "wsg", "edits", "dedup", "wsv")
@@ -138,6 +138,7 @@ class Crow:
     name = "crow"
     summary = "Real task examples → knowledge triples → Winograd-style minimal rewrites, each stage validated (CRoW)."
     config_model = CrowConfig
+    record: type[Record] = Loose
     cost_model = CrowCost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
         {

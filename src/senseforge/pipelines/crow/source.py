@@ -39,7 +39,7 @@ from senseforge.data.schema import BinaryExample, Triple
 from senseforge.errors import ConfigError, DataValidationError
 from senseforge.kb.words import SEGMENTED_BY_TOKENIZER, chinese_words, japanese_words
 from senseforge.pipelines.crow.tasks import TaskSpec, task_name
-from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.runstore import Loose, StageResult
 
 FEW_TURNS = "few_turns"
 """Rejection reason: the dialogue before the target has fewer turns than the task asks."""
@@ -363,8 +363,8 @@ def source_records(
                     rid, reason = f"{record_id}~{suffix}", DUPLICATE_SOURCE
                 seen.add(rid)
                 if reason is None:
-                    records.append(StageResult(rid, "ok", payload))
+                    records.append(StageResult.from_payload(rid, "ok", payload, Loose))
                 else:
-                    records.append(StageResult(rid, "rejected", payload, reason=reason))
+                    records.append(StageResult.from_payload(rid, "rejected", payload, Loose, reason=reason))
         facts["tasks"][task] = {"contexts": len(mine), "passed_filters": len(passing), "sampled": kept}
     return records, facts

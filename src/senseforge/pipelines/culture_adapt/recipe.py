@@ -49,7 +49,7 @@ from senseforge.pipelines.culture_adapt.stages import (
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_json, write_splits
-from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 from senseforge.pipelines.taskqueue import add_tasks
 
@@ -184,6 +184,7 @@ class CultureAdapt:
     name = "culture-adapt"
     summary = "An existing benchmark carried into a culture and its languages, kept where it survives (LLM_Adapt)."
     config_model = CultureAdaptConfig
+    record: type[Record] = Loose
     cost_model = Cost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
         {

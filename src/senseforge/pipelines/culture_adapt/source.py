@@ -21,7 +21,7 @@ from senseforge.data.schema import MCItem
 from senseforge.errors import ConfigError
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig, split_and_path
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.runstore import Loose, StageResult
 
 DEMO_SOURCE = "demo_source.jsonl"
 
@@ -86,8 +86,8 @@ class SourceItems:
         rows = read_sources(config)
         if config.test_from_train is not None:
             rows = carve_test(rows, config.test_from_train, config.seed)
-        records = [
-            StageResult(
+        records: list[StageResult] = [
+            StageResult.from_payload(
                 f"{split}:{item.id}",
                 "ok",
                 {
@@ -96,6 +96,7 @@ class SourceItems:
                     "source_lang": config.source_lang,
                     "source": fields_of(item).to_json(),
                 },
+                Loose,
             )
             for split, item, _ in rows
         ]

@@ -33,7 +33,7 @@ from senseforge.pipelines.culture_adapt.item import Fields
 from senseforge.pipelines.culture_adapt.screen import screen, screen_evidence
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
 from senseforge.pipelines.moderation import Moderator
-from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.runstore import CallEntry, StageResult
 from senseforge.pipelines.stage import (
     MALFORMED,
     PENDING,
@@ -134,7 +134,7 @@ class SpacyExtract(CheckStage):
         return StageOutput(outcomes)
 
 
-_Asked = tuple[list[bool | None], list[list[Any]], list[list[dict[str, Any]]]]
+_Asked = tuple[list[bool | None], list[list[Any]], list[list[CallEntry]]]
 """Per prompt: the vote (``True`` = irrelevant, ``None`` = unreadable), the raw results and the call entries."""
 
 
@@ -223,7 +223,7 @@ class Relevance:
         requests = [GenerateRequest.chat(text, max_tokens=8, temperature=0.0, seed=self.seed) for text, _, _ in asked]
         votes: list[bool | None] = []
         results: list[list[Any]] = []
-        entries: list[list[dict[str, Any]]] = []
+        entries: list[list[CallEntry]] = []
         for (_, yes_relevant, _), request, reply in zip(asked, requests, llm.generate(requests), strict=True):
             results.append([reply])
             votes.append(parse.relevance_vote(reply.text, yes_relevant) if reply.ok else None)
@@ -241,7 +241,7 @@ class Relevance:
         scores = llm.loglikelihood(pairs)
         votes: list[bool | None] = []
         results: list[list[Any]] = []
-        entries: list[list[dict[str, Any]]] = []
+        entries: list[list[CallEntry]] = []
         for at, (_, yes_relevant, _) in enumerate(asked):
             four = scores[4 * at : 4 * at + 4]
             results.append(list(four))
@@ -261,7 +261,7 @@ class Relevance:
         record: StageResult,
         plan: list[tuple[str, str, list[tuple[str, bool]]]],
         votes: Sequence[bool | None],
-        entries: Sequence[list[dict[str, Any]]],
+        entries: Sequence[list[CallEntry]],
     ) -> dict[str, Any]:
         verdicts: dict[str, Any] = {}
         at = 0

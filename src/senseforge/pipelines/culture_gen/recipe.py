@@ -48,7 +48,7 @@ from senseforge.pipelines.culture_gen.templates import template_hashes
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, cost, write_json, write_splits
-from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -157,8 +157,8 @@ class ConceptBatches:
                 listed,
             )
         cut = batches(rows, config.langs, config.batch_concepts)
-        records = [
-            StageResult(
+        records: list[StageResult] = [
+            StageResult.from_payload(
                 f"{batch.lang}-{index:05d}",
                 "ok",
                 {
@@ -167,6 +167,7 @@ class ConceptBatches:
                     "concepts": list(batch.concepts),
                     "occurrence": batch.occurrence,
                 },
+                Loose,
             )
             for index, batch in enumerate(cut)
         ]
@@ -273,6 +274,7 @@ class CultureGen:
     name = "culture-gen"
     summary = "Concepts of a culture → LM-written questions in its language, checked (Putri et al.'s LLM_Gen)."
     config_model = CultureGenConfig
+    record: type[Record] = Loose
     cost_model = Cost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
         {"concepts": Flag(path=True, help="Concept table (CSV or JSONL); default: ours.")}

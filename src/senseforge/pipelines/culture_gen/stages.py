@@ -28,6 +28,7 @@ from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.stage import (
     MALFORMED,
     CheckStage,
+    Data,
     LMStage,
     Parsed,
     Reject,
@@ -108,7 +109,7 @@ class Generate(LMStage):
         if items is None:
             return [Reject(MALFORMED, {**base, "concept": c}) for c in concepts]
         given, stray = assign(items, concepts)
-        parts: list[dict[str, Any] | Reject] = []
+        parts: list[Data | Reject] = []
         for concept in concepts:
             mine = given[concept]
             if not mine:

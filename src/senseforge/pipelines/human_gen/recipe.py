@@ -36,7 +36,7 @@ from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.human_gen.stages import BlindAnswers, Create, QualityControl, assign, slot_id
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_splits
-from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class Slots:
         if not unique:
             raise ConfigError(f"{path}: no concepts for language {config.lang}")
         seen: Counter[tuple[str, Concept]] = Counter()
-        records = []
+        records: list[StageResult] = []
         for creator, concept in assign(unique, config.pool, config.assignment):
             occurrence = seen[(creator, concept)]
             seen[(creator, concept)] += 1
@@ -76,7 +76,9 @@ class Slots:
                 "concept": concept.concept,
                 "creator": creator,
             }
-            records.append(StageResult(slot_id(config.lang, creator, concept, occurrence), "ok", payload))
+            records.append(
+                StageResult.from_payload(slot_id(config.lang, creator, concept, occurrence), "ok", payload, Loose)
+            )
         per_creator = Counter(r.payload["creator"] for r in records)
         facts = {
             "concept_table": str(path),
@@ -160,6 +162,7 @@ class HumanGen:
     name = "human-gen"
     summary = "People write, check and answer culture-grounded questions in the app (Human_Gen)."
     config_model = HumanGenConfig
+    record: type[Record] = Loose
     cost_model = Cost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType({"concepts": Flag(path=True)})
     authors: ClassVar[Mapping[str, Any]] = MappingProxyType({})

@@ -24,7 +24,7 @@ from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies,
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Funnel, StageFunnel
-from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
 
@@ -46,8 +46,10 @@ class QuestionSets:
         sets, qs_funnel = extract_question_sets(
             kb, config.lang, config.n, config.seed, relations=config.relations, source_lang=config.source_lang
         )
-        records = [
-            StageResult(f"{qs.id}-{index}", "ok", {"qs": qs.model_dump(mode="json"), "answer": qs.targets[index]})
+        records: list[StageResult] = [
+            StageResult.from_payload(
+                f"{qs.id}-{index}", "ok", {"qs": qs.model_dump(mode="json"), "answer": qs.targets[index]}, Loose
+            )
             for qs in sets
             for index in range(config.answers_per_set)
         ]
@@ -64,6 +66,7 @@ class Mcsqa:
         "ConceptNet question sets → LM-written questions → Easy (LM-verified) / Hard (human-verified), splits."
     )
     config_model: type[McsqaConfig] = McsqaConfig
+    record: type[Record] = Loose
     cost_model: type[McsqaCost] = McsqaCost
     flags: Mapping[str, Flag] = field(
         default_factory=lambda: {
