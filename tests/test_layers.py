@@ -8,8 +8,12 @@ count. Import-linter's ``acyclic_siblings`` contract finds cycles between the ch
 package, but not one between a package's ``__init__`` and a module inside it, so the module-level
 cycle check below builds the graph with grimp itself.
 
+Recipe packages are tenants: none imports another (an ``independence`` contract) and the annotation
+app imports none of them (a ``forbidden`` contract); what they share lives in ``data/`` and ``kb/``.
+
 The same machinery also runs on a throwaway package with the contracts of pyproject.toml, once
-clean and once with an upward import, an import of the root, and cycles, to show that it can fail.
+clean and once with an upward import, an import of the root, cycles, a recipe importing another and
+the app importing a recipe, to show that each can fail.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel
 from senseforge.pipelines.review import Review
-from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
+from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import LMStage, Parsed, Reject, Stage
 
 RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
@@ -29,31 +29,38 @@ class TinyConfig(RecipeConfig):
     words: tuple[str, ...] = ("sun", "rain")
 
 
+class Piece(Record):
+    """A word, and once the model split it, one of its three parts."""
+
+    word: str
+    text: str | None = None
+
+
 @dataclass(frozen=True)
 class Words:
     name: str = "words"
 
-    def records(self, config: TinyConfig) -> tuple[list[StageResult], dict[str, Any]]:
-        return [StageResult(f"w{i}", "ok", {"word": w}) for i, w in enumerate(config.words)], {}
+    def records(self, config: TinyConfig) -> tuple[list[StageResult[Piece]], dict[str, Any]]:
+        return [StageResult(f"w{i}", "ok", Piece(word=w)) for i, w in enumerate(config.words)], {}
 
 
 @dataclass
 class Expand(LMStage):
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
-        return [GenerateRequest.chat(f"Split {r.payload['word']} into three.", max_tokens=16) for r in records]
+    def requests(self, records: Sequence[StageResult[Piece]]) -> list[GenerateRequest]:
+        return [GenerateRequest.chat(f"Split {r.data.word} into three.", max_tokens=16) for r in records]
 
-    def parse(self, record: StageResult, text: str) -> Parsed:
+    def parse(self, record: StageResult[Piece], text: str) -> Parsed:
         parts = text.split("|")
-        return [{"text": part} for part in parts] if len(parts) == 3 else Reject()
+        return [record.data.with_(text=part) for part in parts] if len(parts) == 3 else Reject()
 
 
 @dataclass
 class Judge(Review):
-    def judge_prompt(self, record: StageResult) -> str:
-        return f"Is {record.payload['text']} fine? Answer yes or no.\nAnswer:"
+    def judge_prompt(self, record: StageResult[Piece]) -> str:
+        return f"Is {record.data.text} fine? Answer yes or no.\nAnswer:"
 
-    def task_item(self, record: StageResult) -> MCItem:
-        choices = [Choice(label="A", text=record.payload["text"]), Choice(label="B", text="none")]
+    def task_item(self, record: StageResult[Piece]) -> MCItem:
+        choices = [Choice(label="A", text=record.data.text or ""), Choice(label="B", text="none")]
         return MCItem(id=record.record_id, lang="en", question="Fine?", choices=choices, answer="A")
 
 
@@ -62,7 +69,7 @@ class Tiny:
     name: str = "tiny"
     summary: str = "words → three parts each → kept at two of three LM judges"
     config_model: type[TinyConfig] = TinyConfig
-    record: type[Record] = Loose
+    record: type[Record] = Piece
     cost_model: type[Cost] = Cost
     flags: dict[str, Any] = field(default_factory=dict)
     authors: dict[str, Any] = field(default_factory=dict)
@@ -85,8 +92,8 @@ class Tiny:
     def finish(
         self, config: TinyConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
     ) -> Funnel:
-        kept = run.results("judge", "ok")
-        lines = "".join(json.dumps({"id": r.record_id, "text": r.payload["text"]}) + "\n" for r in kept)
+        kept = run.results("judge", "ok", Piece)
+        lines = "".join(json.dumps({"id": r.record_id, "text": r.data.text}) + "\n" for r in kept)
         (run_dir / "kept.jsonl").write_text(lines, encoding="utf-8")
         return Funnel(stages=rows, kept=len(kept))
 
