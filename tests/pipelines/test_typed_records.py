@@ -66,15 +66,15 @@ def test_the_checker_finds_every_form() -> None:
         'c = payload.get("lang")\n'
         'd = r.payload.get("calls", {})\n'
         'e = data.pop("x")\n'
-        'f = record.data.question\n'  # typed: fine
+        "f = record.data.question\n"  # typed: fine
         'g = row["question"]\n'  # not a record: fine
-        'h = record.payload[key]\n'  # not a constant key: not counted
+        "h = record.payload[key]\n"  # not a constant key: not counted
     )
     assert string_key_reads(snippet) == [(1, "question"), (2, "choices"), (3, "lang"), (4, "calls"), (5, "x")]
 
 
 @pytest.mark.parametrize(
-    "package", sorted(p.name for p in PIPELINES.iterdir() if (p / "recipe.py").is_file()) + ["(engine)"]
+    "package", [*sorted(p.name for p in PIPELINES.iterdir() if (p / "recipe.py").is_file()), "(engine)"]
 )
 def test_no_string_key_reads_on_records(package: str) -> None:
     files = sorted(PIPELINES.glob("*.py")) if package == "(engine)" else sorted((PIPELINES / package).rglob("*.py"))
