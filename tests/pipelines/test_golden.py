@@ -20,10 +20,8 @@ from typing import Any
 
 from senseforge.annotate.store import AnnotationStore
 from senseforge.annotate.tasktypes import task_type
-from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.crow.recipe import CROW
-from senseforge.pipelines.crow.templates import CKA_MARK, WSG_MARK
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
@@ -33,7 +31,9 @@ from senseforge.pipelines.runner import BuildSummary, build
 from senseforge.pipelines.runstore import sqlite_url
 from senseforge.store.db import Store
 
+from ..annotate.test_crow_people import author as crow_author
 from .golden import GOLDEN, compare_with_golden
+from .human_gen.test_recipe import _write
 
 HERE = Path(__file__).resolve().parent
 SOURCES = GOLDEN / "sources"
@@ -96,20 +96,6 @@ def test_crow_with_both_lm_validators(tmp_path: Path) -> None:
     compare_with_golden(tmp_path / "run", GOLDEN / "crow-lm")
 
 
-HEADS = ("keepsake", "dropout", "waiting room")
-
-
-def _crow_author(request: GenerateRequest | LoglikelihoodRequest) -> str:
-    """CKA: three triples; WSG: the target with the triple's head word added."""
-    assert isinstance(request, GenerateRequest)
-    first, last = request.as_messages()[0].content, request.as_messages()[-1].content
-    if first.startswith(CKA_MARK):
-        return json.dumps([{"head": head, "relation": "UsedFor", "tail": "cooking"} for head in HEADS])
-    assert first.startswith(WSG_MARK), first[:40]
-    head = next(h for h in HEADS if f"({h} |" in last)
-    return json.dumps({"rewrite": f"turn down the heat {head.split()[0]}"})
-
-
 def test_crow_validated_by_people(tmp_path: Path) -> None:
     """Three people tick triples (3, 2 and 1 of 3 accept) and check rewrites; two of three decide."""
     source = tmp_path / "safety.jsonl"
@@ -132,7 +118,7 @@ def test_crow_validated_by_people(tmp_path: Path) -> None:
         return {"conditions": all_four}
 
     def run(resume: bool) -> BuildSummary:
-        responders = {"people-author": _crow_author}
+        responders = {"people-author": crow_author}
         rates = {"ckv": 0.2, "wsv": 0.3}
         return build(CROW, config, run_dir, resume=resume, store=Store(), responders=responders, human_rate=rates)
 
@@ -142,15 +128,6 @@ def test_crow_validated_by_people(tmp_path: Path) -> None:
     assert people_work(run_dir, people, ("wsv",), answer) == 6
     assert run(True).state == "done"
     compare_with_golden(run_dir, GOLDEN / "crow-people")
-
-
-def _write(slot: Any) -> dict[str, Any]:
-    return {
-        "question": f"Di mana orang biasanya makan {slot.concept}?",
-        "options": ["rumah", "kantor", "pasar malam", "sekolah", "sawah"],
-        "answer": "A",
-        "distractor": "C",
-    }
 
 
 def test_human_gen_from_writing_to_answering(tmp_path: Path) -> None:

@@ -32,6 +32,18 @@ GOLDEN = GOLDEN_ROOT / "mcsqa"
 AUTHOR = "scripted/mcsqa-author"
 
 
+def decide(run_dir: Path, decisions: Path) -> Path:
+    """Two people's decisions on a paused run's review queue: ana accepts all, ben rejects every third item."""
+    queue = [json.loads(line) for line in (run_dir / "review" / "queue.jsonl").read_text().splitlines()]
+    with decisions.open("w", encoding="utf-8") as handle:
+        for index, row in enumerate(sorted(queue, key=lambda r: r["id"])):
+            for annotator in ("ana", "ben"):
+                accept = not (annotator == "ben" and index % 3 == 0)
+                line = {"item_id": row["id"], "annotator": annotator, "task": "verify", "accept": accept}
+                handle.write(json.dumps(line) + "\n")
+    return decisions
+
+
 @pytest.mark.parametrize("lang", ["en", "ja"])
 def test_dry_run_with_an_lm_panel(lang: str, demo_kb: Path, tmp_path: Path) -> None:
     config = McsqaConfig(lang=lang, n=40, kb=str(demo_kb), model=AUTHOR, reviewers=(AUTHOR,), lm_review_as_hard=True)
@@ -46,14 +58,7 @@ def test_dry_run_decided_by_people(demo_kb: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     first = build(MCSQA, config, run_dir, store=Store())
     assert first.state == "awaiting_review"
-    queue = [json.loads(line) for line in (run_dir / "review" / "queue.jsonl").read_text().splitlines()]
-    decisions = tmp_path / "decisions.jsonl"
-    with decisions.open("w", encoding="utf-8") as handle:
-        for index, row in enumerate(sorted(queue, key=lambda r: r["id"])):
-            for annotator in ("ana", "ben"):
-                accept = not (annotator == "ben" and index % 3 == 0)
-                line = {"item_id": row["id"], "annotator": annotator, "task": "verify", "accept": accept}
-                handle.write(json.dumps(line) + "\n")
+    decisions = decide(run_dir, tmp_path / "decisions.jsonl")
     done = build(MCSQA, config, run_dir, resume=True, store=Store(), decisions=[decisions], human_rate=0.05)
     assert done.state == "done"
     compare_with_golden(run_dir, GOLDEN / "dry-en-people")
@@ -75,14 +80,7 @@ def test_a_run_paused_before_typed_records_resumes_to_the_golden_bytes(
     shutil.copytree(PAUSED, run_dir, ignore=shutil.ignore_patterns("run.db.gz"))
     with gzip.open(PAUSED / "run.db.gz") as packed, (run_dir / "run.db").open("wb") as db:
         shutil.copyfileobj(packed, db)
-    queue = [json.loads(line) for line in (run_dir / "review" / "queue.jsonl").read_text().splitlines()]
-    decisions = tmp_path / "decisions.jsonl"
-    with decisions.open("w", encoding="utf-8") as handle:
-        for index, row in enumerate(sorted(queue, key=lambda r: r["id"])):
-            for annotator in ("ana", "ben"):
-                accept = not (annotator == "ben" and index % 3 == 0)
-                line = {"item_id": row["id"], "annotator": annotator, "task": "verify", "accept": accept}
-                handle.write(json.dumps(line) + "\n")
+    decisions = decide(run_dir, tmp_path / "decisions.jsonl")
     config = McsqaConfig(lang="en", n=20, kb="kb/demo", model=AUTHOR)
     done = build(MCSQA, config, run_dir, resume=True, store=Store(), decisions=[decisions], human_rate=0.05)
     assert done.state == "done"
