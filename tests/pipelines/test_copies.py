@@ -21,6 +21,7 @@ from senseforge.pipelines.culture_gen.templates import worked_example
 from senseforge.pipelines.dedup import CopyIndex, near_duplicate, normalise, shingle_jaccard
 from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.mcsqa.filters import check_distractors, check_question
+from senseforge.pipelines.mcsqa.records import McsqaRecord
 from senseforge.pipelines.mcsqa.stages import FilterCopies, example_distractors, example_questions
 from senseforge.pipelines.moderation import WordListModerator
 from senseforge.pipelines.report import write_rejects
@@ -78,12 +79,12 @@ def test_the_index_names_the_kept_text_a_copy_repeats() -> None:
 # --- mCSQA ---------------------------------------------------------------------------------------
 
 
-def _qs_record(record_id: str, question: str, answer: str) -> StageResult:
+def _qs_record(record_id: str, question: str, answer: str) -> StageResult[McsqaRecord]:
     qs = QuestionSet(
         id=record_id.rsplit("-", 1)[0], lang="en", anchor="house", relation="MadeOf", direction="forward",
         targets=("door", "roof", "chimney"),
     )  # fmt: skip
-    return StageResult(record_id, "ok", {"qs": qs.model_dump(mode="json"), "answer": answer, "question": question})
+    return StageResult(record_id, "ok", McsqaRecord(qs=qs, answer=answer, question=question))
 
 
 def test_mcsqa_drops_a_question_its_siblings_or_the_run_already_asked() -> None:
@@ -103,7 +104,7 @@ def test_mcsqa_drops_a_question_its_siblings_or_the_run_already_asked() -> None:
         ("ok", None),
     ]
     copy = output.outcomes[1]
-    assert isinstance(copy, StageResult) and copy.payload["evidence"]["copy_of"] == "qs-a-0"
+    assert isinstance(copy, StageResult) and copy.evidence is not None and copy.evidence["copy_of"] == "qs-a-0"
 
 
 def test_mcsqa_rejects_a_one_letter_distractor_and_copies_of_its_worked_examples() -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from senseforge.data.schema import MCItem
 from senseforge.data.splits import split_items
@@ -34,6 +33,7 @@ from senseforge.llm.base import (
 )
 from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.mcsqa.config import McsqaConfig
+from senseforge.pipelines.mcsqa.records import McsqaRecord, Verdict, VerifyOutcome, have, mcsqa
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import JudgementSource, StageResult
 from senseforge.pipelines.stage import (
@@ -42,10 +42,10 @@ from senseforge.pipelines.stage import (
     Outcome,
     StageContext,
     StageOutput,
-    add_call,
     ok,
     rejected,
     settle,
+    spent,
 )
 
 REVIEW_TASK = "verify"
@@ -55,7 +55,7 @@ REVIEW_QUESTION = "Does the marked answer follow from common sense, and is it th
 
 def item_of(record: StageResult) -> MCItem:
     """The labelled item of a record (after the shuffle stage)."""
-    return MCItem.model_validate(record.payload["item"])
+    return have(mcsqa(record).item, "item")
 
 
 def review_prompt(item: MCItem) -> str:
@@ -137,15 +137,15 @@ class Verify:
                 continue
             entries = [log.add(kind, request, result) for kind, request, result in calls]
             parsed = method == "loglik" or bool(sample.parsed)
-            outcome = "correct" if sample.correct else ("wrong" if parsed else "unparsed")
-            verdict: dict[str, Any] = {"method": method, "prediction": sample.prediction, "outcome": outcome}
-            if method == "loglik":
-                verdict["scores"] = [round(float(s), 6) for s in sample.scores or []]
-            payload = {**record.payload, "verify": verdict}
+            outcome: VerifyOutcome = "correct" if sample.correct else ("wrong" if parsed else "unparsed")
+            scores = [round(float(s), 6) for s in sample.scores or []] if method == "loglik" else None
+            verdict = Verdict(method=method, prediction=sample.prediction, outcome=outcome, scores=scores)
+            verified = mcsqa(record).with_(verify=verdict)
             if outcome == "correct":
-                payload["difficulty"] = "easy"
+                verified = verified.with_(difficulty="easy")
             response = sample.response if method == "generate" else None
-            outcomes.append(ok(record, add_call(payload, self.name, entries), prompt=sample.prompt, response=response))
+            paid = spent(record, self.name, entries)
+            outcomes.append(ok(paid, verified, prompt=sample.prompt, response=response))
         return StageOutput(outcomes)
 
 
@@ -154,7 +154,7 @@ class McsqaReview(Review):
     """The engine's review stage over the queue verification left: wrong or unparsed items."""
 
     def needs_review(self, record: StageResult) -> bool:
-        return record.payload.get("difficulty") != "easy"
+        return mcsqa(record).difficulty != "easy"
 
     def judge_prompt(self, record: StageResult) -> str:
         return review_prompt(item_of(record))
@@ -162,11 +162,9 @@ class McsqaReview(Review):
     def task_item(self, record: StageResult) -> MCItem:
         return item_of(record)
 
-    def passed(self, record: StageResult) -> dict[str, Any]:
-        return {**record.payload, "review": None}
-
-    def accepted(self, record: StageResult, by: JudgementSource) -> dict[str, Any]:
-        return {**record.payload, "difficulty": "hard", "review": by}
+    def accepted(self, record: StageResult, by: JudgementSource) -> McsqaRecord:
+        """An accepted item is Hard (the stage records who accepted it, ``by``, as the result's ``review``)."""
+        return mcsqa(record).with_(difficulty="hard")
 
 
 @dataclass
@@ -183,17 +181,9 @@ class Split:
         items = []
         for record in records:
             item = item_of(record)
-            review = record.payload.get("review")
-            provenance = item.provenance.model_copy(update={"review": review or "none"})
-            items.append(
-                item.model_copy(update={"difficulty": record.payload.get("difficulty"), "provenance": provenance})
-            )
+            provenance = item.provenance.model_copy(update={"review": record.review or "none"})
+            items.append(item.model_copy(update={"difficulty": mcsqa(record).difficulty, "provenance": provenance}))
         splits = split_items(items, ratios=self.config.ratios, seed=self.config.seed)
         where = {item.id: name for name, members in splits.items() for item in members}
         by_id = {item.id: item for item in items}
-        return StageOutput(
-            [
-                ok(r, {**r.payload, "item": by_id[r.record_id].model_dump(mode="json"), "split": where[r.record_id]})
-                for r in records
-            ]
-        )
+        return StageOutput([ok(r, mcsqa(r).with_(item=by_id[r.record_id], split=where[r.record_id])) for r in records])

@@ -19,12 +19,13 @@ from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
 from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, McsqaReview, Split, Verify
+from senseforge.pipelines.mcsqa.records import McsqaRecord
 from senseforge.pipelines.mcsqa.report import STAGES, McsqaCost, final_items, funnel, write_dataset
 from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies, Generate, Moderate, Refine, Shuffle
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Funnel, StageFunnel
-from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
+from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
 
@@ -47,9 +48,7 @@ class QuestionSets:
             kb, config.lang, config.n, config.seed, relations=config.relations, source_lang=config.source_lang
         )
         records: list[StageResult] = [
-            StageResult.from_payload(
-                f"{qs.id}-{index}", "ok", {"qs": qs.model_dump(mode="json"), "answer": qs.targets[index]}, Loose
-            )
+            StageResult(f"{qs.id}-{index}", "ok", McsqaRecord(qs=qs, answer=qs.targets[index]))
             for qs in sets
             for index in range(config.answers_per_set)
         ]
@@ -66,7 +65,7 @@ class Mcsqa:
         "ConceptNet question sets → LM-written questions → Easy (LM-verified) / Hard (human-verified), splits."
     )
     config_model: type[McsqaConfig] = McsqaConfig
-    record: type[Record] = Loose
+    record: type[Record] = McsqaRecord
     cost_model: type[McsqaCost] = McsqaCost
     flags: Mapping[str, Flag] = field(
         default_factory=lambda: {

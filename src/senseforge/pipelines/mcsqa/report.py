@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from senseforge.data.adapters import item_to_csqa_row
 from senseforge.data.schema import MCItem
 from senseforge.data.splits import SPLIT_NAMES
+from senseforge.pipelines.mcsqa.records import McsqaRecord, have
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel
 from senseforge.pipelines.runstore import RunStore
 
@@ -75,15 +76,15 @@ class McsqaCost(Cost):
 
 def funnel(store: RunStore, lang: str, question_sets: dict[str, Any], rows: list[StageFunnel]) -> McsqaFunnel:
     """The stage rows, the refined share, verification and review outcomes, Easy/Hard per split."""
-    refine_ok = store.results("refine", "ok")
-    changed = sum(1 for r in refine_ok if r.payload.get("refined_changed"))
-    verified = store.results("verify", "ok")
-    outcomes = Counter(r.payload["verify"]["outcome"] for r in verified)
-    reviewed = store.results("review", "ok")
-    final = store.results("split", "ok")
+    refine_ok = store.results("refine", "ok", McsqaRecord)
+    changed = sum(1 for r in refine_ok if r.data.refined_changed)
+    verified = store.results("verify", "ok", McsqaRecord)
+    outcomes = Counter(have(r.data.verify, "verdict").outcome for r in verified)
+    reviewed = store.results("review", "ok", McsqaRecord)
+    final = store.results("split", "ok", McsqaRecord)
     splits: dict[str, dict[str, int]] = {name: {"easy": 0, "hard": 0} for name in SPLIT_NAMES}
     for record in final:
-        splits[record.payload["split"]][record.payload["difficulty"]] += 1
+        splits[have(record.data.split, "split")][have(record.data.difficulty, "difficulty")] += 1
     return McsqaFunnel(
         lang=lang,
         question_sets=question_sets,
@@ -100,8 +101,8 @@ def funnel(store: RunStore, lang: str, question_sets: dict[str, Any], rows: list
             "unparsed_answer": outcomes.get("unparsed", 0),
         },
         review={
-            "hard_by_humans": sum(1 for r in reviewed if r.payload.get("review") == "human"),
-            "hard_by_lm_panel": sum(1 for r in reviewed if r.payload.get("review") == "lm"),
+            "hard_by_humans": sum(1 for r in reviewed if r.review == "human"),
+            "hard_by_lm_panel": sum(1 for r in reviewed if r.review == "lm"),
         },
         kept=len(final),
         splits=splits,
@@ -111,8 +112,8 @@ def funnel(store: RunStore, lang: str, question_sets: dict[str, Any], rows: list
 def final_items(store: RunStore) -> dict[str, list[MCItem]]:
     """The kept items per split, sorted by id."""
     out: dict[str, list[MCItem]] = {name: [] for name in SPLIT_NAMES}
-    for record in store.results("split", "ok"):
-        out[record.payload["split"]].append(MCItem.model_validate(record.payload["item"]))
+    for record in store.results("split", "ok", McsqaRecord):
+        out[have(record.data.split, "split")].append(have(record.data.item, "item"))
     return out
 
 

@@ -1,9 +1,10 @@
 """The writing stages of the mCSQA recipe: generate, filter, refine, distractors, shuffle, moderate.
 
-A record's payload grows as it moves on: ``qs`` and ``answer`` (from the question set),
-``question`` (and ``generated``, the first version), ``refined_changed``, ``distractors``,
-``item`` (the shuffled, labelled :class:`~senseforge.data.schema.MCItem`), and ``calls``
-(the LM calls each stage made, for the cost report).
+A record (:class:`~senseforge.pipelines.mcsqa.records.McsqaRecord`) grows as it moves on:
+``qs`` and ``answer`` (from the question set), ``question`` (and ``generated``, the first
+version), ``refined_changed``, ``distractors``, and ``item`` (the shuffled, labelled
+:class:`~senseforge.data.schema.MCItem`); the result keeps the LM calls each stage made, for
+the cost report.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from senseforge.data.schema import Choice, MCItem, Provenance, QuestionSet
+from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.data.splits import shuffle_choices
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.dedup import CopyIndex
@@ -29,6 +30,7 @@ from senseforge.pipelines.mcsqa.filters import (
     target_found,
 )
 from senseforge.pipelines.mcsqa.parse import parse_distractor_items, parse_distractor_json, parse_question
+from senseforge.pipelines.mcsqa.records import McsqaRecord, have, mcsqa
 from senseforge.pipelines.mcsqa.templates import (
     build_distractors,
     build_generate,
@@ -57,11 +59,6 @@ DUPLICATE_QUESTION = "duplicate_question"
 question of its question set or of the run; the evidence names the kept one."""
 NEAR_DUPLICATE_QUESTION = "near_duplicate_question"
 """Rejection reason: the question nearly repeats an earlier one (:func:`~senseforge.pipelines.dedup.near_duplicate`)."""
-
-
-def question_set(payload: dict[str, Any]) -> QuestionSet:
-    """The question set a record was built from."""
-    return QuestionSet.model_validate(payload["qs"])
 
 
 def example_questions(lang: str) -> tuple[str, ...]:
@@ -95,13 +92,14 @@ class Generate(_Writing):
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
         style = self.config.style_for("generate")
         lang = resolve_language(self.config.lang)
-        return [build_generate(question_set(r.payload), r.payload["answer"], lang, style) for r in records]
+        written = [mcsqa(r) for r in records]
+        return [build_generate(w.qs, w.answer, lang, style) for w in written]
 
     def parse(self, record: StageResult, text: str) -> Parsed:
         question = parse_question(text, self.config.lang)
         if question is None:
             return Reject(MALFORMED)
-        return {**record.payload, "question": question, "generated": question}
+        return mcsqa(record).with_(question=question, generated=question)
 
 
 @dataclass
@@ -111,17 +109,16 @@ class Refine(_Writing):
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
         style = self.config.style_for("refine")
         lang = resolve_language(self.config.lang)
-        return [
-            build_refine(r.payload["question"], r.payload["answer"], question_set(r.payload).targets, lang, style)
-            for r in records
-        ]
+        written = [mcsqa(r) for r in records]
+        return [build_refine(have(w.question, "question"), w.answer, w.qs.targets, lang, style) for w in written]
 
     def parse(self, record: StageResult, text: str) -> Parsed:
         question = parse_question(text, self.config.lang)
         if question is None:
             return Reject(MALFORMED)
-        changed = not _same_text(question, record.payload["question"])
-        return {**record.payload, "question": question, "refined_changed": changed}
+        written = mcsqa(record)
+        changed = not _same_text(question, have(written.question, "question"))
+        return written.with_(question=question, refined_changed=changed)
 
 
 @dataclass
@@ -133,7 +130,7 @@ class Distractors(_Writing):
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
         style = self.config.style_for("distractors")
         lang = resolve_language(self.config.lang)
-        return [build_distractors(question_set(r.payload).targets, lang, style) for r in records]
+        return [build_distractors(mcsqa(r).qs.targets, lang, style) for r in records]
 
     def parse(self, record: StageResult, text: str) -> Parsed:
         chat = self.config.style_for("distractors") == "chat"
@@ -141,7 +138,7 @@ class Distractors(_Writing):
         if items is None:
             return Reject(MALFORMED)
         new = items[:2]
-        targets = question_set(record.payload).targets
+        targets = mcsqa(record).qs.targets
         shown = example_distractors(self.config.lang)
         reason = check_distractors(new, targets, self.config.lang, moderator=self.moderator, examples=shown)
         if reason is not None:
@@ -151,7 +148,7 @@ class Distractors(_Writing):
             elif reason == COPIED_EXAMPLE:
                 found["examples"] = [list(pair) for pair in shown]
             return Reject(reason, evidence=found)
-        return {**record.payload, "distractors": new, "distractors_offered": len(items)}
+        return mcsqa(record).with_(distractors=new, distractors_offered=len(items))
 
 
 @dataclass
@@ -166,21 +163,22 @@ class _Check(CheckStage):
 class Filter(_Check):
     """The rule-based question filter (run after generation and again after refinement)."""
 
-    def reason(self, payload: dict[str, Any]) -> str | None:
-        targets = question_set(payload).targets
+    def reason(self, written: McsqaRecord) -> str | None:
+        question = have(written.question, "question")
         examples = example_questions(self.config.lang)
         return check_question(
-            payload["question"], targets, self.config.lang, moderator=self.moderator, examples=examples
+            question, written.qs.targets, self.config.lang, moderator=self.moderator, examples=examples
         )
 
-    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
-        found: dict[str, Any] = {"targets": list(question_set(payload).targets)}
+    def evidence(self, written: McsqaRecord, reason: str) -> dict[str, Any] | None:
+        question = have(written.question, "question")
+        found: dict[str, Any] = {"targets": list(written.qs.targets)}
         if reason == TARGET_IN_QUESTION:
-            found["target"] = target_found(payload["question"], question_set(payload).targets, self.config.lang)
+            found["target"] = target_found(question, written.qs.targets, self.config.lang)
         elif reason == COPIED_EXAMPLE:
-            found["example"] = copied_example(payload["question"], example_questions(self.config.lang))
+            found["example"] = copied_example(question, example_questions(self.config.lang))
         elif reason == INAPPROPRIATE:
-            found["matched"] = self.moderator.check(payload["question"], self.config.lang)
+            found["matched"] = self.moderator.check(question, self.config.lang)
         return found
 
 
@@ -203,7 +201,7 @@ class FilterCopies(Filter):
         for record, outcome in sorted(passed, key=lambda pair: pair[0].record_id):
             if outcome.status != "ok":
                 continue
-            question = record.payload["question"]
+            question = have(mcsqa(record).question, "question")
             copy = seen.match(question)
             if copy is None:
                 seen.add(record.record_id, question)
@@ -222,16 +220,16 @@ class Shuffle(CheckStage):
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         for record in records:
-            payload = record.payload
-            qs = question_set(payload)
-            texts = [*qs.targets, *payload["distractors"]]
+            written = mcsqa(record)
+            qs = written.qs
+            texts = [*qs.targets, *have(written.distractors, "distractors")]
             labels = "ABCDE"
-            answer = labels[qs.targets.index(payload["answer"])]
-            models = sorted({call["model"] for calls in payload.get("calls", {}).values() for call in calls})
+            answer = labels[qs.targets.index(written.answer)]
+            models = sorted({call.model for calls in record.calls.values() for call in calls})
             item = MCItem(
                 id=record.record_id,
                 lang=qs.lang,
-                question=payload["question"],
+                question=have(written.question, "question"),
                 question_concept=qs.anchor,
                 choices=[Choice(label=labels[i], text=text) for i, text in enumerate(texts)],
                 answer=answer,
@@ -240,13 +238,13 @@ class Shuffle(CheckStage):
                 metadata={
                     "relation": qs.relation,
                     "direction": qs.direction,
-                    "generated_question": payload["generated"],
-                    "refined": bool(payload.get("refined_changed", False)),
+                    "generated_question": have(written.generated, "generated question"),
+                    "refined": bool(written.refined_changed),
                     "generate_template_hash": generate_template_hash(self.config),
                 },
             )
             shuffled = shuffle_choices(item, seed=self.config.seed)
-            outcomes.append(ok(record, {**payload, "item": shuffled.model_dump(mode="json")}))
+            outcomes.append(ok(record, written.with_(item=shuffled)))
         return StageOutput(outcomes)
 
 
@@ -254,14 +252,14 @@ class Shuffle(CheckStage):
 class Moderate(_Check):
     """The moderation filter over the question and every choice (pluggable; word lists by default)."""
 
-    def reason(self, payload: dict[str, Any]) -> str | None:
-        item = MCItem.model_validate(payload["item"])
+    def reason(self, written: McsqaRecord) -> str | None:
+        item = have(written.item, "item")
         texts = [item.question, *(c.text for c in item.choices)]
         flagged = any(self.moderator.check(text, self.config.lang) is not None for text in texts)
         return INAPPROPRIATE if flagged else None
 
-    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
-        item = MCItem.model_validate(payload["item"])
+    def evidence(self, written: McsqaRecord, reason: str) -> dict[str, Any] | None:
+        item = have(written.item, "item")
         for text in [item.question, *(c.text for c in item.choices)]:
             verdict = self.moderator.check(text, self.config.lang)
             if verdict is not None:
