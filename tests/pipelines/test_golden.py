@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from senseforge.annotate.store import AnnotationStore
 from senseforge.annotate.tasktypes import task_type
 from senseforge.pipelines.crow.config import CrowConfig
@@ -35,9 +37,16 @@ from ..annotate.test_crow_people import author as crow_author
 from .golden import GOLDEN, compare_with_golden
 from .human_gen.test_recipe import _write
 
-HERE = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
 SOURCES = GOLDEN / "sources"
 Answer = Callable[[str, str, Any], dict[str, Any] | None]
+
+
+def responder_in(package: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The recipe tests' scripted responder, named by a path relative to the repository (the working directory
+    here), so the model name the outputs record is the same in every clone."""
+    monkeypatch.chdir(REPO)
+    return f"scripted/tests/pipelines/{package}/responder.py:respond"
 
 
 def people_work(run_dir: Path, people: tuple[str, ...], tasks: tuple[str, ...], answer: Answer) -> int:
@@ -57,8 +66,8 @@ def people_work(run_dir: Path, people: tuple[str, ...], tasks: tuple[str, ...], 
     return done
 
 
-def test_culture_gen_with_an_lm_review(tmp_path: Path) -> None:
-    responder = f"scripted/{HERE / 'culture_gen' / 'responder.py'}:respond"
+def test_culture_gen_with_an_lm_review(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    responder = responder_in("culture_gen", monkeypatch)
     config = CultureGenConfig(
         concepts=str(SOURCES / "culture-gen-concepts.csv"),
         langs=("id",),
@@ -70,8 +79,8 @@ def test_culture_gen_with_an_lm_review(tmp_path: Path) -> None:
     compare_with_golden(tmp_path / "run", GOLDEN / "culture-gen-lm-review")
 
 
-def test_culture_adapt_with_people_checking_adaptations(tmp_path: Path) -> None:
-    responder = f"scripted/{HERE / 'culture_adapt' / 'responder.py'}:respond"
+def test_culture_adapt_with_people_checking_adaptations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    responder = responder_in("culture_adapt", monkeypatch)
     source = SOURCES / "culture-adapt"
     config = CultureAdaptConfig(
         source=(
