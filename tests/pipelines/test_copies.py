@@ -14,6 +14,7 @@ from senseforge.pipelines.choices import RawItem
 from senseforge.pipelines.crow.parse import parse_triples
 from senseforge.pipelines.culture_adapt.copies import replaced_names_left, untranslated_evidence
 from senseforge.pipelines.culture_adapt.item import Fields
+from senseforge.pipelines.culture_adapt.record import AdaptRecord
 from senseforge.pipelines.culture_adapt.stages import Keep, Rewrite, to_replace
 from senseforge.pipelines.culture_gen.checks import check_item, degenerate_question
 from senseforge.pipelines.culture_gen.stages import Dedup
@@ -184,13 +185,14 @@ def test_culture_gen_dedup_names_the_kept_item_and_catches_near_copies() -> None
 def test_culture_adapt_names_a_name_the_adaptation_kept() -> None:
     assert replaced_names_left("Where would James keep his bike?", ["James", "Sally"]) == ["James"]
     assert replaced_names_left("Where would Jameson keep his bike?", ["James"]) == []
-    payload = {"names": ["James"], "places": ["Mexico"], "irrelevant": ["names"]}
-    assert to_replace(payload, "names") == ["James"]
-    assert to_replace({**payload, "irrelevant": ["concept", "places"]}, "full") == ["Mexico"]
+    source = Fields("Where would James go in Mexico?", "trip", tuple(zip("ABCDE", FIVE, strict=True)), "A")
+    data = AdaptRecord(split="test", source_id="t", source_lang="en", source=source, names=["James"], places=["Mexico"])
+    assert to_replace(data.with_(irrelevant=["names"]), "names") == ["James"]
+    assert to_replace(data.with_(irrelevant=["concept", "places"]), "full") == ["Mexico"]
 
 
-def _fields(question: str, *options: str) -> dict[str, Any]:
-    return Fields(question, "mancur", tuple(zip("ABCDE", options, strict=True)), "A").to_json()
+def _fields(question: str, *options: str) -> Fields:
+    return Fields(question, "mancur", tuple(zip("ABCDE", options, strict=True)), "A")
 
 
 def test_culture_adapt_rejects_an_untranslated_translation_before_the_similarity() -> None:
@@ -199,11 +201,12 @@ def test_culture_adapt_rejects_an_untranslated_translation_before_the_similarity
     )
     options = ("taman kota", "di jero rohangan", "leuweung", "sisi laut", "luhur gunung")
     sundanese = _fields("Di mana biasana cai mancur kapanggih?", *options)
-    assert untranslated_evidence(json.dumps(sundanese), json.dumps(source), None, "id") is None
-    copy = untranslated_evidence(json.dumps(source), json.dumps(source), "id", "id")
+    assert untranslated_evidence(json.dumps(sundanese.to_json()), json.dumps(source.to_json()), None, "id") is None
+    copy = untranslated_evidence(json.dumps(source.to_json()), json.dumps(source.to_json()), "id", "id")
     assert copy is not None and copy["similarity"] == 1.0
     keep = Keep("keep", ("id", "su"), measure="chrf", flag_language=False)
-    record = StageResult("x", "ok", {"items": {"id": source, "su": source}, "back": {"su": source}, "draft_lang": "id"})
+    data = AdaptRecord(split="test", source_id="x", source_lang="id", source=source, draft_lang="id")
+    record = StageResult("x", "ok", data.with_(items={"id": source, "su": source}, back={"su": source}))
     outcome = keep.run([record], _NoContext()).outcomes[0]
     assert isinstance(outcome, StageResult) and outcome.reason == "untranslated"
     assert outcome.payload["evidence"]["lang"] == "su"
@@ -247,11 +250,13 @@ def test_a_reject_row_shows_the_text_the_evidence_and_a_reply_once_per_call(tmp_
 
 def test_a_name_only_rewrite_that_keeps_the_name_is_rejected_naming_it() -> None:
     source = Fields("Where would James keep his bike?", "bike", tuple(zip("ABCDE", FIVE, strict=True)), "A")
-    payload = {"source": source.to_json(), "source_lang": "en", "names": ["James"], "irrelevant": ["names"]}
-    record = StageResult("t", "ok", payload)
+    data = AdaptRecord(
+        split="test", source_id="t", source_lang="en", source=source, names=["James"], irrelevant=["names"]
+    )
+    record = StageResult("t", "ok", data)
     stage = Rewrite("adapt", "scripted/unused", kind="names")
     kept = stage.parse(record, '{"question": "Where would James keep his bike?"}')
     assert isinstance(kept, Reject) and kept.reason == "names_not_replaced"
     assert kept.evidence is not None and kept.evidence["name"] == "James"
     renamed = stage.parse(record, '{"question": "Where would Budi keep his bike?"}')
-    assert isinstance(renamed, dict) and renamed["adapted"] is True
+    assert isinstance(renamed, AdaptRecord) and renamed.adapted is True

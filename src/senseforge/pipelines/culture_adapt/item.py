@@ -1,7 +1,7 @@
 """The item as culture-adapt carries it between stages: question, concept, options and answer label.
 
-Payloads hold it as JSON (:meth:`Fields.to_json`); every stage reads it back with
-:meth:`Fields.from_json`. Labels and texts are kept as written (case preserved).
+Records hold it (:class:`~senseforge.pipelines.culture_adapt.record.AdaptRecord`), stored in its
+JSON form (:meth:`Fields.to_json`). Labels and texts are kept as written (case preserved).
 """
 
 from __future__ import annotations
@@ -58,18 +58,10 @@ class Fields:
         return "\n".join([self.question, *(f"{label}. {text}" for label, text in self.choices)])
 
     def to_json(self) -> dict[str, Any]:
+        """The item as JSON, as records store it (options as ``[label, text]`` pairs)."""
         return {
             "question": self.question,
             "concept": self.concept,
             "choices": [[label, text] for label, text in self.choices],
             "answer": self.answer,
         }
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> Fields:
-        return cls(
-            question=str(value["question"]),
-            concept=str(value["concept"]),
-            choices=tuple((str(label), str(text)) for label, text in value["choices"]),
-            answer=str(value["answer"]),
-        )

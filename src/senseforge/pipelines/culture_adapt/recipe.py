@@ -30,7 +30,7 @@ from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.culture_adapt import templates
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.dryrun import author_loglikelihood, author_reply
-from senseforge.pipelines.culture_adapt.item import Fields
+from senseforge.pipelines.culture_adapt.record import AdaptRecord, as_stored
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
 from senseforge.pipelines.culture_adapt.source import SourceItems
 from senseforge.pipelines.culture_adapt.stages import (
@@ -45,11 +45,12 @@ from senseforge.pipelines.culture_adapt.stages import (
     Screen,
     SpacyExtract,
     Translate,
+    item_in,
 )
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_json, write_splits
-from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
+from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 from senseforge.pipelines.taskqueue import add_tasks
 
@@ -86,13 +87,13 @@ def item_id(lang: str, source_id: str) -> str:
     return f"adapt_{lang}_{source_id}"
 
 
-def _models(config: CultureAdaptConfig, payload: dict[str, Any]) -> list[str]:
-    stages = ["relevance"] if payload.get("extractor") != "lm" else ["extract", "relevance"]
-    if payload.get("mode") == "full":
+def _models(config: CultureAdaptConfig, data: AdaptRecord) -> list[str]:
+    stages = ["relevance"] if data.extractor != "lm" else ["extract", "relevance"]
+    if data.mode == "full":
         stages.append("adapt")
-    elif payload.get("mode") == "names":
+    elif data.mode == "names":
         stages.append("rename")
-    if len(config.langs) > 1 or payload.get("draft_lang") != config.adaptation_lang:
+    if len(config.langs) > 1 or data.draft_lang != config.adaptation_lang:
         stages.append("translate")
     return list(dict.fromkeys(config.model_for(stage) for stage in stages))
 
@@ -111,43 +112,42 @@ def stage_hashes(config: CultureAdaptConfig) -> dict[str, str]:
     return out
 
 
-def _templates(config: CultureAdaptConfig, payload: dict[str, Any]) -> dict[str, str]:
+def _templates(config: CultureAdaptConfig, data: AdaptRecord) -> dict[str, str]:
     """The hashes of the templates this item went through."""
-    skip = {"full": "rename", "names": "adapt"}.get(str(payload.get("mode")), "")
+    skip = {"full": "rename", "names": "adapt"}.get(str(data.mode), "")
     skipped = {skip} if skip else {"adapt", "rename"}
     return {key: value for key, value in stage_hashes(config).items() if key.split("/", 1)[0] not in skipped}
 
 
-def to_items(config: CultureAdaptConfig, record: StageResult) -> dict[str, MCItem]:
-    """A kept record as one item per language."""
-    payload = record.payload
-    source = Fields.from_json(payload["source"])
+def to_items(config: CultureAdaptConfig, record: StageResult[AdaptRecord]) -> dict[str, MCItem]:
+    """A kept record as one item per language (its metadata as JSON with the keys the run store sorted)."""
+    data = record.data
     meta: dict[str, Any] = {
-        "split": payload["split"],
-        "adapted": bool(payload.get("adapted")),
-        "mode": payload.get("mode"),
-        "irrelevant": payload.get("irrelevant", []),
-        "relevance": payload.get("relevance", {}),
-        "names": payload.get("names", []),
-        "places": payload.get("places", []),
-        "extractor": payload.get("extractor"),
-        "similarity": payload.get("similarity"),
-        "lang_detected": payload.get("lang_detected"),
-        "source": {"lang": payload["source_lang"], **source.to_json()},
-        "templates": _templates(config, payload),
+        "split": data.split,
+        "adapted": bool(data.adapted),
+        "mode": data.mode,
+        "irrelevant": list(data.irrelevant or []),
+        "relevance": as_stored(data.relevance or {}),
+        "names": list(data.names or []),
+        "places": list(data.places or []),
+        "extractor": data.extractor,
+        "similarity": as_stored(data.similarity),
+        "lang_detected": as_stored(data.lang_detected),
+        "source": {"lang": data.source_lang, **data.source.to_json()},
+        "templates": _templates(config, data),
     }
-    models = _models(config, payload)
+    models = _models(config, data)
     out: dict[str, MCItem] = {}
     for lang in config.langs:
-        item = Fields.from_json(payload["items"][lang])
+        item = item_in(data, lang)
         out[lang] = MCItem(
-            id=item_id(lang, payload["source_id"]),
+            id=item_id(lang, data.source_id),
             lang=lang,
             question=item.question,
             question_concept=item.concept,
             choices=[Choice(label=label.strip().upper(), text=text) for label, text in item.choices],
             answer=item.answer.strip().upper(),
-            provenance=Provenance(recipe="culture-adapt", source_ids=[payload["source_id"]], model_ids=models),
+            provenance=Provenance(recipe="culture-adapt", source_ids=[data.source_id], model_ids=models),
             metadata=meta,
         )
     return out
@@ -184,7 +184,7 @@ class CultureAdapt:
     name = "culture-adapt"
     summary = "An existing benchmark carried into a culture and its languages, kept where it survives (LLM_Adapt)."
     config_model = CultureAdaptConfig
-    record: type[Record] = Loose
+    record: type[Record] = AdaptRecord
     cost_model = Cost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
         {
@@ -271,11 +271,11 @@ class CultureAdapt:
     def finish(
         self, config: CultureAdaptConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
     ) -> Funnel:
-        kept = sorted(run.results("keep", "ok"), key=lambda r: r.record_id)
+        kept = sorted(run.results("keep", "ok", AdaptRecord), key=lambda r: r.record_id)
         per_lang: dict[str, list[MCItem]] = {lang: [] for lang in config.langs}
         adapted = {"full": 0, "names": 0, "none": 0}
         for record in kept:
-            adapted[str(record.payload.get("mode", "none"))] += 1
+            adapted[record.data.mode or "none"] += 1
             for lang, item in to_items(config, record).items():
                 per_lang[lang].append(item)
         by_lang: dict[str, dict[str, Any]] = {}

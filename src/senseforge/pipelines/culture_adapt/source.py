@@ -2,8 +2,8 @@
 
 Files are read by :func:`senseforge.data.loaders.load_dataset`, so any multiple-choice
 format ``senseforge eval`` reads will do (CommonsenseQA JSON Lines first). A record's id
-is ``<split>:<source id>``; its payload holds the split, the source id and language, and
-the item (:class:`~senseforge.pipelines.culture_adapt.item.Fields`). With
+is ``<split>:<source id>``; its data (:class:`~senseforge.pipelines.culture_adapt.record.AdaptRecord`)
+holds the split, the source id and language, and the item. With
 ``test_from_train`` a seeded sample of train becomes the test split (Putri et al. took
 their test from CommonsenseQA's train, whose test has no answers).
 """
@@ -21,7 +21,8 @@ from senseforge.data.schema import MCItem
 from senseforge.errors import ConfigError
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig, split_and_path
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.runstore import Loose, StageResult
+from senseforge.pipelines.culture_adapt.record import AdaptRecord
+from senseforge.pipelines.runstore import StageResult
 
 DEMO_SOURCE = "demo_source.jsonl"
 
@@ -87,16 +88,10 @@ class SourceItems:
         if config.test_from_train is not None:
             rows = carve_test(rows, config.test_from_train, config.seed)
         records: list[StageResult] = [
-            StageResult.from_payload(
+            StageResult(
                 f"{split}:{item.id}",
                 "ok",
-                {
-                    "split": split,
-                    "source_id": item.id,
-                    "source_lang": config.source_lang,
-                    "source": fields_of(item).to_json(),
-                },
-                Loose,
+                AdaptRecord(split=split, source_id=item.id, source_lang=config.source_lang, source=fields_of(item)),
             )
             for split, item, _ in rows
         ]

@@ -1,15 +1,15 @@
 """The stages of culture-adapt, in order: screen → extract → relevance → adapt → check → localize →
 translate → back_translate → keep.
 
-A record's payload grows as it goes: ``split``, ``source_id``, ``source_lang``, ``source``
-(the item as read); ``names`` and ``places`` (the spans found, and by which extractor);
-``relevance`` (per element its value, the five votes and the verdict), ``irrelevant`` and
-``mode`` (``full``: adapt the whole item; ``names``: only person names are foreign, so a
-name-only rewrite; ``none``: the item passes unchanged); ``draft`` and ``draft_lang``
-(the item after adapting, in the adaptation language for ``full``, still in the source
-language otherwise); ``items`` (the item per language: the adaptation language first,
-then each translation); ``back`` (each translation back-translated into the adaptation
-language); ``similarity`` and ``lang_detected`` (the keep stage's measurements).
+A record's data (:class:`~senseforge.pipelines.culture_adapt.record.AdaptRecord`) grows as it goes:
+``split``, ``source_id``, ``source_lang``, ``source`` (the item as read); ``names`` and ``places``
+(the spans found, and by which extractor); ``relevance`` (per element its value, the five votes and
+the verdict), ``irrelevant`` and ``mode`` (``full``: adapt the whole item; ``names``: only person
+names are foreign, so a name-only rewrite; ``none``: the item passes unchanged); ``draft`` and
+``draft_lang`` (the item after adapting, in the adaptation language for ``full``, still in the
+source language otherwise); ``items`` (the item per language: the adaptation language first, then
+each translation); ``back`` (each translation back-translated into the adaptation language);
+``similarity`` and ``lang_detected`` (the keep stage's measurements).
 """
 
 from __future__ import annotations
@@ -30,6 +30,15 @@ from senseforge.pipelines.culture_adapt.copies import (
     untranslated_evidence,
 )
 from senseforge.pipelines.culture_adapt.item import Fields
+from senseforge.pipelines.culture_adapt.record import (
+    AdaptRecord,
+    Faithfulness,
+    Mode,
+    Scores,
+    Untranslated,
+    Verdict,
+    data_of,
+)
 from senseforge.pipelines.culture_adapt.screen import screen, screen_evidence
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
 from senseforge.pipelines.moderation import Moderator
@@ -45,12 +54,12 @@ from senseforge.pipelines.stage import (
     Reject,
     StageContext,
     StageOutput,
-    add_call,
     failure_outcome,
     ok,
     rejected,
     request_text,
     settle,
+    spent,
 )
 
 Style = Literal["chat", "completion"]
@@ -64,16 +73,37 @@ LOW_SIMILARITY = "low_similarity"
 """Rejection reason: a translation is not faithful (neither direct nor back-translated similarity is high enough)."""
 
 
-def source_of(payload: dict[str, Any]) -> Fields:
-    return Fields.from_json(payload["source"])
+def draft_of(data: AdaptRecord) -> Fields:
+    """The item after adapting.
+
+    Raises:
+        ValueError: the record has not been through the adapt stage.
+    """
+    if data.draft is None:
+        raise ValueError("the record has no draft yet (the adapt stage makes it)")
+    return data.draft
 
 
-def draft_of(payload: dict[str, Any]) -> Fields:
-    return Fields.from_json(payload["draft"])
+def item_in(data: AdaptRecord, lang: str) -> Fields:
+    """The item in ``lang``.
+
+    Raises:
+        KeyError: the record has no item in ``lang`` yet (localize and translate make them).
+    """
+    if data.items is None or lang not in data.items:
+        raise KeyError(f"the record has no item in {lang!r} yet")
+    return data.items[lang]
 
 
-def item_in(payload: dict[str, Any], lang: str) -> Fields:
-    return Fields.from_json(payload["items"][lang])
+def back_in(data: AdaptRecord, lang: str) -> Fields:
+    """The item in ``lang`` translated back into the adaptation language.
+
+    Raises:
+        KeyError: the record has no back-translation from ``lang`` (back_translate makes them).
+    """
+    if data.back is None or lang not in data.back:
+        raise KeyError(f"the record has no back-translation from {lang!r}")
+    return data.back[lang]
 
 
 @dataclass
@@ -82,21 +112,19 @@ class Screen(CheckStage):
 
     moderator: Moderator | None = None
 
-    def reason(self, payload: dict[str, Any]) -> str | None:
-        item = source_of(payload)
+    def reason(self, data: AdaptRecord) -> str | None:
+        item = data.source
         if not item.answer or item.answer not in item.labels:
             return NO_ANSWER
         if not item.concept.strip():
             return NO_CONCEPT
-        return screen(item.question, item.concept, item.options, payload["source_lang"], self.moderator)
+        return screen(item.question, item.concept, item.options, data.source_lang, self.moderator)
 
-    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
-        item = source_of(payload)
+    def evidence(self, data: AdaptRecord, reason: str) -> dict[str, Any] | None:
+        item = data.source
         if reason in (NO_ANSWER, NO_CONCEPT):
             return {"answer": item.answer, "labels": list(item.labels), "concept": item.concept}
-        return screen_evidence(
-            reason, item.question, item.concept, item.options, payload["source_lang"], self.moderator
-        )
+        return screen_evidence(reason, item.question, item.concept, item.options, data.source_lang, self.moderator)
 
 
 @dataclass
@@ -107,15 +135,16 @@ class Extract(LMStage):
     seed: int = 0
 
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
-        return [templates.extract_request(source_of(r.payload), self.style, seed=self.seed) for r in records]
+        return [templates.extract_request(data_of(r).source, self.style, seed=self.seed) for r in records]
 
     def parse(self, record: StageResult, text: str) -> Parsed:
         prefix = templates.EXTRACT_PREFIX if self.style == "completion" else ""
-        spans = parse.parse_spans(text, source_of(record.payload).display(), prefix)
+        data = data_of(record)
+        spans = parse.parse_spans(text, data.source.display(), prefix)
         if spans is None:
             return Reject(MALFORMED)
         names, places = spans
-        return {**record.payload, "names": names, "places": places, "extractor": "lm"}
+        return data.with_(names=names, places=places, extractor="lm")
 
 
 @dataclass
@@ -129,8 +158,9 @@ class SpacyExtract(CheckStage):
 
         outcomes: list[Outcome] = []
         for record in records:
-            names, places = spacy_spans(self.model, source_of(record.payload).display())
-            outcomes.append(ok(record, {**record.payload, "names": names, "places": places, "extractor": self.model}))
+            data = data_of(record)
+            names, places = spacy_spans(self.model, data.source.display())
+            outcomes.append(ok(record, data.with_(names=names, places=places, extractor=self.model)))
         return StageOutput(outcomes)
 
 
@@ -138,17 +168,17 @@ _Asked = tuple[list[bool | None], list[list[Any]], list[list[CallEntry]]]
 """Per prompt: the vote (``True`` = irrelevant, ``None`` = unreadable), the raw results and the call entries."""
 
 
-def elements(payload: dict[str, Any]) -> list[tuple[str, str]]:
+def elements(data: AdaptRecord) -> list[tuple[str, str]]:
     """The elements to judge: the concept always, names and places when any were found."""
-    out = [("concept", source_of(payload).concept)]
-    if payload.get("names"):
-        out.append(("names", ", ".join(payload["names"])))
-    if payload.get("places"):
-        out.append(("places", ", ".join(payload["places"])))
+    out = [("concept", data.source.concept)]
+    if data.names:
+        out.append(("names", ", ".join(data.names)))
+    if data.places:
+        out.append(("places", ", ".join(data.places)))
     return out
 
 
-def adapt_mode(irrelevant: Sequence[str]) -> str:
+def adapt_mode(irrelevant: Sequence[str]) -> Mode:
     """``full`` when the concept or a place is foreign, ``names`` when only names are, else ``none``."""
     if "concept" in irrelevant or "places" in irrelevant:
         return "full"
@@ -183,8 +213,8 @@ class Relevance:
         llm = ctx.llm(self.spec)
         plans = [
             [
-                (element, value, templates.relevance_prompts(element, value, source_of(r.payload), self.culture))
-                for element, value in elements(r.payload)
+                (element, value, templates.relevance_prompts(element, value, data_of(r).source, self.culture))
+                for element, value in elements(data_of(r))
             ]
             for r in records
         ]
@@ -209,12 +239,13 @@ class Relevance:
             if isinstance(status, str):
                 outcomes.append(rejected(record, status))
                 continue
-            outcomes.append(ok(record, self._judged(record, plan, votes[mine], entries[mine])))
+            paid = spent(record, self.name, [e for group in entries[mine] for e in group])
+            outcomes.append(ok(paid, self._judged(data_of(record), plan, votes[mine])))
         return StageOutput(outcomes)
 
     def _blank(self, element: str, record: StageResult) -> list[tuple[str, bool]]:
         """The prompts with nothing to judge: the element and every text of the item replaced by ``N/A``."""
-        item = source_of(record.payload)
+        item = data_of(record).source
         blank = Fields("N/A", "N/A", tuple((label, "N/A") for label in item.labels), item.answer)
         return templates.relevance_prompts(element, "N/A", blank, self.culture)
 
@@ -257,33 +288,28 @@ class Relevance:
         return votes, results, entries
 
     def _judged(
-        self,
-        record: StageResult,
-        plan: list[tuple[str, str, list[tuple[str, bool]]]],
-        votes: Sequence[bool | None],
-        entries: Sequence[list[CallEntry]],
-    ) -> dict[str, Any]:
-        verdicts: dict[str, Any] = {}
+        self, data: AdaptRecord, plan: list[tuple[str, str, list[tuple[str, bool]]]], votes: Sequence[bool | None]
+    ) -> AdaptRecord:
+        verdicts: dict[str, Verdict] = {}
         at = 0
         for element, value, asked in plan:
             mine = list(votes[at : at + len(asked)])
             at += len(asked)
             said = sum(1 for v in mine if v is True)
-            verdicts[element] = {"value": value, "votes": mine, "irrelevant": said >= self.votes}
-        irrelevant = [e for e in templates.ELEMENTS if verdicts.get(e, {}).get("irrelevant")]
-        payload = {**record.payload, "relevance": verdicts, "irrelevant": irrelevant, "mode": adapt_mode(irrelevant)}
-        return add_call(payload, self.name, [e for group in entries for e in group])
+            verdicts[element] = Verdict(value=value, votes=mine, irrelevant=said >= self.votes)
+        irrelevant = [e for e in templates.ELEMENTS if e in verdicts and verdicts[e].irrelevant]
+        return data.with_(relevance=verdicts, irrelevant=irrelevant, mode=adapt_mode(irrelevant))
 
 
-def to_replace(payload: dict[str, Any], kind: str) -> list[str]:
+def to_replace(data: AdaptRecord, kind: str) -> list[str]:
     """The spans an adaptation must not keep: the names (name-only rewrite), or the names and places judged
     foreign (full rewrite)."""
-    irrelevant = payload.get("irrelevant", [])
+    irrelevant = data.irrelevant or []
     spans: list[str] = []
     if kind == "names" or "names" in irrelevant:
-        spans += payload.get("names", [])
+        spans += data.names or []
     if kind == "full" and "places" in irrelevant:
-        spans += payload.get("places", [])
+        spans += data.places or []
     return list(dict.fromkeys(spans))
 
 
@@ -304,7 +330,8 @@ class Rewrite(LMStage):
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
         out: list[GenerateRequest] = []
         for record in records:
-            item, lang = source_of(record.payload), record.payload["source_lang"]
+            data = data_of(record)
+            item, lang = data.source, data.source_lang
             if self.kind == "full":
                 request = templates.adapt_request(
                     item, lang, self.target_lang, self.culture, self.style, max_tokens=self.max_tokens,
@@ -321,15 +348,16 @@ class Rewrite(LMStage):
         full = self.kind == "full"
         prefix = (templates.ADAPT_PREFIX if full else templates.RENAME_PREFIX) if self.style == "completion" else ""
         read = parse.parse_adapted if full else parse.parse_rename
-        draft = read(text, source_of(record.payload), prefix)
+        data = data_of(record)
+        draft = read(text, data.source, prefix)
         if draft is None:
             return Reject(MALFORMED)
-        lang = self.target_lang if full else record.payload["source_lang"]
-        left = replaced_names_left(draft.display(), to_replace(record.payload, self.kind))
+        lang = self.target_lang if full else data.source_lang
+        left = replaced_names_left(draft.display(), to_replace(data, self.kind))
         if left:
             found = {"name": left[0], "left": left, "draft": draft.to_json()}
             return Reject(NAMES_NOT_REPLACED, evidence=found)
-        return {**record.payload, "draft": draft.to_json(), "draft_lang": lang, "adapted": True}
+        return data.with_(draft=draft, draft_lang=lang, adapted=True)
 
 
 @dataclass
@@ -349,15 +377,15 @@ class Adapt:
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome | None] = [None] * len(records)
         for mode, call in (("full", self.full), ("names", self.names)):
-            picked = [i for i, r in enumerate(records) if r.payload["mode"] == mode]
+            picked = [i for i, r in enumerate(records) if data_of(r).mode == mode]
             if picked:
                 done = call.run([records[i] for i in picked], ctx).outcomes
                 for i, outcome in zip(picked, done, strict=True):
                     outcomes[i] = outcome
         for i, record in enumerate(records):
             if outcomes[i] is None:
-                passed = {**record.payload, "draft": record.payload["source"], "adapted": False}
-                outcomes[i] = ok(record, {**passed, "draft_lang": record.payload["source_lang"]})
+                data = data_of(record)
+                outcomes[i] = ok(record, data.with_(draft=data.source, adapted=False, draft_lang=data.source_lang))
         return StageOutput([o for o in outcomes if o is not None])
 
 
@@ -365,12 +393,12 @@ class Adapt:
 class Check(CheckStage):
     """culture-gen's multiple-choice checks again: five choices A–E, the answer among them, distinct choices."""
 
-    def reason(self, payload: dict[str, Any]) -> str | None:
-        draft = draft_of(payload)
+    def reason(self, data: AdaptRecord) -> str | None:
+        draft = draft_of(data)
         return check_choices(RawItem(draft.question, draft.choices, draft.answer, draft.concept))
 
-    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
-        draft = draft_of(payload)
+    def evidence(self, data: AdaptRecord, reason: str) -> dict[str, Any] | None:
+        draft = draft_of(data)
         return {"choices": [list(pair) for pair in draft.choices], "answer": draft.answer}
 
 
@@ -393,16 +421,18 @@ class _Translating:
     def specs(self) -> tuple[str, ...]:
         return (self.spec,)
 
-    def jobs(self, payload: dict[str, Any]) -> list[Job]:
+    def jobs(self, data: AdaptRecord) -> list[Job]:
+        """The translations the record needs."""
         raise NotImplementedError
 
-    def store(self, payload: dict[str, Any], done: dict[str, dict[str, str]]) -> dict[str, Any]:
+    def store(self, data: AdaptRecord, done: dict[str, dict[str, str]]) -> AdaptRecord:
+        """The record with its translations (``done``: per language key, the text of each field key)."""
         raise NotImplementedError
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         llm = ctx.llm(self.spec)
         log = CallLog.of(llm)
-        plans = [self.jobs(r.payload) for r in records]
+        plans = [self.jobs(data_of(r)) for r in records]
         requests = [
             templates.translate_request(text, key, source, target, self.style, seed=self.seed)
             for plan in plans
@@ -431,13 +461,11 @@ class _Translating:
                     bad = (request, reply)
                     break
                 done.setdefault(lang, {})[key] = text
-            spent = add_call(record.payload, self.name, entries)
+            paid = spent(record, self.name, entries)
             if bad is not None:
-                outcomes.append(
-                    rejected(record, MALFORMED, payload=spent, prompt=request_text(bad[0]), response=bad[1].text)
-                )
+                outcomes.append(rejected(paid, MALFORMED, prompt=request_text(bad[0]), response=bad[1].text))
                 continue
-            outcomes.append(ok(record, self.store(spent, done)))
+            outcomes.append(ok(paid, self.store(data_of(record), done)))
         return StageOutput(outcomes)
 
 
@@ -451,15 +479,16 @@ class Localize(_Translating):
 
     target: str = "id"
 
-    def jobs(self, payload: dict[str, Any]) -> list[Job]:
-        if payload["draft_lang"] == self.target:
+    def jobs(self, data: AdaptRecord) -> list[Job]:
+        draft, lang = draft_of(data), data.draft_lang
+        if lang is None or lang == self.target:  # (the adapt stage sets a draft and its language together)
             return []
-        return _jobs(self.target, draft_of(payload), payload["draft_lang"], self.target)
+        return _jobs(self.target, draft, lang, self.target)
 
-    def store(self, payload: dict[str, Any], done: dict[str, dict[str, str]]) -> dict[str, Any]:
-        draft = draft_of(payload)
+    def store(self, data: AdaptRecord, done: dict[str, dict[str, str]]) -> AdaptRecord:
+        draft = draft_of(data)
         item = draft.with_texts(done[self.target]) if self.target in done else draft
-        return {**payload, "items": {self.target: item.to_json()}}
+        return data.with_(items={self.target: item})
 
 
 @dataclass
@@ -469,16 +498,16 @@ class Translate(_Translating):
     source: str = "id"
     targets: tuple[str, ...] = ()
 
-    def jobs(self, payload: dict[str, Any]) -> list[Job]:
-        item = item_in(payload, self.source)
+    def jobs(self, data: AdaptRecord) -> list[Job]:
+        item = item_in(data, self.source)
         return [job for lang in self.targets for job in _jobs(lang, item, self.source, lang)]
 
-    def store(self, payload: dict[str, Any], done: dict[str, dict[str, str]]) -> dict[str, Any]:
-        item = item_in(payload, self.source)
-        items = dict(payload["items"])
+    def store(self, data: AdaptRecord, done: dict[str, dict[str, str]]) -> AdaptRecord:
+        item = item_in(data, self.source)
+        items = dict(data.items or {})
         for lang in self.targets:
-            items[lang] = item.with_texts(done[lang]).to_json()
-        return {**payload, "items": items}
+            items[lang] = item.with_texts(done[lang])
+        return data.with_(items=items)
 
 
 @dataclass
@@ -488,16 +517,15 @@ class BackTranslate(_Translating):
     target: str = "id"
     sources: tuple[str, ...] = ()
 
-    def jobs(self, payload: dict[str, Any]) -> list[Job]:
-        return [job for lang in self.sources for job in _jobs(lang, item_in(payload, lang), lang, self.target)]
+    def jobs(self, data: AdaptRecord) -> list[Job]:
+        return [job for lang in self.sources for job in _jobs(lang, item_in(data, lang), lang, self.target)]
 
-    def store(self, payload: dict[str, Any], done: dict[str, dict[str, str]]) -> dict[str, Any]:
-        back = {lang: item_in(payload, lang).with_texts(done[lang]).to_json() for lang in self.sources}
-        return {**payload, "back": back}
+    def store(self, data: AdaptRecord, done: dict[str, dict[str, str]]) -> AdaptRecord:
+        return data.with_(back={lang: item_in(data, lang).with_texts(done[lang]) for lang in self.sources})
 
 
-def _concept_kept(payload: dict[str, Any], lang: str) -> bool:
-    item = item_in(payload, lang)
+def _concept_kept(data: AdaptRecord, lang: str) -> bool:
+    item = item_in(data, lang)
     return concept_appears(item.question, item.concept, lang)
 
 
@@ -529,54 +557,57 @@ class Keep:
         first, further = self.langs[0], self.langs[1:]
         pairs: list[tuple[str, str]] = []
         for record in records:
-            original = item_in(record.payload, first).display()
+            data = data_of(record)
+            original = item_in(data, first).display()
             for lang in further:
-                pairs.append((original, item_in(record.payload, lang).display()))
-                pairs.append((original, Fields.from_json(record.payload["back"][lang]).display()))
+                pairs.append((original, item_in(data, lang).display()))
+                pairs.append((original, back_in(data, lang).display()))
         scores = similarity.scores(pairs) if pairs else []
         outcomes: list[Outcome] = []
         at = 0
         for record in records:
-            measured: dict[str, dict[str, float]] = {}
+            data = data_of(record)
+            measured: dict[str, Scores] = {}
             for lang in further:
-                measured[lang] = {"direct": round(scores[at], 6), "back": round(scores[at + 1], 6)}
+                measured[lang] = Scores(direct=round(scores[at], 6), back=round(scores[at + 1], 6))
                 at += 2
-            lost = [lang for lang in self.langs if not _concept_kept(record.payload, lang)]
-            payload = {
-                **record.payload,
-                "similarity": {"measure": similarity.identity(), "threshold": threshold, "scores": measured},
-                "concept_lost_in": lost,
-            }
+            lost = [lang for lang in self.langs if not _concept_kept(data, lang)]
+            made = data.with_(
+                similarity=Faithfulness(measure=similarity.identity(), threshold=threshold, scores=measured),
+                concept_lost_in=lost,
+            )
             if self.flag_language:
-                payload["lang_detected"] = {lang: detect(item_in(record.payload, lang).question) for lang in self.langs}
-            copy = self._untranslated(payload)
+                made = made.with_(lang_detected={lang: detect(item_in(data, lang).question) for lang in self.langs})
+            copy = self._untranslated(made)
             if copy is not None and self.untranslated == "flag":
-                payload["untranslated"] = copy
+                made = made.with_(untranslated=copy)
             if copy is not None and self.untranslated == "reject":
-                outcomes.append(rejected(record, UNTRANSLATED, payload=payload, evidence=copy))
+                outcomes.append(rejected(record, UNTRANSLATED, payload=made, evidence=copy.model_dump(mode="json")))
             elif lost:
-                concepts = {lang: item_in(record.payload, lang).concept for lang in lost}
-                outcomes.append(rejected(record, CONCEPT_LOST, payload=payload, evidence={"concepts": concepts}))
-            elif any(max(s["direct"], s["back"]) < threshold for s in measured.values()):
-                low = {lang: s for lang, s in measured.items() if max(s["direct"], s["back"]) < threshold}
+                concepts = {lang: item_in(data, lang).concept for lang in lost}
+                outcomes.append(rejected(record, CONCEPT_LOST, payload=made, evidence={"concepts": concepts}))
+            elif any(max(s.direct, s.back) < threshold for s in measured.values()):
+                low = {
+                    lang: s.model_dump(mode="json") for lang, s in measured.items() if max(s.direct, s.back) < threshold
+                }
                 found = {"scores": low, "threshold": threshold, "measure": similarity.name}
-                outcomes.append(rejected(record, LOW_SIMILARITY, payload=payload, evidence=found))
+                outcomes.append(rejected(record, LOW_SIMILARITY, payload=made, evidence=found))
             else:
-                outcomes.append(ok(record, payload))
+                outcomes.append(ok(record, made))
         return StageOutput(outcomes)
 
-    def _untranslated(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+    def _untranslated(self, data: AdaptRecord) -> Untranslated | None:
         """The first translation that copies its source (the adaptation-language item its draft, when the
         draft was in another language; every other language the adaptation-language item), or ``None``."""
         first = self.langs[0]
         pairs: list[tuple[str, Fields, str]] = []
-        if payload.get("draft") and payload.get("draft_lang", first) != first:
-            pairs.append((first, draft_of(payload), payload["draft_lang"]))
-        pairs += [(lang, item_in(payload, first), first) for lang in self.langs[1:]]
+        if data.draft is not None and data.draft_lang is not None and data.draft_lang != first:
+            pairs.append((first, data.draft, data.draft_lang))
+        pairs += [(lang, item_in(data, first), first) for lang in self.langs[1:]]
         for lang, source, source_lang in pairs:
-            text = item_in(payload, lang)
-            detected = payload.get("lang_detected", {}).get(lang)
+            text = item_in(data, lang)
+            detected = (data.lang_detected or {}).get(lang)
             found = untranslated_evidence(text.display(), source.display(), detected, source_lang)
             if found is not None:
-                return {"lang": lang, "source_lang": source_lang, **found}
+                return Untranslated.model_validate({"lang": lang, "source_lang": source_lang, **found})
         return None
