@@ -17,6 +17,7 @@ from senseforge.pipelines.culture_adapt.item import Fields
 from senseforge.pipelines.culture_adapt.record import AdaptRecord
 from senseforge.pipelines.culture_adapt.stages import Keep, Rewrite, to_replace
 from senseforge.pipelines.culture_gen.checks import check_item, degenerate_question
+from senseforge.pipelines.culture_gen.records import CultureItem, CultureRecord
 from senseforge.pipelines.culture_gen.stages import Dedup
 from senseforge.pipelines.culture_gen.templates import worked_example
 from senseforge.pipelines.dedup import CopyIndex, near_duplicate, normalise, shingle_jaccard
@@ -158,8 +159,8 @@ def test_culture_gen_rejects_short_options_degenerate_questions_and_copies_of_th
 
 
 def _gen(record_id: str, question: str, options: tuple[str, ...]) -> StageResult:
-    item = {"question": question, "choices": [list(p) for p in zip("ABCDE", options, strict=True)], "answer": "A"}
-    return StageResult(record_id, "ok", {"lang": "id", "concept": "rumah", "item": item})
+    item = CultureItem(question=question, choices=list(zip("ABCDE", options, strict=True)), answer="A")
+    return StageResult(record_id, "ok", CultureRecord(lang="id", category="rumah", concept="rumah", item=item))
 
 
 def test_culture_gen_dedup_names_the_kept_item_and_catches_near_copies() -> None:
@@ -170,7 +171,7 @@ def test_culture_gen_dedup_names_the_kept_item_and_catches_near_copies() -> None
         _gen("b/3", "Rumah adat Sunda biasanya terbuat dari apa ?", ("a1", "b2", "c3", "d4", "e5")),
     ]
     output = Dedup("dedup").run(records, _NoContext())
-    verdicts = [(o.status, o.reason, o.payload.get("evidence")) for o in output.outcomes if isinstance(o, StageResult)]
+    verdicts = [(o.status, o.reason, o.evidence) for o in output.outcomes if isinstance(o, StageResult)]
     assert verdicts[0] == ("ok", None, None)
     assert verdicts[1] == ("rejected", "duplicate_item", {"copy_of": "b/0"})
     assert verdicts[2][:2] == ("rejected", "near_duplicate_question") and verdicts[2][2]["copy_of"] == "b/0"

@@ -14,6 +14,7 @@ from senseforge.annotate.tasktypes import task_type
 from senseforge.data.concepts import Concept
 from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.human_gen.recipe import HUMAN_GEN
+from senseforge.pipelines.human_gen.records import HumanGenRecord
 from senseforge.pipelines.human_gen.stages import QC_UNRESOLVED, assign
 from senseforge.pipelines.review import EXCLUDED
 from senseforge.pipelines.runner import build
@@ -100,10 +101,10 @@ def test_an_item_more_than_three_answerers_flag_is_excluded(tmp_path: Path) -> N
 
     summary = _drive(config, tmp_path / "run", fields)
     run = RunStore(sqlite_url(tmp_path / "run" / "run.db"))
-    (excluded,) = run.results("answer", "rejected")
-    assert excluded.reason == EXCLUDED and excluded.payload["concept"] == "rendang"
-    (kept,) = run.results("answer", "ok")
-    assert kept.payload["answer_majority"] == "A" and len(kept.payload["answers"]) == 5
+    (excluded,) = run.results("answer", "rejected", HumanGenRecord)
+    assert excluded.reason == EXCLUDED and excluded.data.concept == "rendang"
+    (kept,) = run.results("answer", "ok", HumanGenRecord)
+    assert kept.data.answer_majority == "A" and len(kept.data.answers or ()) == 5
     run.close()
     funnel = summary.funnel.model_dump(mode="json", by_alias=True)
     assert funnel["answers"]["excluded"] == 1 and funnel["kept"] == 1
@@ -130,12 +131,12 @@ def test_qc_gives_up_after_max_rounds_and_dedicated_checkers_do_qc(tmp_path: Pat
     _drive(config, tmp_path / "run", fields)
     assert seen_checkers <= {"qc1", "qc2"} and seen_checkers
     run = RunStore(sqlite_url(tmp_path / "run" / "run.db"))
-    (gave_up,) = run.results("qc", "rejected")
+    (gave_up,) = run.results("qc", "rejected", HumanGenRecord)
     assert gave_up.reason == QC_UNRESOLVED
-    statuses = [e["status"] for e in gave_up.payload["qc_history"]]
+    statuses = [e.status for e in gave_up.data.qc_history or ()]
     assert statuses == ["submitted", "needs_revision", "revised", "needs_revision"]
-    (passed,) = run.results("answer", "ok")
-    assert passed.payload["concept"] == "pasar" and passed.payload["answer_majority"] == "A"
+    (passed,) = run.results("answer", "ok", HumanGenRecord)
+    assert passed.data.concept == "pasar" and passed.data.answer_majority == "A"
     run.close()
 
 

@@ -34,6 +34,7 @@ from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.config import RecipeConfig, runs_locally
 from senseforge.pipelines.culture_gen.concepts import batches
 from senseforge.pipelines.culture_gen.dryrun import author_reply
+from senseforge.pipelines.culture_gen.records import CultureRecord
 from senseforge.pipelines.culture_gen.stages import (
     REVIEW_TASK,
     Check,
@@ -42,13 +43,12 @@ from senseforge.pipelines.culture_gen.stages import (
     FlagLanguage,
     Generate,
     Moderate,
-    raw_item,
 )
 from senseforge.pipelines.culture_gen.templates import template_hashes
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, cost, write_json, write_splits
-from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
+from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -158,16 +158,15 @@ class ConceptBatches:
             )
         cut = batches(rows, config.langs, config.batch_concepts)
         records: list[StageResult] = [
-            StageResult.from_payload(
+            StageResult(
                 f"{batch.lang}-{index:05d}",
                 "ok",
-                {
-                    "lang": batch.lang,
-                    "category": batch.category,
-                    "concepts": list(batch.concepts),
-                    "occurrence": batch.occurrence,
-                },
-                Loose,
+                CultureRecord(
+                    lang=batch.lang,
+                    category=batch.category,
+                    concepts=list(batch.concepts),
+                    occurrence=batch.occurrence,
+                ),
             )
             for index, batch in enumerate(cut)
         ]
@@ -181,26 +180,27 @@ def item_id(lang: str, concept: str, question: str, choices: list[tuple[str, str
     return f"gen_{lang}_{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}"
 
 
-def to_item(record: StageResult, model: str, template: str | None = None) -> MCItem:
+def to_item(record: StageResult[CultureRecord], model: str, template: str | None = None) -> MCItem:
     """A kept record as a full item (labels sorted A–E)."""
-    raw = raw_item(record.payload)
+    data = record.data
+    raw = data.raw_item()
     choices = sorted((label.strip().upper(), text) for label, text in raw.choices)
-    payload = record.payload
+    concept = data.named_concept()
     return MCItem(
-        id=item_id(payload["lang"], payload["concept"], raw.question, choices),
-        lang=payload["lang"],
+        id=item_id(data.lang, concept, raw.question, choices),
+        lang=data.lang,
         question=raw.question,
-        question_concept=payload["concept"],
+        question_concept=concept,
         choices=[Choice(label=label, text=text) for label, text in choices],
         answer=raw.answer,
-        category=payload["category"],
+        category=data.category,
         provenance=Provenance(recipe="culture-gen", source_ids=[record.record_id], model_ids=[model]),
         metadata={
-            "lang_detected": payload.get("lang_detected"),
+            "lang_detected": data.lang_detected,
             "batch": record.record_id.rsplit("/", 1)[0],
-            "batch_concepts": payload.get("batch_concepts"),
+            "batch_concepts": data.batch_concepts,
             "template_sha256": template,
-            "review": payload.get("review"),
+            "review": record.review,
         },
     )
 
@@ -231,7 +231,7 @@ def _lang_rows(run: RunStore, stages: list[str], lang: str) -> list[StageFunnel]
     rows: list[StageFunnel] = []
     previous: int | None = None
     for stage in stages:
-        results = [r for r in run.results(stage) if r.payload.get("lang") == lang]
+        results = [r for r in run.results(stage, None, CultureRecord) if r.data.lang == lang]
         out = sum(1 for r in results if r.status == "ok")
         rejected: dict[str, int] = {}
         for r in results:
@@ -250,13 +250,21 @@ def _lang_rows(run: RunStore, stages: list[str], lang: str) -> list[StageFunnel]
     return rows
 
 
+def _ids_of(run: RunStore, stages: list[str], lang: str) -> frozenset[str]:
+    """The ids of the records in ``lang``, in any stage (a record keeps its id, and its language, from stage to
+    stage)."""
+    return frozenset(
+        r.record_id for stage in stages for r in run.results(stage, None, CultureRecord) if r.data.lang == lang
+    )
+
+
 def _by_category(run: RunStore, stages: list[str], lang: str) -> dict[str, dict[str, dict[str, Any]]]:
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for stage in stages[1:]:
-        for r in run.results(stage):
-            if r.payload.get("lang") != lang:
+        for r in run.results(stage, None, CultureRecord):
+            if r.data.lang != lang:
                 continue
-            row = table.setdefault(r.payload["category"], {}).setdefault(stage, {"out": 0, "rejected": {}})
+            row = table.setdefault(r.data.category, {}).setdefault(stage, {"out": 0, "rejected": {}})
             if r.status == "ok":
                 row["out"] += 1
             else:
@@ -274,7 +282,7 @@ class CultureGen:
     name = "culture-gen"
     summary = "Concepts of a culture → LM-written questions in its language, checked (Putri et al.'s LLM_Gen)."
     config_model = CultureGenConfig
-    record: type[Record] = Loose
+    record: type[Record] = CultureRecord
     cost_model = Cost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
         {"concepts": Flag(path=True, help="Concept table (CSV or JSONL); default: ours.")}
@@ -327,7 +335,7 @@ class CultureGen:
         self, config: CultureGenConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
     ) -> Funnel:
         names = [*STAGES, *(["review"] if config.reviewers else [])]
-        kept = run.results(names[-1], "ok")
+        kept = run.results(names[-1], "ok", CultureRecord)
         hashes = template_hashes(config.langs, config.style_for("generate"), config.prompt_language)
         by_lang: dict[str, dict[str, int]] = {}
         for lang in config.langs:
@@ -335,7 +343,7 @@ class CultureGen:
                 (
                     to_item(r, config.model_for("generate"), hashes[f"generate/{lang}/{config.style_for('generate')}"])
                     for r in kept
-                    if r.payload["lang"] == lang
+                    if r.data.lang == lang
                 ),
                 key=lambda item: item.id,
             )
@@ -354,6 +362,7 @@ class CultureGen:
                 "splits": {name: len(members) for name, members in splits.items()},
             }
             write_json(run_dir / lang / "funnel.json", lang_funnel)
+            ids = _ids_of(run, names, lang)
             lang_cost = cost(
                 run,
                 names,
@@ -361,7 +370,7 @@ class CultureGen:
                 human_judgements={},
                 human_rate=None,
                 lang=lang,
-                keep=lambda r, lang=lang: r.payload.get("lang") == lang,  # type: ignore[misc]
+                keep=lambda r, ids=ids: r.record_id in ids,  # type: ignore[misc]
             )
             write_json(run_dir / lang / "cost.json", lang_cost)
         return CultureGenFunnel(langs=list(config.langs), stages=rows, kept=len(kept), by_lang=by_lang)

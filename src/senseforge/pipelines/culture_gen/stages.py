@@ -1,9 +1,8 @@
 """The stages of culture-gen: generate (one call per batch, split into one record per concept), check,
 deduplicate, flag the language, moderate.
 
-A batch record's payload: ``lang``, ``category``, ``concepts``, ``occurrence``. A concept
-record (``<batch>/<index>``): the same plus ``concept`` and, once an item came back,
-``item`` (question, choices, answer as written); then ``lang_detected``.
+Their records are :class:`~senseforge.pipelines.culture_gen.records.CultureRecord`: a batch,
+then one per concept of it with the item written for it.
 """
 
 from __future__ import annotations
@@ -16,10 +15,10 @@ from senseforge.data.langid import detect
 from senseforge.data.schema import Choice, MCItem
 from senseforge.data.text import fold
 from senseforge.llm.base import GenerateRequest
-from senseforge.pipelines.choices import RawItem
 from senseforge.pipelines.culture_gen.checks import ConceptMatch, check_item, item_evidence
 from senseforge.pipelines.culture_gen.concepts import Batch
 from senseforge.pipelines.culture_gen.parse import assign, parse_reply
+from senseforge.pipelines.culture_gen.records import CultureRecord, culture
 from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, build_request, worked_example
 from senseforge.pipelines.dedup import CopyIndex
 from senseforge.pipelines.moderation import Moderator
@@ -57,25 +56,9 @@ REVIEW_QUESTION = (
 )
 
 
-def batch_of(payload: dict[str, Any]) -> Batch:
+def batch_of(data: CultureRecord) -> Batch:
     """The batch a record was made from."""
-    return Batch(payload["lang"], payload["category"], tuple(payload["concepts"]), payload.get("occurrence", 0))
-
-
-def raw_item(payload: dict[str, Any]) -> RawItem:
-    """The item a concept record carries."""
-    item = payload["item"]
-    choices = tuple((str(label), str(text)) for label, text in item["choices"])
-    return RawItem(item["question"], choices, item["answer"], item.get("concept"))
-
-
-def _item_json(item: RawItem) -> dict[str, Any]:
-    return {
-        "question": item.question,
-        "choices": [list(pair) for pair in item.choices],
-        "answer": item.answer,
-        "concept": item.concept,
-    }
+    return Batch(data.lang, data.category, tuple(data.concepts or ()), data.occurrence or 0)
 
 
 @dataclass
@@ -91,7 +74,7 @@ class Generate(LMStage):
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
         return [
             build_request(
-                batch_of(r.payload),
+                batch_of(culture(r)),
                 self.style,
                 prompt_language=self.prompt_language,
                 temperature=self.temperature,
@@ -102,22 +85,21 @@ class Generate(LMStage):
         ]
 
     def parse(self, record: StageResult, text: str) -> Parsed:
-        concepts = list(record.payload["concepts"])
-        base = {key: value for key, value in record.payload.items() if key != "concepts"}
-        base["batch_concepts"] = concepts
+        batch = culture(record)
+        concepts = list(batch.concepts or ())
         items = parse_reply(text, COMPLETION_PREFIX if self.style == "completion" else "")
         if items is None:
-            return [Reject(MALFORMED, {**base, "concept": c}) for c in concepts]
+            return [Reject(MALFORMED, batch.for_concept(c)) for c in concepts]
         given, stray = assign(items, concepts)
         parts: list[Data | Reject] = []
         for concept in concepts:
             mine = given[concept]
             if not mine:
-                parts.append(Reject(NO_ITEM, {**base, "concept": concept}))
+                parts.append(Reject(NO_ITEM, batch.for_concept(concept)))
                 continue
-            parts.append({**base, "concept": concept, "item": _item_json(mine[0])})
-            parts += [Reject(EXTRA_ITEM, {**base, "concept": concept, "item": _item_json(x)}) for x in mine[1:]]
-        parts += [Reject(UNKNOWN_CONCEPT, {**base, "concept": None, "item": _item_json(x)}) for x in stray]
+            parts.append(batch.for_concept(concept, mine[0]))
+            parts += [Reject(EXTRA_ITEM, batch.for_concept(concept, x)) for x in mine[1:]]
+        parts += [Reject(UNKNOWN_CONCEPT, batch.for_concept(None, x)) for x in stray]
         return parts
 
 
@@ -129,15 +111,15 @@ class Check(CheckStage):
     worked_example: bool = False
     """Whether the prompt showed a worked example (completion style): an item copying it is rejected."""
 
-    def _example(self, payload: dict[str, Any]) -> dict[str, Any] | None:
-        return worked_example(payload["lang"]) if self.worked_example else None
+    def _example(self, data: CultureRecord) -> dict[str, Any] | None:
+        return worked_example(data.lang) if self.worked_example else None
 
-    def reason(self, payload: dict[str, Any]) -> str | None:
-        item, example = raw_item(payload), self._example(payload)
-        return check_item(item, payload["concept"], match=self.match, lang=payload["lang"], example=example)
+    def reason(self, data: CultureRecord) -> str | None:
+        item, example = data.raw_item(), self._example(data)
+        return check_item(item, data.named_concept(), match=self.match, lang=data.lang, example=example)
 
-    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
-        return item_evidence(raw_item(payload), reason, payload["concept"], payload["lang"], self._example(payload))
+    def evidence(self, data: CultureRecord, reason: str) -> dict[str, Any] | None:
+        return item_evidence(data.raw_item(), reason, data.named_concept(), data.lang, self._example(data))
 
 
 @dataclass
@@ -162,8 +144,8 @@ class Dedup:
         options: dict[str, tuple[str, ...]] = {}
         outcomes: list[StageResult] = []
         for record in records:
-            item = raw_item(record.payload)
-            lang = record.payload["lang"]
+            data = culture(record)
+            item, lang = data.raw_item(), data.lang
             choices = tuple(sorted(fold(text) for _, text in item.choices))
             key = (lang, fold(item.question), choices)
             seen = questions.setdefault(lang, CopyIndex())
@@ -178,7 +160,7 @@ class Dedup:
                 items[key] = record.record_id
                 options[record.record_id] = choices
                 seen.add(record.record_id, item.question)
-                outcomes.append(ok(record, record.payload))
+                outcomes.append(ok(record))
         return StageOutput(outcomes)
 
 
@@ -187,9 +169,11 @@ class FlagLanguage(CheckStage):
     """Record the language CLD3 finds in the question (flagged, never rejected)."""
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
-        return StageOutput(
-            [ok(r, {**r.payload, "lang_detected": detect(raw_item(r.payload).question)}) for r in records]
-        )
+        return StageOutput([ok(r, _detected(culture(r))) for r in records])
+
+
+def _detected(data: CultureRecord) -> CultureRecord:
+    return data.with_(lang_detected=detect(data.raw_item().question))
 
 
 @dataclass
@@ -198,20 +182,20 @@ class Moderate(CheckStage):
 
     moderator: Moderator | None = None
 
-    def reason(self, payload: dict[str, Any]) -> str | None:
+    def reason(self, data: CultureRecord) -> str | None:
         if self.moderator is None:
             return None
-        item = raw_item(payload)
+        item = data.raw_item()
         texts = [item.question, *(text for _, text in item.choices)]
-        flagged = any(self.moderator.check(text, payload["lang"]) is not None for text in texts)
+        flagged = any(self.moderator.check(text, data.lang) is not None for text in texts)
         return INAPPROPRIATE if flagged else None
 
-    def evidence(self, payload: dict[str, Any], reason: str) -> dict[str, Any] | None:
+    def evidence(self, data: CultureRecord, reason: str) -> dict[str, Any] | None:
         if self.moderator is None:
             return None
-        item = raw_item(payload)
+        item = data.raw_item()
         for text in [item.question, *(text for _, text in item.choices)]:
-            verdict = self.moderator.check(text, payload["lang"])
+            verdict = self.moderator.check(text, data.lang)
             if verdict is not None:
                 return {"text": text, "matched": verdict}
         return None
@@ -222,20 +206,21 @@ class CultureReview(Review):
     """The engine's review stage over kept items (only when asked for: LLM_Gen had none)."""
 
     def judge_prompt(self, record: StageResult) -> str:
-        item = raw_item(record.payload)
+        item = culture(record).raw_item()
         lines = [f"Question: {item.question}", *(f"{label}. {text}" for label, text in item.choices)]
         marked = dict(item.choices).get(item.answer, "")
         lines += [f"Marked answer: {item.answer}. {marked}", REVIEW_QUESTION]
         return "\n".join(lines) + "\nAnswer:"
 
     def task_item(self, record: StageResult) -> MCItem:
-        item = raw_item(record.payload)
+        data = culture(record)
+        item = data.raw_item()
         return MCItem(
             id=record.record_id,
-            lang=record.payload["lang"],
+            lang=data.lang,
             question=item.question,
-            question_concept=record.payload["concept"],
+            question_concept=data.named_concept(),
             choices=[Choice(label=label.strip().upper(), text=text) for label, text in item.choices],
             answer=item.answer,
-            category=record.payload["category"],
+            category=data.category,
         )

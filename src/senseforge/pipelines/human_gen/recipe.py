@@ -22,21 +22,22 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar
 
 from senseforge.data.concepts import Concept, example_table, read_concepts
-from senseforge.data.schema import Choice, MCItem, Provenance
+from senseforge.data.schema import MCItem, Provenance
 from senseforge.errors import ConfigError
 from senseforge.evaluate import policies
 from senseforge.pipelines.human_gen.config import HumanGenConfig
+from senseforge.pipelines.human_gen.records import HumanGenRecord, sorted_json
 from senseforge.pipelines.human_gen.stages import BlindAnswers, Create, QualityControl, assign, slot_id
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_splits
-from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
+from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -66,49 +67,42 @@ class Slots:
         if not unique:
             raise ConfigError(f"{path}: no concepts for language {config.lang}")
         seen: Counter[tuple[str, Concept]] = Counter()
-        records: list[StageResult] = []
+        slots: list[StageResult[HumanGenRecord]] = []
         for creator, concept in assign(unique, config.pool, config.assignment):
             occurrence = seen[(creator, concept)]
             seen[(creator, concept)] += 1
-            payload = {
-                "lang": config.lang,
-                "category": concept.category,
-                "concept": concept.concept,
-                "creator": creator,
-            }
-            records.append(
-                StageResult.from_payload(slot_id(config.lang, creator, concept, occurrence), "ok", payload, Loose)
-            )
-        per_creator = Counter(r.payload["creator"] for r in records)
+            slot = HumanGenRecord(lang=config.lang, category=concept.category, concept=concept.concept, creator=creator)
+            slots.append(StageResult(slot_id(config.lang, creator, concept, occurrence), "ok", slot))
+        per_creator = Counter(r.data.creator for r in slots)
         facts = {
             "concept_table": str(path),
             "concepts": len(unique),
-            "slots": len(records),
+            "slots": len(slots),
             "per_creator": {name: per_creator.get(name, 0) for name in config.pool},
         }
-        return records, facts
+        return list(slots), facts
 
 
-def to_item(record: StageResult) -> MCItem:
-    """A kept record as a full item (answers and QC history in ``metadata``)."""
-    p = record.payload
-    draft = p["draft"]
+def to_item(record: StageResult[HumanGenRecord]) -> MCItem:
+    """A kept record as a full item (answers and QC history in ``metadata``, their keys sorted)."""
+    data = record.data
+    draft = data.current_draft()
     return MCItem(
         id=record.record_id,
-        lang=p["lang"],
-        question=draft["question"],
-        question_concept=p["concept"],
-        choices=[Choice.model_validate(c) for c in draft["choices"]],
-        answer=draft["answer"],
-        category=p["category"],
+        lang=data.lang,
+        question=draft.question,
+        question_concept=data.concept,
+        choices=[c.model_copy() for c in draft.choices],
+        answer=draft.answer,
+        category=data.category,
         provenance=Provenance(recipe="human-gen", source_ids=[record.record_id], review="human"),
         metadata={
-            "creator": p["creator"],
-            "distractor": draft["distractor"],
-            "concept_form": draft.get("concept_form"),
-            "answer_majority": p["answer_majority"],
-            "answers": p["answers"],
-            "qc_history": p["qc_history"],
+            "creator": data.creator,
+            "distractor": draft.distractor,
+            "concept_form": draft.concept_form,
+            "answer_majority": data.answer_majority,
+            "answers": sorted_json([a.model_dump(mode="json") for a in data.answers or ()]),
+            "qc_history": sorted_json([e.model_dump(mode="json") for e in data.qc_history or ()]),
         },
     )
 
@@ -162,7 +156,7 @@ class HumanGen:
     name = "human-gen"
     summary = "People write, check and answer culture-grounded questions in the app (Human_Gen)."
     config_model = HumanGenConfig
-    record: type[Record] = Loose
+    record: type[Record] = HumanGenRecord
     cost_model = Cost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType({"concepts": Flag(path=True)})
     authors: ClassVar[Mapping[str, Any]] = MappingProxyType({})
@@ -195,10 +189,10 @@ class HumanGen:
     def finish(
         self, config: HumanGenConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
     ) -> Funnel:
-        kept = sorted(run.results("answer", "ok"), key=lambda r: r.record_id)
+        kept = sorted(run.results("answer", "ok", HumanGenRecord), key=lambda r: r.record_id)
         items = [to_item(r) for r in kept]
         write_splits(run_dir / config.lang, {"test": items}, released_row)
-        answered = [*kept, *run.results("answer", "rejected")]
+        answered = [*kept, *run.results("answer", "rejected", HumanGenRecord)]
         return HumanGenFunnel(
             lang=config.lang,
             pool=list(config.pool),
@@ -210,15 +204,15 @@ class HumanGen:
 
 
 def _qc_figures(run: RunStore) -> dict[str, Any]:
-    decided = [*run.results("qc", "ok"), *run.results("qc", "rejected")]
+    decided = [*run.results("qc", "ok", HumanGenRecord), *run.results("qc", "rejected", HumanGenRecord)]
     rounds: Counter[int] = Counter()
     sent_back = revisions = 0
     for record in decided:
-        history = record.payload.get("qc_history", [])
-        verdicts = [e for e in history if e["status"] in ("complete", "needs_revision")]
+        history = record.data.qc_history or []
+        verdicts = [e for e in history if e.status in ("complete", "needs_revision")]
         rounds[len(verdicts)] += 1
-        sent_back += any(e["status"] == "needs_revision" for e in history)
-        revisions += sum(1 for e in history if e["status"] == "revised")
+        sent_back += any(e.status == "needs_revision" for e in history)
+        revisions += sum(1 for e in history if e.status == "revised")
     return {
         "items": len(decided),
         "sent_back": sent_back,
@@ -229,7 +223,7 @@ def _qc_figures(run: RunStore) -> dict[str, Any]:
 
 
 def _answer_figures(
-    config: HumanGenConfig, run: RunStore, answered: list[StageResult], items: list[MCItem]
+    config: HumanGenConfig, run: RunStore, answered: Sequence[StageResult], items: list[MCItem]
 ) -> dict[str, Any]:
     ids = {r.record_id for r in answered}
     by_item = {

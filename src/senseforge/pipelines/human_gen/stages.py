@@ -36,6 +36,7 @@ from senseforge.data.schema import (
     ReviseJudgement,
 )
 from senseforge.evaluate.policies import ExcludeAmbiguous, Majority, ruling
+from senseforge.pipelines.human_gen.records import BlindAnswer, human_gen
 from senseforge.pipelines.review import EXCLUDED
 from senseforge.pipelines.runstore import StageResult, StoredJudgement
 from senseforge.pipelines.stage import AWAITING, Outcome, StageContext, StageOutput, ok, rejected
@@ -94,10 +95,6 @@ def _first(judged: Sequence[Any], kind: Any, item_id: str, by: str | None = None
     return None
 
 
-def _draft(payload: dict[str, Any]) -> Draft:
-    return Draft.model_validate(payload["draft"])
-
-
 def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -141,20 +138,19 @@ class Create(_People):
     people_tasks: tuple[str, ...] = ("create",)
 
     def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
-        p = record.payload
-        made = _first(judged, CreateJudgement, record.record_id, p["creator"])
+        data = human_gen(record)
+        made = _first(judged, CreateJudgement, record.record_id, data.creator)
         if made is None:
             slot = ConceptSlot(
                 id=record.record_id,
-                lang=p["lang"],
-                category=p["category"],
-                concept=p["concept"],
-                creator=p["creator"],
+                lang=data.lang,
+                category=data.category,
+                concept=data.concept,
+                creator=data.creator,
                 options=self.options,
             )
-            return AWAITING, QueuedTask("create", slot, k=1, group="human-gen", eligible=(p["creator"],))
-        payload = {**p, "draft": made.draft.model_dump(mode="json"), "created_at": _when(made.created_at)}
-        return ok(record, payload), None
+            return AWAITING, QueuedTask("create", slot, k=1, group="human-gen", eligible=(data.creator,))
+        return ok(record, data.with_(draft=made.draft, created_at=_when(made.created_at))), None
 
 
 @dataclass
@@ -171,10 +167,10 @@ class QualityControl(_People):
         return tuple(name for name in (self.checkers or self.pool) if name != creator)
 
     def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
-        p = record.payload
-        creator = str(p["creator"])
-        draft = _draft(p)
-        history = [QCEvent(status="submitted", by=creator, round=0, at=p.get("created_at"))]
+        data = human_gen(record)
+        creator = data.creator
+        draft = data.current_draft()
+        history = [QCEvent(status="submitted", by=creator, round=0, at=data.created_at)]
         for round_no in range(1, self.max_rounds + 1):
             task_id = f"{record.record_id}@{round_no}"
 
@@ -197,7 +193,7 @@ class QualityControl(_People):
                 )
             )
             if verdict.verdict == "complete":
-                return ok(record, self._payload(p, draft, history)), None
+                return ok(record, data.with_(draft=draft, qc_history=history)), None
             if round_no == self.max_rounds:
                 break
             edit: ReviseJudgement | None = _first(judged, ReviseJudgement, task_id, creator)
@@ -209,27 +205,19 @@ class QualityControl(_People):
             history.append(
                 QCEvent(status="revised", by=creator, round=round_no, comment=edit.comment, at=edit.created_at)
             )
-        return rejected(record, QC_UNRESOLVED, payload=self._payload(p, draft, history)), None
-
-    @staticmethod
-    def _payload(p: dict[str, Any], draft: Draft, history: list[QCEvent]) -> dict[str, Any]:
-        return {
-            **p,
-            "draft": draft.model_dump(mode="json"),
-            "qc_history": [event.model_dump(mode="json") for event in history],
-        }
+        return rejected(record, QC_UNRESOLVED, payload=data.with_(draft=draft, qc_history=history)), None
 
 
 def _draft_item(record: StageResult, task_id: str, draft: Draft, history: list[QCEvent]) -> DraftItem:
     """The input of one round's ``qc`` or ``revise`` task: the item as it stands, and its history so far."""
-    p = record.payload
+    data = human_gen(record)
     return DraftItem(
         id=task_id,
         item_id=record.record_id,
-        lang=p["lang"],
-        category=p["category"],
-        concept=p["concept"],
-        creator=p["creator"],
+        lang=data.lang,
+        category=data.category,
+        concept=data.concept,
+        creator=data.creator,
         draft=draft,
         history=list(history),
     )
@@ -237,17 +225,17 @@ def _draft_item(record: StageResult, task_id: str, draft: Draft, history: list[Q
 
 def answer_item(record: StageResult) -> MCItem:
     """The item answerers see (the task keeps the answer and creator; the page shows neither)."""
-    p = record.payload
-    draft = _draft(p)
+    data = human_gen(record)
+    draft = data.current_draft()
     return MCItem(
         id=record.record_id,
-        lang=p["lang"],
+        lang=data.lang,
         question=draft.question,
-        question_concept=p["concept"],
+        question_concept=data.concept,
         choices=draft.choices,
         answer=draft.answer,
-        category=p["category"],
-        metadata={"creator": p["creator"]},
+        category=data.category,
+        metadata={"creator": data.creator},
     )
 
 
@@ -264,7 +252,8 @@ class BlindAnswers(_People):
     people_tasks: tuple[str, ...] = ("answer",)
 
     def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
-        creator = str(record.payload["creator"])
+        data = human_gen(record)
+        creator = data.creator
         answerers = tuple(name for name in self.pool if name != creator)
         given: dict[str, AnswerJudgement] = {}
         for judgement in judged:
@@ -282,16 +271,10 @@ class BlindAnswers(_People):
             if len(top) > 1 and top[0] == top[1]:
                 return AWAITING, None  # a tie: an admin settles it in the app's adjudication view
         answers = [
-            {
-                "annotator": j.annotator,
-                "choice": j.choice,
-                "certain": j.certain,
-                "flags": list(j.flags),
-                "reason": j.reason,
-            }
+            BlindAnswer(annotator=j.annotator, choice=j.choice, certain=j.certain, flags=list(j.flags), reason=j.reason)
             for j in ordered
         ]
-        payload = {**record.payload, "answers": answers, "answer_majority": decision.value}
+        answered = data.with_(answers=answers, answer_majority=decision.value)
         if decision.status == "excluded":
-            return rejected(record, EXCLUDED, payload={**payload, "excluded": decision.reason}), None
-        return ok(record, payload), None
+            return rejected(record, EXCLUDED, payload=answered.with_(excluded=decision.reason)), None
+        return ok(record, answered), None

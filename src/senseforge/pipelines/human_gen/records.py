@@ -1,0 +1,89 @@
+"""The records of human-gen, as the run store holds them between stages.
+
+A slot (one creator, one concept) holds ``lang``, ``category``, ``concept`` and ``creator``;
+``create`` adds the creator's ``draft`` and when it came (``created_at``); ``qc`` the draft as
+revised and the ``qc_history``; ``answer`` the blind ``answers``, their majority and, for an
+excluded item, why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from senseforge.data.schema import Draft, QCEvent
+from senseforge.pipelines.runstore import Record, StageResult
+
+
+class BlindAnswer(BaseModel):
+    """One answerer's blind answer, as the dataset keeps it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    annotator: str
+    choice: str | None
+    """The label picked (``None``: no answer)."""
+    certain: bool | None
+    """Whether the answerer was sure (``None``: not asked)."""
+    flags: list[str]
+    """The answerer's ambiguity flags (``ambiguous-question``, ``ambiguous-option:<label>``)."""
+    reason: str | None
+    """Why, when the answerer said."""
+
+
+class HumanGenRecord(Record):
+    """One creator's item from one concept, from its slot to its answers."""
+
+    lang: str
+    """The run's language (BCP-47)."""
+    category: str
+    concept: str
+    creator: str
+    """The pool member who writes the item (and revises it)."""
+    draft: Draft | None = None
+    """The item as written, then as revised in QC."""
+    created_at: str | None = None
+    """When the creator submitted it (ISO 8601; ``None``: not known)."""
+    qc_history: list[QCEvent] | None = None
+    """Submission, QC verdicts and revisions, in order."""
+    answers: list[BlindAnswer] | None = None
+    """The answers that decided the item, in pool order."""
+    answer_majority: str | None = None
+    """The answerers' majority choice (``None``: none, e.g. an excluded item)."""
+    excluded: str | None = None
+    """Why the answerers' flags excluded the item."""
+
+    def current_draft(self) -> Draft:
+        """The item as it stands.
+
+        Raises:
+            ValueError: the record holds no draft yet (a slot).
+        """
+        if self.draft is None:
+            raise ValueError("a human-gen record without a draft reached a stage that reads one")
+        return self.draft
+
+    def shown_checked(self) -> dict[str, Any]:
+        return {"draft": sorted_json(self.draft.model_dump(mode="json"))} if self.draft is not None else {}
+
+
+def sorted_json(value: Any) -> Any:
+    """A JSON value with every object's keys sorted, as the run store hands stored values back (the outputs
+    have always shown them so)."""
+    if isinstance(value, dict):
+        return {key: sorted_json(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [sorted_json(entry) for entry in value]
+    return value
+
+
+def human_gen(record: StageResult) -> HumanGenRecord:
+    """The data of one of human-gen's records.
+
+    Raises:
+        TypeError: the record is not human-gen's (the runner reads every stage as :class:`HumanGenRecord`).
+    """
+    if not isinstance(record.data, HumanGenRecord):
+        raise TypeError(f"{record.record_id}: not a human-gen record ({type(record.data).__name__})")
+    return record.data
