@@ -12,6 +12,7 @@ import pytest
 from senseforge.errors import ConfigError, DataValidationError
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.crow.parse import parse_rewrite, parse_triples
+from senseforge.pipelines.crow.records import CrowRecord, CrowTriple
 from senseforge.pipelines.crow.source import read_sources, source_records
 from senseforge.pipelines.crow.stages import CheckEdits, Dedup
 from senseforge.pipelines.crow.tasks import builtin_tasks, read_task_specs, task_specs
@@ -82,12 +83,12 @@ def test_the_shot_samples_become_contexts_with_their_targets_and_knowledge() -> 
     safety = by_task["safety"]
     assert safety.context_id == "safetext-0"
     assert [(t.text, t.label) for t in safety.targets] == [("do not eat it.", True), ("eat it up.", False)]
-    assert safety.targets[0].knowledge[0]["dimension"] == "social"  # xIntent
+    assert safety.targets[0].knowledge[0].dimension == "social"  # xIntent
     assert (
         by_task["dialogue"].context_id == "daily-dialogue-0001/prefix-3" and len(by_task["dialogue"].turns or []) == 3
     )
     zh = by_task["mt-zh-en"].targets[0].knowledge[0]
-    assert (zh["relation"], zh["dimension"]) == ("Not CapableOf", "attributional")
+    assert (zh.relation, zh.dimension) == ("Not CapableOf", "attributional")
 
 
 def test_user_rows_are_mapped_by_the_task_spec_and_filtered(tmp_path: Path) -> None:
@@ -123,7 +124,7 @@ def test_user_rows_are_mapped_by_the_task_spec_and_filtered(tmp_path: Path) -> N
         "summarization/s1/0": "short_target",
         "safety/x1/0": None,
     }
-    assert records[-1].payload["label"] is False
+    assert records[-1].data.label is False
     assert facts["tasks"]["dialogue"] == {"contexts": 3, "passed_filters": 1, "sampled": 1}
 
 
@@ -149,7 +150,7 @@ def test_commonmt_rows_are_one_context_with_both_targets_and_n_samples_with_the_
     other, _ = source_records(contexts, SPECS, ["mt-zh-en"], n=10, seed=1)
     assert [r.record_id for r in first] == [r.record_id for r in again] != [r.record_id for r in other]
     kept = [r for r in first if r.status == "ok"]
-    assert len(kept) == 10 and kept[0].payload["label"] is True and kept[0].payload["others"][0]["label"] is False
+    assert len(kept) == 10 and kept[0].data.label is True and kept[0].data.others[0].label is False
     # the two real rows whose correct and wrong translations are the same text are recorded as rejected
     assert sorted(r.reason for r in first if r.status == "rejected") == ["conflicting_labels"] * 2
 
@@ -170,7 +171,7 @@ def test_cka_replies_parse_as_json_or_lines_and_every_bad_triple_is_named() -> N
     )
     parsed = parse_triples(reply, limit=5)
     assert isinstance(parsed, list)
-    shown = [p.reason if isinstance(p, Reject) else p["relation"] for p in parsed]
+    shown = [p.reason if isinstance(p, Reject) else p.relation for p in parsed]
     assert shown == [
         "UsedFor",
         "duplicate_triple",
@@ -183,7 +184,7 @@ def test_cka_replies_parse_as_json_or_lines_and_every_bad_triple_is_named() -> N
         "too_many_triples",
     ]
     lines = parse_triples("- lid | UsedFor | fire\n- heat | Causes | burn", limit=5)
-    assert isinstance(lines, list) and [t["tail"] for t in lines if isinstance(t, dict)] == ["fire", "burn"]
+    assert isinstance(lines, list) and [t.tail for t in lines if isinstance(t, CrowTriple)] == ["fire", "burn"]
     for empty in ("[]", "none", "No knowledge."):
         assert parse_triples(empty, limit=5) == Reject("no_knowledge")
     assert parse_triples("I cannot help with that.", limit=5) == Reject("malformed_output")
@@ -199,15 +200,24 @@ def test_wsg_replies_give_a_rewrite_or_a_named_reason() -> None:
     assert parse_rewrite("") == Reject("malformed_output")
 
 
-def _rewrite(record_id: str, target: str, rewrite: str, triple: str, task: str = "safety") -> StageResult:
-    payload = {
-        "task": task,
-        "context_id": record_id.split("/")[1],
-        "target": target,
-        "rewrite": rewrite,
-        "violates": [{"head": triple, "relation": "IsA", "tail": "x"}],
-    }
-    return StageResult(record_id, "ok", payload)
+def _rewrite(record_id: str, target: str, rewrite: str, triple: str, task: str = "safety") -> StageResult[CrowRecord]:
+    broken = CrowTriple(head=triple, relation="IsA", tail="x")
+    data = CrowRecord(
+        task=task,
+        context_id=record_id.split("/")[1],
+        context="a scenario",
+        turns=None,
+        target=target,
+        label=True,
+        target_id="0",
+        others=[],
+        knowledge=[],
+        source={"file": "test.jsonl"},
+        triple=broken,
+        rewrite=rewrite,
+        violates=[broken],
+    )
+    return StageResult(record_id, "ok", data)
 
 
 class _NoContext:
@@ -226,13 +236,13 @@ def test_the_edit_rule_as_a_stage_rejects_six_words_and_flags_a_bare_negation() 
     ]
     output = CheckEdits("edits", tasks=SPECS).run(records, _NoContext())
     outcomes = [o for o in output.outcomes if isinstance(o, StageResult)]
-    assert [(o.status, o.reason, o.payload["edits"]) for o in outcomes] == [
+    assert [(o.status, o.reason, o.data.edits) for o in outcomes] == [
         ("ok", None, 3),
         ("rejected", "too_many_edits", 6),
         ("ok", None, 2),
         ("rejected", "unchanged", 0),
     ]
-    assert outcomes[2].payload["flags"] == ["negation_only"]
+    assert outcomes[2].data.flags == ["negation_only"]
     strict = CheckEdits("edits", tasks=SPECS, negation_only="reject").run(records[2:3], _NoContext())
     assert [o.reason for o in strict.outcomes if isinstance(o, StageResult)] == ["negation_only"]
 
@@ -252,7 +262,7 @@ def test_identical_rewrites_of_a_context_merge_their_triples_and_a_repeat_of_an_
         ("rejected", "duplicate"),
         ("ok", None),
     ]
-    assert [t["head"] for t in outcomes[0].payload["violates"]] == ["a", "b"]
+    assert [t.head for t in outcomes[0].data.violates or []] == ["a", "b"]
 
 
 def test_the_config_checks_votes_and_names_tasks() -> None:

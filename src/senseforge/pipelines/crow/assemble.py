@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from typing import Any
 from senseforge.data.crow import CROW_TASKS
 from senseforge.data.io import atomic_open
 from senseforge.evaluate.metrics import fleiss_kappa, krippendorff_alpha_nominal
+from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, required
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.runstore import RunStore, StageResult
 
@@ -41,7 +42,6 @@ NO_KEPT_KNOWLEDGE = "no_kept_knowledge"
 NO_REWRITE = "no_rewrite"
 """A context left out: no rewrite of it was accepted."""
 PUBLIC_KEYS = ("context_id", "example_id", "task")
-TRIPLE_KEYS = ("head", "relation", "tail", "dimension", "verbalized")
 
 
 def example_id(task: str, context: str, target: str) -> str:
@@ -59,12 +59,12 @@ def _source_of(record_id: str) -> str:
     return record_id.rsplit("/", 1)[0]
 
 
-def _union(triples: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _union(triples: Sequence[Sequence[CrowTriple]]) -> list[CrowTriple]:
+    out: list[CrowTriple] = []
     for group in triples:
         for triple in group:
-            if dict(triple) not in out:
-                out.append(dict(triple))
+            if triple not in out:
+                out.append(triple)
     return out
 
 
@@ -81,27 +81,27 @@ class TaskOutput:
 
 def _row(
     spec: TaskSpec,
-    source: StageResult,
+    source: StageResult[CrowRecord],
     text: str,
     label: bool,
-    knowledge: list[dict[str, Any]],
+    knowledge: list[CrowTriple],
     extra: Mapping[str, Any],
 ) -> dict[str, Any]:
-    payload = source.payload
-    context = payload["turns"] if spec.turns and payload.get("turns") else payload["context"]
+    data = source.data
+    context = data.turns if spec.turns and data.turns else data.context
     row: dict[str, Any] = {
-        "context_id": payload["context_id"],
-        "example_id": example_id(spec.name, payload["context"], text),
+        "context_id": data.context_id,
+        "example_id": example_id(spec.name, data.context, text),
         "task": spec.name,
         spec.context_field: context,
         spec.target_field: text,
         "label": int(label),
-        "knowledge": [{key: t[key] for key in TRIPLE_KEYS if key in t} for t in knowledge],
+        "knowledge": [t.model_dump(mode="json") for t in knowledge],  # head, relation, tail, dimension, verbalized
     }
     if spec.translation:
         row["source_lang"], row["target_lang"] = spec.source_lang, spec.target_lang
     if spec.name not in CROW_TASKS:  # a task of the user's own: the generic fields too, so that eval reads it
-        row["context"], row["target"] = payload["context"], text
+        row["context"], row["target"] = data.context, text
     return {**row, **extra, "source_id": source.record_id}
 
 
@@ -117,17 +117,17 @@ def assemble(
         final_stage: the last stage (its kept records are accepted rewrites, or a translation's kept triples).
         kept_stage: the stage whose kept records are a context's kept triples (CKV).
     """
-    sources = run.results("contexts", "ok")
-    finals: dict[str, list[StageResult]] = {}
-    for record in run.results(final_stage, "ok"):
+    sources = run.results("contexts", "ok", CrowRecord)
+    finals: dict[str, list[StageResult[CrowRecord]]] = {}
+    for record in run.results(final_stage, "ok", CrowRecord):
         finals.setdefault(_source_of(record.record_id), []).append(record)
-    kept_triples: dict[str, list[dict[str, Any]]] = {}
-    for record in run.results(kept_stage, "ok"):
-        kept_triples.setdefault(_source_of(record.record_id), []).append(record.payload["triple"])
+    kept_triples: dict[str, list[CrowTriple]] = {}
+    for record in run.results(kept_stage, "ok", CrowRecord):
+        kept_triples.setdefault(_source_of(record.record_id), []).append(required(record.data.triple, "triple"))
     outputs = {task: TaskOutput() for task in tasks}
-    groups: dict[tuple[str, str], list[StageResult]] = {}
+    groups: dict[tuple[str, str], list[StageResult[CrowRecord]]] = {}
     for source in sources:
-        groups.setdefault((source.payload["task"], source.payload["context_id"]), []).append(source)
+        groups.setdefault((source.data.task, source.data.context_id), []).append(source)
     for (task, _context_id), members in sorted(groups.items()):
         spec, out = specs[task], outputs[task]
         out.contexts += 1
@@ -148,9 +148,9 @@ def assemble(
 
 def _rewritten(
     spec: TaskSpec,
-    members: Sequence[StageResult],
-    finals: Mapping[str, list[StageResult]],
-    kept_triples: Mapping[str, list[dict[str, Any]]],
+    members: Sequence[StageResult[CrowRecord]],
+    finals: Mapping[str, list[StageResult[CrowRecord]]],
+    kept_triples: Mapping[str, list[CrowTriple]],
 ) -> list[dict[str, Any]]:
     """A rewritten context's rows: each original, then its accepted rewrites; none when no rewrite survived."""
     if not any(finals.get(m.record_id) for m in members):
@@ -159,34 +159,34 @@ def _rewritten(
     rewrites: list[dict[str, Any]] = []
     for member in sorted(members, key=lambda m: m.record_id):
         own = sorted(finals.get(member.record_id, []), key=lambda r: r.record_id)
-        label = bool(member.payload["label"])
-        union = _union([r.payload["violates"] for r in own]) or _union([kept_triples.get(member.record_id, [])])
-        originals.append(_row(spec, member, member.payload["target"], label, union, {"origin": "source"}))
-        for record in own:
+        label = member.data.label
+        broken = [required(r.data.violates, "violates") for r in own]
+        union = _union(broken) or _union([kept_triples.get(member.record_id, [])])
+        originals.append(_row(spec, member, member.data.target, label, union, {"origin": "source"}))
+        for record, violates in zip(own, broken, strict=True):
             extra = {
                 "origin": "rewrite",
-                "original": member.payload["target"],
-                "edits": record.payload.get("edits"),
-                "flags": record.payload.get("flags", []),
+                "original": member.data.target,
+                "edits": record.data.edits,
+                "flags": record.data.flags,
             }
-            rewrites.append(_row(spec, member, record.payload["rewrite"], not label, record.payload["violates"], extra))
+            rewritten = required(record.data.rewrite, "rewrite")
+            rewrites.append(_row(spec, member, rewritten, not label, violates, extra))
     return originals + rewrites
 
 
 def _carried(
-    spec: TaskSpec, members: Sequence[StageResult], finals: Mapping[str, list[StageResult]]
+    spec: TaskSpec, members: Sequence[StageResult[CrowRecord]], finals: Mapping[str, list[StageResult[CrowRecord]]]
 ) -> list[dict[str, Any]]:
     """A translation context's rows: every target it brought, each with the context's kept triples."""
     rows: list[dict[str, Any]] = []
     for member in sorted(members, key=lambda m: m.record_id):
-        triples = _union([[r.payload["triple"] for r in finals.get(member.record_id, [])]])
+        triples = _union([[required(r.data.triple, "triple") for r in finals.get(member.record_id, [])]])
         if not triples:
             continue
-        rows.append(
-            _row(spec, member, member.payload["target"], bool(member.payload["label"]), triples, {"origin": "source"})
-        )
-        for other in member.payload.get("others") or []:
-            rows.append(_row(spec, member, other["text"], bool(other["label"]), triples, {"origin": "source"}))
+        rows.append(_row(spec, member, member.data.target, member.data.label, triples, {"origin": "source"}))
+        for other in member.data.others:
+            rows.append(_row(spec, member, other.text, other.label, triples, {"origin": "source"}))
     return rows
 
 
@@ -233,9 +233,9 @@ def write_outputs(run_dir: Path, outputs: Mapping[str, TaskOutput], specs: Mappi
 # -- the funnel's figures --------------------------------------------------------------------------
 
 
-def dimension_counts(triples: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """How many triples each dimension has, sorted by dimension name."""
-    counts = Counter(str(t.get("dimension") or "other") for t in triples)
+def dimension_counts(dimensions: Iterable[str | None]) -> dict[str, int]:
+    """How many triples each dimension has (``other`` for none), sorted by dimension name."""
+    counts = Counter(str(dimension or "other") for dimension in dimensions)
     return dict(sorted(counts.items()))
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from senseforge.data.relations import MAX_PHRASE_WORDS, parse_relation, verbalize
 from senseforge.llm.jsonx import JSONExtractionError, extract_json
+from senseforge.pipelines.crow.records import CrowTriple
 from senseforge.pipelines.stage import MALFORMED, Reject
 
 NO_KNOWLEDGE = "no_knowledge"
@@ -38,20 +39,20 @@ _NONE_WORDS = re.compile(
 _LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)])?\s*(?P<head>[^|]+?)\s*\|\s*(?P<relation>[^|]+?)\s*\|\s*(?P<tail>[^|]+?)\s*$")
 
 
-def triple_row(head: str, relation: str, tail: str) -> dict[str, Any]:
+def triple_row(head: str, relation: str, tail: str) -> CrowTriple:
     """A triple in the recipe's form (its relation as the table labels it, with dimension and a sentence).
 
     Raises:
         ValueError: the relation is not in the table.
     """
     parsed = parse_relation(relation, strict=True)
-    return {
-        "head": head,
-        "relation": parsed.label,
-        "tail": tail,
-        "dimension": parsed.dimension,
-        "verbalized": verbalize(head, parsed.label, tail),
-    }
+    return CrowTriple(
+        head=head,
+        relation=parsed.label,
+        tail=tail,
+        dimension=parsed.dimension,
+        verbalized=verbalize(head, parsed.label, tail),
+    )
 
 
 def _candidates(text: str) -> list[Any] | None:
@@ -72,7 +73,7 @@ def _candidates(text: str) -> list[Any] | None:
     return rows or None
 
 
-def _one(raw: Any) -> dict[str, Any] | Reject:
+def _one(raw: Any) -> CrowTriple | Reject:
     if isinstance(raw, list | tuple) and len(raw) == 3:
         raw = dict(zip(("head", "relation", "tail"), raw, strict=True))
     shown = {"triple": raw if isinstance(raw, Mapping | list | tuple | str) else repr(raw)}
@@ -90,7 +91,7 @@ def _one(raw: Any) -> dict[str, Any] | Reject:
         return Reject(UNKNOWN_RELATION, evidence={**shown, "relation": relation})
 
 
-def parse_triples(text: str, limit: int) -> list[dict[str, Any] | Reject] | Reject:
+def parse_triples(text: str, limit: int) -> list[CrowTriple | Reject] | Reject:
     """The triples of a CKA reply, each checked (see the module notes), or why the reply gives none."""
     stripped = text.strip()
     if not stripped or _NONE_WORDS.match(stripped):
@@ -100,14 +101,14 @@ def parse_triples(text: str, limit: int) -> list[dict[str, Any] | Reject] | Reje
         return Reject(MALFORMED)
     if not raws:
         return Reject(NO_KNOWLEDGE)
-    out: list[dict[str, Any] | Reject] = []
+    out: list[CrowTriple | Reject] = []
     seen: set[tuple[str, str, str]] = set()
     kept = 0
     for raw in raws:
         triple = _one(raw)
-        if isinstance(triple, dict):
-            key = (triple["head"].casefold(), triple["relation"], triple["tail"].casefold())
-            shown = {"triple": {k: triple[k] for k in ("head", "relation", "tail")}}
+        if isinstance(triple, CrowTriple):
+            key = (triple.head.casefold(), triple.relation, triple.tail.casefold())
+            shown = {"triple": {"head": triple.head, "relation": triple.relation, "tail": triple.tail}}
             if key in seen:
                 triple = Reject(DUPLICATE_TRIPLE, evidence=shown)
             elif kept >= limit:

@@ -30,6 +30,7 @@ from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.crow.assemble import agreement, assemble, dimension_counts, write_outputs
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.crow.dryrun import crow_author
+from senseforge.pipelines.crow.records import CrowRecord, required
 from senseforge.pipelines.crow.source import read_sources, source_records
 from senseforge.pipelines.crow.stages import (
     NEGATION_ONLY,
@@ -46,7 +47,7 @@ from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.crow.templates import template_hashes
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, cost, write_json
-from senseforge.pipelines.runstore import Loose, Record, RunStore, StageResult
+from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
 STAGES: tuple[str, ...] = ("contexts", "cka", "ckv", "wsg", "edits", "dedup", "wsv")
@@ -101,18 +102,20 @@ class Contexts:
         tasks = list(config.task) or list(dict.fromkeys(c.task for c in contexts))
         if not tasks:
             raise ConfigError(f"{', '.join(map(str, paths))}: no rows to build from")
-        records, facts = source_records(contexts, specs, tasks, n=config.n, seed=config.seed)
+        made, facts = source_records(contexts, specs, tasks, n=config.n, seed=config.seed)
+        records: list[StageResult] = list(made)
         return records, {**facts, "sources": [str(p) for p in paths], "task_order": tasks}
 
 
-def _task_rows(run: RunStore, spec: TaskSpec, facts: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _task_rows(stored: Mapping[str, list[StageResult[CrowRecord]]], spec: TaskSpec) -> list[dict[str, Any]]:
+    """The task's funnel rows, from every stage's results (``stored``)."""
     rows: list[dict[str, Any]] = []
     previous: int | None = None
     for stage in STAGES:
         needs = _TASK_STAGES[stage]
         if needs is not None and not spec.runs(needs):
             continue
-        results = [r for r in run.results(stage) if r.payload.get("task") == spec.name]
+        results = [r for r in stored[stage] if r.data.task == spec.name]
         out = sum(1 for r in results if r.status == "ok")
         rejected = Counter(r.reason or "rejected" for r in results if r.status == "rejected")
         row = StageFunnel(stage=stage, in_=len(results), out=out, rejected=dict(sorted(rejected.items())))
@@ -138,7 +141,7 @@ class Crow:
     name = "crow"
     summary = "Real task examples → knowledge triples → Winograd-style minimal rewrites, each stage validated (CRoW)."
     config_model = CrowConfig
-    record: type[Record] = Loose
+    record: type[Record] = CrowRecord
     cost_model = CrowCost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
         {
@@ -249,19 +252,22 @@ class Crow:
         tasks = list(facts.get("task_order") or config.task)
         outputs = assemble(run, specs, tasks, final_stage="wsv", kept_stage="ckv")
         write_outputs(run_dir, outputs, specs)
-        kept_triples = [r.payload["triple"] for r in run.results("ckv", "ok")]
+        stored = {stage: run.results(stage, None, CrowRecord) for stage in STAGES}
+        # each record's task, for the cost by task (a record keeps its id from stage to stage)
+        task_of = {r.record_id: r.data.task for results in stored.values() for r in results}
+        kept = [r for r in stored["ckv"] if r.status == "ok"]
         by_task: dict[str, dict[str, Any]] = {}
         costs: dict[str, Any] = {}
         rate = _human_rate(run)
         for task in tasks:
             spec, out = specs[task], outputs[task]
-            mine = [t for t, r in zip(kept_triples, run.results("ckv", "ok"), strict=True) if r.payload["task"] == task]
+            mine = [required(r.data.triple, "triple") for r in kept if r.data.task == task]
             labels = Counter(row["label"] for row in out.rows)
             origins = Counter(row["origin"] for row in out.rows)
             by_task[task] = {
                 "stages_run": list(spec.stages),
                 "source": facts.get("tasks", {}).get(task, {}),
-                "stages": _task_rows(run, spec, facts),
+                "stages": _task_rows(stored, spec),
                 "contexts": {"in": out.contexts, "kept": out.kept, "left_out": dict(sorted(out.dropped.items()))},
                 "examples": {
                     "total": len(out.rows),
@@ -272,8 +278,8 @@ class Crow:
                     "negation_only": sum(NEGATION_ONLY in (row.get("flags") or []) for row in out.rows),
                 },
                 "dimensions": {
-                    "kept_triples": dimension_counts(mine),
-                    "examples": dimension_counts([t for row in out.rows for t in row["knowledge"]]),
+                    "kept_triples": dimension_counts(t.dimension for t in mine),
+                    "examples": dimension_counts(t.get("dimension") for row in out.rows for t in row["knowledge"]),
                 },
                 "agreement": {name: agreement(run, name, task) for name in ("ckv", "wsv") if spec.runs(name)},
             }
@@ -284,7 +290,7 @@ class Crow:
                 human_judgements=_human_counts(run, task, spec),
                 human_rate=rate,
                 model=CrowCost,
-                keep=lambda r, task=task: r.payload.get("task") == task,  # type: ignore[misc]
+                keep=lambda r, task=task: task_of.get(r.record_id) == task,  # type: ignore[misc]
             )
             costs[task] = task_cost.model_dump(mode="json", by_alias=True)
         write_json(run_dir / "cost_by_task.json", costs)

@@ -38,8 +38,9 @@ from senseforge.data.relations import parse_relation, verbalize
 from senseforge.data.schema import BinaryExample, Triple
 from senseforge.errors import ConfigError, DataValidationError
 from senseforge.kb.words import SEGMENTED_BY_TOKENIZER, chinese_words, japanese_words
+from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, OtherTarget
 from senseforge.pipelines.crow.tasks import TaskSpec, task_name
-from senseforge.pipelines.runstore import Loose, StageResult
+from senseforge.pipelines.runstore import StageResult
 
 FEW_TURNS = "few_turns"
 """Rejection reason: the dialogue before the target has fewer turns than the task asks."""
@@ -65,7 +66,7 @@ class SourceTarget:
     text: str
     label: bool
     id: str
-    knowledge: list[dict[str, Any]] = field(default_factory=list)
+    knowledge: list[CrowTriple] = field(default_factory=list)
 
 
 @dataclass
@@ -77,26 +78,26 @@ class SourceContext:
     context: str
     turns: list[str] | None
     targets: list[SourceTarget]
-    origin: dict[str, Any]
+    origin: dict[str, str]
 
 
-def knowledge_row(triple: Triple, verbalized: str | None = None) -> dict[str, Any]:
+def knowledge_row(triple: Triple, verbalized: str | None = None) -> CrowTriple:
     """A given triple in the recipe's form: its relation normalised, its dimension from the relation table."""
     parsed = parse_relation(triple.relation, strict=False)
     dimension = parsed.dimension
     if parsed.base is None and not parsed.is_other and triple.dimension:
         dimension = triple.dimension  # a relation that maps nowhere keeps the dimension its source gave
     relation = parsed.label if parsed.base is not None or parsed.is_other else triple.relation.strip()
-    return {
-        "head": triple.head.strip(),
-        "relation": relation,
-        "tail": triple.tail.strip(),
-        "dimension": dimension,
-        "verbalized": verbalized or verbalize(triple.head.strip(), relation, triple.tail.strip()),
-    }
+    return CrowTriple(
+        head=triple.head.strip(),
+        relation=relation,
+        tail=triple.tail.strip(),
+        dimension=dimension,
+        verbalized=verbalized or verbalize(triple.head.strip(), relation, triple.tail.strip()),
+    )
 
 
-def _example_knowledge(example: BinaryExample) -> list[dict[str, Any]]:
+def _example_knowledge(example: BinaryExample) -> list[CrowTriple]:
     extras = example.metadata.get("knowledge_extra")
     rows = []
     for index, triple in enumerate(example.knowledge):
@@ -283,25 +284,23 @@ def filter_reason(context: SourceContext, target: SourceTarget, spec: TaskSpec) 
     return None
 
 
-def _payload(
-    context: SourceContext, spec: TaskSpec, target: SourceTarget, others: list[SourceTarget]
-) -> dict[str, Any]:
-    return {
-        "task": spec.name,
-        "context_id": context.context_id,
-        "context": context.context,
-        "turns": context.turns,
-        "target": target.text,
-        "label": target.label,
-        "target_id": target.id,
-        "others": [{"text": o.text, "label": o.label, "id": o.id, "knowledge": o.knowledge} for o in others],
-        "knowledge": target.knowledge,
-        "source": context.origin,
-    }
+def _record(context: SourceContext, spec: TaskSpec, target: SourceTarget, others: list[SourceTarget]) -> CrowRecord:
+    return CrowRecord(
+        task=spec.name,
+        context_id=context.context_id,
+        context=context.context,
+        turns=context.turns,
+        target=target.text,
+        label=target.label,
+        target_id=target.id,
+        others=[OtherTarget(text=o.text, label=o.label, id=o.id, knowledge=o.knowledge) for o in others],
+        knowledge=target.knowledge,
+        source=context.origin,
+    )
 
 
-def _records_of(context: SourceContext, spec: TaskSpec) -> Iterator[tuple[str, dict[str, Any], str | None]]:
-    """(record id, payload, rejection reason) for each record a context makes."""
+def _records_of(context: SourceContext, spec: TaskSpec) -> Iterator[tuple[str, CrowRecord, str | None]]:
+    """(record id, data, rejection reason) for each record a context makes."""
     base = f"{spec.name}/{_key(context.context_id)}"
     labels: dict[str, set[bool]] = {}
     for target in context.targets:
@@ -315,12 +314,12 @@ def _records_of(context: SourceContext, spec: TaskSpec) -> Iterator[tuple[str, d
 
     if spec.rewrites:
         for target in context.targets:
-            yield f"{base}/{_key(target.id)}", _payload(context, spec, target, []), reason(target)
+            yield f"{base}/{_key(target.id)}", _record(context, spec, target, []), reason(target)
         return
     ordered = sorted(context.targets, key=lambda t: not t.label)  # a valid target first, if there is one
     first, others = ordered[0], ordered[1:]
     reasons = [reason(t) for t in ordered]
-    yield base, _payload(context, spec, first, others), next((r for r in reasons if r is not None), None)
+    yield base, _record(context, spec, first, others), next((r for r in reasons if r is not None), None)
 
 
 def source_records(
@@ -330,13 +329,13 @@ def source_records(
     *,
     n: int | None,
     seed: int,
-) -> tuple[list[StageResult], dict[str, Any]]:
+) -> tuple[list[StageResult[CrowRecord]], dict[str, Any]]:
     """The first records of a run, and per task how many contexts the source had and how many were kept.
 
     Raises:
         DataValidationError: no context of a task the run asks for.
     """
-    records: list[StageResult] = []
+    records: list[StageResult[CrowRecord]] = []
     facts: dict[str, Any] = {"tasks": {}}
     for task in tasks:
         spec = specs[task]
@@ -354,7 +353,7 @@ def source_records(
             if index in set(passing) and index not in chosen:
                 continue  # left out of the sample: not part of this run
             kept += index in chosen
-            for record_id, payload, reason in rows:
+            for record_id, data, reason in rows:
                 rid = record_id
                 if rid in seen:
                     suffix = 2
@@ -363,8 +362,8 @@ def source_records(
                     rid, reason = f"{record_id}~{suffix}", DUPLICATE_SOURCE
                 seen.add(rid)
                 if reason is None:
-                    records.append(StageResult.from_payload(rid, "ok", payload, Loose))
+                    records.append(StageResult(rid, "ok", data))
                 else:
-                    records.append(StageResult.from_payload(rid, "rejected", payload, Loose, reason=reason))
+                    records.append(StageResult(rid, "rejected", data, reason=reason))
         facts["tasks"][task] = {"contexts": len(mine), "passed_filters": len(passing), "sampled": kept}
     return records, facts

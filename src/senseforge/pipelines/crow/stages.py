@@ -24,7 +24,7 @@ different stage choices side by side.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
@@ -33,6 +33,7 @@ from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, Rewri
 from senseforge.kb.edits import check_rewrite
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.crow.parse import NO_ALTERNATIVE, NO_KNOWLEDGE, parse_rewrite, parse_triples
+from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, KnowledgeFrom, crow_data, required
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.crow.templates import Style, cka_request, ckv_prompt, wsg_request, wsv_prompt
 from senseforge.pipelines.review import Review
@@ -40,9 +41,11 @@ from senseforge.pipelines.runstore import JudgementSource, StageResult
 from senseforge.pipelines.stage import (
     AWAITING,
     Children,
+    Data,
     LMStage,
     Outcome,
     Parsed,
+    Reject,
     RuleStage,
     StageContext,
     StageOutput,
@@ -63,16 +66,16 @@ DUPLICATE = "duplicate"
 
 
 def _spec(tasks: Mapping[str, TaskSpec], record: StageResult) -> TaskSpec:
-    return tasks[record.payload["task"]]
+    return tasks[crow_data(record).task]
 
 
-def _shown(triple: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: triple.get(key) for key in ("head", "relation", "tail", "dimension", "verbalized")}
+def _shown(triple: CrowTriple) -> dict[str, Any]:
+    return triple.model_dump(mode="json")
 
 
-def with_triple(payload: Mapping[str, Any], triple: Mapping[str, Any], index: int, origin: str) -> dict[str, Any]:
-    """A context's payload narrowed to one of its triples."""
-    return {**payload, "triple": dict(triple), "triple_index": index, "knowledge_from": origin}
+def with_triple(data: CrowRecord, triple: CrowTriple, index: int, origin: KnowledgeFrom) -> CrowRecord:
+    """A context's record narrowed to one of its triples."""
+    return data.with_(triple=triple, triple_index=index, knowledge_from=origin)
 
 
 @dataclass
@@ -90,10 +93,10 @@ class _TaskLM(LMStage):
 
     def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
         sampling = {"temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed}
-        return [type(self).make(r.payload, _spec(self.tasks, r), self.style, **sampling) for r in records]
+        return [type(self).make(crow_data(r), _spec(self.tasks, r), self.style, **sampling) for r in records]
 
     def skipped(self, record: StageResult) -> Outcome:
-        return ok(record, record.payload)
+        return ok(record)
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         asked = [r for r in records if _spec(self.tasks, r).runs(self.stage)]
@@ -116,7 +119,11 @@ class Annotate(_TaskLM):
         found = parse_triples(text if self.style == "chat" else "-" + text, self.max_triples)
         if not isinstance(found, list):
             return found
-        return [t if not isinstance(t, dict) else with_triple(record.payload, t, i, "cka") for i, t in enumerate(found)]
+        data = crow_data(record)
+        children: list[Data | Reject] = [
+            t if isinstance(t, Reject) else with_triple(data, t, i, "cka") for i, t in enumerate(found)
+        ]
+        return children
 
     def skipped(self, record: StageResult) -> Outcome:
         return _given(record)
@@ -124,16 +131,16 @@ class Annotate(_TaskLM):
 
 def _pair(record: StageResult, spec: TaskSpec) -> dict[str, Any]:
     """What every task people do on a record shows of its pair."""
-    payload = record.payload
+    data = crow_data(record)
     return {
         "id": record.record_id,
         "task": spec.name,
         "lang": spec.lang,
         "context_name": spec.context_name,
-        "context": payload["context"],
+        "context": data.context,
         "target_name": spec.target_name,
-        "target": payload["target"],
-        "label": spec.label_word(bool(payload["label"])),
+        "target": data.target,
+        "label": spec.label_word(data.label),
     }
 
 
@@ -163,7 +170,7 @@ class _ByPeople(RuleStage):
         return (self.stage,)
 
     def skipped(self, record: StageResult) -> Outcome:
-        return ok(record, record.payload)
+        return ok(record)
 
     def shown(self, record: StageResult, spec: TaskSpec) -> BaseModel:
         raise NotImplementedError
@@ -200,16 +207,17 @@ class PeopleAnnotate(_ByPeople):
         return _given(record)
 
     def shown(self, record: StageResult, spec: TaskSpec) -> BaseModel:
-        others = [{"text": o["text"], "label": spec.label_word(bool(o["label"]))} for o in record.payload["others"]]
+        others = [{"text": o.text, "label": spec.label_word(o.label)} for o in crow_data(record).others]
         return AnnotationItem.model_validate({**_pair(record, spec), "others": others, "max_triples": self.max_triples})
 
     def decide(self, record: StageResult, made: Any) -> Outcome:
         if made.no_knowledge:
             return rejected(record, NO_KNOWLEDGE)
+        data = crow_data(record)
         kids = [
             ok(
-                StageResult(child_id(record.record_id, i), "ok", record.payload),
-                with_triple(record.payload, t.model_dump(mode="json"), i, "human"),
+                replace(record, record_id=child_id(record.record_id, i)),
+                with_triple(data, CrowTriple.model_validate(t.model_dump(mode="json")), i, "human"),
             )
             for i, t in enumerate(made.triples)
         ]
@@ -224,12 +232,12 @@ class PeopleRewrite(_ByPeople):
     stage: ClassVar[str] = "wsg"
 
     def shown(self, record: StageResult, spec: TaskSpec) -> BaseModel:
-        flipped = spec.label_word(not record.payload["label"])
+        data = crow_data(record)
         return RewriteItem.model_validate(
             {
                 **_pair(record, spec),
-                "flipped": flipped,
-                "triples": [_shown(record.payload["triple"])],
+                "flipped": spec.label_word(not data.label),
+                "triples": [_shown(required(data.triple, "triple"))],
                 "max_edits": self.max_edits,
             }
         )
@@ -237,17 +245,20 @@ class PeopleRewrite(_ByPeople):
     def decide(self, record: StageResult, made: Any) -> Outcome:
         if made.no_alternative:
             return rejected(record, NO_ALTERNATIVE)
-        return ok(record, {**record.payload, "rewrite": made.rewrite, "violates": [record.payload["triple"]]})
+        return ok(record, _rewritten(crow_data(record), made.rewrite))
+
+
+def _rewritten(data: CrowRecord, rewrite: str) -> CrowRecord:
+    """A triple's record with its rewrite, which breaks that triple."""
+    return data.with_(rewrite=rewrite, violates=[required(data.triple, "triple")])
 
 
 def _given(record: StageResult) -> Children:
     """A context's own knowledge (a task without CKA), one record per triple."""
+    data = crow_data(record)
     kids = [
-        ok(
-            StageResult(child_id(record.record_id, i), "ok", record.payload),
-            with_triple(record.payload, t, i, "source"),
-        )
-        for i, t in enumerate(record.payload["knowledge"])
+        ok(replace(record, record_id=child_id(record.record_id, i)), with_triple(data, t, i, "source"))
+        for i, t in enumerate(data.knowledge)
     ]
     return Children(tuple(kids))
 
@@ -268,27 +279,28 @@ class _Validate(Review):
     def judge_prompt_for(self, record: StageResult, judge: int) -> str:
         spec = _spec(self.tasks, record)
         make = ckv_prompt if self.stage == "ckv" else wsv_prompt
-        return make(record.payload, spec, judge)
+        return make(crow_data(record), spec, judge)
 
     def task_item(self, record: StageResult) -> Identified:
         """What a person validating the record sees (a ``ckv`` or ``wsv`` task of the app)."""
-        spec, payload = _spec(self.tasks, record), record.payload
+        spec, data = _spec(self.tasks, record), crow_data(record)
         pair = _pair(record, spec)
         if self.stage == "ckv":
-            return KnowledgeCheckItem.model_validate({**pair, "triple": _shown(payload["triple"])})
+            return KnowledgeCheckItem.model_validate({**pair, "triple": _shown(required(data.triple, "triple"))})
         return RewriteCheckItem.model_validate(
             {
                 **pair,
-                "rewrite": payload["rewrite"],
-                "flipped": spec.label_word(not payload["label"]),
-                "violates": [_shown(t) for t in payload["violates"]],
-                "edits": payload.get("edits"),
-                "flags": payload.get("flags", []),
+                "rewrite": required(data.rewrite, "rewrite"),
+                "flipped": spec.label_word(not data.label),
+                "violates": [_shown(t) for t in required(data.violates, "violates")],
+                "edits": data.edits,
+                "flags": data.flags,
             }
         )
 
-    def accepted(self, record: StageResult, by: JudgementSource) -> dict[str, Any]:
-        return {**record.payload, f"{self.stage}_by": by}
+    def accepted(self, record: StageResult, by: JudgementSource) -> CrowRecord:
+        data = crow_data(record)
+        return data.with_(ckv_by=by) if self.stage == "ckv" else data.with_(wsv_by=by)
 
 
 @dataclass
@@ -316,7 +328,7 @@ class Rewrite(_TaskLM):
         found = parse_rewrite(text)
         if not isinstance(found, str):
             return found
-        return {**record.payload, "rewrite": found, "violates": [record.payload["triple"]]}
+        return _rewritten(crow_data(record), found)
 
 
 @dataclass
@@ -332,19 +344,20 @@ class CheckEdits(RuleStage):
         for record in records:
             spec = _spec(self.tasks, record)
             if not spec.runs("wsg"):
-                outcomes.append(ok(record, record.payload))
+                outcomes.append(ok(record))
                 continue
-            check = check_rewrite(record.payload["target"], record.payload["rewrite"], spec.lang, limit=self.max_edits)
-            payload = {**record.payload, "edits": check.edits, "flags": [NEGATION_ONLY] if check.negation_only else []}
+            data = crow_data(record)
+            check = check_rewrite(data.target, required(data.rewrite, "rewrite"), spec.lang, limit=self.max_edits)
+            checked = data.with_(edits=check.edits, flags=[NEGATION_ONLY] if check.negation_only else [])
             found = {"edits": check.edits, "max_edits": self.max_edits}
             if check.unchanged:
-                outcomes.append(rejected(record, UNCHANGED, payload=payload, evidence=found))
+                outcomes.append(rejected(record, UNCHANGED, payload=checked, evidence=found))
             elif not check.within:
-                outcomes.append(rejected(record, TOO_MANY_EDITS, payload=payload, evidence=found))
+                outcomes.append(rejected(record, TOO_MANY_EDITS, payload=checked, evidence=found))
             elif check.negation_only and self.negation_only == "reject":
-                outcomes.append(rejected(record, NEGATION_ONLY, payload=payload, evidence=found))
+                outcomes.append(rejected(record, NEGATION_ONLY, payload=checked, evidence=found))
             else:
-                outcomes.append(ok(record, payload))
+                outcomes.append(ok(record, checked))
         return StageOutput(outcomes)
 
 
@@ -362,38 +375,39 @@ class Dedup(RuleStage):
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         originals: dict[tuple[str, str], set[str]] = {}
         for record in records:
-            key = (record.payload["task"], record.payload["context_id"])
-            originals.setdefault(key, set()).add(_same(record.payload["target"]))
+            data = crow_data(record)
+            originals.setdefault((data.task, data.context_id), set()).add(_same(data.target))
         first: dict[tuple[str, str, str], str] = {}
-        merged: dict[str, list[dict[str, Any]]] = {}
+        merged: dict[str, list[CrowTriple]] = {}
         verdict: dict[str, str | None] = {}
         copies: dict[str, dict[str, Any]] = {}
         for record in sorted(records, key=lambda r: r.record_id):
             if not _spec(self.tasks, record).runs("wsg"):
                 continue
-            key = (record.payload["task"], record.payload["context_id"])
-            text = _same(record.payload["rewrite"])
+            data = crow_data(record)
+            key = (data.task, data.context_id)
+            text = _same(required(data.rewrite, "rewrite"))
             if text in originals[key]:
                 verdict[record.record_id] = DUPLICATE
                 copies[record.record_id] = {"same_as": "an original target of the context"}
                 continue
             seen = first.setdefault((*key, text), record.record_id)
             if seen == record.record_id:
-                merged[seen] = list(record.payload["violates"])
+                merged[seen] = list(required(data.violates, "violates"))
                 verdict[record.record_id] = None
                 continue
             verdict[record.record_id] = DUPLICATE
             copies[record.record_id] = {"same_as": seen}
-            for triple in record.payload["violates"]:
+            for triple in required(data.violates, "violates"):
                 if triple not in merged[seen]:
                     merged[seen].append(triple)
         outcomes: list[Outcome] = []
         for record in records:
             reason = verdict.get(record.record_id)
             if record.record_id not in verdict:
-                outcomes.append(ok(record, record.payload))
+                outcomes.append(ok(record))
             elif reason is not None:
                 outcomes.append(rejected(record, reason, evidence=copies.get(record.record_id)))
             else:
-                outcomes.append(ok(record, {**record.payload, "violates": merged[record.record_id]}))
+                outcomes.append(ok(record, crow_data(record).with_(violates=merged[record.record_id])))
         return StageOutput(outcomes)

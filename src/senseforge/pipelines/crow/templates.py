@@ -17,11 +17,12 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from senseforge.data.relations import relations, relations_prompt_block
 from senseforge.llm.base import GenerateRequest
+from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, required
 from senseforge.pipelines.crow.tasks import TaskSpec
 
 Style = Literal["chat", "completion"]
@@ -149,58 +150,56 @@ Question: {question} Answer yes or no.
 Answer:"""
 
 
-def _targets(payload: Mapping[str, Any], spec: TaskSpec, name: str = "Target") -> str:
+def _targets(record: CrowRecord, spec: TaskSpec, name: str = "Target") -> str:
     """The target line(s): one, or every target of a translation context with its label."""
-    lines = [f"{name} ({spec.label_word(payload['label'])}): {payload['target']}"]
-    for other in payload.get("others") or []:
-        lines.append(f"{name} ({spec.label_word(other['label'])}): {other['text']}")
+    lines = [f"{name} ({spec.label_word(record.label)}): {record.target}"]
+    for other in record.others:
+        lines.append(f"{name} ({spec.label_word(other.label)}): {other.text}")
     return "\n".join(lines)
 
 
-def _fields(payload: Mapping[str, Any], spec: TaskSpec) -> dict[str, str]:
+def _fields(record: CrowRecord, spec: TaskSpec) -> dict[str, str]:
     return {
         "description": spec.description,
         "context_name": spec.context_name.capitalize(),
         "target_name": spec.target_name.capitalize(),
-        "context": payload["context"],
-        "target": payload["target"],
-        "label": spec.label_word(bool(payload["label"])),
-        "flipped": spec.label_word(not payload["label"]),
+        "context": record.context,
+        "target": record.target,
+        "label": spec.label_word(record.label),
+        "flipped": spec.label_word(not record.label),
     }
 
 
 def cka_request(
-    payload: Mapping[str, Any], spec: TaskSpec, style: Style, *, temperature: float, max_tokens: int, seed: int
+    record: CrowRecord, spec: TaskSpec, style: Style, *, temperature: float, max_tokens: int, seed: int
 ) -> GenerateRequest:
     """The CKA request of one context."""
-    fields = _fields(payload, spec)
+    fields = _fields(record, spec)
     sampling: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
     if style == "chat":
-        user = CKA_USER.format(**{**fields, "targets": _targets(payload, spec, fields["target_name"])})
+        user = CKA_USER.format(**{**fields, "targets": _targets(record, spec, fields["target_name"])})
         system = CKA_SYSTEM.format(relations=relations_prompt_block())
         return GenerateRequest.chat(user, system=system, **sampling)
     names = ", ".join(r.name for r in relations())
     page = CKA_PAGE_HEAD.format(names=names) + CKA_PAGE_EXAMPLE
-    item = {**fields, "description": _title(spec), "context": _one_line(payload["context"])}
-    page += CKA_PAGE_ITEM.format(**item, targets=_targets(payload, spec))
+    item = {**fields, "description": _title(spec), "context": _one_line(record.context)}
+    page += CKA_PAGE_ITEM.format(**item, targets=_targets(record, spec))
     return GenerateRequest(prompt=page, stop=("\n\n", "\nTask:"), **sampling)
 
 
 def wsg_request(
-    payload: Mapping[str, Any], spec: TaskSpec, style: Style, *, temperature: float, max_tokens: int, seed: int
+    record: CrowRecord, spec: TaskSpec, style: Style, *, temperature: float, max_tokens: int, seed: int
 ) -> GenerateRequest:
     """The WSG request of one (context, kept triple)."""
-    fields = _fields(payload, spec)
-    triple = payload["triple"]
+    fields = _fields(record, spec)
+    triple = required(record.triple, "triple")
     sampling: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
     if style == "chat":
         user = WSG_USER.format(**fields, **_triple_fields(triple))
         system = WSG_SYSTEM.format(label=fields["label"], flipped=fields["flipped"])
         return GenerateRequest.chat(user, system=system, **sampling)
     page = WSG_PAGE_HEAD + WSG_PAGE_EXAMPLE
-    page += WSG_PAGE_ITEM.format(
-        **{**fields, "context": _one_line(payload["context"])}, verbalized=triple["verbalized"]
-    )
+    page += WSG_PAGE_ITEM.format(**{**fields, "context": _one_line(record.context)}, verbalized=triple.verbalized)
     return GenerateRequest(prompt=page, stop=("\n",), **sampling)
 
 
@@ -214,27 +213,34 @@ def _one_line(text: str) -> str:
     return " / ".join(line.strip() for line in text.split("\n") if line.strip())
 
 
-def _triple_fields(triple: Mapping[str, Any]) -> dict[str, str]:
-    return {key: str(triple[key]) for key in ("head", "relation", "tail", "verbalized")}
+def _triple_fields(triple: CrowTriple) -> dict[str, str]:
+    return {
+        "head": triple.head,
+        "relation": triple.relation,
+        "tail": triple.tail,
+        "verbalized": str(triple.verbalized),
+    }
 
 
-def ckv_prompt(payload: Mapping[str, Any], spec: TaskSpec, judge: int) -> str:
+def ckv_prompt(record: CrowRecord, spec: TaskSpec, judge: int) -> str:
     """What CKV validator number ``judge`` reads about one triple."""
-    fields = _fields(payload, spec)
+    fields = _fields(record, spec)
     question = CKV_QUESTIONS[judge % len(CKV_QUESTIONS)].format(
         context_name=spec.context_name, target_name=spec.target_name
     )
-    return CKV_PROMPT.format(**fields, **_triple_fields(payload["triple"]), question=question)
+    return CKV_PROMPT.format(**fields, **_triple_fields(required(record.triple, "triple")), question=question)
 
 
-def wsv_prompt(payload: Mapping[str, Any], spec: TaskSpec, judge: int) -> str:
+def wsv_prompt(record: CrowRecord, spec: TaskSpec, judge: int) -> str:
     """What WSV validator number ``judge`` reads about one rewrite."""
-    fields = _fields(payload, spec)
+    fields = _fields(record, spec)
     question = WSV_QUESTIONS[judge % len(WSV_QUESTIONS)].format(
         context_name=spec.context_name, target_name=spec.target_name, flipped=fields["flipped"]
     )
-    violated = "; ".join(t["verbalized"] for t in payload["violates"])
-    return WSV_PROMPT.format(**fields, rewrite=payload["rewrite"], verbalized=violated, question=question)
+    violated = "; ".join(str(t.verbalized) for t in required(record.violates, "violates"))
+    return WSV_PROMPT.format(
+        **fields, rewrite=required(record.rewrite, "rewrite"), verbalized=violated, question=question
+    )
 
 
 def template_hashes(styles: Sequence[Style]) -> dict[str, str]:
