@@ -27,7 +27,7 @@ from senseforge.pipelines.mcsqa.records import McsqaRecord
 from senseforge.pipelines.mcsqa.stages import FilterCopies, example_distractors, example_questions
 from senseforge.pipelines.moderation import WordListModerator
 from senseforge.pipelines.report import write_rejects
-from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.runstore import Record, StageResult
 from senseforge.pipelines.stage import Reject
 
 
@@ -219,6 +219,16 @@ def test_culture_adapt_rejects_an_untranslated_translation_before_the_similarity
 # --- rejects that show the rejected --------------------------------------------------------------
 
 
+class _Edited(Record):
+    """A rewrite as a check saw it."""
+
+    target: str | None = None
+    rewrite: str | None = None
+
+    def shown_checked(self) -> dict[str, Any]:
+        return self.stored()
+
+
 class _Store:
     def __init__(self, rows: dict[str, list[StageResult]]) -> None:
         self.rows = rows
@@ -232,15 +242,15 @@ def test_a_reject_row_shows_the_text_the_evidence_and_a_reply_once_per_call(tmp_
     parsed = parse_triples(reply, limit=5)
     assert isinstance(parsed, list) and isinstance(parsed[1], Reject) and isinstance(parsed[2], Reject)
     assert parsed[1].evidence == {"triple": {"head": "rain", "relation": "Nope", "tail": "wet"}, "relation": "Nope"}
-    edits = {"target": "close your eyes", "rewrite": "open all six of my ears now", "evidence": {"edits": 6}}
+    edits = _Edited(target="close your eyes", rewrite="open all six of my ears now")
     rows = {
         "cka": [
-            StageResult("c/1", "rejected", {"evidence": parsed[1].evidence}, "unknown_relation", "P", reply),
-            StageResult("c/2", "rejected", {"evidence": parsed[2].evidence}, "duplicate_triple", "P", reply),
+            StageResult("c/1", "rejected", _Edited(), "unknown_relation", "P", reply, evidence=parsed[1].evidence),
+            StageResult("c/2", "rejected", _Edited(), "duplicate_triple", "P", reply, evidence=parsed[2].evidence),
         ],
-        "edits": [StageResult("c/0/0", "rejected", edits, "too_many_edits")],
+        "edits": [StageResult("c/0/0", "rejected", edits, "too_many_edits", evidence={"edits": 6})],
     }
-    assert write_rejects(tmp_path, _Store(rows), ["cka", "edits"]) == 3  # type: ignore[arg-type]
+    assert write_rejects(tmp_path, _Store(rows), ["cka", "edits"], _Edited) == 3  # type: ignore[arg-type]
     first, second, third = (json.loads(line) for line in (tmp_path / "rejects.jsonl").read_text().splitlines())
     assert first["response"] == reply and "response_of" not in first
     assert second["response"] is None and second["response_of"] == "c/1"

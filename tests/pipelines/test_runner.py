@@ -12,7 +12,7 @@ import pytest
 from senseforge.errors import BackendError, SenseforgeError
 from senseforge.llm.base import Completion, Failure
 from senseforge.pipelines.runner import run_stage
-from senseforge.pipelines.runstore import RunStore, StageResult, sqlite_url
+from senseforge.pipelines.runstore import Record, RunStore, StageResult, sqlite_url
 from senseforge.pipelines.stage import (
     AWAITING,
     PENDING,
@@ -64,12 +64,20 @@ class Flaky:
             elif record.record_id.endswith("x"):
                 out.append(rejected(record, "bad"))
             else:
-                out.append(ok(record, {**record.payload, "seen": True}))
+                out.append(ok(record, record.data.with_(seen=True)))
         return StageOutput(out)
 
 
+class Row(Record):
+    """A test record: its id, whether a stage saw it, or which part of its parent it is."""
+
+    id: str | None = None
+    seen: bool | None = None
+    part: int | None = None
+
+
 def _records(*ids: str) -> list[StageResult]:
-    return [StageResult(i, "ok", {"id": i}) for i in ids]
+    return [StageResult(i, "ok", Row(id=i)) for i in ids]
 
 
 def test_batches_retries_and_counts(tmp_path: Path) -> None:
@@ -130,8 +138,8 @@ class Split3:
             for index in range(3):
                 sep = "-" if record.record_id.startswith("z") else "/"
                 name = f"{record.record_id}{sep}{index}"
-                kid = StageResult(name, "ok", {"part": index})
-                kids.append(rejected(kid, "middle") if index == 1 else ok(kid, kid.payload))
+                kid = StageResult(name, "ok", Row(part=index))
+                kids.append(rejected(kid, "middle") if index == 1 else ok(kid))
             out.append(Children(tuple(kids)))
         return StageOutput(out)
 

@@ -7,8 +7,21 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from senseforge.data.schema import judgement
-from senseforge.pipelines.runstore import RunStore, StageResult, sqlite_url
+from senseforge.data.schema import MCItem, judgement
+from senseforge.errors import StoreError
+from senseforge.pipelines.runstore import CallEntry, Loose, Record, RunStore, StageResult, sqlite_url
+
+
+class Q(Record):
+    q: str
+
+
+class Asked(Record):
+    """A record with a nested model and a field stages fill in later."""
+
+    q: str
+    item: MCItem | None = None
+    votes: list[bool] | None = None
 
 
 def test_results_counts_and_order(tmp_path: Path) -> None:
@@ -16,18 +29,18 @@ def test_results_counts_and_order(tmp_path: Path) -> None:
     store.put(
         "filter",
         [
-            StageResult("b", "ok", {"q": "Why?"}),
-            StageResult("a", "rejected", {"q": "x"}, reason="no_question_mark", prompt="p", response="r"),
-            StageResult("c", "rejected", {"q": "y"}, reason="no_question_mark"),
+            StageResult("b", "ok", Q(q="Why?")),
+            StageResult("a", "rejected", Q(q="x"), reason="no_question_mark", prompt="p", response="r"),
+            StageResult("c", "rejected", Q(q="y"), reason="no_question_mark"),
         ],
     )
-    assert [r.record_id for r in store.results("filter")] == ["a", "b", "c"]
-    assert [r.payload for r in store.results("filter", "ok")] == [{"q": "Why?"}]
+    assert [r.record_id for r in store.results("filter", model=Q)] == ["a", "b", "c"]
+    assert [r.data for r in store.results("filter", "ok", Q)] == [Q(q="Why?")]
     assert store.counts("filter") == {"ok": 1, "no_question_mark": 2}
     assert store.done_ids("filter") == {"a", "b", "c"}
     assert store.results("filter")[0].response == "r"
     with pytest.raises(IntegrityError):  # a record is stored once per stage
-        store.put("filter", [StageResult("a", "ok", {})])
+        store.put("filter", [StageResult("a", "ok", Q(q="again"))])
     store.close()
     reopened = RunStore(sqlite_url(tmp_path / "run.db"))
     assert reopened.counts("filter") == {"ok": 1, "no_question_mark": 2}
@@ -54,3 +67,41 @@ def test_meta_upserts(tmp_path: Path) -> None:
     store.set_meta({"state": "running"})
     store.set_meta({"state": "done"})
     assert store.meta("state") == "done"
+
+
+def test_a_record_stores_the_fields_set_and_the_engines_beside_them(tmp_path: Path) -> None:
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    call = CallEntry(key="k1", model="scripted/x", tokens_in=3, tokens_out=None)
+    asked = Asked(q="Where?").with_(votes=[True, False])
+    made = StageResult("a", "ok", asked, calls={"judge": (call,)}, review="lm")
+    store.put("judge", [made, StageResult("b", "rejected", Asked(q="?"), reason="short", evidence={"words": 1})])
+    assert made.payload == {  # the layout runs stored before typed records have: nothing unset, engine keys beside
+        "q": "Where?",
+        "votes": [True, False],
+        "calls": {"judge": [{"key": "k1", "model": "scripted/x", "tokens_in": 3, "tokens_out": None}]},
+        "review": "lm",
+    }
+    first, second = store.results("judge", model=Asked)
+    assert first.data == asked and first.data.model_fields_set == {"q", "votes"}
+    assert (first.calls, first.review, first.evidence) == ({"judge": (call,)}, "lm", None)
+    assert (second.reason, second.evidence, second.calls) == ("short", {"words": 1}, {})
+    # the engine reads its own fields of any recipe's records without their model
+    assert [r.calls for r in store.results("judge")] == [{"judge": (call,)}, {}]
+    assert isinstance(store.results("judge")[0].data, Loose)
+
+
+def test_a_payload_stored_before_typed_records_reads_back(tmp_path: Path) -> None:
+    """The old layout: the recipe's keys, ``calls`` and a ``review`` that may be null, in one object."""
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    old = {"q": "Why?", "review": None, "calls": {"ask": [{"key": "k", "model": "m", "tokens_in": 1, "tokens_out": 2}]}}
+    store.put("ask", [StageResult.from_payload("a", "ok", old, Loose)])
+    (read,) = store.results("ask", model=Q)
+    assert read.data == Q(q="Why?") and read.review is None and read.calls["ask"][0].tokens_out == 2
+
+
+def test_a_record_that_does_not_fit_the_model_is_refused_in_one_line(tmp_path: Path) -> None:
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    store.put("ask", [StageResult.from_payload("r7", "ok", {"q": "Why?", "colour": "red"}, Loose)])
+    with pytest.raises(StoreError, match=r"stage ask, record r7: colour: Extra inputs are not permitted") as caught:
+        store.results("ask", model=Q)
+    assert "\n" not in str(caught.value)

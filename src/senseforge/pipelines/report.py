@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from senseforge.data.io import atomic_open
 from senseforge.llm.prices import PriceTable
-from senseforge.pipelines.runstore import CallEntry, Loose, Record, RunStore, StageResult
+from senseforge.pipelines.runstore import CallEntry, Record, RunStore, StageResult
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +72,9 @@ class _Ordered(BaseModel):
 
     @model_serializer(mode="wrap")
     def _in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        first = {key: data[key] for key in self.key_order if key in data}
-        return {**first, **{key: value for key, value in data.items() if key not in first}}
+        dumped: dict[str, Any] = handler(self)
+        first = {key: dumped[key] for key in self.key_order if key in dumped}
+        return {**first, **{key: value for key, value in dumped.items() if key not in first}}
 
 
 class StageFunnel(BaseModel):
@@ -91,10 +91,10 @@ class StageFunnel(BaseModel):
 
     @model_serializer(mode="wrap")
     def _no_empty_from(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if data.get("from", 0) is None:
-            del data["from"]
-        return data
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("from", 0) is None:
+            del dumped["from"]
+        return dumped
 
 
 class Funnel(_Ordered):
@@ -154,13 +154,13 @@ class Cost(_Ordered):
 
     @model_serializer(mode="wrap")
     def _named(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
+        dumped: dict[str, Any] = handler(self)
         for key in ("lang", "human_by_task"):
-            if data.get(key, 0) is None:
-                del data[key]
-        per = data.pop("cost_per_kept_item_usd")
-        data[f"cost_per_kept_{self.kept_unit}_usd"] = per
-        return data
+            if dumped.get(key, 0) is None:
+                del dumped[key]
+        per = dumped.pop("cost_per_kept_item_usd")
+        dumped[f"cost_per_kept_{self.kept_unit}_usd"] = per
+        return dumped
 
 
 def calls_by_stage(
@@ -259,64 +259,19 @@ def _human(task: str, judgements: int, rate: float | Mapping[str, float] | None)
     )
 
 
-CHECKED_FIELDS: tuple[tuple[str, ...], ...] = (
-    ("distractors",),
-    ("target",),
-    ("rewrite",),
-    ("triple",),
-    ("items", "draft", "source"),
-)
-"""The payload fields ``rejects.jsonl`` shows beside the question as the record's text as checked (of each
-group, the first present: a culture-adapt item's translations once it has them, else its draft, else its
-source); an ``item``'s choices and answer are shown too."""
-
-
-def _choice_text(choice: Any) -> str:
-    if isinstance(choice, Mapping):
-        return f"{choice.get('label')}. {choice.get('text')}"
-    if isinstance(choice, list | tuple) and len(choice) == 2:
-        return f"{choice[0]}. {choice[1]}"
-    return str(choice)
-
-
-def checked_text(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The record's text as its checks saw it, besides the question: an item's choices and answer (``"A. …"``),
-    and the :data:`CHECKED_FIELDS` its payload holds."""
-    shown: dict[str, Any] = {}
-    item = payload.get("item")
-    if isinstance(item, Mapping):
-        shown["choices"] = [_choice_text(choice) for choice in item.get("choices", [])]
-        shown["answer"] = item.get("answer")
-    for group in CHECKED_FIELDS:
-        key = next((k for k in group if payload.get(k) is not None), None)
-        if key is not None and not (key == "distractors" and "choices" in shown):
-            shown[key] = payload[key]
-    return shown
-
-
-def _question(payload: Mapping[str, Any]) -> Any:
-    if payload.get("question") is not None:
-        return payload["question"]
-    item = payload.get("item")
-    return item.get("question") if isinstance(item, Mapping) else None
-
-
-def shown_question(record: StageResult[Any]) -> Any:
-    """The question ``rejects.jsonl`` shows: the record model's, or (no model) the payload's."""
-    if isinstance(record.data, Loose):
-        return _question(record.payload)
-    return record.data.shown_question()
+def shown_question(record: StageResult[Any]) -> str | None:
+    """The question ``rejects.jsonl`` shows for a record (its recipe's record says which)."""
+    question: str | None = record.data.shown_question()
+    return question
 
 
 def shown_checked(record: StageResult[Any]) -> dict[str, Any]:
-    """The text as checked ``rejects.jsonl`` shows: the record model's, or (no model) the payload's."""
-    if isinstance(record.data, Loose):
-        return checked_text(record.payload)
+    """The record's text as its checks saw it, besides the question (its recipe's record says what)."""
     shown: dict[str, Any] = record.data.shown_checked()
     return shown
 
 
-def write_rejects(run_dir: Path, store: RunStore, stages: Sequence[str], model: type[Record] = Loose) -> int:
+def write_rejects(run_dir: Path, store: RunStore, stages: Sequence[str], model: type[Record]) -> int:
     """``rejects.jsonl``: every rejected record with its stage, reason, its text as checked, the check's
     evidence and the model's raw output.
 

@@ -92,7 +92,8 @@ class Record(BaseModel):
 
 
 class Loose(Record):
-    """The data of a record whose recipe declares no record model: any JSON object (read as a dict)."""
+    """Any record's data, unchecked: what the engine reads when it needs only its own fields of a result (the
+    calls the cost report sums), whatever the recipe."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -125,13 +126,6 @@ class StageResult(Generic[D]):
     """Who accepted the record in a review (``lm`` or ``human``); ``None`` when it was not reviewed."""
     evidence: Mapping[str, Any] | None = None
     """What the check that rejected the record found."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.data, Mapping):  # a stored payload given whole (tests, recipes without a record model)
-            data, engine = _split(self.data, Loose)
-            object.__setattr__(self, "data", data)
-            for name, value in engine.items():
-                object.__setattr__(self, name, value)
 
     @property
     def payload(self) -> dict[str, Any]:

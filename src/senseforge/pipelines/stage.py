@@ -37,12 +37,9 @@ from senseforge.errors import BackendError, SenseforgeError
 from senseforge.llm.base import LLM, Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest, Progress
 from senseforge.llm.cache import cache_key
 from senseforge.pipelines.runstore import (
-    CALLS,
     EVIDENCE,
-    REVIEW,
     CallEntry,
     JudgementSource,
-    Loose,
     Record,
     StageResult,
     StoredJudgement,
@@ -152,20 +149,13 @@ class PeopleStage(Protocol):
     """The task types it reads and queues (priced per judgement in ``cost.json``)."""
 
 
-Data = Record | dict[str, Any]
-"""A record's new data: the recipe's record model, or (a recipe without one) a payload dict."""
+Data = Record
+"""A record's new data: an instance of its recipe's record model."""
 
 
 def _with_data(record: StageResult[Any], data: Data | None) -> StageResult[Any]:
-    """``record`` with new data; a payload dict may carry the engine's fields too (``calls``, ``review``)."""
-    if data is None:
-        return record
-    if isinstance(data, Record):
-        return replace(record, data=data)
-    made = StageResult.from_payload(record.record_id, record.status, data, Loose)
-    calls = made.calls if CALLS in data else record.calls
-    review = made.review if REVIEW in data else record.review
-    return replace(record, data=made.data, calls=calls, review=review)
+    """``record`` with new data (``None``: as it is), its engine fields kept."""
+    return record if data is None else replace(record, data=data)
 
 
 def ok(
@@ -202,11 +192,6 @@ def rejected(
 def spent(record: StageResult[Any], stage: str, entries: Sequence[CallEntry]) -> StageResult[Any]:
     """``record`` with the calls ``stage`` made for it recorded (replacing any the stage recorded before)."""
     return replace(record, calls={**record.calls, stage: tuple(entries)})
-
-
-def view(record: StageResult[Any]) -> Any:
-    """What a stage's rules read: the record's data, or its payload dict when its recipe declares no record model."""
-    return record.payload if isinstance(record.data, Loose) else record.data
 
 
 def child_id(parent: str, index: int) -> str:
@@ -274,14 +259,6 @@ class CallLog:
         )
         self.entries.append(entry)
         return entry
-
-
-def add_call(payload: dict[str, Any], stage: str, entries: Sequence[CallEntry]) -> dict[str, Any]:
-    """A copy of a payload dict with the stage's call entries recorded under ``calls`` (recipes without a record
-    model; the others use :func:`spent`)."""
-    calls = dict(payload.get(CALLS, {}))
-    calls[stage] = [entry.model_dump(mode="json") for entry in entries]
-    return {**payload, CALLS: calls}
 
 
 @dataclass(frozen=True)
@@ -383,7 +360,7 @@ class CheckStage(RuleStage):
     """A stage that keeps a record as it is or rejects it for the reason a rule gives (with its evidence)."""
 
     def reason(self, data: Any) -> str | None:
-        """Why the record's data fails the rule, or ``None`` (``data``: see :func:`view`)."""
+        """Why the record's data fails the rule, or ``None``."""
         raise NotImplementedError
 
     def evidence(self, data: Any, reason: str) -> dict[str, Any] | None:
@@ -393,11 +370,11 @@ class CheckStage(RuleStage):
     def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         for record in records:
-            reason = self.reason(view(record))
+            reason = self.reason(record.data)
             if reason is None:
                 outcomes.append(ok(record))
             else:
-                outcomes.append(rejected(record, reason, evidence=self.evidence(view(record), reason)))
+                outcomes.append(rejected(record, reason, evidence=self.evidence(record.data, reason)))
         return StageOutput(outcomes)
 
 
