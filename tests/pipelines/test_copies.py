@@ -14,7 +14,7 @@ from senseforge.pipelines.choices import RawItem
 from senseforge.pipelines.crow.parse import parse_triples
 from senseforge.pipelines.culture_adapt.copies import replaced_names_left, untranslated_evidence
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.culture_adapt.record import AdaptRecord
+from senseforge.pipelines.culture_adapt.records import AdaptRecord
 from senseforge.pipelines.culture_adapt.stages import Keep, Rewrite, to_replace
 from senseforge.pipelines.culture_gen.checks import check_item, degenerate_question
 from senseforge.pipelines.culture_gen.records import CultureItem, CultureRecord

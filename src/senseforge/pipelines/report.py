@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from senseforge.data.io import atomic_open
 from senseforge.llm.prices import PriceTable
-from senseforge.pipelines.runstore import CallEntry, Record, RunStore, StageResult
+from senseforge.pipelines.runstore import CallEntry, Loose, Record, RunStore, StageResult
 
 logger = logging.getLogger(__name__)
 
@@ -164,13 +164,16 @@ class Cost(_Ordered):
 
 
 def calls_by_stage(
-    store: RunStore, stages: Sequence[str], keep: Callable[[StageResult], bool] | None = None
+    store: RunStore,
+    stages: Sequence[str],
+    keep: Callable[[StageResult[Any]], bool] | None = None,
+    record_model: type[Record] = Loose,
 ) -> dict[str, dict[str, CallEntry]]:
-    """Per LM stage, the distinct calls (by cache key) any record's payload recorded, in every stage's results
-    (only the records ``keep`` accepts, when given: one language's share of a run, say)."""
+    """Per LM stage, the distinct calls (by cache key) any record recorded, in every stage's results (only the
+    records ``keep`` accepts, when given: one language's share of a run, say; it reads them as ``record_model``)."""
     out: dict[str, dict[str, CallEntry]] = {}
     for stage in stages:
-        for record in store.results(stage):
+        for record in store.results(stage, None, record_model):
             if keep is not None and not keep(record):
                 continue
             for call_stage, entries in record.calls.items():
@@ -189,11 +192,12 @@ def cost(
     lang: str | None = None,
     prices: PriceTable | None = None,
     model: type[Cost] = Cost,
-    keep: Callable[[StageResult], bool] | None = None,
+    keep: Callable[[StageResult[Any]], bool] | None = None,
+    record_model: type[Record] = Loose,
 ) -> Cost:
     """Tokens and money per stage, human judgements per task type at their rate, and cost per kept item."""
     table = prices or PriceTable.load()
-    calls = calls_by_stage(store, stages, keep)
+    calls = calls_by_stage(store, stages, keep, record_model)
     per_stage: dict[str, StageCost] = {}
     unknown: set[str] = set()
     total: float | None = 0.0

@@ -253,8 +253,6 @@ class Crow:
         outputs = assemble(run, specs, tasks, final_stage="wsv", kept_stage="ckv")
         write_outputs(run_dir, outputs, specs)
         stored = {stage: run.results(stage, None, CrowRecord) for stage in STAGES}
-        # each record's task, for the cost by task (a record keeps its id from stage to stage)
-        task_of = {r.record_id: r.data.task for results in stored.values() for r in results}
         kept = [r for r in stored["ckv"] if r.status == "ok"]
         by_task: dict[str, dict[str, Any]] = {}
         costs: dict[str, Any] = {}
@@ -290,7 +288,8 @@ class Crow:
                 human_judgements=_human_counts(run, task, spec),
                 human_rate=rate,
                 model=CrowCost,
-                keep=lambda r, task=task: task_of.get(r.record_id) == task,  # type: ignore[misc]
+                keep=lambda r, task=task: r.data.task == task,  # type: ignore[misc]
+                record_model=CrowRecord,
             )
             costs[task] = task_cost.model_dump(mode="json", by_alias=True)
         write_json(run_dir / "cost_by_task.json", costs)

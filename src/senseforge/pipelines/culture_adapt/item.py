@@ -1,6 +1,6 @@
 """The item as culture-adapt carries it between stages: question, concept, options and answer label.
 
-Records hold it (:class:`~senseforge.pipelines.culture_adapt.record.AdaptRecord`), stored in its
+Records hold it (:class:`~senseforge.pipelines.culture_adapt.records.AdaptRecord`), stored in its
 JSON form (:meth:`Fields.to_json`). Labels and texts are kept as written (case preserved).
 """
 

@@ -30,7 +30,7 @@ from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.culture_adapt import templates
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.dryrun import author_loglikelihood, author_reply
-from senseforge.pipelines.culture_adapt.record import AdaptRecord, as_stored
+from senseforge.pipelines.culture_adapt.records import AdaptRecord, as_stored
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
 from senseforge.pipelines.culture_adapt.source import SourceItems
 from senseforge.pipelines.culture_adapt.stages import (

@@ -2,7 +2,7 @@
 
 Files are read by :func:`senseforge.data.loaders.load_dataset`, so any multiple-choice
 format ``senseforge eval`` reads will do (CommonsenseQA JSON Lines first). A record's id
-is ``<split>:<source id>``; its data (:class:`~senseforge.pipelines.culture_adapt.record.AdaptRecord`)
+is ``<split>:<source id>``; its data (:class:`~senseforge.pipelines.culture_adapt.records.AdaptRecord`)
 holds the split, the source id and language, and the item. With
 ``test_from_train`` a seeded sample of train becomes the test split (Putri et al. took
 their test from CommonsenseQA's train, whose test has no answers).
@@ -21,7 +21,7 @@ from senseforge.data.schema import MCItem
 from senseforge.errors import ConfigError
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig, split_and_path
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.culture_adapt.record import AdaptRecord
+from senseforge.pipelines.culture_adapt.records import AdaptRecord
 from senseforge.pipelines.runstore import StageResult
 
 DEMO_SOURCE = "demo_source.jsonl"

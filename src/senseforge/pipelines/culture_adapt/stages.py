@@ -1,7 +1,7 @@
 """The stages of culture-adapt, in order: screen → extract → relevance → adapt → check → localize →
 translate → back_translate → keep.
 
-A record's data (:class:`~senseforge.pipelines.culture_adapt.record.AdaptRecord`) grows as it goes:
+A record's data (:class:`~senseforge.pipelines.culture_adapt.records.AdaptRecord`) grows as it goes:
 ``split``, ``source_id``, ``source_lang``, ``source`` (the item as read); ``names`` and ``places``
 (the spans found, and by which extractor); ``relevance`` (per element its value, the five votes and
 the verdict), ``irrelevant`` and ``mode`` (``full``: adapt the whole item; ``names``: only person
@@ -30,7 +30,7 @@ from senseforge.pipelines.culture_adapt.copies import (
     untranslated_evidence,
 )
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.culture_adapt.record import (
+from senseforge.pipelines.culture_adapt.records import (
     AdaptRecord,
     Faithfulness,
     Mode,

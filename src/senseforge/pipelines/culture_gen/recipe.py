@@ -250,14 +250,6 @@ def _lang_rows(run: RunStore, stages: list[str], lang: str) -> list[StageFunnel]
     return rows
 
 
-def _ids_of(run: RunStore, stages: list[str], lang: str) -> frozenset[str]:
-    """The ids of the records in ``lang``, in any stage (a record keeps its id, and its language, from stage to
-    stage)."""
-    return frozenset(
-        r.record_id for stage in stages for r in run.results(stage, None, CultureRecord) if r.data.lang == lang
-    )
-
-
 def _by_category(run: RunStore, stages: list[str], lang: str) -> dict[str, dict[str, dict[str, Any]]]:
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for stage in stages[1:]:
@@ -362,7 +354,6 @@ class CultureGen:
                 "splits": {name: len(members) for name, members in splits.items()},
             }
             write_json(run_dir / lang / "funnel.json", lang_funnel)
-            ids = _ids_of(run, names, lang)
             lang_cost = cost(
                 run,
                 names,
@@ -370,7 +361,8 @@ class CultureGen:
                 human_judgements={},
                 human_rate=None,
                 lang=lang,
-                keep=lambda r, ids=ids: r.record_id in ids,  # type: ignore[misc]
+                keep=lambda r, lang=lang: r.data.lang == lang,  # type: ignore[misc]
+                record_model=CultureRecord,
             )
             write_json(run_dir / lang / "cost.json", lang_cost)
         return CultureGenFunnel(langs=list(config.langs), stages=rows, kept=len(kept), by_lang=by_lang)
