@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Self
+from typing import Any, Generic, Self
 
 from senseforge.data.schema import Judgement, judgement
 from senseforge.errors import SenseforgeError
@@ -40,6 +40,7 @@ from senseforge.pipelines.stage import (
     CallLog,
     Data,
     Outcome,
+    R,
     StageContext,
     StageOutput,
     ok,
@@ -76,7 +77,7 @@ def judges_policy(spec: str | None, judges: int) -> Policy:
 
 
 @dataclass
-class Review:
+class Review(Generic[R]):
     """The generic review stage; recipes override the four hooks at the bottom."""
 
     name: str
@@ -123,27 +124,27 @@ class Review:
 
     # -- what a recipe says -----------------------------------------------------------------
 
-    def needs_review(self, record: StageResult) -> bool:
+    def needs_review(self, record: StageResult[R]) -> bool:
         """Whether the record goes to the judges (the rest pass as they are)."""
         return True
 
-    def judge_prompt(self, record: StageResult) -> str:
+    def judge_prompt(self, record: StageResult[R]) -> str:
         """What an LM judge reads; it ends where the judge's yes or no goes."""
         raise NotImplementedError
 
-    def judge_prompt_for(self, record: StageResult, judge: int) -> str:
+    def judge_prompt_for(self, record: StageResult[R], judge: int) -> str:
         """What LM judge number ``judge`` reads (default: :meth:`judge_prompt`, the same for every judge)."""
         return self.judge_prompt(record)
 
-    def task_item(self, record: StageResult) -> Identified:
+    def task_item(self, record: StageResult[R]) -> Identified:
         """What people see in the app."""
         raise NotImplementedError
 
-    def passed(self, record: StageResult) -> Data | None:
+    def passed(self, record: StageResult[R]) -> Data | None:
         """The data of a record that needed no review (``None``: as it is)."""
         return None
 
-    def accepted(self, record: StageResult, by: JudgementSource) -> Data | None:
+    def accepted(self, record: StageResult[R], by: JudgementSource) -> Data | None:
         """The data of a record the judges accepted (``by`` ``lm`` or ``human``; ``None``: as it is).
 
         The stage records ``by`` as the result's :attr:`~senseforge.pipelines.runstore.StageResult.review`.
@@ -152,14 +153,14 @@ class Review:
 
     # -- the stage --------------------------------------------------------------------------
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         queued = [r for r in records if self.needs_review(r)]
         queued_ids = {r.record_id for r in queued}
         outcomes: dict[str, Outcome] = {
             r.record_id: ok(r, self.passed(r)) for r in records if r.record_id not in queued_ids
         }
         made: list[tuple[Judgement, JudgementSource]] = []
-        to_people: list[StageResult] = []
+        to_people: list[StageResult[Any]] = []
         if self.judges and queued:
             verdicts, entries = self._ask_judges(queued, ctx)
             made = [(j, "lm") for judged in verdicts for j in judged if j is not None]
@@ -221,7 +222,7 @@ class Review:
         return policy(voters[: self.k])
 
     def _ask_judges(
-        self, records: Sequence[StageResult], ctx: StageContext
+        self, records: Sequence[StageResult[Any]], ctx: StageContext
     ) -> tuple[list[list[Judgement | None]], list[list[CallEntry]]]:
         """Per judge, one judgement per record (``None`` while its call failed transiently),
         and per record the call entries for the cost report.
@@ -264,7 +265,9 @@ class Review:
             verdicts.append(judged)
         return verdicts, entries
 
-    def _judged(self, record: StageResult, annotator: str, status: object, accept: bool, note: str) -> Judgement | None:
+    def _judged(
+        self, record: StageResult[Any], annotator: str, status: object, accept: bool, note: str
+    ) -> Judgement | None:
         if status is PENDING:
             return None
         return judgement(

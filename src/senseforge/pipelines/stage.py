@@ -30,7 +30,9 @@ import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, runtime_checkable
+
+from typing_extensions import TypeVar
 
 from senseforge.data.schema import Judgement
 from senseforge.errors import BackendError, SenseforgeError
@@ -128,8 +130,8 @@ class Stage(Protocol):
         """The judgement task whose stored judgements the stage reads, if any."""
         ...
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
-        """One outcome per record, in order."""
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        """One outcome per record, in order (the records' data is the recipe's record model)."""
         ...
 
 
@@ -277,8 +279,12 @@ Parsed = Data | list[Data | Reject] | Reject
 children (each may be a :class:`Reject`), or a rejection."""
 
 
+R = TypeVar("R", bound=Record, default=Record)
+"""The record model a stage reads (``LMStage[McsqaRecord]``); the runner reads each stage's input with its recipe's."""
+
+
 @dataclass
-class LMStage:
+class LMStage(Generic[R]):
     """A stage that sends one generation request per record and parses the reply.
 
     Subclasses write :meth:`requests` and :meth:`parse`; failures (transient → another
@@ -296,13 +302,13 @@ class LMStage:
     def specs(self) -> tuple[str, ...]:
         return (self.spec,)
 
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+    def requests(self, records: Sequence[StageResult[R]]) -> list[GenerateRequest]:
         raise NotImplementedError
 
-    def parse(self, record: StageResult, text: str) -> Parsed:
+    def parse(self, record: StageResult[R], text: str) -> Parsed:
         raise NotImplementedError
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         llm = ctx.llm(self.spec)
         requests = self.requests(records)
         completions = llm.generate(requests)
@@ -340,7 +346,7 @@ class LMStage:
 
 
 @dataclass
-class RuleStage:
+class RuleStage(Generic[R]):
     """A stage that calls no model and reads no judgements: subclasses write :meth:`run`."""
 
     name: str
@@ -351,19 +357,19 @@ class RuleStage:
     def specs(self) -> tuple[str, ...]:
         return ()
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         raise NotImplementedError
 
 
 @dataclass
-class CheckStage(RuleStage):
+class CheckStage(RuleStage[R]):
     """A stage that keeps a record as it is or rejects it for the reason a rule gives (with its evidence)."""
 
-    def reason(self, data: Any) -> str | None:
+    def reason(self, data: R) -> str | None:
         """Why the record's data fails the rule, or ``None``."""
         raise NotImplementedError
 
-    def evidence(self, data: Any, reason: str) -> dict[str, Any] | None:
+    def evidence(self, data: R, reason: str) -> dict[str, Any] | None:
         """What the rule found when it rejected ``data`` for ``reason`` (none by default)."""
         return None
 
@@ -391,7 +397,7 @@ class _Quiet:
         return None
 
 
-def iter_batches(records: Sequence[StageResult], size: int) -> Iterator[Sequence[StageResult]]:
+def iter_batches(records: Sequence[StageResult[Any]], size: int) -> Iterator[Sequence[StageResult[Any]]]:
     """Consecutive batches of at most ``size`` records."""
     for start in range(0, len(records), size):
         yield records[start : start + size]

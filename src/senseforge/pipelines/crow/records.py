@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from senseforge.pipelines.runstore import JudgementSource, Record, StageResult
+from senseforge.pipelines.runstore import JudgementSource, Record
 
 T = TypeVar("T")
 
@@ -97,18 +97,6 @@ class CrowRecord(Record):
             shown["triple"] = dict(sorted(self.triple.model_dump(mode="json").items()))
         shown["source"] = dict(sorted(self.source.items()))
         return shown
-
-
-def crow_data(record: StageResult) -> CrowRecord:
-    """A record's data, which the runner reads as a :class:`CrowRecord` at every stage of the recipe.
-
-    Raises:
-        TypeError: the record holds another recipe's data.
-    """
-    data = record.data
-    if not isinstance(data, CrowRecord):
-        raise TypeError(f"{record.record_id}: not a CRoW record ({type(data).__name__})")
-    return data
 
 
 def required(value: T | None, name: str) -> T:

@@ -33,7 +33,7 @@ from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, Rewri
 from senseforge.kb.edits import check_rewrite
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.crow.parse import NO_ALTERNATIVE, NO_KNOWLEDGE, parse_rewrite, parse_triples
-from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, KnowledgeFrom, crow_data, required
+from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, KnowledgeFrom, required
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.crow.templates import Style, cka_request, ckv_prompt, wsg_request, wsv_prompt
 from senseforge.pipelines.review import Review
@@ -65,8 +65,8 @@ DUPLICATE = "duplicate"
 """Rejection reason: the context already has this target."""
 
 
-def _spec(tasks: Mapping[str, TaskSpec], record: StageResult) -> TaskSpec:
-    return tasks[crow_data(record).task]
+def _spec(tasks: Mapping[str, TaskSpec], record: StageResult[CrowRecord]) -> TaskSpec:
+    return tasks[record.data.task]
 
 
 def _shown(triple: CrowTriple) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def with_triple(data: CrowRecord, triple: CrowTriple, index: int, origin: Knowle
 
 
 @dataclass
-class _TaskLM(LMStage):
+class _TaskLM(LMStage[CrowRecord]):
     """An LM stage that asks only for the records whose task runs :attr:`stage`; :meth:`skipped` says what
     becomes of the others."""
 
@@ -91,14 +91,14 @@ class _TaskLM(LMStage):
     stage: ClassVar[str] = ""
     make: ClassVar[Callable[..., GenerateRequest]]
 
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+    def requests(self, records: Sequence[StageResult[CrowRecord]]) -> list[GenerateRequest]:
         sampling = {"temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed}
-        return [type(self).make(crow_data(r), _spec(self.tasks, r), self.style, **sampling) for r in records]
+        return [type(self).make(r.data, _spec(self.tasks, r), self.style, **sampling) for r in records]
 
-    def skipped(self, record: StageResult) -> Outcome:
+    def skipped(self, record: StageResult[CrowRecord]) -> Outcome:
         return ok(record)
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[CrowRecord]], ctx: StageContext) -> StageOutput:
         asked = [r for r in records if _spec(self.tasks, r).runs(self.stage)]
         outcomes: dict[str, Outcome] = {}
         if asked:
@@ -115,23 +115,23 @@ class Annotate(_TaskLM):
     stage: ClassVar[str] = "cka"
     make: ClassVar[Callable[..., GenerateRequest]] = cka_request
 
-    def parse(self, record: StageResult, text: str) -> Parsed:
+    def parse(self, record: StageResult[CrowRecord], text: str) -> Parsed:
         found = parse_triples(text if self.style == "chat" else "-" + text, self.max_triples)
         if not isinstance(found, list):
             return found
-        data = crow_data(record)
+        data = record.data
         children: list[Data | Reject] = [
             t if isinstance(t, Reject) else with_triple(data, t, i, "cka") for i, t in enumerate(found)
         ]
         return children
 
-    def skipped(self, record: StageResult) -> Outcome:
+    def skipped(self, record: StageResult[CrowRecord]) -> Outcome:
         return _given(record)
 
 
-def _pair(record: StageResult, spec: TaskSpec) -> dict[str, Any]:
+def _pair(record: StageResult[CrowRecord], spec: TaskSpec) -> dict[str, Any]:
     """What every task people do on a record shows of its pair."""
-    data = crow_data(record)
+    data = record.data
     return {
         "id": record.record_id,
         "task": spec.name,
@@ -144,7 +144,7 @@ def _pair(record: StageResult, spec: TaskSpec) -> dict[str, Any]:
     }
 
 
-def _first(ctx: StageContext, record: StageResult, task: str) -> Any:
+def _first(ctx: StageContext, record: StageResult[CrowRecord], task: str) -> Any:
     """The first person's judgement of ``task`` on the record, if any (one person writes each)."""
     return next(
         (
@@ -157,7 +157,7 @@ def _first(ctx: StageContext, record: StageResult, task: str) -> Any:
 
 
 @dataclass
-class _ByPeople(RuleStage):
+class _ByPeople(RuleStage[CrowRecord]):
     """A stage one person does per record in the app: a record of a task that skips the stage passes
     (:meth:`skipped`), one with its person's judgement is decided by it (:meth:`decide`), the rest wait for
     the task :meth:`shown` makes."""
@@ -169,16 +169,16 @@ class _ByPeople(RuleStage):
     def people_tasks(self) -> tuple[str, ...]:
         return (self.stage,)
 
-    def skipped(self, record: StageResult) -> Outcome:
+    def skipped(self, record: StageResult[CrowRecord]) -> Outcome:
         return ok(record)
 
-    def shown(self, record: StageResult, spec: TaskSpec) -> BaseModel:
+    def shown(self, record: StageResult[CrowRecord], spec: TaskSpec) -> BaseModel:
         raise NotImplementedError
 
-    def decide(self, record: StageResult, made: Any) -> Outcome:
+    def decide(self, record: StageResult[CrowRecord], made: Any) -> Outcome:
         raise NotImplementedError
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[CrowRecord]], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         queued: list[QueuedTask] = []
         for record in records:
@@ -203,17 +203,17 @@ class PeopleAnnotate(_ByPeople):
     max_triples: int = 5
     stage: ClassVar[str] = "cka"
 
-    def skipped(self, record: StageResult) -> Outcome:
+    def skipped(self, record: StageResult[CrowRecord]) -> Outcome:
         return _given(record)
 
-    def shown(self, record: StageResult, spec: TaskSpec) -> BaseModel:
-        others = [{"text": o.text, "label": spec.label_word(o.label)} for o in crow_data(record).others]
+    def shown(self, record: StageResult[CrowRecord], spec: TaskSpec) -> BaseModel:
+        others = [{"text": o.text, "label": spec.label_word(o.label)} for o in record.data.others]
         return AnnotationItem.model_validate({**_pair(record, spec), "others": others, "max_triples": self.max_triples})
 
-    def decide(self, record: StageResult, made: Any) -> Outcome:
+    def decide(self, record: StageResult[CrowRecord], made: Any) -> Outcome:
         if made.no_knowledge:
             return rejected(record, NO_KNOWLEDGE)
-        data = crow_data(record)
+        data = record.data
         kids = [
             ok(
                 replace(record, record_id=child_id(record.record_id, i)),
@@ -231,8 +231,8 @@ class PeopleRewrite(_ByPeople):
     max_edits: int = 5
     stage: ClassVar[str] = "wsg"
 
-    def shown(self, record: StageResult, spec: TaskSpec) -> BaseModel:
-        data = crow_data(record)
+    def shown(self, record: StageResult[CrowRecord], spec: TaskSpec) -> BaseModel:
+        data = record.data
         return RewriteItem.model_validate(
             {
                 **_pair(record, spec),
@@ -242,10 +242,10 @@ class PeopleRewrite(_ByPeople):
             }
         )
 
-    def decide(self, record: StageResult, made: Any) -> Outcome:
+    def decide(self, record: StageResult[CrowRecord], made: Any) -> Outcome:
         if made.no_alternative:
             return rejected(record, NO_ALTERNATIVE)
-        return ok(record, _rewritten(crow_data(record), made.rewrite))
+        return ok(record, _rewritten(record.data, made.rewrite))
 
 
 def _rewritten(data: CrowRecord, rewrite: str) -> CrowRecord:
@@ -253,9 +253,9 @@ def _rewritten(data: CrowRecord, rewrite: str) -> CrowRecord:
     return data.with_(rewrite=rewrite, violates=[required(data.triple, "triple")])
 
 
-def _given(record: StageResult) -> Children:
+def _given(record: StageResult[CrowRecord]) -> Children:
     """A context's own knowledge (a task without CKA), one record per triple."""
-    data = crow_data(record)
+    data = record.data
     kids = [
         ok(replace(record, record_id=child_id(record.record_id, i)), with_triple(data, t, i, "source"))
         for i, t in enumerate(data.knowledge)
@@ -264,26 +264,26 @@ def _given(record: StageResult) -> Children:
 
 
 @dataclass
-class _Validate(Review):
+class _Validate(Review[CrowRecord]):
     """The review stage with an LM panel over one kind of item (triples or rewrites)."""
 
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     stage: Literal["ckv", "wsv"] = "ckv"
 
-    def needs_review(self, record: StageResult) -> bool:
+    def needs_review(self, record: StageResult[CrowRecord]) -> bool:
         return _spec(self.tasks, record).runs(self.stage)
 
-    def judge_prompt(self, record: StageResult) -> str:
+    def judge_prompt(self, record: StageResult[CrowRecord]) -> str:
         return self.judge_prompt_for(record, 0)
 
-    def judge_prompt_for(self, record: StageResult, judge: int) -> str:
+    def judge_prompt_for(self, record: StageResult[CrowRecord], judge: int) -> str:
         spec = _spec(self.tasks, record)
         make = ckv_prompt if self.stage == "ckv" else wsv_prompt
-        return make(crow_data(record), spec, judge)
+        return make(record.data, spec, judge)
 
-    def task_item(self, record: StageResult) -> Identified:
+    def task_item(self, record: StageResult[CrowRecord]) -> Identified:
         """What a person validating the record sees (a ``ckv`` or ``wsv`` task of the app)."""
-        spec, data = _spec(self.tasks, record), crow_data(record)
+        spec, data = _spec(self.tasks, record), record.data
         pair = _pair(record, spec)
         if self.stage == "ckv":
             return KnowledgeCheckItem.model_validate({**pair, "triple": _shown(required(data.triple, "triple"))})
@@ -298,8 +298,8 @@ class _Validate(Review):
             }
         )
 
-    def accepted(self, record: StageResult, by: JudgementSource) -> CrowRecord:
-        data = crow_data(record)
+    def accepted(self, record: StageResult[CrowRecord], by: JudgementSource) -> CrowRecord:
+        data = record.data
         return data.with_(ckv_by=by) if self.stage == "ckv" else data.with_(wsv_by=by)
 
 
@@ -324,29 +324,29 @@ class Rewrite(_TaskLM):
     stage: ClassVar[str] = "wsg"
     make: ClassVar[Callable[..., GenerateRequest]] = wsg_request
 
-    def parse(self, record: StageResult, text: str) -> Parsed:
+    def parse(self, record: StageResult[CrowRecord], text: str) -> Parsed:
         found = parse_rewrite(text)
         if not isinstance(found, str):
             return found
-        return _rewritten(crow_data(record), found)
+        return _rewritten(record.data, found)
 
 
 @dataclass
-class CheckEdits(RuleStage):
+class CheckEdits(RuleStage[CrowRecord]):
     """The minimal-edit rule on every rewrite (see the module notes)."""
 
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     max_edits: int = 5
     negation_only: Literal["flag", "reject"] = "flag"
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[CrowRecord]], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         for record in records:
             spec = _spec(self.tasks, record)
             if not spec.runs("wsg"):
                 outcomes.append(ok(record))
                 continue
-            data = crow_data(record)
+            data = record.data
             check = check_rewrite(data.target, required(data.rewrite, "rewrite"), spec.lang, limit=self.max_edits)
             checked = data.with_(edits=check.edits, flags=[NEGATION_ONLY] if check.negation_only else [])
             found = {"edits": check.edits, "max_edits": self.max_edits}
@@ -366,16 +366,16 @@ def _same(text: str) -> str:
 
 
 @dataclass
-class Dedup(RuleStage):
+class Dedup(RuleStage[CrowRecord]):
     """Identical rewrites of a context become one (see the module notes)."""
 
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     barrier = True
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[CrowRecord]], ctx: StageContext) -> StageOutput:
         originals: dict[tuple[str, str], set[str]] = {}
         for record in records:
-            data = crow_data(record)
+            data = record.data
             originals.setdefault((data.task, data.context_id), set()).add(_same(data.target))
         first: dict[tuple[str, str, str], str] = {}
         merged: dict[str, list[CrowTriple]] = {}
@@ -384,7 +384,7 @@ class Dedup(RuleStage):
         for record in sorted(records, key=lambda r: r.record_id):
             if not _spec(self.tasks, record).runs("wsg"):
                 continue
-            data = crow_data(record)
+            data = record.data
             key = (data.task, data.context_id)
             text = _same(required(data.rewrite, "rewrite"))
             if text in originals[key]:
@@ -409,5 +409,5 @@ class Dedup(RuleStage):
             elif reason is not None:
                 outcomes.append(rejected(record, reason, evidence=copies.get(record.record_id)))
             else:
-                outcomes.append(ok(record, crow_data(record).with_(violates=merged[record.record_id])))
+                outcomes.append(ok(record, record.data.with_(violates=merged[record.record_id])))
         return StageOutput(outcomes)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic_core import to_jsonable_python
 
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.runstore import Record, StageResult
+from senseforge.pipelines.runstore import Record
 
 Mode = Literal["full", "names", "none"]
 """How an item is adapted: the whole of it, its person names only, or not at all."""
@@ -132,15 +132,3 @@ def as_stored(value: Any) -> Any:
     """A record's value as JSON with every object's keys sorted, as the run store writes it (the outputs built
     from stored records show it so)."""
     return json.loads(json.dumps(to_jsonable_python(value), sort_keys=True))
-
-
-def data_of(record: StageResult) -> AdaptRecord:
-    """A stage's record as culture-adapt carries it.
-
-    Raises:
-        TypeError: the record holds another recipe's data.
-    """
-    data = record.data
-    if not isinstance(data, AdaptRecord):
-        raise TypeError(f"record {record.record_id} is not a culture-adapt record ({type(data).__name__})")
-    return data

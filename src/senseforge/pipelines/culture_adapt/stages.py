@@ -37,7 +37,6 @@ from senseforge.pipelines.culture_adapt.records import (
     Scores,
     Untranslated,
     Verdict,
-    data_of,
 )
 from senseforge.pipelines.culture_adapt.screen import screen, screen_evidence
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
@@ -107,7 +106,7 @@ def back_in(data: AdaptRecord, lang: str) -> Fields:
 
 
 @dataclass
-class Screen(CheckStage):
+class Screen(CheckStage[AdaptRecord]):
     """Drop, before any call, an item with no answer or no concept, offensive words or ambiguous options."""
 
     moderator: Moderator | None = None
@@ -128,18 +127,18 @@ class Screen(CheckStage):
 
 
 @dataclass
-class Extract(LMStage):
+class Extract(LMStage[AdaptRecord]):
     """The LM extractor: the person names and places of the question and options, as spans of the text."""
 
     style: Style = "chat"
     seed: int = 0
 
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
-        return [templates.extract_request(data_of(r).source, self.style, seed=self.seed) for r in records]
+    def requests(self, records: Sequence[StageResult[AdaptRecord]]) -> list[GenerateRequest]:
+        return [templates.extract_request(r.data.source, self.style, seed=self.seed) for r in records]
 
-    def parse(self, record: StageResult, text: str) -> Parsed:
+    def parse(self, record: StageResult[AdaptRecord], text: str) -> Parsed:
         prefix = templates.EXTRACT_PREFIX if self.style == "completion" else ""
-        data = data_of(record)
+        data = record.data
         spans = parse.parse_spans(text, data.source.display(), prefix)
         if spans is None:
             return Reject(MALFORMED)
@@ -148,17 +147,17 @@ class Extract(LMStage):
 
 
 @dataclass
-class SpacyExtract(CheckStage):
+class SpacyExtract(CheckStage[AdaptRecord]):
     """Names (``PERSON``) and places (``GPE``, ``LOC``, ``FAC``) found by an installed spaCy pipeline."""
 
     model: str = ""
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
         from senseforge.pipelines.culture_adapt.spans import spacy_spans
 
         outcomes: list[Outcome] = []
         for record in records:
-            data = data_of(record)
+            data = record.data
             names, places = spacy_spans(self.model, data.source.display())
             outcomes.append(ok(record, data.with_(names=names, places=places, extractor=self.model)))
         return StageOutput(outcomes)
@@ -209,12 +208,12 @@ class Relevance:
     def specs(self) -> tuple[str, ...]:
         return (self.spec,)
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
         llm = ctx.llm(self.spec)
         plans = [
             [
-                (element, value, templates.relevance_prompts(element, value, data_of(r).source, self.culture))
-                for element, value in elements(data_of(r))
+                (element, value, templates.relevance_prompts(element, value, r.data.source, self.culture))
+                for element, value in elements(r.data)
             ]
             for r in records
         ]
@@ -240,12 +239,12 @@ class Relevance:
                 outcomes.append(rejected(record, status))
                 continue
             paid = spent(record, self.name, [e for group in entries[mine] for e in group])
-            outcomes.append(ok(paid, self._judged(data_of(record), plan, votes[mine])))
+            outcomes.append(ok(paid, self._judged(record.data, plan, votes[mine])))
         return StageOutput(outcomes)
 
-    def _blank(self, element: str, record: StageResult) -> list[tuple[str, bool]]:
+    def _blank(self, element: str, record: StageResult[AdaptRecord]) -> list[tuple[str, bool]]:
         """The prompts with nothing to judge: the element and every text of the item replaced by ``N/A``."""
-        item = data_of(record).source
+        item = record.data.source
         blank = Fields("N/A", "N/A", tuple((label, "N/A") for label in item.labels), item.answer)
         return templates.relevance_prompts(element, "N/A", blank, self.culture)
 
@@ -314,7 +313,7 @@ def to_replace(data: AdaptRecord, kind: str) -> list[str]:
 
 
 @dataclass
-class Rewrite(LMStage):
+class Rewrite(LMStage[AdaptRecord]):
     """One JSON call per item: the full adaptation (question, concept and options rewritten for the culture, in
     the adaptation language, the answer label kept) or the name-only rewrite (person names replaced by names of
     the culture, nothing else changed, in the source language)."""
@@ -327,10 +326,10 @@ class Rewrite(LMStage):
     max_tokens: int = 512
     seed: int = 0
 
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+    def requests(self, records: Sequence[StageResult[AdaptRecord]]) -> list[GenerateRequest]:
         out: list[GenerateRequest] = []
         for record in records:
-            data = data_of(record)
+            data = record.data
             item, lang = data.source, data.source_lang
             if self.kind == "full":
                 request = templates.adapt_request(
@@ -344,11 +343,11 @@ class Rewrite(LMStage):
             out.append(request)
         return out
 
-    def parse(self, record: StageResult, text: str) -> Parsed:
+    def parse(self, record: StageResult[AdaptRecord], text: str) -> Parsed:
         full = self.kind == "full"
         prefix = (templates.ADAPT_PREFIX if full else templates.RENAME_PREFIX) if self.style == "completion" else ""
         read = parse.parse_adapted if full else parse.parse_rename
-        data = data_of(record)
+        data = record.data
         draft = read(text, data.source, prefix)
         if draft is None:
             return Reject(MALFORMED)
@@ -374,23 +373,23 @@ class Adapt:
     def specs(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys((self.full.spec, self.names.spec)))
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome | None] = [None] * len(records)
         for mode, call in (("full", self.full), ("names", self.names)):
-            picked = [i for i, r in enumerate(records) if data_of(r).mode == mode]
+            picked = [i for i, r in enumerate(records) if r.data.mode == mode]
             if picked:
                 done = call.run([records[i] for i in picked], ctx).outcomes
                 for i, outcome in zip(picked, done, strict=True):
                     outcomes[i] = outcome
         for i, record in enumerate(records):
             if outcomes[i] is None:
-                data = data_of(record)
+                data = record.data
                 outcomes[i] = ok(record, data.with_(draft=data.source, adapted=False, draft_lang=data.source_lang))
         return StageOutput([o for o in outcomes if o is not None])
 
 
 @dataclass
-class Check(CheckStage):
+class Check(CheckStage[AdaptRecord]):
     """culture-gen's multiple-choice checks again: five choices A–E, the answer among them, distinct choices."""
 
     def reason(self, data: AdaptRecord) -> str | None:
@@ -429,10 +428,10 @@ class _Translating:
         """The record with its translations (``done``: per language key, the text of each field key)."""
         raise NotImplementedError
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
         llm = ctx.llm(self.spec)
         log = CallLog.of(llm)
-        plans = [self.jobs(data_of(r)) for r in records]
+        plans = [self.jobs(r.data) for r in records]
         requests = [
             templates.translate_request(text, key, source, target, self.style, seed=self.seed)
             for plan in plans
@@ -465,7 +464,7 @@ class _Translating:
             if bad is not None:
                 outcomes.append(rejected(paid, MALFORMED, prompt=request_text(bad[0]), response=bad[1].text))
                 continue
-            outcomes.append(ok(paid, self.store(data_of(record), done)))
+            outcomes.append(ok(paid, self.store(record.data, done)))
         return StageOutput(outcomes)
 
 
@@ -551,13 +550,13 @@ class Keep:
     def specs(self) -> tuple[str, ...]:
         return ()
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
         similarity = similarity_for(self.measure)
         threshold = self.min_chrf if similarity.name == "chrf" else self.min_similarity
         first, further = self.langs[0], self.langs[1:]
         pairs: list[tuple[str, str]] = []
         for record in records:
-            data = data_of(record)
+            data = record.data
             original = item_in(data, first).display()
             for lang in further:
                 pairs.append((original, item_in(data, lang).display()))
@@ -566,7 +565,7 @@ class Keep:
         outcomes: list[Outcome] = []
         at = 0
         for record in records:
-            data = data_of(record)
+            data = record.data
             measured: dict[str, Scores] = {}
             for lang in further:
                 measured[lang] = Scores(direct=round(scores[at], 6), back=round(scores[at + 1], 6))

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from senseforge.pipelines.choices import RawItem
-from senseforge.pipelines.runstore import Record, StageResult
+from senseforge.pipelines.runstore import Record
 
 
 class CultureItem(BaseModel):
@@ -94,14 +94,3 @@ class CultureRecord(Record):
         if self.item is None:
             return {}
         return {"choices": [f"{label}. {text}" for label, text in self.item.choices], "answer": self.item.answer}
-
-
-def culture(record: StageResult) -> CultureRecord:
-    """The data of one of culture-gen's records.
-
-    Raises:
-        TypeError: the record is not culture-gen's (the runner reads every stage as :class:`CultureRecord`).
-    """
-    if not isinstance(record.data, CultureRecord):
-        raise TypeError(f"{record.record_id}: not a culture-gen record ({type(record.data).__name__})")
-    return record.data

@@ -18,7 +18,7 @@ from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.culture_gen.checks import ConceptMatch, check_item, item_evidence
 from senseforge.pipelines.culture_gen.concepts import Batch
 from senseforge.pipelines.culture_gen.parse import assign, parse_reply
-from senseforge.pipelines.culture_gen.records import CultureRecord, culture
+from senseforge.pipelines.culture_gen.records import CultureRecord
 from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, build_request, worked_example
 from senseforge.pipelines.dedup import CopyIndex
 from senseforge.pipelines.moderation import Moderator
@@ -62,7 +62,7 @@ def batch_of(data: CultureRecord) -> Batch:
 
 
 @dataclass
-class Generate(LMStage):
+class Generate(LMStage[CultureRecord]):
     """One call per batch; the reply split into one record per concept (and one per stray item)."""
 
     style: Literal["chat", "completion"] = "chat"
@@ -71,10 +71,10 @@ class Generate(LMStage):
     max_tokens: int = 2048
     seed: int = 0
 
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+    def requests(self, records: Sequence[StageResult[CultureRecord]]) -> list[GenerateRequest]:
         return [
             build_request(
-                batch_of(culture(r)),
+                batch_of(r.data),
                 self.style,
                 prompt_language=self.prompt_language,
                 temperature=self.temperature,
@@ -84,8 +84,8 @@ class Generate(LMStage):
             for r in records
         ]
 
-    def parse(self, record: StageResult, text: str) -> Parsed:
-        batch = culture(record)
+    def parse(self, record: StageResult[CultureRecord], text: str) -> Parsed:
+        batch = record.data
         concepts = list(batch.concepts or ())
         items = parse_reply(text, COMPLETION_PREFIX if self.style == "completion" else "")
         if items is None:
@@ -104,7 +104,7 @@ class Generate(LMStage):
 
 
 @dataclass
-class Check(CheckStage):
+class Check(CheckStage[CultureRecord]):
     """Five choices, labels A–E, the answer among them, distinct choices, the concept in the question."""
 
     match: ConceptMatch = "strict"
@@ -138,13 +138,13 @@ class Dedup:
     def specs(self) -> tuple[str, ...]:
         return ()
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[CultureRecord]], ctx: StageContext) -> StageOutput:
         items: dict[tuple[str, str, tuple[str, ...]], str] = {}
         questions: dict[str, CopyIndex] = {}
         options: dict[str, tuple[str, ...]] = {}
-        outcomes: list[StageResult] = []
+        outcomes: list[StageResult[CultureRecord]] = []
         for record in records:
-            data = culture(record)
+            data = record.data
             item, lang = data.raw_item(), data.lang
             choices = tuple(sorted(fold(text) for _, text in item.choices))
             key = (lang, fold(item.question), choices)
@@ -165,11 +165,11 @@ class Dedup:
 
 
 @dataclass
-class FlagLanguage(CheckStage):
+class FlagLanguage(CheckStage[CultureRecord]):
     """Record the language CLD3 finds in the question (flagged, never rejected)."""
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
-        return StageOutput([ok(r, _detected(culture(r))) for r in records])
+    def run(self, records: Sequence[StageResult[CultureRecord]], ctx: StageContext) -> StageOutput:
+        return StageOutput([ok(r, _detected(r.data)) for r in records])
 
 
 def _detected(data: CultureRecord) -> CultureRecord:
@@ -177,7 +177,7 @@ def _detected(data: CultureRecord) -> CultureRecord:
 
 
 @dataclass
-class Moderate(CheckStage):
+class Moderate(CheckStage[CultureRecord]):
     """The moderation filter over the question and every option (the shipped word lists by default)."""
 
     moderator: Moderator | None = None
@@ -202,18 +202,18 @@ class Moderate(CheckStage):
 
 
 @dataclass
-class CultureReview(Review):
+class CultureReview(Review[CultureRecord]):
     """The engine's review stage over kept items (only when asked for: LLM_Gen had none)."""
 
-    def judge_prompt(self, record: StageResult) -> str:
-        item = culture(record).raw_item()
+    def judge_prompt(self, record: StageResult[CultureRecord]) -> str:
+        item = record.data.raw_item()
         lines = [f"Question: {item.question}", *(f"{label}. {text}" for label, text in item.choices)]
         marked = dict(item.choices).get(item.answer, "")
         lines += [f"Marked answer: {item.answer}. {marked}", REVIEW_QUESTION]
         return "\n".join(lines) + "\nAnswer:"
 
-    def task_item(self, record: StageResult) -> MCItem:
-        data = culture(record)
+    def task_item(self, record: StageResult[CultureRecord]) -> MCItem:
+        data = record.data
         item = data.raw_item()
         return MCItem(
             id=record.record_id,

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from senseforge.data.schema import Draft, QCEvent
-from senseforge.pipelines.runstore import Record, StageResult
+from senseforge.pipelines.runstore import Record
 
 
 class BlindAnswer(BaseModel):
@@ -76,14 +76,3 @@ def sorted_json(value: Any) -> Any:
     if isinstance(value, list):
         return [sorted_json(entry) for entry in value]
     return value
-
-
-def human_gen(record: StageResult) -> HumanGenRecord:
-    """The data of one of human-gen's records.
-
-    Raises:
-        TypeError: the record is not human-gen's (the runner reads every stage as :class:`HumanGenRecord`).
-    """
-    if not isinstance(record.data, HumanGenRecord):
-        raise TypeError(f"{record.record_id}: not a human-gen record ({type(record.data).__name__})")
-    return record.data

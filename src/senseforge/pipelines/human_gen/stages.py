@@ -36,7 +36,7 @@ from senseforge.data.schema import (
     ReviseJudgement,
 )
 from senseforge.evaluate.policies import ExcludeAmbiguous, Majority, ruling
-from senseforge.pipelines.human_gen.records import BlindAnswer, human_gen
+from senseforge.pipelines.human_gen.records import BlindAnswer, HumanGenRecord
 from senseforge.pipelines.review import EXCLUDED
 from senseforge.pipelines.runstore import StageResult, StoredJudgement
 from senseforge.pipelines.stage import AWAITING, Outcome, StageContext, StageOutput, ok, rejected
@@ -114,7 +114,7 @@ class _People:
     def reads_task(self) -> str | None:
         return None  # a people stage reads its people_tasks (see PeopleStage)
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[HumanGenRecord]], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         tasks: list[QueuedTask] = []
         for record in records:
@@ -124,7 +124,7 @@ class _People:
                 tasks.append(task)
         return StageOutput(outcomes, tasks=tasks)
 
-    def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+    def decide(self, record: StageResult[HumanGenRecord], judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
         """The record's outcome from its people's judgements, and the task it waits for, if it waits."""
         raise NotImplementedError
 
@@ -137,8 +137,8 @@ class Create(_People):
     options: int = 5
     people_tasks: tuple[str, ...] = ("create",)
 
-    def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
-        data = human_gen(record)
+    def decide(self, record: StageResult[HumanGenRecord], judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+        data = record.data
         made = _first(judged, CreateJudgement, record.record_id, data.creator)
         if made is None:
             slot = ConceptSlot(
@@ -166,8 +166,8 @@ class QualityControl(_People):
     def checkers_for(self, creator: str) -> tuple[str, ...]:
         return tuple(name for name in (self.checkers or self.pool) if name != creator)
 
-    def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
-        data = human_gen(record)
+    def decide(self, record: StageResult[HumanGenRecord], judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+        data = record.data
         creator = data.creator
         draft = data.current_draft()
         history = [QCEvent(status="submitted", by=creator, round=0, at=data.created_at)]
@@ -208,9 +208,9 @@ class QualityControl(_People):
         return rejected(record, QC_UNRESOLVED, payload=data.with_(draft=draft, qc_history=history)), None
 
 
-def _draft_item(record: StageResult, task_id: str, draft: Draft, history: list[QCEvent]) -> DraftItem:
+def _draft_item(record: StageResult[HumanGenRecord], task_id: str, draft: Draft, history: list[QCEvent]) -> DraftItem:
     """The input of one round's ``qc`` or ``revise`` task: the item as it stands, and its history so far."""
-    data = human_gen(record)
+    data = record.data
     return DraftItem(
         id=task_id,
         item_id=record.record_id,
@@ -223,9 +223,9 @@ def _draft_item(record: StageResult, task_id: str, draft: Draft, history: list[Q
     )
 
 
-def answer_item(record: StageResult) -> MCItem:
+def answer_item(record: StageResult[HumanGenRecord]) -> MCItem:
     """The item answerers see (the task keeps the answer and creator; the page shows neither)."""
-    data = human_gen(record)
+    data = record.data
     draft = data.current_draft()
     return MCItem(
         id=record.record_id,
@@ -251,8 +251,8 @@ class BlindAnswers(_People):
     """A tied majority waits for an admin's adjudication (else the tie goes to the first in pool order)."""
     people_tasks: tuple[str, ...] = ("answer",)
 
-    def decide(self, record: StageResult, judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
-        data = human_gen(record)
+    def decide(self, record: StageResult[HumanGenRecord], judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+        data = record.data
         creator = data.creator
         answerers = tuple(name for name in self.pool if name != creator)
         given: dict[str, AnswerJudgement] = {}

@@ -33,7 +33,7 @@ from senseforge.llm.base import (
 )
 from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.mcsqa.config import McsqaConfig
-from senseforge.pipelines.mcsqa.records import McsqaRecord, Verdict, VerifyOutcome, have, mcsqa
+from senseforge.pipelines.mcsqa.records import McsqaRecord, Verdict, VerifyOutcome, have
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import JudgementSource, StageResult
 from senseforge.pipelines.stage import (
@@ -53,9 +53,9 @@ REVIEW_TASK = "verify"
 REVIEW_QUESTION = "Does the marked answer follow from common sense, and is it the only right choice? Answer yes or no."
 
 
-def item_of(record: StageResult) -> MCItem:
+def item_of(record: StageResult[McsqaRecord]) -> MCItem:
     """The labelled item of a record (after the shuffle stage)."""
-    return have(mcsqa(record).item, "item")
+    return have(record.data.item, "item")
 
 
 def review_prompt(item: MCItem) -> str:
@@ -114,7 +114,7 @@ class Verify:
     def specs(self) -> tuple[str, ...]:
         return (self.spec,)
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
         llm = ctx.llm(self.spec)
         method = self.config.verify_method()
         items = [item_of(r) for r in records]
@@ -140,7 +140,7 @@ class Verify:
             outcome: VerifyOutcome = "correct" if sample.correct else ("wrong" if parsed else "unparsed")
             scores = [round(float(s), 6) for s in sample.scores or []] if method == "loglik" else None
             verdict = Verdict(method=method, prediction=sample.prediction, outcome=outcome, scores=scores)
-            verified = mcsqa(record).with_(verify=verdict)
+            verified = record.data.with_(verify=verdict)
             if outcome == "correct":
                 verified = verified.with_(difficulty="easy")
             response = sample.response if method == "generate" else None
@@ -150,21 +150,21 @@ class Verify:
 
 
 @dataclass
-class McsqaReview(Review):
+class McsqaReview(Review[McsqaRecord]):
     """The engine's review stage over the queue verification left: wrong or unparsed items."""
 
-    def needs_review(self, record: StageResult) -> bool:
-        return mcsqa(record).difficulty != "easy"
+    def needs_review(self, record: StageResult[McsqaRecord]) -> bool:
+        return record.data.difficulty != "easy"
 
-    def judge_prompt(self, record: StageResult) -> str:
+    def judge_prompt(self, record: StageResult[McsqaRecord]) -> str:
         return review_prompt(item_of(record))
 
-    def task_item(self, record: StageResult) -> MCItem:
+    def task_item(self, record: StageResult[McsqaRecord]) -> MCItem:
         return item_of(record)
 
-    def accepted(self, record: StageResult, by: JudgementSource) -> McsqaRecord:
+    def accepted(self, record: StageResult[McsqaRecord], by: JudgementSource) -> McsqaRecord:
         """An accepted item is Hard (the stage records who accepted it, ``by``, as the result's ``review``)."""
-        return mcsqa(record).with_(difficulty="hard")
+        return record.data.with_(difficulty="hard")
 
 
 @dataclass
@@ -177,13 +177,13 @@ class Split:
     reads_task = None
     specs: tuple[str, ...] = ()
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
         items = []
         for record in records:
             item = item_of(record)
             provenance = item.provenance.model_copy(update={"review": record.review or "none"})
-            items.append(item.model_copy(update={"difficulty": mcsqa(record).difficulty, "provenance": provenance}))
+            items.append(item.model_copy(update={"difficulty": record.data.difficulty, "provenance": provenance}))
         splits = split_items(items, ratios=self.config.ratios, seed=self.config.seed)
         where = {item.id: name for name, members in splits.items() for item in members}
         by_id = {item.id: item for item in items}
-        return StageOutput([ok(r, mcsqa(r).with_(item=by_id[r.record_id], split=where[r.record_id])) for r in records])
+        return StageOutput([ok(r, r.data.with_(item=by_id[r.record_id], split=where[r.record_id])) for r in records])

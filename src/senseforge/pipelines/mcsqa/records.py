@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 
 from senseforge.data.schema import Difficulty, MCItem, QuestionSet
 from senseforge.errors import SenseforgeError
-from senseforge.pipelines.runstore import Record, StageResult
+from senseforge.pipelines.runstore import Record
 
 T = TypeVar("T")
 
@@ -88,17 +88,6 @@ class McsqaRecord(Record):
         if self.distractors is not None:
             return {"distractors": list(self.distractors)}
         return {}
-
-
-def mcsqa(record: StageResult) -> McsqaRecord:
-    """A result's data as the mCSQA record it is.
-
-    Raises:
-        SenseforgeError: the result holds another recipe's data.
-    """
-    if not isinstance(record.data, McsqaRecord):
-        raise SenseforgeError(f"record {record.record_id}: not an mCSQA record ({type(record.data).__name__})")
-    return record.data
 
 
 def have(value: T | None, field: str) -> T:

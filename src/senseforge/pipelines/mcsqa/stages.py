@@ -30,7 +30,7 @@ from senseforge.pipelines.mcsqa.filters import (
     target_found,
 )
 from senseforge.pipelines.mcsqa.parse import parse_distractor_items, parse_distractor_json, parse_question
-from senseforge.pipelines.mcsqa.records import McsqaRecord, have, mcsqa
+from senseforge.pipelines.mcsqa.records import McsqaRecord, have
 from senseforge.pipelines.mcsqa.templates import (
     build_distractors,
     build_generate,
@@ -79,7 +79,7 @@ def _same_text(a: str, b: str) -> bool:
 
 
 @dataclass
-class _Writing(LMStage):
+class _Writing(LMStage[McsqaRecord]):
     """An LM stage of the recipe: one generation request per record."""
 
     config: McsqaConfig
@@ -89,34 +89,34 @@ class _Writing(LMStage):
 class Generate(_Writing):
     """One question per (question set, chosen answer)."""
 
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+    def requests(self, records: Sequence[StageResult[McsqaRecord]]) -> list[GenerateRequest]:
         style = self.config.style_for("generate")
         lang = resolve_language(self.config.lang)
-        written = [mcsqa(r) for r in records]
+        written = [r.data for r in records]
         return [build_generate(w.qs, w.answer, lang, style) for w in written]
 
-    def parse(self, record: StageResult, text: str) -> Parsed:
+    def parse(self, record: StageResult[McsqaRecord], text: str) -> Parsed:
         question = parse_question(text, self.config.lang)
         if question is None:
             return Reject(MALFORMED)
-        return mcsqa(record).with_(question=question, generated=question)
+        return record.data.with_(question=question, generated=question)
 
 
 @dataclass
 class Refine(_Writing):
     """Repeat a natural question or rewrite an unnatural one; record whether it changed."""
 
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+    def requests(self, records: Sequence[StageResult[McsqaRecord]]) -> list[GenerateRequest]:
         style = self.config.style_for("refine")
         lang = resolve_language(self.config.lang)
-        written = [mcsqa(r) for r in records]
+        written = [r.data for r in records]
         return [build_refine(have(w.question, "question"), w.answer, w.qs.targets, lang, style) for w in written]
 
-    def parse(self, record: StageResult, text: str) -> Parsed:
+    def parse(self, record: StageResult[McsqaRecord], text: str) -> Parsed:
         question = parse_question(text, self.config.lang)
         if question is None:
             return Reject(MALFORMED)
-        written = mcsqa(record)
+        written = record.data
         changed = not _same_text(question, have(written.question, "question"))
         return written.with_(question=question, refined_changed=changed)
 
@@ -127,18 +127,18 @@ class Distractors(_Writing):
 
     moderator: Moderator
 
-    def requests(self, records: Sequence[StageResult]) -> list[GenerateRequest]:
+    def requests(self, records: Sequence[StageResult[McsqaRecord]]) -> list[GenerateRequest]:
         style = self.config.style_for("distractors")
         lang = resolve_language(self.config.lang)
-        return [build_distractors(mcsqa(r).qs.targets, lang, style) for r in records]
+        return [build_distractors(r.data.qs.targets, lang, style) for r in records]
 
-    def parse(self, record: StageResult, text: str) -> Parsed:
+    def parse(self, record: StageResult[McsqaRecord], text: str) -> Parsed:
         chat = self.config.style_for("distractors") == "chat"
         items = parse_distractor_json(text) if chat else parse_distractor_items(text)
         if items is None:
             return Reject(MALFORMED)
         new = items[:2]
-        targets = mcsqa(record).qs.targets
+        targets = record.data.qs.targets
         shown = example_distractors(self.config.lang)
         reason = check_distractors(new, targets, self.config.lang, moderator=self.moderator, examples=shown)
         if reason is not None:
@@ -148,11 +148,11 @@ class Distractors(_Writing):
             elif reason == COPIED_EXAMPLE:
                 found["examples"] = [list(pair) for pair in shown]
             return Reject(reason, evidence=found)
-        return mcsqa(record).with_(distractors=new, distractors_offered=len(items))
+        return record.data.with_(distractors=new, distractors_offered=len(items))
 
 
 @dataclass
-class _Check(CheckStage):
+class _Check(CheckStage[McsqaRecord]):
     """A rule stage of the recipe."""
 
     config: McsqaConfig
@@ -193,7 +193,7 @@ class FilterCopies(Filter):
 
     barrier = True
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
         checked = super().run(records, ctx).outcomes
         verdicts: dict[str, Outcome] = {}
         seen = CopyIndex()
@@ -201,7 +201,7 @@ class FilterCopies(Filter):
         for record, outcome in sorted(passed, key=lambda pair: pair[0].record_id):
             if outcome.status != "ok":
                 continue
-            question = have(mcsqa(record).question, "question")
+            question = have(record.data.question, "question")
             copy = seen.match(question)
             if copy is None:
                 seen.add(record.record_id, question)
@@ -212,15 +212,15 @@ class FilterCopies(Filter):
 
 
 @dataclass
-class Shuffle(CheckStage):
+class Shuffle(CheckStage[McsqaRecord]):
     """Build the five-choice item, shuffle its choices seeded by the item id, label A–E."""
 
     config: McsqaConfig
 
-    def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
+    def run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         for record in records:
-            written = mcsqa(record)
+            written = record.data
             qs = written.qs
             texts = [*qs.targets, *have(written.distractors, "distractors")]
             labels = "ABCDE"
