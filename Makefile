@@ -9,7 +9,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS)
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: demo test lint install-local install-dev clean
+.PHONY: demo test test-fast lint install-local install-dev clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: install-dev
 
 test: lint
 	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest
+
+# the inner loop: no lint, no test that loads a real model or runs an external tool (`make test` runs all)
+test-fast: install-dev
+	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest -m "not slow" -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
