@@ -29,6 +29,7 @@ from typing import Any, Generic, Literal, Self
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import to_jsonable_python
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from typing_extensions import TypeVar
@@ -99,6 +100,12 @@ class Loose(Record):
 
     def stored(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+def as_stored(value: Any) -> Any:
+    """A value as the run store hands it back: JSON, every object's keys sorted (outputs built from stored
+    records before they were typed show their nested values so)."""
+    return json.loads(_dumps(to_jsonable_python(value)))
 
 
 D = TypeVar("D", bound=Record, default=Record, covariant=True)

@@ -30,7 +30,7 @@ from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.culture_adapt import templates
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.dryrun import author_loglikelihood, author_reply
-from senseforge.pipelines.culture_adapt.records import AdaptRecord, as_stored
+from senseforge.pipelines.culture_adapt.records import AdaptRecord
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
 from senseforge.pipelines.culture_adapt.source import SourceItems
 from senseforge.pipelines.culture_adapt.stages import (
@@ -50,7 +50,7 @@ from senseforge.pipelines.culture_adapt.stages import (
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_json, write_splits
-from senseforge.pipelines.runstore import Record, RunStore, StageResult
+from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stored
 from senseforge.pipelines.stage import Stage
 from senseforge.pipelines.taskqueue import add_tasks
 

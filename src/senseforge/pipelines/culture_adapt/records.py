@@ -10,14 +10,12 @@ JSON form (:meth:`~senseforge.pipelines.culture_adapt.item.Fields.to_json`).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
-from pydantic_core import to_jsonable_python
 
 from senseforge.pipelines.culture_adapt.item import Fields
-from senseforge.pipelines.runstore import Record
+from senseforge.pipelines.runstore import Record, as_stored
 
 Mode = Literal["full", "names", "none"]
 """How an item is adapted: the whole of it, its person names only, or not at all."""
@@ -126,9 +124,3 @@ class AdaptRecord(Record):
         if self.draft is not None:
             return {"draft": as_stored(self.draft)}
         return {"source": as_stored(self.source)}
-
-
-def as_stored(value: Any) -> Any:
-    """A record's value as JSON with every object's keys sorted, as the run store writes it (the outputs built
-    from stored records show it so)."""
-    return json.loads(json.dumps(to_jsonable_python(value), sort_keys=True))

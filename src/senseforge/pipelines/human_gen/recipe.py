@@ -33,11 +33,11 @@ from senseforge.data.schema import MCItem, Provenance
 from senseforge.errors import ConfigError
 from senseforge.evaluate import policies
 from senseforge.pipelines.human_gen.config import HumanGenConfig
-from senseforge.pipelines.human_gen.records import HumanGenRecord, sorted_json
+from senseforge.pipelines.human_gen.records import HumanGenRecord
 from senseforge.pipelines.human_gen.stages import BlindAnswers, Create, QualityControl, assign, slot_id
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_splits
-from senseforge.pipelines.runstore import Record, RunStore, StageResult
+from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stored
 from senseforge.pipelines.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -101,8 +101,8 @@ def to_item(record: StageResult[HumanGenRecord]) -> MCItem:
             "distractor": draft.distractor,
             "concept_form": draft.concept_form,
             "answer_majority": data.answer_majority,
-            "answers": sorted_json([a.model_dump(mode="json") for a in data.answers or ()]),
-            "qc_history": sorted_json([e.model_dump(mode="json") for e in data.qc_history or ()]),
+            "answers": as_stored([a.model_dump(mode="json") for a in data.answers or ()]),
+            "qc_history": as_stored([e.model_dump(mode="json") for e in data.qc_history or ()]),
         },
     )
 

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from senseforge.data.schema import Draft, QCEvent
-from senseforge.pipelines.runstore import Record
+from senseforge.pipelines.runstore import Record, as_stored
 
 
 class BlindAnswer(BaseModel):
@@ -65,14 +65,4 @@ class HumanGenRecord(Record):
         return self.draft
 
     def shown_checked(self) -> dict[str, Any]:
-        return {"draft": sorted_json(self.draft.model_dump(mode="json"))} if self.draft is not None else {}
-
-
-def sorted_json(value: Any) -> Any:
-    """A JSON value with every object's keys sorted, as the run store hands stored values back (the outputs
-    have always shown them so)."""
-    if isinstance(value, dict):
-        return {key: sorted_json(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [sorted_json(entry) for entry in value]
-    return value
+        return {"draft": as_stored(self.draft.model_dump(mode="json"))} if self.draft is not None else {}
