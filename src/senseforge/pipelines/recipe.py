@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from senseforge.llm.mock import AnyResponder
 from senseforge.pipelines.config import RecipeConfig
-from senseforge.pipelines.report import Cost, Funnel, StageFunnel
+from senseforge.pipelines.report import Funnel, StageFunnel
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
@@ -78,9 +78,6 @@ class Recipe(Protocol):
     def record(self) -> type[Record]:
         """The model of the data its records carry from stage to stage (validated on every read)."""
         ...
-
-    @property
-    def cost_model(self) -> type[Cost]: ...
 
     @property
     def flags(self) -> Mapping[str, Flag]:

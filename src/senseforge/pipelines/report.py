@@ -13,8 +13,9 @@ as an uninterrupted one.
   run's processes actually sent (attempts, retries, failures, cache hits) is the ledger's
   business: ``ledger.json``.
 
-A recipe subclasses :class:`Funnel` with its own figures, and lists the order of the
-keys in the file (:attr:`Funnel.key_order`).
+A recipe subclasses :class:`Funnel` with its own figures, lists the order of the keys in
+the file (:attr:`Funnel.key_order`), and names what it keeps (:attr:`Funnel.kept_unit`:
+the cost is given per kept item, question or example).
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ class Funnel(_Ordered):
 
     stages: list[StageFunnel]
     kept: int
+    kept_unit: ClassVar[str] = "item"
+    """What the recipe keeps (``cost.json`` gives the cost per kept one)."""
 
 
 def funnel_rows(store: RunStore, stages: Sequence[str], splitting: frozenset[str] = frozenset()) -> list[StageFunnel]:
@@ -150,7 +153,8 @@ class Cost(_Ordered):
     total_usd: float | None
     kept: int
     cost_per_kept_item_usd: float | None
-    kept_unit: ClassVar[str] = "item"
+    kept_unit: str = Field(default="item", exclude=True)
+    """What was kept (the funnel's :attr:`Funnel.kept_unit`): the per-kept key is named after it."""
 
     @model_serializer(mode="wrap")
     def _named(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -191,7 +195,7 @@ def cost(
     human_rate: float | Mapping[str, float] | None,
     lang: str | None = None,
     prices: PriceTable | None = None,
-    model: type[Cost] = Cost,
+    kept_unit: str = "item",
     keep: Callable[[StageResult[Any]], bool] | None = None,
     record_model: type[Record] = Loose,
 ) -> Cost:
@@ -236,7 +240,7 @@ def cost(
     total = None if total is None or human.cost_usd is None else total + human.cost_usd
     for name in sorted(unknown):
         logger.warning("no price for %s: its cost is unknown (null); add it to the price table", name)
-    return model(
+    return Cost(
         lang=lang,
         stages=per_stage,
         human=human,
@@ -245,6 +249,7 @@ def cost(
         total_usd=None if total is None else round(total, 8),
         kept=kept,
         cost_per_kept_item_usd=None if total is None or not kept else round(total / kept, 8),
+        kept_unit=kept_unit,
     )
 
 

@@ -483,7 +483,7 @@ def _finish(
         human_rate=human_rate,
         lang=getattr(config, "lang", None),
         prices=prices,
-        model=recipe.cost_model,
+        kept_unit=funnel_doc.kept_unit,
     )
     write_json(run_dir / "funnel.json", funnel_doc)
     write_json(run_dir / "cost.json", cost_doc)

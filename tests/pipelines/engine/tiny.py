@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 from senseforge.data.schema import Choice, MCItem
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.config import RecipeConfig
-from senseforge.pipelines.report import Cost, Funnel, StageFunnel
+from senseforge.pipelines.report import Funnel, StageFunnel
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import LMStage, Parsed, Reject, Stage
@@ -70,7 +70,6 @@ class Tiny:
     summary: str = "words → three parts each → kept at two of three LM judges"
     config_model: type[TinyConfig] = TinyConfig
     record: type[Record] = Piece
-    cost_model: type[Cost] = Cost
     flags: dict[str, Any] = field(default_factory=dict)
     authors: dict[str, Any] = field(default_factory=dict)
 

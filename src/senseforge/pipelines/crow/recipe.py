@@ -46,7 +46,7 @@ from senseforge.pipelines.crow.stages import (
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.crow.templates import template_hashes
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Cost, Funnel, StageFunnel, cost, write_json
+from senseforge.pipelines.report import Funnel, StageFunnel, cost, write_json
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
@@ -76,11 +76,6 @@ class CrowFunnel(Funnel):
     key_order: ClassVar[tuple[str, ...]] = ("tasks", "stages", "kept", "by_task")
     tasks: list[str]
     by_task: dict[str, dict[str, Any]]
-
-
-class CrowCost(Cost):
-    """The cost of a run, per kept example."""
-
     kept_unit: ClassVar[str] = "example"
 
 
@@ -142,7 +137,6 @@ class Crow:
     summary = "Real task examples → knowledge triples → Winograd-style minimal rewrites, each stage validated (CRoW)."
     config_model = CrowConfig
     record: type[Record] = CrowRecord
-    cost_model = CrowCost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
         {
             "source": Flag(
@@ -287,7 +281,7 @@ class Crow:
                 kept=len(out.rows),
                 human_judgements=_human_counts(run, task, spec),
                 human_rate=rate,
-                model=CrowCost,
+                kept_unit=CrowFunnel.kept_unit,
                 keep=lambda r, task=task: r.data.task == task,  # type: ignore[misc]
                 record_model=CrowRecord,
             )

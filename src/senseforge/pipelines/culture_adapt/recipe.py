@@ -49,7 +49,7 @@ from senseforge.pipelines.culture_adapt.stages import (
 )
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_json, write_splits
+from senseforge.pipelines.report import Funnel, StageFunnel, write_json, write_splits
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stored
 from senseforge.pipelines.stage import Stage
 from senseforge.pipelines.taskqueue import add_tasks
@@ -185,7 +185,6 @@ class CultureAdapt:
     summary = "An existing benchmark carried into a culture and its languages, kept where it survives (LLM_Adapt)."
     config_model = CultureAdaptConfig
     record: type[Record] = AdaptRecord
-    cost_model = Cost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
         {
             "source": Flag(

@@ -47,7 +47,7 @@ from senseforge.pipelines.culture_gen.stages import (
 from senseforge.pipelines.culture_gen.templates import template_hashes
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Cost, Funnel, StageFunnel, cost, write_json, write_splits
+from senseforge.pipelines.report import Funnel, StageFunnel, cost, write_json, write_splits
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
@@ -275,7 +275,6 @@ class CultureGen:
     summary = "Concepts of a culture → LM-written questions in its language, checked (Putri et al.'s LLM_Gen)."
     config_model = CultureGenConfig
     record: type[Record] = CultureRecord
-    cost_model = Cost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType(
         {"concepts": Flag(path=True, help="Concept table (CSV or JSONL); default: ours.")}
     )

@@ -36,7 +36,7 @@ from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.human_gen.records import HumanGenRecord
 from senseforge.pipelines.human_gen.stages import BlindAnswers, Create, QualityControl, assign, slot_id
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Cost, Funnel, StageFunnel, write_splits
+from senseforge.pipelines.report import Funnel, StageFunnel, write_splits
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stored
 from senseforge.pipelines.stage import Stage
 
@@ -157,7 +157,6 @@ class HumanGen:
     summary = "People write, check and answer culture-grounded questions in the app (Human_Gen)."
     config_model = HumanGenConfig
     record: type[Record] = HumanGenRecord
-    cost_model = Cost
     flags: ClassVar[Mapping[str, Flag]] = MappingProxyType({"concepts": Flag(path=True)})
     authors: ClassVar[Mapping[str, Any]] = MappingProxyType({})
 

@@ -20,7 +20,7 @@ from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
 from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, McsqaReview, Split, Verify
 from senseforge.pipelines.mcsqa.records import McsqaRecord
-from senseforge.pipelines.mcsqa.report import STAGES, McsqaCost, final_items, funnel, write_dataset
+from senseforge.pipelines.mcsqa.report import STAGES, final_items, funnel, write_dataset
 from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies, Generate, Moderate, Refine, Shuffle
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
@@ -66,7 +66,6 @@ class Mcsqa:
     )
     config_model: type[McsqaConfig] = McsqaConfig
     record: type[Record] = McsqaRecord
-    cost_model: type[McsqaCost] = McsqaCost
     flags: Mapping[str, Flag] = field(
         default_factory=lambda: {
             "lang": Flag(short="-l", help="Language of the questions (BCP-47), e.g. ja."),

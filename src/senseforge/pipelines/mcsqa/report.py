@@ -20,7 +20,7 @@ from senseforge.data.adapters import item_to_csqa_row
 from senseforge.data.schema import MCItem
 from senseforge.data.splits import SPLIT_NAMES
 from senseforge.pipelines.mcsqa.records import McsqaRecord, have
-from senseforge.pipelines.report import Cost, Funnel, StageFunnel
+from senseforge.pipelines.report import Funnel, StageFunnel
 from senseforge.pipelines.runstore import RunStore
 
 logger = logging.getLogger(__name__)
@@ -66,11 +66,6 @@ class McsqaFunnel(Funnel):
     """Hard items by who accepted them."""
     splits: dict[str, dict[str, int]]
     """Easy and Hard items per split."""
-
-
-class McsqaCost(Cost):
-    """The mCSQA cost report: per kept *question*."""
-
     kept_unit: ClassVar[str] = "question"
 
 
