@@ -22,47 +22,60 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from senseforge.data.io import atomic_open
+from senseforge.data.splits import SPLIT_NAMES
 from senseforge.llm.prices import PriceTable
 from senseforge.pipelines.runstore import CallEntry, Loose, Record, RunStore, StageResult
 
 logger = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False) + "\n"
 
 
+def _plain(value: Any) -> Any:
+    return value.model_dump(mode="json", by_alias=True) if isinstance(value, BaseModel) else value
+
+
 def write_json(path: Path, value: Any) -> None:
-    """Write JSON atomically (a pydantic model as its JSON form)."""
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json", by_alias=True)
+    """Write JSON atomically (a pydantic model as its JSON form, in a mapping too)."""
+    value = {key: _plain(item) for key, item in value.items()} if isinstance(value, Mapping) else _plain(value)
     with atomic_open(path) as handle:
         handle.write(_dumps(value))
 
 
-def write_splits(folder: Path, splits: Mapping[str, Sequence[Any]], released: Callable[[Any], dict[str, Any]]) -> None:
-    """A recipe's dataset, atomically: ``dataset/<split>.jsonl`` (rows by ``released``) and ``items/<split>.jsonl``
-    (the full items); a split with no items has no file (an old one is removed)."""
-    for sub, render in (
-        ("dataset", lambda item: json.dumps(released(item), ensure_ascii=False)),
-        ("items", lambda item: item.model_dump_json()),
-    ):
+def write_jsonl(path: Path, rows: Iterable[BaseModel | Mapping[str, Any]]) -> None:
+    """One JSON line per row, atomically (a pydantic model as its JSON, a mapping with its text as written)."""
+    with atomic_open(path) as handle:
+        for row in rows:
+            text = row.model_dump_json() if isinstance(row, BaseModel) else json.dumps(row, ensure_ascii=False)
+            handle.write(text + "\n")
+
+
+def write_splits(
+    folder: Path, splits: Mapping[str, Sequence[BaseModel]], released: Callable[[Any], Mapping[str, Any]]
+) -> None:
+    """A recipe's dataset: ``dataset/<split>.jsonl`` (rows by ``released``) and ``items/<split>.jsonl`` (the full
+    items), each file atomically; a split not in ``splits`` has no file (an old one is removed)."""
+    for sub in ("dataset", "items"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
-        for name in ("train", "validation", "test"):
+    for name in SPLIT_NAMES:
+        for sub, rows in (("dataset", map(released, splits.get(name, ()))), ("items", splits.get(name, ()))):
             path = folder / sub / f"{name}.jsonl"
-            if name not in splits:
+            if name in splits:
+                write_jsonl(path, rows)
+            else:
                 path.unlink(missing_ok=True)
-                continue
-            with atomic_open(path) as handle:
-                for item in splits[name]:
-                    handle.write(render(item) + "\n")
 
 
 class _Ordered(BaseModel):
@@ -109,17 +122,53 @@ class Funnel(_Ordered):
 
 def funnel_rows(store: RunStore, stages: Sequence[str], splitting: frozenset[str] = frozenset()) -> list[StageFunnel]:
     """The rows of :class:`Funnel` for the recipe's stages, in order (``splitting``: stages that make children)."""
+    return _rows({stage: store.counts(stage) for stage in stages}, stages, splitting)
+
+
+def _rows(
+    counts: Mapping[str, Mapping[str, int]], stages: Sequence[str], splitting: frozenset[str]
+) -> list[StageFunnel]:
     rows: list[StageFunnel] = []
     previous_out: int | None = None
     for stage in stages:
-        counts = store.counts(stage)
-        out = counts.pop("ok", 0)
-        rejected = dict(sorted(counts.items()))
+        rejected = dict(counts.get(stage, {}))
+        out = rejected.pop("ok", 0)
         total = out + sum(rejected.values())
         parents = previous_out if stage in splitting else None
-        rows.append(StageFunnel(stage=stage, in_=total, out=out, rejected=rejected, from_=parents))
+        rows.append(
+            StageFunnel(stage=stage, in_=total, out=out, rejected=dict(sorted(rejected.items())), from_=parents)
+        )
         previous_out = out
     return rows
+
+
+def outcomes_by(
+    store: RunStore, stages: Sequence[str], key: Callable[[StageResult[Any]], K], record_model: type[Record] = Loose
+) -> dict[K, dict[str, Counter[str]]]:
+    """Per group (``key`` of each record, read as ``record_model``) and stage: ``ok`` and each reject reason
+    counted, groups, stages and reasons in the order first met."""
+    out: dict[K, dict[str, Counter[str]]] = {}
+    for stage in stages:
+        for record in store.results(stage, None, record_model):
+            outcome = "ok" if record.status == "ok" else record.reason or "rejected"
+            out.setdefault(key(record), {}).setdefault(stage, Counter())[outcome] += 1
+    return out
+
+
+def funnel_rows_by(
+    store: RunStore,
+    stages: Sequence[str],
+    key: Callable[[StageResult[Any]], K],
+    record_model: type[Record] = Loose,
+    splitting: frozenset[str] = frozenset(),
+    groups: Iterable[K] | None = None,
+) -> dict[K, list[StageFunnel]]:
+    """:func:`funnel_rows` per group of records (per language, per task …), every stage in each: for ``groups``
+    (a group no record is in has rows of zeros), or else the groups met, in order."""
+    counted = outcomes_by(store, stages, key, record_model)
+    return {
+        group: _rows(counted.get(group, {}), stages, splitting) for group in (counted if groups is None else groups)
+    }
 
 
 class StageCost(BaseModel):
@@ -167,22 +216,26 @@ class Cost(_Ordered):
         return dumped
 
 
-def calls_by_stage(
-    store: RunStore,
-    stages: Sequence[str],
-    keep: Callable[[StageResult[Any]], bool] | None = None,
-    record_model: type[Record] = Loose,
-) -> dict[str, dict[str, CallEntry]]:
-    """Per LM stage, the distinct calls (by cache key) any record recorded, in every stage's results (only the
-    records ``keep`` accepts, when given: one language's share of a run, say; it reads them as ``record_model``)."""
-    out: dict[str, dict[str, CallEntry]] = {}
+Calls = dict[str, dict[str, CallEntry]]
+"""Per LM stage, the distinct calls by cache key."""
+
+
+def calls_by_stage(store: RunStore, stages: Sequence[str]) -> Calls:
+    """Per LM stage, the distinct calls (by cache key) any record recorded, in every stage's results."""
+    return calls_by(store, stages, lambda _: None).get(None, {})
+
+
+def calls_by(
+    store: RunStore, stages: Sequence[str], key: Callable[[StageResult[Any]], K], record_model: type[Record] = Loose
+) -> dict[K, Calls]:
+    """:func:`calls_by_stage` per group of records (``key`` of each, read as ``record_model``)."""
+    out: dict[K, Calls] = {}
     for stage in stages:
         for record in store.results(stage, None, record_model):
-            if keep is not None and not keep(record):
-                continue
+            group = out.setdefault(key(record), {})
             for call_stage, entries in record.calls.items():
                 for entry in entries:
-                    out.setdefault(call_stage, {}).setdefault(entry.key, entry)
+                    group.setdefault(call_stage, {}).setdefault(entry.key, entry)
     return out
 
 
@@ -196,12 +249,55 @@ def cost(
     lang: str | None = None,
     prices: PriceTable | None = None,
     kept_unit: str = "item",
-    keep: Callable[[StageResult[Any]], bool] | None = None,
-    record_model: type[Record] = Loose,
 ) -> Cost:
     """Tokens and money per stage, human judgements per task type at their rate, and cost per kept item."""
+    calls = calls_by_stage(store, stages)
+    return _priced(calls, stages, kept, human_judgements, human_rate, lang, prices or PriceTable.load(), kept_unit)
+
+
+def cost_by(
+    store: RunStore,
+    stages: Sequence[str],
+    key: Callable[[StageResult[Any]], K],
+    *,
+    kept: Mapping[K, int],
+    human_judgements: Mapping[K, Mapping[str, int]] | None = None,
+    human_rate: float | Mapping[str, float] | None = None,
+    langs: bool = False,
+    prices: PriceTable | None = None,
+    kept_unit: str = "item",
+    record_model: type[Record] = Loose,
+) -> dict[K, Cost]:
+    """:func:`cost` per group of records (``key`` of each, read as ``record_model``), for the groups of ``kept``
+    (each with its kept count and, in ``human_judgements``, its people's judgements); ``langs``: the groups are
+    languages, and each cost names its own."""
     table = prices or PriceTable.load()
-    calls = calls_by_stage(store, stages, keep, record_model)
+    calls = calls_by(store, stages, key, record_model)
+    return {
+        group: _priced(
+            calls.get(group, {}),
+            stages,
+            n,
+            (human_judgements or {}).get(group, {}),
+            human_rate,
+            str(group) if langs else None,
+            table,
+            kept_unit,
+        )
+        for group, n in kept.items()
+    }
+
+
+def _priced(
+    calls: Calls,
+    stages: Sequence[str],
+    kept: int,
+    human_judgements: Mapping[str, int],
+    human_rate: float | Mapping[str, float] | None,
+    lang: str | None,
+    table: PriceTable,
+    kept_unit: str,
+) -> Cost:
     per_stage: dict[str, StageCost] = {}
     unknown: set[str] = set()
     total: float | None = 0.0

@@ -8,6 +8,21 @@ import pytest
 
 from senseforge.kb.conceptnet import import_dump
 
+STAGES = (
+    "select",
+    "generate",
+    "filter",
+    "refine",
+    "filter_refined",
+    "distractors",
+    "shuffle",
+    "verify",
+    "review",
+    "moderate",
+    "split",
+)
+"""The recipe's stages, in the order its funnel lists them."""
+
 
 @pytest.fixture(scope="session")
 def demo_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:

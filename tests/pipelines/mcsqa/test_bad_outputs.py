@@ -12,13 +12,12 @@ from senseforge.llm.mock import ScriptedLLM
 from senseforge.pipelines.mcsqa import McsqaConfig
 from senseforge.pipelines.mcsqa.dryrun import author_reply
 from senseforge.pipelines.mcsqa.recipe import Mcsqa
-from senseforge.pipelines.mcsqa.report import STAGES
 from senseforge.pipelines.mcsqa.templates import templates
 from senseforge.pipelines.moderation import WordListModerator
 from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
-from .conftest import read_jsonl
+from .conftest import STAGES, read_jsonl
 
 SPEC = "scripted/crafted"
 MARK = "zebra riddle"

@@ -10,11 +10,10 @@ import pytest
 from senseforge.data.splits import SPLIT_NAMES
 from senseforge.errors import ConfigError
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
-from senseforge.pipelines.mcsqa.report import STAGES
 from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
-from .conftest import read_jsonl
+from .conftest import STAGES, read_jsonl
 
 AUTHOR = "scripted/mcsqa-author"
 OUTPUTS = (

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from senseforge.data.crow import CROW_TASKS
-from senseforge.data.io import atomic_open
 from senseforge.evaluate.metrics import fleiss_kappa, krippendorff_alpha_nominal
 from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, required
 from senseforge.pipelines.crow.tasks import TaskSpec
+from senseforge.pipelines.report import write_jsonl
 from senseforge.pipelines.runstore import RunStore, StageResult
 
 NO_KEPT_KNOWLEDGE = "no_kept_knowledge"
@@ -193,13 +193,6 @@ def _carried(
 # -- files ---------------------------------------------------------------------------------------
 
 
-def _write_lines(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(path) as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
 def public_row(row: Mapping[str, Any], spec: TaskSpec) -> dict[str, Any]:
     """A row as the public release shows it: no label, no knowledge, nothing that tells an original from a rewrite."""
     keys = (*PUBLIC_KEYS, spec.context_field, spec.target_field, "context", "target", "source_lang", "target_lang")
@@ -219,15 +212,15 @@ def write_outputs(run_dir: Path, outputs: Mapping[str, TaskOutput], specs: Mappi
     baseline: list[dict[str, Any]] = []
     for task, out in outputs.items():
         if out.rows:  # a task that kept nothing has no file (its funnel says why)
-            _write_lines(dataset / f"{task}.jsonl", out.rows)
+            write_jsonl(dataset / f"{task}.jsonl", out.rows)
         everything += out.rows
         public += [public_row(row, specs[task]) for row in out.rows]
         labels = Counter(row["label"] for row in out.rows)
         majority = 1 if labels[1] >= labels[0] else 0
         baseline += [{"task": task, "example_id": row["example_id"], "prediction": majority} for row in out.rows]
-    _write_lines(run_dir / "release" / "public.jsonl", public)
-    _write_lines(run_dir / "release" / "private.jsonl", everything)
-    _write_lines(run_dir / "release" / "baseline_submission.jsonl", baseline)
+    write_jsonl(run_dir / "release" / "public.jsonl", public)
+    write_jsonl(run_dir / "release" / "private.jsonl", everything)
+    write_jsonl(run_dir / "release" / "baseline_submission.jsonl", baseline)
 
 
 # -- the funnel's figures --------------------------------------------------------------------------

@@ -46,12 +46,10 @@ from senseforge.pipelines.crow.stages import (
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.crow.templates import template_hashes
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Funnel, StageFunnel, cost, write_json
+from senseforge.pipelines.report import Funnel, StageFunnel, cost_by, funnel_rows_by, write_json
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
-STAGES: tuple[str, ...] = ("contexts", "cka", "ckv", "wsg", "edits", "dedup", "wsv")
-"""The stages of the recipe, in order (the dataset is assembled when it finishes)."""
 _TASK_STAGES = {
     "contexts": None,
     "cka": None,
@@ -102,23 +100,8 @@ class Contexts:
         return records, {**facts, "sources": [str(p) for p in paths], "task_order": tasks}
 
 
-def _task_rows(stored: Mapping[str, list[StageResult[CrowRecord]]], spec: TaskSpec) -> list[dict[str, Any]]:
-    """The task's funnel rows, from every stage's results (``stored``)."""
-    rows: list[dict[str, Any]] = []
-    previous: int | None = None
-    for stage in STAGES:
-        needs = _TASK_STAGES[stage]
-        if needs is not None and not spec.runs(needs):
-            continue
-        results = [r for r in stored[stage] if r.data.task == spec.name]
-        out = sum(1 for r in results if r.status == "ok")
-        rejected = Counter(r.reason or "rejected" for r in results if r.status == "rejected")
-        row = StageFunnel(stage=stage, in_=len(results), out=out, rejected=dict(sorted(rejected.items())))
-        if stage == "cka":
-            row.from_ = previous
-        rows.append(row.model_dump(mode="json", by_alias=True))
-        previous = out
-    return rows
+def _task(record: StageResult[CrowRecord]) -> str:
+    return record.data.task
 
 
 def _human_rate(run: RunStore) -> float | dict[str, float] | None:
@@ -246,11 +229,20 @@ class Crow:
         tasks = list(facts.get("task_order") or config.task)
         outputs = assemble(run, specs, tasks, final_stage="wsv", kept_stage="ckv")
         write_outputs(run_dir, outputs, specs)
-        stored = {stage: run.results(stage, None, CrowRecord) for stage in STAGES}
-        kept = [r for r in stored["ckv"] if r.status == "ok"]
+        names = [row.stage for row in rows]
+        kept = run.results("ckv", "ok", CrowRecord)
+        task_rows = funnel_rows_by(run, names, _task, CrowRecord, self.splitting(), tasks)
+        costs = cost_by(
+            run,
+            names,
+            _task,
+            kept={task: len(outputs[task].rows) for task in tasks},
+            human_judgements={task: _human_counts(run, task, specs[task]) for task in tasks},
+            human_rate=_human_rate(run),
+            kept_unit=CrowFunnel.kept_unit,
+            record_model=CrowRecord,
+        )
         by_task: dict[str, dict[str, Any]] = {}
-        costs: dict[str, Any] = {}
-        rate = _human_rate(run)
         for task in tasks:
             spec, out = specs[task], outputs[task]
             mine = [required(r.data.triple, "triple") for r in kept if r.data.task == task]
@@ -259,7 +251,11 @@ class Crow:
             by_task[task] = {
                 "stages_run": list(spec.stages),
                 "source": facts.get("tasks", {}).get(task, {}),
-                "stages": _task_rows(stored, spec),
+                "stages": [
+                    row.model_dump(mode="json", by_alias=True)
+                    for row in task_rows[task]
+                    if _TASK_STAGES[row.stage] is None or spec.runs(str(_TASK_STAGES[row.stage]))
+                ],
                 "contexts": {"in": out.contexts, "kept": out.kept, "left_out": dict(sorted(out.dropped.items()))},
                 "examples": {
                     "total": len(out.rows),
@@ -275,18 +271,9 @@ class Crow:
                 },
                 "agreement": {name: agreement(run, name, task) for name in ("ckv", "wsv") if spec.runs(name)},
             }
-            task_cost = cost(
-                run,
-                [Contexts().name, *STAGES[1:]],
-                kept=len(out.rows),
-                human_judgements=_human_counts(run, task, spec),
-                human_rate=rate,
-                kept_unit=CrowFunnel.kept_unit,
-                keep=lambda r, task=task: r.data.task == task,  # type: ignore[misc]
-                record_model=CrowRecord,
-            )
-            costs[task] = task_cost.model_dump(mode="json", by_alias=True)
-        write_json(run_dir / "cost_by_task.json", costs)
+        write_json(
+            run_dir / "cost_by_task.json", {task: c.model_dump(mode="json", by_alias=True) for task, c in costs.items()}
+        )
         total = sum(len(out.rows) for out in outputs.values())
         return CrowFunnel(tasks=tasks, stages=rows, kept=total, by_task=by_task)
 

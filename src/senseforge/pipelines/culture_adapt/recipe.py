@@ -54,18 +54,6 @@ from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stor
 from senseforge.pipelines.stage import Stage
 from senseforge.pipelines.taskqueue import add_tasks
 
-STAGES: tuple[str, ...] = (
-    "source",
-    "screen",
-    "extract",
-    "relevance",
-    "adapt",
-    "check",
-    "localize",
-    "translate",
-    "back_translate",
-    "keep",
-)
 ADAPT_CHECK_TASK = "adapt-check"
 """The annotation task adapted items are queued for (the source beside the adapted item)."""
 
@@ -98,13 +86,10 @@ def _models(config: CultureAdaptConfig, data: AdaptRecord) -> list[str]:
     return list(dict.fromkeys(config.model_for(stage) for stage in stages))
 
 
-TEMPLATE_STAGES: tuple[str, ...] = ("extract", "relevance", "adapt", "rename", "translate")
-
-
 def stage_hashes(config: CultureAdaptConfig) -> dict[str, str]:
     """The hashes of every template the run's stages use, each in its stage's prompt style."""
     out: dict[str, str] = {}
-    for stage in TEMPLATE_STAGES:
+    for stage in config.lm_stages:  # each model-calling stage (rename: adapt's names-only rewrite) has templates
         if stage == "extract" and config.extractor != "lm":
             continue
         hashes = templates.template_hashes(config.langs, config.style_for(stage))

@@ -47,14 +47,19 @@ from senseforge.pipelines.culture_gen.stages import (
 from senseforge.pipelines.culture_gen.templates import template_hashes
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Funnel, StageFunnel, cost, write_json, write_splits
+from senseforge.pipelines.report import (
+    Funnel,
+    StageFunnel,
+    cost_by,
+    funnel_rows_by,
+    outcomes_by,
+    write_json,
+    write_splits,
+)
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
 logger = logging.getLogger(__name__)
-
-STAGES: tuple[str, ...] = ("batches", "generate", "check", "dedup", "language", "moderate")
-"""The stages of the recipe, in order (the split is written when it finishes)."""
 
 LOCAL_BATCH_CONCEPTS = 2
 """Concepts per call for a local base model: a base model of 270M writes one JSON line per call at best."""
@@ -174,6 +179,10 @@ class ConceptBatches:
         return records, {"table": str(table), "rows": len(rows), "slots": slots}
 
 
+def _lang(record: StageResult[CultureRecord]) -> str:
+    return record.data.lang
+
+
 def item_id(lang: str, concept: str, question: str, choices: list[tuple[str, str]]) -> str:
     """``gen_<lang>_<hash>`` of what the item says."""
     text = json.dumps([lang, concept, question, choices], ensure_ascii=False)
@@ -225,44 +234,6 @@ class CultureGenFunnel(Funnel):
     langs: list[str]
     by_lang: dict[str, dict[str, int]]
     """Per language: concept slots, kept items, items CLD3 read as another language."""
-
-
-def _lang_rows(run: RunStore, stages: list[str], lang: str) -> list[StageFunnel]:
-    rows: list[StageFunnel] = []
-    previous: int | None = None
-    for stage in stages:
-        results = [r for r in run.results(stage, None, CultureRecord) if r.data.lang == lang]
-        out = sum(1 for r in results if r.status == "ok")
-        rejected: dict[str, int] = {}
-        for r in results:
-            if r.status == "rejected":
-                rejected[r.reason or "rejected"] = rejected.get(r.reason or "rejected", 0) + 1
-        rows.append(
-            StageFunnel(
-                stage=stage,
-                in_=len(results),
-                out=out,
-                rejected=dict(sorted(rejected.items())),
-                from_=previous if stage == "generate" else None,
-            )
-        )
-        previous = out
-    return rows
-
-
-def _by_category(run: RunStore, stages: list[str], lang: str) -> dict[str, dict[str, dict[str, Any]]]:
-    table: dict[str, dict[str, dict[str, Any]]] = {}
-    for stage in stages[1:]:
-        for r in run.results(stage, None, CultureRecord):
-            if r.data.lang != lang:
-                continue
-            row = table.setdefault(r.data.category, {}).setdefault(stage, {"out": 0, "rejected": {}})
-            if r.status == "ok":
-                row["out"] += 1
-            else:
-                reason = r.reason or "rejected"
-                row["rejected"][reason] = row["rejected"].get(reason, 0) + 1
-    return {category: table[category] for category in sorted(table)}
 
 
 @dataclass
@@ -325,45 +296,51 @@ class CultureGen:
     def finish(
         self, config: CultureGenConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
     ) -> Funnel:
-        names = [*STAGES, *(["review"] if config.reviewers else [])]
+        names = [row.stage for row in rows]
         kept = run.results(names[-1], "ok", CultureRecord)
-        hashes = template_hashes(config.langs, config.style_for("generate"), config.prompt_language)
+        style, model = config.style_for("generate"), config.model_for("generate")
+        hashes = template_hashes(config.langs, style, config.prompt_language)
+        items = {
+            lang: [to_item(r, model, hashes[f"generate/{lang}/{style}"]) for r in kept if r.data.lang == lang]
+            for lang in config.langs
+        }
+        lang_rows = funnel_rows_by(run, names, _lang, CultureRecord, self.splitting(), config.langs)
+        categories = outcomes_by(run, names[1:], lambda r: (r.data.lang, r.data.category), CultureRecord)
+        costs = cost_by(
+            run,
+            names,
+            _lang,
+            kept={lang: len(items[lang]) for lang in config.langs},
+            langs=True,
+            record_model=CultureRecord,
+        )
         by_lang: dict[str, dict[str, int]] = {}
         for lang in config.langs:
-            items = sorted(
-                (
-                    to_item(r, config.model_for("generate"), hashes[f"generate/{lang}/{config.style_for('generate')}"])
-                    for r in kept
-                    if r.data.lang == lang
-                ),
-                key=lambda item: item.id,
-            )
-            splits = self._split(config, items)
+            items[lang].sort(key=lambda item: item.id)
+            splits = self._split(config, items[lang])
             write_splits(run_dir / lang, splits, released_row)
-            wrong = sum(1 for item in items if item.metadata.get("lang_detected") not in (lang, None))
+            wrong = sum(1 for item in items[lang] if item.metadata.get("lang_detected") not in (lang, None))
             slots = int(facts.get("slots", {}).get(lang, 0))
-            by_lang[lang] = {"slots": slots, "kept": len(items), "other_language": wrong}
+            by_lang[lang] = {"slots": slots, "kept": len(items[lang]), "other_language": wrong}
+            by_category = {
+                category: {
+                    stage: {"out": counts["ok"], "rejected": {k: n for k, n in counts.items() if k != "ok"}}
+                    for stage, counts in per_stage.items()
+                }
+                for (group, category), per_stage in sorted(categories.items())
+                if group == lang
+            }
             lang_funnel = {
                 "lang": lang,
                 "slots": slots,
-                "stages": [row.model_dump(mode="json", by_alias=True) for row in _lang_rows(run, names, lang)],
-                "by_category": _by_category(run, names, lang),
-                "kept": len(items),
+                "stages": [row.model_dump(mode="json", by_alias=True) for row in lang_rows[lang]],
+                "by_category": by_category,
+                "kept": len(items[lang]),
                 "other_language": wrong,
                 "splits": {name: len(members) for name, members in splits.items()},
             }
             write_json(run_dir / lang / "funnel.json", lang_funnel)
-            lang_cost = cost(
-                run,
-                names,
-                kept=len(items),
-                human_judgements={},
-                human_rate=None,
-                lang=lang,
-                keep=lambda r, lang=lang: r.data.lang == lang,  # type: ignore[misc]
-                record_model=CultureRecord,
-            )
-            write_json(run_dir / lang / "cost.json", lang_cost)
+            write_json(run_dir / lang / "cost.json", costs[lang])
         return CultureGenFunnel(langs=list(config.langs), stages=rows, kept=len(kept), by_lang=by_lang)
 
     @staticmethod

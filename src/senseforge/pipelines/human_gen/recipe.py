@@ -42,8 +42,6 @@ from senseforge.pipelines.stage import Stage
 
 logger = logging.getLogger(__name__)
 
-STAGES: tuple[str, ...] = ("slots", "create", "qc", "answer")
-
 
 class Slots:
     """The first records: one per (creator, concept) the assignment makes, for the run's language."""

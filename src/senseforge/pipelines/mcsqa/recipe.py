@@ -20,11 +20,11 @@ from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
 from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, McsqaReview, Split, Verify
 from senseforge.pipelines.mcsqa.records import McsqaRecord
-from senseforge.pipelines.mcsqa.report import STAGES, final_items, funnel, write_dataset
+from senseforge.pipelines.mcsqa.report import final_items, funnel, released_row
 from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies, Generate, Moderate, Refine, Shuffle
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Funnel, StageFunnel
+from senseforge.pipelines.report import Funnel, StageFunnel, write_splits
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 
@@ -110,7 +110,7 @@ class Mcsqa:
         self, config: McsqaConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
     ) -> Funnel:
         question_sets = {"sampled": facts.get("sampled"), "extraction": dict(facts.get("funnel", []))}
-        write_dataset(run_dir, final_items(run))
+        write_splits(run_dir, final_items(run), released_row)
         return funnel(run, config.lang, question_sets, rows)
 
 
@@ -118,4 +118,4 @@ MCSQA = Mcsqa()
 """The recipe with the shipped moderation word lists."""
 
 
-__all__ = ["MCSQA", "STAGES", "Mcsqa", "McsqaConfig"]
+__all__ = ["MCSQA", "Mcsqa", "McsqaConfig"]

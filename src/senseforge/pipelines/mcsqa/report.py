@@ -8,12 +8,8 @@ resumed run writes the same bytes as an uninterrupted one.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import shutil
 from collections import Counter
-from pathlib import Path
 from typing import Any, ClassVar
 
 from senseforge.data.adapters import item_to_csqa_row
@@ -24,21 +20,6 @@ from senseforge.pipelines.report import Funnel, StageFunnel
 from senseforge.pipelines.runstore import RunStore
 
 logger = logging.getLogger(__name__)
-
-STAGES: tuple[str, ...] = (
-    "select",
-    "generate",
-    "filter",
-    "refine",
-    "filter_refined",
-    "distractors",
-    "shuffle",
-    "verify",
-    "review",
-    "moderate",
-    "split",
-)
-"""The stages of the recipe, in order."""
 
 
 class McsqaFunnel(Funnel):
@@ -112,25 +93,6 @@ def final_items(store: RunStore) -> dict[str, list[MCItem]]:
     return out
 
 
-def write_dataset(run_dir: Path, splits: dict[str, list[MCItem]]) -> None:
-    """``dataset/`` in the published mCSQA schema and ``items/`` as full records, each folder replaced atomically."""
-    for folder, render in (
-        ("dataset", lambda item: json.dumps(item_to_csqa_row(item), ensure_ascii=False)),
-        ("items", lambda item: item.model_dump_json()),
-    ):
-        target = run_dir / folder
-        tmp = run_dir / f".{folder}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        for name in SPLIT_NAMES:
-            with open(tmp / f"{name}.jsonl", "w", encoding="utf-8", newline="\n") as handle:
-                for item in splits[name]:
-                    handle.write(render(item) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-        old = run_dir / f".{folder}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if target.exists():
-            os.rename(target, old)
-        os.rename(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
+def released_row(item: MCItem) -> dict[str, Any]:
+    """An item in the published mCSQA schema."""
+    return item_to_csqa_row(item)
