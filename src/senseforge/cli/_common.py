@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from senseforge.data.text import plural as plural  # the CLI's modules take it from here
 from senseforge.errors import ConfigError
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -214,12 +215,3 @@ def money(usd: float) -> str:
     if usd == 0 or abs(usd) >= 0.01:
         return f"${usd:,.2f}"
     return f"${usd:.3g}" if abs(usd) >= 1e-4 else f"${usd:.6f}".rstrip("0")
-
-
-def plural(count: int, word: str, many: str | None = None) -> str:
-    """``1 item``, ``2 items`` (``many`` for an irregular plural).
-
-    >>> plural(1, "item"), plural(3, "item"), plural(0, "entry", "entries")
-    ('1 item', '3 items', '0 entries')
-    """
-    return f"{count:,} {word if count == 1 else (many or word + 's')}"

@@ -31,7 +31,6 @@ from senseforge.cli._common import (
     on_interrupt,
     out,
     parse_options,
-    plural,
     progress_bar,
 )
 from senseforge.errors import ConfigError
@@ -287,14 +286,6 @@ for _recipe in recipes().values():
     app.command(_recipe.name, help=_recipe.summary)(recipe_command(_recipe))
 
 
-def _kept_in(lang: str, counts: dict[str, Any]) -> str:
-    """One language's share of a funnel: of its concept slots, or per split."""
-    if "slots" in counts:
-        return f"{lang} {counts['kept']} of {counts['slots']} concepts"
-    splits = ", ".join(f"{name} {n}" for name, n in (counts.get("splits") or {}).items())
-    return f"{lang} {counts['kept']}" + (f" ({splits})" if splits else "")
-
-
 def human_rate(text: str | None) -> float | dict[str, float] | None:
     """``--human-rate``: one rate, or ``task=rate`` pairs separated by commas.
 
@@ -325,35 +316,6 @@ def human_rate(text: str | None) -> float | dict[str, float] | None:
     return rates
 
 
-def _agreement(cell: dict[str, Any] | None) -> str:
-    if not cell:
-        return "–"
-    kappa, alpha = cell.get("fleiss_kappa"), cell.get("krippendorff_alpha")
-    return f"κ {'–' if kappa is None else f'{kappa:.2f}'} α {'–' if alpha is None else f'{alpha:.2f}'}"
-
-
-def _task_table(by_task: dict[str, Any]) -> Table:
-    """A CRoW run per task: contexts kept, examples, why contexts were left out, the panels' agreement."""
-    table = Table(title="per task: contexts kept of those in; examples = originals+rewrites")
-    for column in ("task", "contexts", "examples", "left out", "CKV", "WSV"):
-        table.add_column(column, justify="right" if column in ("contexts", "examples") else "left")
-    for task, row in by_task.items():
-        contexts, examples = row["contexts"], row["examples"]
-        shown = str(examples["total"])
-        if examples.get("rewrite") is not None:
-            shown += f" = {examples['original']}+{examples['rewrite']}"
-        left = ", ".join(f"{reason} {n}" for reason, n in contexts["left_out"].items())
-        table.add_row(
-            task,
-            f"{contexts['kept']}/{contexts['in']}",
-            shown,
-            left,
-            _agreement(row["agreement"].get("ckv")),
-            _agreement(row["agreement"].get("wsv")),
-        )
-    return table
-
-
 def print_summary(summary: Any) -> None:
     """The funnel, the cost and where everything is (and, first, any diagnosis of the models' replies)."""
     for diagnosis in getattr(summary, "diagnoses", []):
@@ -378,55 +340,19 @@ def print_summary(summary: Any) -> None:
             f"  senseforge build {summary.recipe} --out {summary.run_dir} --resume [--decisions FILE]"
         )
         return
-    funnel = summary.funnel.model_dump(mode="json", by_alias=True)
-    cost = summary.cost.model_dump(mode="json", by_alias=True)
-    title = {"mcsqa": "mCSQA"}.get(summary.recipe, summary.recipe)
-    lang = f" ({funnel['lang']})" if funnel.get("lang") else ""
-    table = Table(title=f"{title} funnel{lang}")
+    funnel = summary.funnel
+    table = Table(title=funnel.title(summary.recipe))
     for column in ("stage", "in", "out", "rejected"):
         table.add_column(column, justify="right" if column in ("in", "out") else "left")
-    for row in funnel["stages"]:
-        reasons = ", ".join(f"{reason} {count}" for reason, count in row["rejected"].items())
-        table.add_row(row["stage"], str(row["in"]), str(row["out"]), reasons)
+    for row in funnel.stages:
+        table.add_row(row.stage, str(row.in_), str(row.out), ", ".join(f"{why} {n}" for why, n in row.rejected.items()))
     out.print(table)
-    splits = funnel.get("splits")
-    by_lang = funnel.get("by_lang")
-    by_task = funnel.get("by_task")
-    if by_task:
-        out.print(_task_table(by_task))
-        out.print(f"kept {plural(funnel['kept'], 'example')}")
-    elif by_lang:
-        shown = " · ".join(_kept_in(lang, counts) for lang, counts in by_lang.items())
-        out.print(f"kept {plural(funnel['kept'], 'item')}: {shown}")
-    elif splits:
-        shown = " · ".join(f"{name} {c['easy']} easy / {c['hard']} hard" for name, c in splits.items())
-        out.print(f"kept {plural(funnel['kept'], 'item')}: {shown}")
-    else:
-        out.print(f"kept {plural(funnel['kept'], 'item')}")
-    adapted = funnel.get("adapted")
-    if adapted:
-        out.print(
-            f"of them adapted: {adapted.get('full', 0)} rewritten for the culture, "
-            f"{adapted.get('names', 0)} names only, {adapted.get('none', 0)} unchanged"
-        )
-    qc, answers = funnel.get("qc"), funnel.get("answers")
-    if isinstance(qc, dict) and isinstance(answers, dict):
-        alpha = answers.get("krippendorff_alpha")
-        out.print(
-            f"QC sent {qc['sent_back']} of {qc['items']} item(s) back ({qc['unresolved']} unresolved); "
-            f"{answers['excluded']} excluded as ambiguous; the majority matched the creator on "
-            f"{answers['majority_is_creator']}; answerers' α = " + ("n/a" if alpha is None else f"{alpha:.3f}")
-        )
-    refined = funnel.get("refined")
-    if refined:
-        share = refined["changed_share"]
-        out.print(f"refinement changed {refined['changed']} question(s)" + (f" ({share:.0%})" if share else ""))
-    total = cost["total_usd"]
-    unit, per = next(((k, v) for k, v in cost.items() if k.startswith("cost_per_kept_")), ("", None))
-    spent = "unknown (unpriced model or human rate)" if total is None else money(total)
-    per_item = "unknown" if per is None else money(per)
-    what = unit.removeprefix("cost_per_kept_").removesuffix("_usd") or "item"
-    out.print(f"cost: {spent} · per kept {what}: {per_item}")
+    for line in funnel.summary():
+        out.print(line)
+    cost = summary.cost
+    spent = "unknown (unpriced model or human rate)" if cost.total_usd is None else money(cost.total_usd)
+    per = cost.cost_per_kept_item_usd
+    out.print(f"cost: {spent} · per kept {cost.kept_unit}: {'unknown' if per is None else money(per)}")
     ledger = summary.ledger
     if ledger:
         out.print(
@@ -434,7 +360,6 @@ def print_summary(summary: Any) -> None:
             f"{ledger.get('retried_calls', 0)} retried, {ledger.get('failed_calls', 0)} failed"
         )
     where = summary.run_dir
-    folders = [where / lang / "dataset" for lang in funnel.get("langs", [])] or [where / "dataset"]
-    written = [folder for folder in folders if folder.is_dir()]
+    written = [folder for folder in funnel.datasets(where) if folder.is_dir()]
     shown = ", ".join(str(folder) for folder in written) or "none (nothing was kept)"
     out.print(f"dataset: {shown} · reports: {where / 'funnel.json'}, {where / 'cost.json'}, {where / 'rejects.jsonl'}")

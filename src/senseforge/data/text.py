@@ -27,3 +27,12 @@ def parse_terms(text: str) -> tuple[str, ...]:
     """
     terms = (line.split("#", 1)[0].strip() for line in text.splitlines())
     return tuple(term for term in terms if term)
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 item``, ``2 items`` (``many`` for an irregular plural).
+
+    >>> plural(1, "item"), plural(3, "item"), plural(0, "entry", "entries")
+    ('1 item', '3 items', '0 entries')
+    """
+    return f"{count:,} {word if count == 1 else (many or word + 's')}"

@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from rich.console import RenderableType
 
 from senseforge.data.io import atomic_open
 from senseforge.data.splits import SPLIT_NAMES
+from senseforge.data.text import plural
 from senseforge.llm.prices import PriceTable
 from senseforge.pipelines.runstore import CallEntry, Loose, Record, RunStore, StageResult
 
@@ -118,6 +120,18 @@ class Funnel(_Ordered):
     kept: int
     kept_unit: ClassVar[str] = "item"
     """What the recipe keeps (``cost.json`` gives the cost per kept one)."""
+
+    def title(self, recipe: str) -> str:
+        """The heading of the funnel's table."""
+        return f"{recipe} funnel"
+
+    def summary(self) -> list[RenderableType]:
+        """What a person reads after the funnel's table: lines, or rich renderables (a table per task, say)."""
+        return [f"kept {plural(self.kept, self.kept_unit)}"]
+
+    def datasets(self, run_dir: Path) -> list[Path]:
+        """The folders the run's dataset is written to."""
+        return [run_dir / "dataset"]
 
 
 def funnel_rows(store: RunStore, stages: Sequence[str], splitting: frozenset[str] = frozenset()) -> list[StageFunnel]:

@@ -25,6 +25,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from rich.console import RenderableType
+from rich.table import Table
+
+from senseforge.data.text import plural
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.crow.assemble import agreement, assemble, dimension_counts, write_outputs
@@ -75,6 +79,36 @@ class CrowFunnel(Funnel):
     tasks: list[str]
     by_task: dict[str, dict[str, Any]]
     kept_unit: ClassVar[str] = "example"
+
+    def summary(self) -> list[RenderableType]:
+        """Per task: contexts kept, examples, why contexts were left out, the panels' agreement."""
+        if not self.by_task:
+            return [f"kept {plural(self.kept, 'item')}"]
+        table = Table(title="per task: contexts kept of those in; examples = originals+rewrites")
+        for column in ("task", "contexts", "examples", "left out", "CKV", "WSV"):
+            table.add_column(column, justify="right" if column in ("contexts", "examples") else "left")
+        for task, row in self.by_task.items():
+            contexts, examples = row["contexts"], row["examples"]
+            shown = str(examples["total"])
+            if examples.get("rewrite") is not None:
+                shown += f" = {examples['original']}+{examples['rewrite']}"
+            left = ", ".join(f"{reason} {n}" for reason, n in contexts["left_out"].items())
+            agree = row["agreement"]
+            table.add_row(
+                task,
+                f"{contexts['kept']}/{contexts['in']}",
+                shown,
+                left,
+                *map(_agreement, (agree.get("ckv"), agree.get("wsv"))),
+            )
+        return [table, f"kept {plural(self.kept, 'example')}"]
+
+
+def _agreement(cell: dict[str, Any] | None) -> str:
+    if not cell:
+        return "–"
+    kappa, alpha = cell.get("fleiss_kappa"), cell.get("krippendorff_alpha")
+    return f"κ {'–' if kappa is None else f'{kappa:.2f}'} α {'–' if alpha is None else f'{alpha:.2f}'}"
 
 
 def _author(request: GenerateRequest | LoglikelihoodRequest) -> str | float:

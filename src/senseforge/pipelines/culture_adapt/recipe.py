@@ -24,8 +24,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
+from rich.console import RenderableType
+
 from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.data.splits import SPLIT_NAMES
+from senseforge.data.text import plural
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.culture_adapt import templates
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
@@ -158,6 +161,24 @@ class CultureAdaptFunnel(Funnel):
     adapted: dict[str, int]
     """Kept items by how they were adapted: ``full``, ``names`` (name-only rewrite), ``none`` (unchanged)."""
     by_lang: dict[str, dict[str, Any]]
+
+    def summary(self) -> list[RenderableType]:
+        """What each language kept per split, and how the kept items were adapted."""
+        shown = " · ".join(
+            f"{lang} {c['kept']}"
+            + (f" ({', '.join(f'{name} {n}' for name, n in c['splits'].items())})" if c["splits"] else "")
+            for lang, c in self.by_lang.items()
+        )
+        lines: list[RenderableType] = [f"kept {plural(self.kept, 'item')}" + (f": {shown}" if shown else "")]
+        if self.adapted:
+            lines.append(
+                f"of them adapted: {self.adapted.get('full', 0)} rewritten for the culture, "
+                f"{self.adapted.get('names', 0)} names only, {self.adapted.get('none', 0)} unchanged"
+            )
+        return lines
+
+    def datasets(self, run_dir: Path) -> list[Path]:
+        return [run_dir / lang / "dataset" for lang in self.langs] or super().datasets(run_dir)
 
 
 @dataclass

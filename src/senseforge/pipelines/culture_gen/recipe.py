@@ -25,11 +25,13 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
+from rich.console import RenderableType
 
 from senseforge.data.concepts import example_table, read_concepts
 from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.data.splits import split_items
+from senseforge.data.text import plural
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.config import RecipeConfig, runs_locally
 from senseforge.pipelines.culture_gen.concepts import batches
@@ -234,6 +236,14 @@ class CultureGenFunnel(Funnel):
     langs: list[str]
     by_lang: dict[str, dict[str, int]]
     """Per language: concept slots, kept items, items CLD3 read as another language."""
+
+    def summary(self) -> list[RenderableType]:
+        """What each language kept of its concept slots."""
+        shown = " · ".join(f"{lang} {c['kept']} of {c['slots']} concepts" for lang, c in self.by_lang.items())
+        return [f"kept {plural(self.kept, 'item')}" + (f": {shown}" if shown else "")]
+
+    def datasets(self, run_dir: Path) -> list[Path]:
+        return [run_dir / lang / "dataset" for lang in self.langs] or super().datasets(run_dir)
 
 
 @dataclass

@@ -28,6 +28,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from rich.console import RenderableType
+
 from senseforge.data.concepts import Concept, example_table, read_concepts
 from senseforge.data.schema import MCItem, Provenance
 from senseforge.errors import ConfigError
@@ -145,6 +147,20 @@ class HumanGenFunnel(Funnel):
     answers: dict[str, Any]
     """Answers per item, agreement over them (``fleiss_kappa``, ``krippendorff_alpha``), excluded items,
     and how often the majority matched the creator."""
+
+    def title(self, recipe: str) -> str:
+        return f"{recipe} funnel ({self.lang})"
+
+    def summary(self) -> list[RenderableType]:
+        """What QC sent back, and how far the answerers agreed."""
+        qc, answers = self.qc, self.answers
+        alpha = answers.get("krippendorff_alpha")
+        return [
+            *super().summary(),
+            f"QC sent {qc['sent_back']} of {qc['items']} item(s) back ({qc['unresolved']} unresolved); "
+            f"{answers['excluded']} excluded as ambiguous; the majority matched the creator on "
+            f"{answers['majority_is_creator']}; answerers' α = " + ("n/a" if alpha is None else f"{alpha:.3f}"),
+        ]
 
 
 @dataclass

@@ -12,9 +12,12 @@ import logging
 from collections import Counter
 from typing import Any, ClassVar
 
+from rich.console import RenderableType
+
 from senseforge.data.adapters import item_to_csqa_row
 from senseforge.data.schema import MCItem
 from senseforge.data.splits import SPLIT_NAMES
+from senseforge.data.text import plural
 from senseforge.pipelines.mcsqa.records import McsqaRecord, have
 from senseforge.pipelines.report import Funnel, StageFunnel
 from senseforge.pipelines.runstore import RunStore
@@ -48,6 +51,19 @@ class McsqaFunnel(Funnel):
     splits: dict[str, dict[str, int]]
     """Easy and Hard items per split."""
     kept_unit: ClassVar[str] = "question"
+
+    def title(self, recipe: str) -> str:
+        return f"mCSQA funnel ({self.lang})"
+
+    def summary(self) -> list[RenderableType]:
+        """Easy and Hard per split, and how many questions the refinement changed."""
+        shown = " · ".join(f"{name} {c['easy']} easy / {c['hard']} hard" for name, c in self.splits.items())
+        lines: list[RenderableType] = [f"kept {plural(self.kept, 'item')}" + (f": {shown}" if shown else "")]
+        if self.refined:
+            share = self.refined["changed_share"]
+            changed = f"refinement changed {self.refined['changed']} question(s)"
+            lines.append(changed + (f" ({share:.0%})" if share else ""))
+        return lines
 
 
 def funnel(store: RunStore, lang: str, question_sets: dict[str, Any], rows: list[StageFunnel]) -> McsqaFunnel:
