@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,7 +29,6 @@ from rich.console import RenderableType
 from senseforge.data.concepts import example_table, read_concepts
 from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import Choice, MCItem, Provenance
-from senseforge.data.splits import split_items
 from senseforge.data.text import plural
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.config import RecipeConfig, runs_locally
@@ -59,6 +57,7 @@ from senseforge.pipelines.report import (
     write_splits,
 )
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
+from senseforge.pipelines.split import Ratios, split
 from senseforge.pipelines.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -107,7 +106,7 @@ class CultureGenConfig(RecipeConfig):
     @classmethod
     def _split(cls, value: str | None) -> str | None:
         if value is not None:
-            ratios(value)
+            Ratios.of(value)
         return value
 
     @model_validator(mode="after")
@@ -119,23 +118,6 @@ class CultureGenConfig(RecipeConfig):
         if self.max_tokens is None:
             object.__setattr__(self, "max_tokens", LOCAL_MAX_TOKENS if local else 2048)
         return self
-
-
-def ratios(split: str) -> tuple[float, float, float]:
-    """``80/10/10`` as shares of one.
-
-    Raises:
-        ValueError: not three non-negative numbers with a positive sum.
-    """
-    parts = re.split(r"[/,:]", split)
-    try:
-        numbers = [float(p) for p in parts]
-    except ValueError:
-        numbers = []
-    if len(numbers) != 3 or min(numbers) < 0 or sum(numbers) <= 0:
-        raise ValueError(f"split {split!r}: write train/validation/test shares, e.g. 80/10/10")
-    total = sum(numbers)
-    return (numbers[0] / total, numbers[1] / total, numbers[2] / total)
 
 
 def culture_gen_author(request: GenerateRequest | LoglikelihoodRequest) -> str | float:
@@ -324,10 +306,11 @@ class CultureGen:
             langs=True,
             record_model=CultureRecord,
         )
+        ratios = None if config.split is None else Ratios.of(config.split)
         by_lang: dict[str, dict[str, int]] = {}
         for lang in config.langs:
             items[lang].sort(key=lambda item: item.id)
-            splits = self._split(config, items[lang])
+            splits = split(items[lang], ratios, config.seed)
             write_splits(run_dir / lang, splits, released_row)
             wrong = sum(1 for item in items[lang] if item.metadata.get("lang_detected") not in (lang, None))
             slots = int(facts.get("slots", {}).get(lang, 0))
@@ -352,12 +335,6 @@ class CultureGen:
             write_json(run_dir / lang / "funnel.json", lang_funnel)
             write_json(run_dir / lang / "cost.json", costs[lang])
         return CultureGenFunnel(langs=list(config.langs), stages=rows, kept=len(kept), by_lang=by_lang)
-
-    @staticmethod
-    def _split(config: CultureGenConfig, items: list[MCItem]) -> dict[str, list[MCItem]]:
-        if config.split is None:
-            return {"test": items}
-        return split_items(items, ratios=ratios(config.split), seed=config.seed)
 
 
 CULTURE_GEN = CultureGen()

@@ -14,6 +14,7 @@ from senseforge.kb import conceptnet
 from senseforge.kb.question_sets import DEFAULT_RELATIONS
 from senseforge.pipelines.config import RecipeConfig, is_chat
 from senseforge.pipelines.mcsqa.templates import DEFAULT_SAMPLING, STAGES, resolve_language, template_hash
+from senseforge.pipelines.split import Ratios
 
 LM_STAGES: tuple[str, ...] = ("generate", "refine", "distractors", "verify")
 """Stages that call a model, each with its own ``--stage-model``."""
@@ -48,6 +49,12 @@ class McsqaConfig(RecipeConfig):
     """People per reviewed item (paper: two); all must accept."""
     ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
     """Train / validation / test shares of the split."""
+
+    @field_validator("ratios")
+    @classmethod
+    def _ratios(cls, value: tuple[float, float, float]) -> tuple[float, float, float]:
+        Ratios.of(value)
+        return value
 
     @field_validator("lang")
     @classmethod

@@ -1,4 +1,4 @@
-"""The judging stages of the mCSQA recipe: LM verification, review, split.
+"""The judging stages of the mCSQA recipe: LM verification, review, split (the engine's, on its items).
 
 Verification asks a model (by default the one that wrote the question) to answer each
 item through the evaluation harness: by log-likelihood of each choice for base models,
@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from senseforge.data.schema import MCItem
-from senseforge.data.splits import split_items
 from senseforge.evaluate.run import EvalConfig, score_mc
 from senseforge.llm.base import (
     LLM,
@@ -36,6 +35,7 @@ from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.mcsqa.records import McsqaRecord, Verdict, VerifyOutcome, have
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import JudgementSource, StageResult
+from senseforge.pipelines.split import Split
 from senseforge.pipelines.stage import (
     PENDING,
     CallLog,
@@ -168,22 +168,13 @@ class McsqaReview(Review[McsqaRecord]):
 
 
 @dataclass
-class Split:
-    """80/10/10 (by default), seeded and stratified by difficulty."""
+class McsqaSplit(Split[McsqaRecord]):
+    """80/10/10 (by default), seeded and stratified by Easy/Hard; each item says who accepted it."""
 
-    name: str
-    config: McsqaConfig
-    barrier = True
-    reads_task = None
-    specs: tuple[str, ...] = ()
+    def item(self, record: StageResult[McsqaRecord]) -> MCItem:
+        item = item_of(record)
+        provenance = item.provenance.model_copy(update={"review": record.review or "none"})
+        return item.model_copy(update={"difficulty": record.data.difficulty, "provenance": provenance})
 
-    def run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
-        items = []
-        for record in records:
-            item = item_of(record)
-            provenance = item.provenance.model_copy(update={"review": record.review or "none"})
-            items.append(item.model_copy(update={"difficulty": record.data.difficulty, "provenance": provenance}))
-        splits = split_items(items, ratios=self.config.ratios, seed=self.config.seed)
-        where = {item.id: name for name, members in splits.items() for item in members}
-        by_id = {item.id: item for item in items}
-        return StageOutput([ok(r, r.data.with_(item=by_id[r.record_id], split=where[r.record_id])) for r in records])
+    def placed(self, record: StageResult[McsqaRecord], item: MCItem, split: str) -> McsqaRecord:
+        return record.data.with_(item=item, split=split)

@@ -18,7 +18,7 @@ from senseforge.kb.question_sets import extract_question_sets
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
-from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, McsqaReview, Split, Verify
+from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, McsqaReview, McsqaSplit, Verify
 from senseforge.pipelines.mcsqa.records import McsqaRecord
 from senseforge.pipelines.mcsqa.report import final_items, funnel, released_row
 from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies, Generate, Moderate, Refine, Shuffle
@@ -26,6 +26,7 @@ from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Funnel, StageFunnel, write_splits
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
+from senseforge.pipelines.split import Ratios
 from senseforge.pipelines.stage import Stage
 
 
@@ -97,7 +98,7 @@ class Mcsqa:
             Verify("verify", config.model_for("verify"), config),
             McsqaReview.configured("review", REVIEW_TASK, config),
             Moderate("moderate", config, moderator),
-            Split("split", config),
+            McsqaSplit("split", Ratios.of(config.ratios), config.seed),
         ]
 
     def splitting(self) -> frozenset[str]:
