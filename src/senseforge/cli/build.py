@@ -12,14 +12,11 @@ and runs the recipe.
 from __future__ import annotations
 
 import inspect
-import types
-import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic.fields import FieldInfo
 from rich.table import Table
 
 from senseforge.cli._common import (
@@ -33,6 +30,7 @@ from senseforge.cli._common import (
     parse_options,
     progress_bar,
 )
+from senseforge.cli._options import Fields, config_params, given
 from senseforge.errors import ConfigError
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.recipe import Flag, Recipe
@@ -68,87 +66,13 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
     return pairs
 
 
-def _kind(annotation: Any) -> tuple[str, type]:
-    """How a field is read from the command line: ``(kind, click type)``."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType) and len(args) == 1:
-        return _kind(args[0])
-    if annotation is bool:
-        return "bool", bool
-    if annotation in (int, float, str):
-        return "scalar", annotation
-    if origin is typing.Literal:
-        return "choice", str
-    if origin in (tuple, list):
-        return "list", str
-    return "skip", str
-
-
-def _describe(name: str, info: FieldInfo, flag: Flag, kind: str) -> str:
-    text = flag.help or " ".join((info.description or name.replace("_", " ")).split()).replace("``", "")
-    if kind == "choice":
-        text += " One of: " + ", ".join(map(str, typing.get_args(info.annotation))) + "."
-    if kind == "list":
-        text += " Repeatable." if flag.repeat else " Comma-separated."
-    default = info.get_default(call_default_factory=True)
-    if default not in (None, (), [], {}) and not info.is_required():
-        shown = ", ".join(map(str, default)) if isinstance(default, tuple | list) else default  # wraps at commas
-        text += f" (default: {shown})"
-    return text
-
-
-def _field_params(recipe: Recipe) -> tuple[list[inspect.Parameter], dict[str, tuple[str, str, Flag]]]:
-    """The generated options and, per parameter name, ``(field, kind, flag)``."""
-    params: list[inspect.Parameter] = []
-    fields: dict[str, tuple[str, str, Flag]] = {}
+def _field_params(recipe: Recipe) -> tuple[list[inspect.Parameter], Fields]:
+    """The generated options (the recipe's own fields first) and, per parameter name, ``(field, kind, flag)``."""
     model = recipe.config_model
     shared = set(RecipeConfig.model_fields)
     ordered = [n for n in model.model_fields if n not in shared] + [n for n in model.model_fields if n in shared]
-    for name in ordered:
-        info = model.model_fields[name]
-        if name in _SKIPPED or name in model.unused:
-            continue
-        flag = recipe.flags.get(name, Flag())
-        kind, click_type = _kind(info.annotation)
-        if kind == "skip":
-            continue
-        long = "--" + name.replace("_", "-")
-        help_text = _describe(name, info, flag, kind)
-        aliases = [f"{n}/--no-{n.removeprefix('--')}" for n in flag.aliases] if kind == "bool" else []
-        names = [f"{long}/--no-{long.removeprefix('--')}"] if kind == "bool" else [long, *flag.aliases]
-        if aliases:  # a switch's aliases go in their own hidden option: four names overflow a help line
-            help_text = f"{help_text} Also {', '.join(flag.aliases)}."
-        if name == "model":
-            names.append("-m")
-        elif flag.short:
-            names.append(flag.short)
-        option = typer.Option(None, *names, help=help_text)
-        annotation = (bool | None) if kind == "bool" else (click_type | None)
-        if kind == "list" and flag.repeat:
-            annotation = list[str] | None
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
-        fields[name] = (name, kind, flag)
-        if aliases:
-            alias = typer.Option(None, *aliases, hidden=True)
-            params.append(
-                inspect.Parameter(
-                    f"_alias_{name}", inspect.Parameter.KEYWORD_ONLY, default=alias, annotation=bool | None
-                )
-            )
-            fields[f"_alias_{name}"] = (name, kind, flag)
-        if flag.none_flag:
-            none_name = f"_none_{name}"
-            params.append(
-                inspect.Parameter(
-                    none_name,
-                    inspect.Parameter.KEYWORD_ONLY,
-                    default=typer.Option(False, flag.none_flag, help=flag.none_help),
-                    annotation=bool,
-                )
-            )
-            fields[none_name] = (name, "none", flag)
-    return params, fields
+    flags = {"model": Flag(short="-m"), **recipe.flags}
+    return config_params(model, flags, ordered, skip=_SKIPPED | set(model.unused))
 
 
 def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
@@ -204,29 +128,6 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
     return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a) for n, a, d in common]
 
 
-def _flags(values: dict[str, Any], fields: dict[str, tuple[str, str, Flag]]) -> dict[str, Any]:
-    """The settings given on the command line (``None``: not given)."""
-    given: dict[str, Any] = {}
-    for param, (name, kind, flag) in fields.items():
-        value = values.get(param)
-        if kind == "none":
-            if value:
-                given[name] = None
-            continue
-        if value is None or name in given:
-            continue
-        if kind == "list" and flag.repeat:
-            value = tuple(str(Path(v).resolve()) if flag.path else v for v in value)
-            if not value:
-                continue
-        elif kind == "list":
-            value = tuple(part.strip() for part in str(value).split(",") if part.strip())
-        elif flag.path:
-            value = str(Path(value).resolve())
-        given[name] = value
-    return given
-
-
 def recipe_command(recipe: Recipe) -> Callable[..., None]:
     """The ``build <recipe>`` command, its options generated from the recipe's config."""
     field_params, fields = _field_params(recipe)
@@ -235,16 +136,16 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
         from senseforge.pipelines.runner import build, check_resume, resolve_run
         from senseforge.store.db import Store
 
-        given = _flags(values, fields)
+        flags = given(values, fields)
         stage_models = _pairs(values.get("stage_model"), "--stage-model")
         if stage_models:
-            given["stage_models"] = stage_models
+            flags["stage_models"] = stage_models
         options = parse_options(values.get("option"), values.get("base_url"))
         if options:
-            given["model_options"] = options
+            flags["model_options"] = options
         config, run_dir = resolve_run(
             recipe,
-            flags=given,
+            flags=flags,
             out=values.get("out_dir"),
             resume=bool(values.get("resume")),
             config_file=values.get("config_file"),

@@ -45,6 +45,10 @@ class Flag:
     """The value is a local path, recorded absolute (so a resume from elsewhere finds it)."""
     repeat: bool = False
     """A list field given by repeating the flag (``--source a --source b``), not comma-separated."""
+    name: str | None = None
+    """The long name, when not ``--field-name`` (``--cot`` for ``chain_of_thought``)."""
+    show_default: bool = True
+    """Whether the help ends with the default (not when the help text says it itself)."""
 
 
 class Source(Protocol):
