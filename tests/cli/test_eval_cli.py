@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from senseforge.cli.eval import app
@@ -76,6 +77,16 @@ def test_putri_all_defaults_to_generation_and_refuses_the_cloze_prompt(tmp_path:
 def test_missing_data_is_named_before_any_model_loads(tmp_path: Path) -> None:
     result = runner.invoke(app, ["run", "-d", str(CSQA), "-d", str(tmp_path / "nope.jsonl"), "-m", "scripted/echo"])
     assert isinstance(result.exception, ConfigError) and "nope.jsonl" in str(result.exception)
+
+
+def test_run_has_an_option_per_config_field_and_a_bad_value_names_its_flag() -> None:
+    command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    names = {name for param in command.params for name in param.opts}
+    generated = {"--formulation", "-f", "--variant", "--prompt-language", "--shots", "--seed", "--limit"}
+    generated |= {"--max-tokens", "--bootstrap", "--binary-mode", "--oracle-knowledge", "--cot", "--crow-parity"}
+    assert generated | {"--gold-key", "--judge", "--data", "-d", "--model", "-m", "--out", "--split"} <= names
+    result = runner.invoke(app, ["run", "-d", str(CSQA), "-m", "scripted/echo", "--bootstrap", "5"])
+    assert isinstance(result.exception, ConfigError) and str(result.exception).startswith("--bootstrap: ")
 
 
 def test_help_documents_the_dimension_conventions() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ from senseforge.cli._common import (
     out,
     progress_bar,
 )
+from senseforge.cli._options import Fields, config_params, given, long_name
+from senseforge.pipelines.recipe import Flag
 
 if TYPE_CHECKING:
     from senseforge.evaluate.compare import Comparison
@@ -53,74 +56,93 @@ def _pair_out(data: Path, model: str, root: Path | None, pairs: int) -> Path | N
     return root / f"{_slug(name)}-{_slug(model)}"
 
 
-@app.command("run")
-def run(
-    data: list[Path] = typer.Option(
-        ..., "--data", "-d", help="Dataset file (any supported format) or a run directory; repeatable."
+RUN_FLAGS: dict[str, Flag] = {
+    "formulation": Flag(
+        short="-f",
+        show_default=False,
+        help="loglik | letter | generate | open (default: loglik; generate with --variant putri-all, as Putri et "
+        "al.). open asks the question without its options and lets --judge grade the free answer.",
     ),
-    model: list[str] | None = typer.Option(None, "--model", "-m", envvar="SENSEFORGE_MODEL", help=MODELS_HELP),
-    formulation: str | None = typer.Option(
-        None,
-        "--formulation",
-        "-f",
-        help=(
-            "loglik | letter | generate | open (default: loglik; generate with --variant putri-all, as Putri et "
-            "al.). open asks the question without its options and lets --judge grade the free answer."
+    "judge": Flag(
+        help="provider/model that grades each free answer against the gold option (needed by --formulation open)."
+    ),
+    "variant": Flag(
+        help="Prompt: plain | putri1 | putri2 | putri3 | putri-all (all three Putri prompts, each and their mean)."
+    ),
+    "chain_of_thought": Flag(name="--cot"),
+    "crow_parity": Flag(
+        help="Binary: per-dimension Macro-F1 as CRoW's scripts count it (one entry per knowledge triple; a task "
+        "without a dimension counts 0 in the cross-task mean). Default: each example once per dimension it "
+        "names, within each task, averaged over the tasks that have the dimension, n reported per cell."
+    ),
+    "n_bootstrap": Flag(name="--bootstrap", help="Bootstrap resamples for the CIs."),
+}
+"""How ``eval run`` shows :class:`~senseforge.evaluate.run.EvalConfig`'s fields beyond ``--field-name`` and the
+field's docstring."""
+
+
+def _run_params() -> tuple[list[inspect.Parameter], Fields]:
+    """``eval run``'s options: the data and models, the config's fields (generated), where the results go."""
+    from senseforge.evaluate.run import EvalConfig
+
+    generated, fields = config_params(EvalConfig, RUN_FLAGS, list(EvalConfig.model_fields))
+    first: list[tuple[str, Any, Any]] = [
+        (
+            "data",
+            list[Path],
+            typer.Option(
+                ..., "--data", "-d", help="Dataset file (any supported format) or a run directory; repeatable."
+            ),
         ),
-    ),
-    judge: str | None = typer.Option(
-        None,
-        "--judge",
-        help="provider/model that grades each free answer against the gold option (needed by --formulation open).",
-    ),
-    variant: str = typer.Option(
-        "plain",
-        "--variant",
-        help="Prompt: plain | putri1 | putri2 | putri3 | putri-all (all three Putri prompts, each and their mean).",
-    ),
-    prompt_language: str = typer.Option("en", "--prompt-language", help="en (default) or item."),
-    shots: int = typer.Option(0, "--shots", min=0, help="Solved examples before each item."),
-    shots_from: Path | None = typer.Option(None, "--shots-from", help="Dataset file to draw the shots from."),
-    seed: int = typer.Option(0, "--seed"),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Evaluate the first N items only."),
-    split: str = typer.Option("test", "--split", help="Split of a run directory: train | validation | test | all."),
-    fmt: str | None = typer.Option(None, "--format", help="Dataset format (default: detected)."),
-    lang: str | None = typer.Option(None, "--lang", help="Language of the items when the format does not say."),
-    binary_mode: str = typer.Option("loglik", "--binary-mode", help="Binary tasks: loglik | generate."),
-    oracle_knowledge: bool = typer.Option(False, "--oracle-knowledge", help="Binary: show the knowledge triples."),
-    chain_of_thought: bool = typer.Option(False, "--cot", help="Binary: reason first, answer in <Answer> tags."),
-    crow_parity: bool = typer.Option(
-        False,
-        "--crow-parity",
-        help=(
-            "Binary: per-dimension Macro-F1 as CRoW's scripts count it (one entry per knowledge triple; a task "
-            "without a dimension counts 0 in the cross-task mean). Default: each example once per dimension it "
-            "names, within each task, averaged over the tasks that have the dimension, n reported per cell."
+        (
+            "model",
+            list[str] | None,
+            typer.Option(None, "--model", "-m", envvar="SENSEFORGE_MODEL", help=MODELS_HELP),
         ),
-    ),
-    gold_key: str = typer.Option(
-        "answer_creator",
-        "--gold-key",
-        help="Gold answer of items with both (Putri et al.'s Human_Gen): answer_creator (default) | answer_majority.",
-    ),
-    n_bootstrap: int = typer.Option(1000, "--bootstrap", min=100, help="Bootstrap resamples for the CIs."),
-    out_dir: Path | None = typer.Option(
-        None,
-        "--out",
-        help=(
-            "Output folder (default: evals/<data>-<model>-<setting>, or <run>/eval/<model>-<setting> for a run "
-            "directory; the setting names the formulation, variant and shots). With several models or datasets: "
-            "one folder per pair under it, and leaderboard.json/.csv. A folder holding another evaluation is refused."
+    ]
+    last: list[tuple[str, Any, Any]] = [
+        ("shots_from", Path | None, typer.Option(None, "--shots-from", help="Dataset file to draw the shots from.")),
+        (
+            "split",
+            str,
+            typer.Option("test", "--split", help="Split of a run directory: train | validation | test | all."),
         ),
-    ),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Replace the results of a different evaluation in the output folder."
-    ),
-    base_url: str | None = BaseUrlOption,
-    option: list[str] | None = ProviderOptions,
-    store: str | None = StoreOption,
-    no_cache: bool = NoCacheOption,
-) -> None:
+        ("fmt", str | None, typer.Option(None, "--format", help="Dataset format (default: detected).")),
+        ("lang", str | None, typer.Option(None, "--lang", help="Language of the items when the format does not say.")),
+        (
+            "out_dir",
+            Path | None,
+            typer.Option(
+                None,
+                "--out",
+                help=(
+                    "Output folder (default: evals/<data>-<model>-<setting>, or <run>/eval/<model>-<setting> for a "
+                    "run directory; the setting names the formulation, variant and shots). With several models or "
+                    "datasets: one folder per pair under it, and leaderboard.json/.csv. A folder holding another "
+                    "evaluation is refused."
+                ),
+            ),
+        ),
+        (
+            "overwrite",
+            bool,
+            typer.Option(
+                False, "--overwrite", help="Replace the results of a different evaluation in the output folder."
+            ),
+        ),
+        ("base_url", str | None, BaseUrlOption),
+        ("option", list[str] | None, ProviderOptions),
+        ("store", str | None, StoreOption),
+        ("no_cache", bool, NoCacheOption),
+    ]
+
+    def param(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+    return [*(param(*p) for p in first), *generated, *(param(*p) for p in last)], fields
+
+
+def run(**values: Any) -> None:
     """Evaluate models; writes results.json and samples.jsonl per (data, model) and prints the headline metrics."""
     from pydantic import ValidationError
 
@@ -130,27 +152,19 @@ def run(
     from senseforge.evaluate.run import EvalConfig
     from senseforge.llm.registry import DEFAULT_MODEL
 
-    models = list(dict.fromkeys(model or [DEFAULT_MODEL]))
-    datasets = list(dict.fromkeys(data))
+    option, base_url, store = (values.get(name) for name in ("option", "base_url", "store"))
+    no_cache = bool(values.get("no_cache"))
+    out_dir: Path | None = values.get("out_dir")
+    settings = given(values, _RUN_FIELDS)
+    settings.setdefault("formulation", "generate" if settings.get("variant") == "putri-all" else "loglik")
+    models = list(dict.fromkeys(values.get("model") or [DEFAULT_MODEL]))
+    datasets: list[Path] = list(dict.fromkeys(values["data"]))
     try:
-        config = EvalConfig(
-            formulation=formulation or ("generate" if variant == "putri-all" else "loglik"),
-            variant=variant,
-            prompt_language=prompt_language,
-            shots=shots,
-            seed=seed,
-            limit=limit,
-            binary_mode=binary_mode,
-            oracle_knowledge=oracle_knowledge,
-            chain_of_thought=chain_of_thought,
-            crow_parity=crow_parity,
-            gold_key=gold_key,
-            n_bootstrap=n_bootstrap,
-            judge=judge,
-        )
+        config = EvalConfig(**settings)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"--{'-'.join(str(first['loc'][0]).split('_'))}: {first['msg']}") from exc
+        name = str(exc.errors()[0]["loc"][0])
+        raise ConfigError(f"{long_name(name, RUN_FLAGS.get(name, Flag()))}: {exc.errors()[0]['msg']}") from exc
+    judge = config.judge
     config.check_variant()
     config.check_judge()
     missing = [str(path) for path in datasets if not path.exists()]
@@ -176,13 +190,13 @@ def run(
                             llm,
                             config,
                             chosen,
-                            fmt=fmt,
-                            lang=lang,
-                            shots_from=shots_from,
-                            split=split,
+                            fmt=values.get("fmt"),
+                            lang=values.get("lang"),
+                            shots_from=values.get("shots_from"),
+                            split=values["split"],
                             progress=advance,
                             judge=judge_llm,
-                            overwrite=overwrite,
+                            overwrite=values["overwrite"],
                         )
                     destination = chosen or default_out(path, name, config, payload.data.kind)
                     print_results(payload)
@@ -205,6 +219,12 @@ def run(
             where, rows, [(f"{p.label()} on {p.data.name}", d / "results.json") for p, d in done]
         )
         err.print(f"wrote {json_path} and {csv_path}")
+
+
+_RUN_PARAMS, _RUN_FIELDS = _run_params()
+run.__signature__ = inspect.Signature(_RUN_PARAMS)  # type: ignore[attr-defined]
+run.__annotations__ = {p.name: p.annotation for p in _RUN_PARAMS}
+app.command("run")(run)
 
 
 @app.command("score")

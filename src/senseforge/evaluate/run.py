@@ -68,9 +68,9 @@ PUTRI_VARIANTS: tuple[PromptVariant, ...] = tuple(v for v in PROMPT_VARIANTS if 
 
 
 class EvalConfig(BaseModel):
-    """How to evaluate (one config model instead of a growing signature)."""
+    """How to evaluate (one config model instead of a growing signature; ``eval run``'s options are its fields)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     formulation: Formulation = "loglik"
     """``loglik`` (cloze), ``letter`` (next-token letters), ``generate`` (text answers) or ``open`` (the
