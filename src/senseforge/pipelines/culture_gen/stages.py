@@ -14,7 +14,7 @@ from typing import Any, Literal
 from senseforge.data.langid import detect
 from senseforge.data.schema import Choice, MCItem
 from senseforge.data.text import fold
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import GenerateRequest, PromptStyle
 from senseforge.pipelines.culture_gen.checks import ConceptMatch, check_item, item_evidence
 from senseforge.pipelines.culture_gen.concepts import Batch
 from senseforge.pipelines.culture_gen.parse import assign, parse_reply
@@ -65,7 +65,7 @@ def batch_of(data: CultureRecord) -> Batch:
 class Generate(LMStage[CultureRecord]):
     """One call per batch; the reply split into one record per concept (and one per stray item)."""
 
-    style: Literal["chat", "completion"] = "chat"
+    style: PromptStyle = "chat"
     prompt_language: Literal["english", "target"] = "english"
     temperature: float = 0.1
     max_tokens: int = 2048

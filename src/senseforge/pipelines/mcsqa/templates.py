@@ -65,15 +65,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import QuestionSet
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import GenerateRequest, PromptStyle
 
 WriteStep = Literal["generate", "refine", "distractors"]
 """A step that writes with an LM and has its own templates (the name of its stage, not a stage object)."""
-Style = Literal["chat", "completion"]
 
 STAGES: tuple[WriteStep, ...] = ("generate", "refine", "distractors")
 """The LM stages of the mCSQA recipe, in pipeline order."""
-STYLES: tuple[Style, ...] = ("chat", "completion")
+STYLES: tuple[PromptStyle, ...] = ("chat", "completion")
 """Prompt styles: chat messages, or a plain few-shot prompt for base models."""
 SUPPORTED_LANGUAGES: tuple[str, ...] = ("en", "ja", "zh", "de", "pt", "nl", "fr", "ru", "id", "su")
 """Languages with a template set (primary subtags; ``zh`` is Simplified Chinese)."""
@@ -334,7 +333,7 @@ def _completion_skeleton(t: LanguageTemplates, stage: WriteStep) -> str:
     return "\n\n".join([instruction, *blocks, "\n".join(tail)])
 
 
-def _check_style(style: str) -> Style:
+def _check_style(style: str) -> PromptStyle:
     if style == "chat":
         return "chat"
     if style == "completion":
@@ -378,7 +377,7 @@ def build_generate(
     qs: QuestionSet,
     answer: str,
     lang: str | None = None,
-    style: Style = "chat",
+    style: PromptStyle = "chat",
     *,
     sampling: Sampling | None = None,
     max_tokens: int | None = None,
@@ -414,7 +413,7 @@ def build_refine(
     answer: str,
     choices: Sequence[str],
     lang: str,
-    style: Style = "chat",
+    style: PromptStyle = "chat",
     *,
     sampling: Sampling | None = None,
     max_tokens: int | None = None,
@@ -445,7 +444,7 @@ def build_refine(
 def build_distractors(
     choices: Sequence[str],
     lang: str,
-    style: Style = "chat",
+    style: PromptStyle = "chat",
     *,
     sampling: Sampling | None = None,
     max_tokens: int | None = None,
