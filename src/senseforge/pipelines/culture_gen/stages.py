@@ -21,7 +21,7 @@ from senseforge.pipelines.culture_gen.parse import assign, parse_reply
 from senseforge.pipelines.culture_gen.records import CultureRecord
 from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, build_request, worked_example
 from senseforge.pipelines.dedup import CopyIndex
-from senseforge.pipelines.moderation import Moderator
+from senseforge.pipelines.moderation import INAPPROPRIATE, Moderator
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.stage import (
@@ -48,7 +48,6 @@ DUPLICATE_QUESTION = "duplicate_question"
 NEAR_DUPLICATE_QUESTION = "near_duplicate_question"
 """Rejection reason: the question nearly repeats a kept one of its language (with the same options, or — by
 ``question`` — with any); :func:`~senseforge.pipelines.dedup.near_duplicate` decides."""
-INAPPROPRIATE = "inappropriate"
 REVIEW_TASK = "verify"
 """The judgement task of review (the annotation app's *verify* task)."""
 REVIEW_QUESTION = (

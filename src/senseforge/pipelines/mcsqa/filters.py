@@ -73,14 +73,13 @@ from typing import Final
 from senseforge.data.lang import primary_language
 from senseforge.data.literals import lookup, lookup_text
 from senseforge.pipelines.dedup import near_duplicate
-from senseforge.pipelines.moderation import Moderator, default_moderator
+from senseforge.pipelines.moderation import INAPPROPRIATE, Moderator, default_moderator
 
 EMPTY: Final = "empty"
 DEGENERATE: Final = "degenerate"
 TARGET_IN_QUESTION: Final = "target_in_question"
 NO_QUESTION_MARK: Final = "no_question_mark"
 MULTIPLE_SENTENCES: Final = "multiple_sentences"
-INAPPROPRIATE: Final = "inappropriate"
 WRONG_COUNT: Final = "wrong_count"
 DUPLICATE: Final = "duplicate"
 NEAR_DUPLICATE: Final = "near_duplicate"
