@@ -28,7 +28,6 @@ from senseforge.evaluate.policies import (
     krippendorff_alpha_nominal,
     majority,
     parse_policy,
-    rating_units,
     unanimous,
     votes_of,
 )
@@ -378,11 +377,11 @@ def test_agreement_from_judgements() -> None:
         "q3": answers("B", "B", "A", item="q3"),
         "q4": answers("C", item="q4"),  # one vote: left out
     }
-    units = list(rating_units(by_item, "answer").values())
+    units = [["A", "A", "B"], ["A", "A", "A"], ["B", "B", "A"]]
     result = agreement(by_item, "answer")
     assert (result.items, result.ratings) == (3, 9)
-    assert result.fleiss_kappa == pytest.approx(fleiss_kappa(units[:3]))
-    assert result.krippendorff_alpha == pytest.approx(krippendorff_alpha_nominal(units[:3]))
+    assert result.fleiss_kappa == pytest.approx(fleiss_kappa(units))
+    assert result.krippendorff_alpha == pytest.approx(krippendorff_alpha_nominal(units))
     assert agreement(by_item, "verify").items == 0
 
 
@@ -395,6 +394,43 @@ def test_agreement_is_none_when_undefined() -> None:
     assert (same.fleiss_kappa, same.krippendorff_alpha) == (None, None)
     empty = agreement({}, "verify")
     assert (empty.items, empty.fleiss_kappa, empty.krippendorff_alpha) == (0, None, None)
+
+
+def test_a_panel_is_read_over_the_items_every_judge_voted_on() -> None:
+    by_item = {
+        "q1": answers("A", "A", "B", item="q1"),
+        "q2": answers("A", "A", "A", item="q2"),
+        "q3": answers("B", "B", item="q3"),  # a2 did not vote
+    }
+    crowd, panel = agreement(by_item, "answer"), agreement(by_item, "answer", panel=True)
+    assert crowd.fleiss_kappa is None  # 3, 3 and 2 votes
+    assert panel.fleiss_kappa == pytest.approx(fleiss_kappa([["A", "A", "B"], ["A", "A", "A"]]))
+    assert crowd.krippendorff_alpha == panel.krippendorff_alpha
+    assert (panel.items, panel.ratings) == (3, 8)
+    by_item["q4"] = [judgement(item_id="q4", annotator="a3", task="answer", choice="A")]
+    assert agreement(by_item, "answer", panel=True).fleiss_kappa is None  # nobody else saw q4: no item has all four
+
+
+@given(st.lists(st.lists(st.sampled_from(["accept", "reject", None]), min_size=4, max_size=4), min_size=1, max_size=8))
+def test_a_panel_reads_the_items_by_judges_table(table: list[list[str | None]]) -> None:
+    # Rows are items, columns judges (None: no vote). Kappa over the rows without a gap among the
+    # judges who voted at all, alpha over the whole table: to the bit.
+    by_item = {
+        f"q{i}": [
+            judgement(item_id=f"q{i}", annotator=f"j{j}", task="verify", accept=vote == "accept")
+            for j, vote in enumerate(row)
+            if vote is not None
+        ]
+        for i, row in enumerate(table)
+    }
+    judges = [j for j in range(4) if any(row[j] is not None for row in table)]
+    complete = [[row[j] for j in judges] for row in table if all(row[j] is not None for j in judges)]
+    result = agreement(by_item, "verify", panel=True)
+    expected_kappa = fleiss_kappa(complete) if complete and len(judges) > 1 else math.nan
+    assert result.fleiss_kappa == (None if math.isnan(expected_kappa) else expected_kappa)
+    pairable = [row for row in table if sum(v is not None for v in row) >= 2]
+    expected_alpha = krippendorff_alpha_nominal(table) if pairable else math.nan
+    assert result.krippendorff_alpha == (None if math.isnan(expected_alpha) else expected_alpha)
 
 
 # --------------------------------------------------------------------------- Putri et al.'s released majorities

@@ -63,7 +63,6 @@ __all__ = [
     "krippendorff_alpha_nominal",
     "majority",
     "parse_policy",
-    "rating_units",
     "ruling",
     "split",
     "unanimous",
@@ -413,40 +412,48 @@ def _bad_policy(text: str) -> str:
 
 @dataclass(frozen=True)
 class Agreement:
-    """Agreement among annotators over the items with two or more votes."""
+    """How far the annotators of one task type agree (see :func:`agreement`)."""
 
     items: int
     """Items that entered the statistics (those with at least two votes)."""
     ratings: int
     """Votes over those items."""
     fleiss_kappa: float | None
-    """``None`` when undefined: raters per item differ, or all votes share one label."""
+    """``None`` when undefined: no items with the number of votes kappa needs, or all votes share one label."""
     krippendorff_alpha: float | None
     """``None`` when undefined: no item with two votes, or all votes share one label."""
 
 
-def rating_units(judgements_by_item: Mapping[str, Sequence[Judgement]], task: str) -> dict[str, list[str]]:
-    """Each item's votes (see :func:`votes_of`) among its judgements of ``task``."""
-    units: dict[str, list[str]] = {}
-    for item, judgements in judgements_by_item.items():
-        units[item] = [vote for _, vote in votes_of([j for j in judgements if j.task == task])]
-    return units
+def agreement(judgements_by_item: Mapping[str, Sequence[Judgement]], task: str, *, panel: bool = False) -> Agreement:
+    """How far the annotators of ``task`` agree beyond chance, over the items they judged alike.
 
+    What it reads: each item's counted votes among its judgements of ``task`` (:func:`votes_of`:
+    an annotator's first judgement that casts a vote; the vote is the choice picked, or
+    ``accept``/``reject``), the items in the mapping's order. One vote shows no agreement, so an
+    item with fewer than two is left out. What it computes: two chance-corrected coefficients
+    for nominal votes, from :mod:`senseforge.evaluate.metrics`:
 
-def agreement(judgements_by_item: Mapping[str, Sequence[Judgement]], task: str) -> Agreement:
-    """Fleiss' kappa and Krippendorff's nominal alpha of the votes on ``task``.
+    - Krippendorff's alpha over every remaining item, whatever its number of votes;
+    - Fleiss' kappa, which needs the same number of votes on each item it reads. For a crowd
+      (each item goes to some k of many people) those are all remaining items, and kappa is
+      undefined when their numbers of votes differ. For a ``panel`` (the same judges are meant
+      to vote on every item: LM judges, CRoW's validators) those are the items that every
+      annotator who voted on any item of the mapping voted on.
 
-    Items with fewer than two votes are left out of both. Kappa is only defined when the
-    remaining items all have the same number of votes.
+    Each is ``None`` where undefined: nothing to read, or every vote the same label.
     """
-    units = [unit for unit in rating_units(judgements_by_item, task).values() if len(unit) >= 2]
-    ratings = sum(len(unit) for unit in units)
+    votes = [votes_of([j for j in judgements if j.task == task]) for judgements in judgements_by_item.values()]
+    units = [[vote for _, vote in cast] for cast in votes if len(cast) >= 2]
     if not units:
         return Agreement(items=0, ratings=0, fleiss_kappa=None, krippendorff_alpha=None)
-    kappa: float | None = None
-    if len({len(unit) for unit in units}) == 1:
-        kappa = _defined(fleiss_kappa(units))
+    if panel:
+        raters = {annotator for cast in votes for annotator, _ in cast}
+        alike = [[vote for _, vote in cast] for cast in votes if len(cast) == len(raters)]
+    else:
+        alike = units if len({len(unit) for unit in units}) == 1 else []
+    kappa = _defined(fleiss_kappa(alike)) if alike else None
     alpha = _defined(krippendorff_alpha_nominal(units))
+    ratings = sum(len(unit) for unit in units)
     return Agreement(items=len(units), ratings=ratings, fleiss_kappa=kappa, krippendorff_alpha=alpha)
 
 
