@@ -164,8 +164,8 @@ def unanimous(judgements: Sequence[Judgement], k: int = 2) -> Decision:
 
     Judgements beyond the first ``k`` votes are not looked at.
 
-    >>> from senseforge.data.schema import ACCEPT_VOTE, REJECT_VOTE, Judgement
-    >>> js = [Judgement(item_id="q1", annotator=a, task="verify", accept=v) for a, v in [("ana", True), ("budi", True)]]
+    >>> from senseforge.data.schema import judgement
+    >>> js = [judgement(item_id="q1", annotator=a, task="verify", accept=v) for a, v in [("ana", True), ("budi", True)]]
     >>> unanimous(js[:1]).status, unanimous(js).status
     ('pending', 'accepted')
 
