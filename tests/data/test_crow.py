@@ -10,7 +10,6 @@ import pytest
 
 from senseforge.data._rows import RowError
 from senseforge.data.crow import (
-    CROW_DIMENSIONS,
     crow_row_to_example,
     knowledge_triples,
     normalize_dimension,
@@ -18,6 +17,7 @@ from senseforge.data.crow import (
     parse_label,
     read_crow,
 )
+from senseforge.data.relations import DIMENSIONS
 from senseforge.errors import DataValidationError
 
 RELEASED = Path(__file__).resolve().parent.parent / "fixtures" / "crow" / "released_handwritten.jsonl"
@@ -119,7 +119,7 @@ def test_a_json_array_reads_the_same(tmp_path: Path) -> None:
 )
 def test_dimension_names(value: str | None, expected: str | None) -> None:
     assert normalize_dimension(value) == expected
-    assert expected is None or expected in CROW_DIMENSIONS
+    assert expected is None or expected in DIMENSIONS
 
 
 def test_unknown_dimension_is_an_error() -> None:

@@ -253,7 +253,7 @@ def test_missing_as_zero_rebuilds_the_leaderboards_dimension_blocks(system: dict
     }
     for block, (means, n_tasks) in blocks.items():
         published = system[block]["dimensions"]
-        assert list(means) == list(metrics.CROW_DIMENSIONS)
+        assert list(means) == list(metrics.CROW_LEADERBOARD_DIMENSIONS)
         assert means == {dim: (pytest.approx(value, abs=1e-12), n_tasks) for dim, value in published.items()}, block
     # our rule leaves summarization and dialogue out of other: two tasks fewer, and not the published number
     n_tasks = len(cells)
@@ -276,7 +276,7 @@ def test_paper_table_3_rows_and_the_convention_each_follows(name: str) -> None:
     (system,) = [s for s in WITH_DIMENSIONS if s["model_name"] == name]
     cells = _published_cells(system["submission_id"])
     row, missing_as_zero = PAPER_TABLE_3[name]
-    six = metrics.CROW_DIMENSIONS[:6]
+    six = metrics.CROW_LEADERBOARD_DIMENSIONS[:6]
     means = dimension_means(cells, missing_as_zero=missing_as_zero)
     for dim, value in zip(six, row, strict=True):
         assert 100 * means[dim][0] == pytest.approx(value, abs=0.05 + 1e-9), dim
@@ -294,7 +294,7 @@ def test_parity_cells_match_a_per_triple_sklearn_computation() -> None:
     task_names = ["dialogue", "stance", "mt_zh_en"]
     tasks = [rng.choice(task_names) for _ in range(300)]
     dims: list[list[str | None]] = [
-        [rng.choice(metrics.CROW_DIMENSIONS) for _ in range(rng.choice([0, 1, 1, 2, 3]))] for _ in tasks
+        [rng.choice(metrics.CROW_LEADERBOARD_DIMENSIONS) for _ in range(rng.choice([0, 1, 1, 2, 3]))] for _ in tasks
     ]
     golds = [rng.random() < 0.5 for _ in tasks]
     preds = [rng.random() < 0.6 for _ in tasks]

@@ -8,13 +8,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from senseforge.data.schema import Judgement, judgement
 from senseforge.errors import ConfigError
+from senseforge.evaluate.metrics import fleiss_kappa
 from senseforge.evaluate.policies import (
     AtLeast,
     ExcludeAmbiguous,
@@ -23,14 +23,11 @@ from senseforge.evaluate.policies import (
     agreement,
     ambiguity_flagged,
     at_least,
-    count_table,
     decide,
     exclude_ambiguous,
-    fleiss_kappa,
     krippendorff_alpha_nominal,
     majority,
     parse_policy,
-    rating_units,
     unanimous,
     votes_of,
 )
@@ -268,75 +265,41 @@ def test_parse_policy_refuses(text: str) -> None:
 
 # --------------------------------------------------------------------------- Fleiss' kappa
 
-# Fleiss (1971), as tabulated in Wikipedia's "Fleiss' kappa" article: 10 items, 14 raters,
-# 5 categories. P-bar = 0.378, P_e = 0.213, kappa = 0.210.
-FLEISS_1971 = [
-    [0, 0, 0, 0, 14],
-    [0, 2, 6, 4, 2],
-    [0, 0, 3, 5, 6],
-    [0, 3, 9, 2, 0],
-    [2, 2, 8, 1, 1],
-    [7, 7, 0, 0, 0],
-    [3, 2, 6, 3, 0],
-    [2, 5, 3, 2, 2],
-    [6, 5, 2, 1, 0],
-    [0, 2, 2, 3, 7],
-]
-
-
-def test_fleiss_kappa_textbook_example() -> None:
-    assert fleiss_kappa(FLEISS_1971) == pytest.approx(0.210, abs=5e-4)
-    assert fleiss_kappa(np.array(FLEISS_1971)) == pytest.approx(0.2099, abs=1e-4)
+# The Fleiss (1971) worked example and the undefined cases are in cases/kappa.json.
 
 
 def test_fleiss_kappa_by_hand() -> None:
     # Two raters, items [a,a], [a,b], [b,b]: P_i = 1, 0, 1 -> P-bar = 2/3;
     # p_a = p_b = 1/2 -> P_e = 1/2; kappa = (2/3 - 1/2) / (1 - 1/2) = 1/3.
-    assert fleiss_kappa([[2, 0], [1, 1], [0, 2]]) == pytest.approx(1 / 3)
-    assert fleiss_kappa([[3, 0, 0], [0, 3, 0], [0, 0, 3]]) == 1.0
-    assert fleiss_kappa([[1, 1], [1, 1]]) == -1.0
-
-
-def test_fleiss_kappa_single_category_is_nan() -> None:
-    assert math.isnan(fleiss_kappa([[4, 0], [4, 0]]))
+    assert fleiss_kappa([["a", "a"], ["a", "b"], ["b", "b"]]) == pytest.approx(1 / 3)
+    assert fleiss_kappa([["a"] * 3, ["b"] * 3, ["c"] * 3]) == 1.0
+    assert fleiss_kappa([["a", "b"], ["b", "a"]]) == -1.0
 
 
 @pytest.mark.parametrize(
-    ("table", "message"),
+    ("ratings", "message"),
     [
-        ([[2, 0], [1, 2]], "same number of raters"),
-        ([[2, -1], [1, 0]], "non-negative whole"),
-        ([[1.5, 0.5], [1, 1]], "non-negative whole"),
-        ([], "non-empty"),
-        ([1, 2, 3], "non-empty"),
-        ([[1, 0], [0, 1]], "at least two"),
+        ([["a", "a"], ["a", "b", "b"]], "same number of ratings"),
+        ([["a", None], ["a", "b"]], "missing rating"),
+        ([], "no items"),
+        ([["a"], ["b"]], "at least two"),
     ],
 )
-def test_fleiss_kappa_refuses(table: Any, message: str) -> None:
+def test_fleiss_kappa_refuses(ratings: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        fleiss_kappa(table)
+        fleiss_kappa(ratings)
 
 
 @given(
     st.integers(2, 6).flatmap(
         lambda raters: st.lists(
-            st.lists(st.integers(0, 3), min_size=3, max_size=3).map(lambda row: _fill(row, raters)),
-            min_size=1,
-            max_size=8,
+            st.lists(st.sampled_from("abc"), min_size=raters, max_size=raters), min_size=1, max_size=8
         )
     )
 )
-def test_fleiss_kappa_is_at_most_one(table: list[list[int]]) -> None:
-    kappa = fleiss_kappa(table)
+def test_fleiss_kappa_is_at_most_one(ratings: list[list[str]]) -> None:
+    kappa = fleiss_kappa(ratings)
     assert math.isnan(kappa) or kappa <= 1.0 + 1e-12
-
-
-def _fill(weights: list[int], raters: int) -> list[int]:
-    """Spread ``raters`` over the categories roughly by ``weights`` (any row summing to ``raters``)."""
-    total = sum(weights) or 1
-    row = [raters * w // total for w in weights]
-    row[0] += raters - sum(row)
-    return row
 
 
 # --------------------------------------------------------------------------- Krippendorff's alpha
@@ -395,7 +358,7 @@ def test_krippendorff_alpha_ignores_rater_and_unit_order(units: list[list[str | 
 def test_alpha_follows_from_kappa_for_complete_data(units: list[list[str]]) -> None:
     # With every item rated by all raters, both use the same observed agreement P-bar, and
     # D_e(alpha) = n / (n - 1) * (1 - P_e) for n values in all, so 1 - alpha = (1 - kappa) * (n - 1) / n.
-    kappa = fleiss_kappa(count_table(units)[1])
+    kappa = fleiss_kappa(units)
     alpha = krippendorff_alpha_nominal(units)
     assert math.isnan(kappa) == math.isnan(alpha)
     if not math.isnan(kappa):
@@ -414,11 +377,11 @@ def test_agreement_from_judgements() -> None:
         "q3": answers("B", "B", "A", item="q3"),
         "q4": answers("C", item="q4"),  # one vote: left out
     }
-    units = list(rating_units(by_item, "answer").values())
+    units = [["A", "A", "B"], ["A", "A", "A"], ["B", "B", "A"]]
     result = agreement(by_item, "answer")
     assert (result.items, result.ratings) == (3, 9)
-    assert result.fleiss_kappa == pytest.approx(fleiss_kappa(count_table(units[:3])[1]))
-    assert result.krippendorff_alpha == pytest.approx(krippendorff_alpha_nominal(units[:3]))
+    assert result.fleiss_kappa == pytest.approx(fleiss_kappa(units))
+    assert result.krippendorff_alpha == pytest.approx(krippendorff_alpha_nominal(units))
     assert agreement(by_item, "verify").items == 0
 
 
@@ -433,10 +396,41 @@ def test_agreement_is_none_when_undefined() -> None:
     assert (empty.items, empty.fleiss_kappa, empty.krippendorff_alpha) == (0, None, None)
 
 
-def test_count_table() -> None:
-    categories, table = count_table([["b", "a", "b"], ["c", "c", "c"]])
-    assert categories == ["a", "b", "c"]
-    assert table.tolist() == [[1, 2, 0], [0, 0, 3]]
+def test_a_panel_is_read_over_the_items_every_judge_voted_on() -> None:
+    by_item = {
+        "q1": answers("A", "A", "B", item="q1"),
+        "q2": answers("A", "A", "A", item="q2"),
+        "q3": answers("B", "B", item="q3"),  # a2 did not vote
+    }
+    crowd, panel = agreement(by_item, "answer"), agreement(by_item, "answer", panel=True)
+    assert crowd.fleiss_kappa is None  # 3, 3 and 2 votes
+    assert panel.fleiss_kappa == pytest.approx(fleiss_kappa([["A", "A", "B"], ["A", "A", "A"]]))
+    assert crowd.krippendorff_alpha == panel.krippendorff_alpha
+    assert (panel.items, panel.ratings) == (3, 8)
+    by_item["q4"] = [judgement(item_id="q4", annotator="a3", task="answer", choice="A")]
+    assert agreement(by_item, "answer", panel=True).fleiss_kappa is None  # nobody else saw q4: no item has all four
+
+
+@given(st.lists(st.lists(st.sampled_from(["accept", "reject", None]), min_size=4, max_size=4), min_size=1, max_size=8))
+def test_a_panel_reads_the_items_by_judges_table(table: list[list[str | None]]) -> None:
+    # Rows are items, columns judges (None: no vote). Kappa over the rows without a gap among the
+    # judges who voted at all, alpha over the whole table: to the bit.
+    by_item = {
+        f"q{i}": [
+            judgement(item_id=f"q{i}", annotator=f"j{j}", task="verify", accept=vote == "accept")
+            for j, vote in enumerate(row)
+            if vote is not None
+        ]
+        for i, row in enumerate(table)
+    }
+    judges = [j for j in range(4) if any(row[j] is not None for row in table)]
+    complete = [[row[j] for j in judges] for row in table if all(row[j] is not None for j in judges)]
+    result = agreement(by_item, "verify", panel=True)
+    expected_kappa = fleiss_kappa(complete) if complete and len(judges) > 1 else math.nan
+    assert result.fleiss_kappa == (None if math.isnan(expected_kappa) else expected_kappa)
+    pairable = [row for row in table if sum(v is not None for v in row) >= 2]
+    expected_alpha = krippendorff_alpha_nominal(table) if pairable else math.nan
+    assert result.krippendorff_alpha == (None if math.isnan(expected_alpha) else expected_alpha)
 
 
 # --------------------------------------------------------------------------- Putri et al.'s released majorities

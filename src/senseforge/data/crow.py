@@ -53,10 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from senseforge.data._rows import RowError, UniqueIds, convert, iter_json_records, require
+from senseforge.data.relations import DIMENSIONS
 from senseforge.data.schema import BinaryExample, Triple
-
-CROW_DIMENSIONS: tuple[str, ...] = ("attributional", "physical/spatial", "temporal", "causal", "social", "comparative")
-"""CRoW's six commonsense dimensions, by the names senseforge uses."""
 
 CROW_TASKS: tuple[str, ...] = (
     "dialogue",
@@ -127,7 +125,7 @@ _KNOWLEDGE_KEYS = ("head", "relation", "tail", "dimension", "id")
 
 
 def normalize_dimension(value: Any, field: str = "dimension") -> str | None:
-    """A dimension name as one of :data:`CROW_DIMENSIONS`, or ``None`` when absent.
+    """A dimension name as one of :data:`~senseforge.data.relations.DIMENSIONS`, or ``None`` when absent.
 
     Raises:
         RowError: the value names no known dimension.
@@ -141,7 +139,7 @@ def normalize_dimension(value: Any, field: str = "dimension") -> str | None:
         raise RowError(f"{field}: expected a string, got {type(value).__name__}")
     key = value.strip().lower()
     if key not in _DIMENSION_ALIASES:
-        raise RowError(f"{field}: unknown dimension {value!r}; expected one of {list(CROW_DIMENSIONS)}")
+        raise RowError(f"{field}: unknown dimension {value!r}; expected one of {list(DIMENSIONS)}")
     return _DIMENSION_ALIASES[key]
 
 

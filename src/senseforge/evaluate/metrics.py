@@ -46,8 +46,18 @@ T = TypeVar("T")
 MT_TASKS: frozenset[str] = frozenset({"mt_zh_en", "mt_en_fr", "mt_en_de", "mt_en_ru"})
 """CRoW's machine-translation tasks, as its leaderboard names them (one per language pair)."""
 
-CROW_DIMENSIONS: tuple[str, ...] = ("attribution", "physical", "temporal", "causal", "social", "comparison", "other")
-"""CRoW's commonsense dimensions, in the order of its leaderboard."""
+CROW_LEADERBOARD_DIMENSIONS: tuple[str, ...] = (
+    "attribution",
+    "physical",
+    "temporal",
+    "causal",
+    "social",
+    "comparison",
+    "other",
+)
+"""CRoW's commonsense dimensions as its leaderboard and scoring script name them, in the leaderboard's order
+(records name them as :data:`senseforge.data.relations.DIMENSIONS` does; :data:`senseforge.evaluate.report.CROW_NAMES`
+maps those to these)."""
 
 OTHER_DIMENSION = "other"
 """Where an example goes when its knowledge names no dimension."""
@@ -232,7 +242,7 @@ def per_dimension_macro_f1(
     dimensions. Names are used as given (apart from surrounding spaces).
 
     Only dimensions with at least one example appear, CRoW's dimensions first in
-    :data:`CROW_DIMENSIONS` order, then any others alphabetically.
+    :data:`CROW_LEADERBOARD_DIMENSIONS` order, then any others alphabetically.
 
     Note: CRoW's script appends an example once per knowledge *triple*, so an example with
     two triples of one dimension weighs double there, and an example without triples is in
@@ -256,9 +266,9 @@ def per_dimension_macro_f1(
 
 
 def _dimension_order(names: Iterable[str]) -> list[str]:
-    """CRoW's dimensions first, in :data:`CROW_DIMENSIONS` order, then any others alphabetically."""
+    """CRoW's dimensions first, in :data:`CROW_LEADERBOARD_DIMENSIONS` order, then any others alphabetically."""
     present = set(names)
-    return [d for d in CROW_DIMENSIONS if d in present] + sorted(present - set(CROW_DIMENSIONS))
+    return [d for d in CROW_LEADERBOARD_DIMENSIONS if d in present] + sorted(present - set(CROW_LEADERBOARD_DIMENSIONS))
 
 
 def is_mt_task(task: str) -> bool:
@@ -319,10 +329,10 @@ class DimensionCell:
 def _triple_dimension(value: str | None, example: int, triple: int) -> str:
     """A triple's dimension as CRoW's script accepts it: one of its seven names, nothing else."""
     name = value.strip() if isinstance(value, str) else value
-    if name not in CROW_DIMENSIONS:
+    if name not in CROW_LEADERBOARD_DIMENSIONS:
         raise ValueError(
             f"dimensions[{example}][{triple}] is {value!r}: with parity=True every knowledge triple needs one of "
-            f"CRoW's dimensions {list(CROW_DIMENSIONS)} (CRoW's script cannot score any other)"
+            f"CRoW's dimensions {list(CROW_LEADERBOARD_DIMENSIONS)} (CRoW's script cannot score any other)"
         )
     return name
 
@@ -351,7 +361,7 @@ def per_dimension_cells(
     an example enters a dimension once per triple of that dimension (two ``social`` triples:
     it weighs double in ``social``), an example without triples is in no dimension (its
     task's overall Macro-F1 still counts it), and every triple must name one of the seven
-    :data:`CROW_DIMENSIONS` (anything else makes CRoW's script fail, so it is refused here).
+    :data:`CROW_LEADERBOARD_DIMENSIONS` (anything else makes CRoW's script fail, so it is refused here).
     ``n`` is then the number of entries. A target's triples are its own: CRoW's optional
     ``post_populate_kg.py`` gives a target without a ``knowledge`` field the triples of the
     other targets of its context; if its numbers were made that way, pass those triples.
@@ -417,7 +427,7 @@ def dimension_means(
     ``non_mt_dimensions`` with ``include_mt=False``).
 
     ``missing_as_zero=True`` reproduces CRoW's published leaderboard instead: there every task
-    lists all seven :data:`CROW_DIMENSIONS`, a dimension it lacks scored 0, and the mean
+    lists all seven :data:`CROW_LEADERBOARD_DIMENSIONS`, a dimension it lacks scored 0, and the mean
     divides by the number of tasks. All seven then appear (0.0 where no task has one), each
     averaged over every task kept.
 
@@ -435,7 +445,7 @@ def dimension_means(
     if not kept:
         which = "tasks" if include_mt else "non-MT tasks"
         raise ValueError(f"no {which} to average: the per-dimension means are undefined")
-    scores: dict[str, list[float]] = {dim: [] for dim in CROW_DIMENSIONS} if missing_as_zero else {}
+    scores: dict[str, list[float]] = {dim: [] for dim in CROW_LEADERBOARD_DIMENSIONS} if missing_as_zero else {}
     for task, row in kept.items():
         for dim, cell in row.items():
             if not isinstance(cell, DimensionCell):

@@ -24,10 +24,11 @@ string for the CLI (:func:`parse_policy`, :attr:`Unanimous.spec` …):
 ``unanimous``, ``unanimous:3``, ``majority``, ``at-least:3/5``, each optionally followed by
 ``,exclude-ambiguous:3``.
 
-Agreement: :func:`fleiss_kappa` takes the items x categories count table;
-:func:`krippendorff_alpha_nominal` takes each item's labels. The arithmetic of both lives
-in :mod:`senseforge.evaluate.metrics`, so that the harness reports the same numbers;
-:func:`agreement` computes both from stored judgements.
+Agreement: :func:`agreement` computes Fleiss' kappa and Krippendorff's alpha from stored
+judgements; the arithmetic of both lives in :mod:`senseforge.evaluate.metrics`
+(:func:`~senseforge.evaluate.metrics.fleiss_kappa`,
+:func:`~senseforge.evaluate.metrics.krippendorff_alpha_nominal`), so that the harness
+reports the same numbers.
 """
 
 from __future__ import annotations
@@ -39,13 +40,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, TypeAlias
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
-
 from senseforge.data.schema import ACCEPT_VOTE, REJECT_VOTE, Judgement
 from senseforge.errors import ConfigError
-from senseforge.evaluate import metrics
-from senseforge.evaluate.metrics import krippendorff_alpha_nominal
+from senseforge.evaluate.metrics import fleiss_kappa, krippendorff_alpha_nominal
 
 __all__ = [
     "Agreement",
@@ -60,15 +57,12 @@ __all__ = [
     "agreement",
     "ambiguity_flagged",
     "at_least",
-    "count_table",
     "decide",
     "exclude_ambiguous",
-    "fleiss_kappa",
     "is_ambiguity_flag",
     "krippendorff_alpha_nominal",
     "majority",
     "parse_policy",
-    "rating_units",
     "ruling",
     "split",
     "unanimous",
@@ -170,8 +164,8 @@ def unanimous(judgements: Sequence[Judgement], k: int = 2) -> Decision:
 
     Judgements beyond the first ``k`` votes are not looked at.
 
-    >>> from senseforge.data.schema import ACCEPT_VOTE, REJECT_VOTE, Judgement
-    >>> js = [Judgement(item_id="q1", annotator=a, task="verify", accept=v) for a, v in [("ana", True), ("budi", True)]]
+    >>> from senseforge.data.schema import judgement
+    >>> js = [judgement(item_id="q1", annotator=a, task="verify", accept=v) for a, v in [("ana", True), ("budi", True)]]
     >>> unanimous(js[:1]).status, unanimous(js).status
     ('pending', 'accepted')
 
@@ -418,82 +412,48 @@ def _bad_policy(text: str) -> str:
 
 @dataclass(frozen=True)
 class Agreement:
-    """Agreement among annotators over the items with two or more votes."""
+    """How far the annotators of one task type agree (see :func:`agreement`)."""
 
     items: int
     """Items that entered the statistics (those with at least two votes)."""
     ratings: int
     """Votes over those items."""
     fleiss_kappa: float | None
-    """``None`` when undefined: raters per item differ, or all votes share one label."""
+    """``None`` when undefined: no items with the number of votes kappa needs, or all votes share one label."""
     krippendorff_alpha: float | None
     """``None`` when undefined: no item with two votes, or all votes share one label."""
 
 
-def fleiss_kappa(table: ArrayLike) -> float:
-    """Fleiss' kappa from a count table: rows are items, columns categories.
+def agreement(judgements_by_item: Mapping[str, Sequence[Judgement]], task: str, *, panel: bool = False) -> Agreement:
+    """How far the annotators of ``task`` agree beyond chance, over the items they judged alike.
 
-    ``table[i][j]`` is how many raters put item ``i`` in category ``j``; every row must sum
-    to the same number of raters, at least two. ``nan`` when every rating falls in one
-    category (chance agreement is then 1).
+    What it reads: each item's counted votes among its judgements of ``task`` (:func:`votes_of`:
+    an annotator's first judgement that casts a vote; the vote is the choice picked, or
+    ``accept``/``reject``), the items in the mapping's order. One vote shows no agreement, so an
+    item with fewer than two is left out. What it computes: two chance-corrected coefficients
+    for nominal votes, from :mod:`senseforge.evaluate.metrics`:
 
-    >>> fleiss_kappa([[2, 0], [0, 2]])
-    1.0
+    - Krippendorff's alpha over every remaining item, whatever its number of votes;
+    - Fleiss' kappa, which needs the same number of votes on each item it reads. For a crowd
+      (each item goes to some k of many people) those are all remaining items, and kappa is
+      undefined when their numbers of votes differ. For a ``panel`` (the same judges are meant
+      to vote on every item: LM judges, CRoW's validators) those are the items that every
+      annotator who voted on any item of the mapping voted on.
 
-    Raises:
-        ValueError: not a 2-D table of non-negative whole counts, no rows, or rows with
-            different sums.
+    Each is ``None`` where undefined: nothing to read, or every vote the same label.
     """
-    counts = np.asarray(table)
-    if counts.ndim != 2 or counts.shape[0] == 0 or counts.shape[1] == 0:
-        raise ValueError(f"Fleiss' kappa needs a non-empty items x categories table, got shape {counts.shape}")
-    if not np.issubdtype(counts.dtype, np.number) or np.any(counts < 0) or np.any(counts != np.round(counts)):
-        raise ValueError("Fleiss' kappa needs non-negative whole counts")
-    whole: NDArray[np.int64] = counts.astype(np.int64)
-    raters = whole.sum(axis=1)
-    uneven = np.flatnonzero(raters != raters[0])
-    if uneven.size:
-        i = int(uneven[0])
-        raise ValueError(
-            f"Fleiss' kappa needs the same number of raters per item: item 0 has {raters[0]}, item {i} has {raters[i]}"
-        )
-    ratings = [[str(j) for j, n in enumerate(row) for _ in range(int(n))] for row in whole]
-    return metrics.fleiss_kappa(ratings)
-
-
-def rating_units(judgements_by_item: Mapping[str, Sequence[Judgement]], task: str) -> dict[str, list[str]]:
-    """Each item's votes (see :func:`votes_of`) among its judgements of ``task``."""
-    units: dict[str, list[str]] = {}
-    for item, judgements in judgements_by_item.items():
-        units[item] = [vote for _, vote in votes_of([j for j in judgements if j.task == task])]
-    return units
-
-
-def count_table(units: Sequence[Sequence[str]]) -> tuple[list[str], NDArray[np.int64]]:
-    """The categories (sorted) and the items x categories count table of ``units``."""
-    categories = sorted({label for unit in units for label in unit})
-    index = {label: j for j, label in enumerate(categories)}
-    table = np.zeros((len(units), len(categories)), dtype=np.int64)
-    for i, unit in enumerate(units):
-        for label in unit:
-            table[i, index[label]] += 1
-    return categories, table
-
-
-def agreement(judgements_by_item: Mapping[str, Sequence[Judgement]], task: str) -> Agreement:
-    """Fleiss' kappa and Krippendorff's nominal alpha of the votes on ``task``.
-
-    Items with fewer than two votes are left out of both. Kappa is only defined when the
-    remaining items all have the same number of votes.
-    """
-    units = [unit for unit in rating_units(judgements_by_item, task).values() if len(unit) >= 2]
-    ratings = sum(len(unit) for unit in units)
+    votes = [votes_of([j for j in judgements if j.task == task]) for judgements in judgements_by_item.values()]
+    units = [[vote for _, vote in cast] for cast in votes if len(cast) >= 2]
     if not units:
         return Agreement(items=0, ratings=0, fleiss_kappa=None, krippendorff_alpha=None)
-    kappa: float | None = None
-    if len({len(unit) for unit in units}) == 1:
-        kappa = _defined(fleiss_kappa(count_table(units)[1]))
+    if panel:
+        raters = {annotator for cast in votes for annotator, _ in cast}
+        alike = [[vote for _, vote in cast] for cast in votes if len(cast) == len(raters)]
+    else:
+        alike = units if len({len(unit) for unit in units}) == 1 else []
+    kappa = _defined(fleiss_kappa(alike)) if alike else None
     alpha = _defined(krippendorff_alpha_nominal(units))
+    ratings = sum(len(unit) for unit in units)
     return Agreement(items=len(units), ratings=ratings, fleiss_kappa=kappa, krippendorff_alpha=alpha)
 
 

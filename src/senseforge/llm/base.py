@@ -18,6 +18,10 @@ from senseforge.llm.jsonx import extract_json
 Progress = Callable[[int], None]
 """Called with the number of requests just finished (for progress bars)."""
 
+PromptStyle = Literal["chat", "completion"]
+"""How a prompt is written: chat messages (for a model with a chat template), or a plain
+few-shot text that a base model continues (a :class:`GenerateRequest`'s ``prompt``)."""
+
 FailureKind = Literal[
     "rate_limit",  # 429 after all retries
     "timeout",  # no answer in time

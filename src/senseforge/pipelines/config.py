@@ -26,9 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from senseforge.errors import ConfigError
 from senseforge.evaluate.policies import AtLeast, ExcludeAmbiguous, Unanimous, parse_policy
+from senseforge.llm.base import PromptStyle
 from senseforge.llm.registry import DEFAULT_MODEL, chat_template_for, parse_spec, provider_info
 
-Style = Literal["auto", "chat", "completion"]
+StyleChoice = Literal["auto", PromptStyle]
+"""The ``style`` setting: a :data:`~senseforge.llm.base.PromptStyle`, or ``auto`` (by the model: :func:`is_chat`)."""
 
 
 def is_chat(spec: str, options: Mapping[str, Any] | None = None) -> bool:
@@ -85,7 +87,7 @@ class RecipeConfig(BaseModel):
     """Per-stage models, ``stage=provider/model``."""
     model_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Provider options per model spec (e.g. ``base_url``, ``max_concurrency``)."""
-    style: Style = "auto"
+    style: StyleChoice = "auto"
     """Prompt style: chat templates, few-shot completion templates, or by provider."""
     reviewers: tuple[str, ...] = ()
     """LM judges (model specs; repeat one to ask it several times, each with its own seed); empty: people."""
@@ -159,7 +161,7 @@ class RecipeConfig(BaseModel):
         """Provider options of a model spec."""
         return dict(self.model_options.get(spec, {}))
 
-    def style_for(self, stage: str) -> Literal["chat", "completion"]:
+    def style_for(self, stage: str) -> PromptStyle:
         """Chat templates for chat models, few-shot completion for base models (unless set).
 
         Raises:

@@ -38,6 +38,9 @@ from senseforge.data.text import fold, parse_terms
 ALL_LANGUAGES: Final = "*"
 """Key of ``extra_terms`` whose terms apply to every language."""
 
+INAPPROPRIATE: Final = "inappropriate"
+"""Rejection reason of every recipe: a moderator flagged the text."""
+
 _LIST_DIR: Final = "moderation_lists"
 
 

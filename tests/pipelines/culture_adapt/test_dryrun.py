@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, PromptStyle
 from senseforge.pipelines.culture_adapt import templates as t
 from senseforge.pipelines.culture_adapt.dryrun import author_loglikelihood, author_reply
 from senseforge.pipelines.culture_adapt.item import Fields
@@ -20,7 +20,7 @@ from senseforge.pipelines.culture_adapt.parse import (
 )
 
 CSQA = Path(__file__).parents[2] / "fixtures" / "csqa" / "dev_sample.jsonl"
-STYLES: tuple[t.Style, ...] = ("chat", "completion")
+STYLES: tuple[PromptStyle, ...] = ("chat", "completion")
 
 
 def _items() -> dict[str, Fields]:
@@ -38,12 +38,12 @@ HAMBURGER = ITEMS["e68fb2448fd74e402aae9982aa76e527"]
 MAGAZINES = ITEMS["b8c0a4703079cf661d7261a60a1bcbff"]
 
 
-def _prefix(style: t.Style, prefix: str) -> str:
+def _prefix(style: PromptStyle, prefix: str) -> str:
     return prefix if style == "completion" else ""
 
 
 @pytest.mark.parametrize("style", STYLES)
-def test_extract_finds_western_names_and_places(style: t.Style) -> None:
+def test_extract_finds_western_names_and_places(style: PromptStyle) -> None:
     reply = author_reply(t.extract_request(JAMES, style))
     assert parse_spans(reply, JAMES.display(), _prefix(style, t.EXTRACT_PREFIX)) == (["James"], ["illinois"])
     none = author_reply(t.extract_request(MAGAZINES, style))
@@ -80,7 +80,7 @@ def test_relevance_follows_each_prompts_polarity() -> None:
 
 
 @pytest.mark.parametrize("style", STYLES)
-def test_adapt_round_trips_with_the_same_answer_label(style: t.Style) -> None:
+def test_adapt_round_trips_with_the_same_answer_label(style: PromptStyle) -> None:
     request = t.adapt_request(JAMES, "en", "id", "Indonesia", style)
     adapted = parse_adapted(author_reply(request), JAMES, _prefix(style, t.ADAPT_PREFIX))
     assert adapted is not None
@@ -91,7 +91,7 @@ def test_adapt_round_trips_with_the_same_answer_label(style: t.Style) -> None:
 
 
 @pytest.mark.parametrize("style", STYLES)
-def test_rename_replaces_names_only(style: t.Style) -> None:
+def test_rename_replaces_names_only(style: PromptStyle) -> None:
     source = Fields("Sally asked Bob for help. Who did Sally ask?", "help", (("A", "Bob"), ("B", "London")), "A")
     reply = author_reply(t.rename_request(source, "en", "Indonesia", style))
     renamed = parse_rename(reply, source, _prefix(style, t.RENAME_PREFIX))
@@ -102,7 +102,7 @@ def test_rename_replaces_names_only(style: t.Style) -> None:
 
 @pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("field", ["question", "concept", "option:E"])
-def test_translation_returns_the_text_unchanged(style: t.Style, field: str) -> None:
+def test_translation_returns_the_text_unchanged(style: PromptStyle, field: str) -> None:
     text = JAMES.texts()[field]
     reply = author_reply(t.translate_request(text, field, "id", "su", style))
     assert parse_translation(reply) == " ".join(text.split())

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import GenerateRequest, PromptStyle
 from senseforge.pipelines.culture_adapt import templates as t
 from senseforge.pipelines.culture_adapt.item import Fields
 
@@ -28,7 +28,7 @@ def csqa_item(item_id: str = "2435de612dd69f2012b9e40d6af4ce38") -> Fields:
 ITEM = csqa_item()
 
 
-def _all_requests(style: t.Style) -> dict[str, GenerateRequest]:
+def _all_requests(style: PromptStyle) -> dict[str, GenerateRequest]:
     return {
         "extract": t.extract_request(ITEM, style),
         "adapt": t.adapt_request(ITEM, "en", "id", "Indonesia", style),

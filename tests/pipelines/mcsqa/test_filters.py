@@ -10,7 +10,6 @@ from senseforge.pipelines.mcsqa.filters import (
     DISTRACTOR_REASONS,
     DUPLICATE,
     EMPTY,
-    INAPPROPRIATE,
     MAX_CHARS,
     MULTIPLE_SENTENCES,
     NEAR_DUPLICATE,
@@ -23,7 +22,7 @@ from senseforge.pipelines.mcsqa.filters import (
     choice_key,
     similarity,
 )
-from senseforge.pipelines.moderation import WordListModerator
+from senseforge.pipelines.moderation import INAPPROPRIATE, WordListModerator
 
 EN = ("dog", "cat", "cow")
 

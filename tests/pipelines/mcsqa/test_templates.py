@@ -9,7 +9,7 @@ import pytest
 
 from senseforge.data.schema import QuestionSet
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import GenerateRequest, PromptStyle
 from senseforge.pipelines.mcsqa import parse as P
 from senseforge.pipelines.mcsqa import templates as T
 
@@ -43,7 +43,7 @@ def _text(request: GenerateRequest) -> str:
     return "\n".join(m.content for m in request.as_messages())
 
 
-def _build(stage: str, lang: str, style: T.Style) -> GenerateRequest:
+def _build(stage: str, lang: str, style: PromptStyle) -> GenerateRequest:
     qs = _qs(lang)
     answer = qs.targets[1]
     if stage == "generate":
@@ -62,7 +62,7 @@ def test_supported_languages() -> None:
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("stage", T.STAGES)
 @pytest.mark.parametrize("style", T.STYLES)
-def test_every_language_stage_and_style_builds(lang: str, stage: str, style: T.Style) -> None:
+def test_every_language_stage_and_style_builds(lang: str, stage: str, style: PromptStyle) -> None:
     request = _build(stage, lang, style)
     text = _text(request)
     qs = _qs(lang)

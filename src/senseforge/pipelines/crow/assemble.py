@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from senseforge.data.crow import CROW_TASKS
-from senseforge.evaluate.metrics import fleiss_kappa, krippendorff_alpha_nominal
+from senseforge.evaluate.policies import ACCEPT, agreement, votes_of
 from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, required
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.report import write_jsonl
@@ -232,37 +232,28 @@ def dimension_counts(dimensions: Iterable[str | None]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def agreement(run: RunStore, judgement_task: str, task: str) -> dict[str, Any] | None:
-    """Fleiss' κ (items with every vote) and Krippendorff's α (all items) of one task's validators; ``None``
-    when the task had no such validation."""
+def validation_figures(run: RunStore, judgement_task: str, task: str) -> dict[str, Any] | None:
+    """How one task's validators (``ckv`` or ``wsv``) voted: items, raters, items every rater voted on, their
+    agreement as a panel (:func:`senseforge.evaluate.policies.agreement`, rounded) and the share of accepts;
+    ``None`` when the task had no such validation."""
     stored = run.judgements_for(judgement_task)
-    items = {item: votes for item, votes in stored.items() if item.startswith(f"{task}/")}
-    if not items:
+    ours = sorted(item for item in stored if item.startswith(f"{task}/"))
+    by_item = {item: [entry.judgement for entry in stored[item]] for item in ours}
+    if not by_item:
         return None
-    raters = sorted({entry.judgement.annotator for votes in items.values() for entry in votes})
-    table: list[list[str | None]] = []
-    for item in sorted(items):
-        by = {entry.judgement.annotator: entry.judgement.vote() for entry in items[item]}
-        table.append([by.get(rater) for rater in raters])
-    complete = [[v for v in row if v is not None] for row in table if all(v is not None for v in row)]
+    votes = [votes_of(judgements) for judgements in by_item.values()]
+    raters = {annotator for item_votes in votes for annotator, _ in item_votes}
+    stats = agreement(by_item, judgement_task, panel=True)
+    cast = [vote for item_votes in votes for _, vote in item_votes]
     return {
-        "items": len(table),
+        "items": len(by_item),
         "raters": len(raters),
-        "complete_items": len(complete),
-        "fleiss_kappa": _statistic(lambda: fleiss_kappa(complete)) if len(raters) > 1 else None,
-        "krippendorff_alpha": _statistic(lambda: krippendorff_alpha_nominal(table)) if len(raters) > 1 else None,
-        "accept_rate": _rate(table),
+        "complete_items": sum(len(item_votes) == len(raters) for item_votes in votes),
+        "fleiss_kappa": _rounded(stats.fleiss_kappa),
+        "krippendorff_alpha": _rounded(stats.krippendorff_alpha),
+        "accept_rate": round(sum(vote == ACCEPT for vote in cast) / len(cast), 6) if cast else None,
     }
 
 
-def _statistic(compute: Any) -> float | None:
-    try:
-        value = float(compute())
-    except (ValueError, ZeroDivisionError):
-        return None
-    return None if value != value else round(value, 6)  # NaN: undefined (e.g. every vote the same)
-
-
-def _rate(table: Sequence[Sequence[str | None]]) -> float | None:
-    votes = [v for row in table for v in row if v is not None]
-    return round(sum(v == "accept" for v in votes) / len(votes), 6) if votes else None
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)

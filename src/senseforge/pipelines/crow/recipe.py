@@ -31,7 +31,7 @@ from rich.table import Table
 from senseforge.data.text import plural
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
-from senseforge.pipelines.crow.assemble import agreement, assemble, dimension_counts, write_outputs
+from senseforge.pipelines.crow.assemble import assemble, dimension_counts, validation_figures, write_outputs
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.crow.dryrun import crow_author
 from senseforge.pipelines.crow.records import CrowRecord, required
@@ -303,7 +303,7 @@ class Crow:
                     "kept_triples": dimension_counts(t.dimension for t in mine),
                     "examples": dimension_counts(t.get("dimension") for row in out.rows for t in row["knowledge"]),
                 },
-                "agreement": {name: agreement(run, name, task) for name in ("ckv", "wsv") if spec.runs(name)},
+                "agreement": {name: validation_figures(run, name, task) for name in ("ckv", "wsv") if spec.runs(name)},
             }
         write_json(
             run_dir / "cost_by_task.json", {task: c.model_dump(mode="json", by_alias=True) for task, c in costs.items()}

@@ -31,11 +31,11 @@ from pydantic import BaseModel
 
 from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
 from senseforge.kb.edits import check_rewrite
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import GenerateRequest, PromptStyle
 from senseforge.pipelines.crow.parse import NO_ALTERNATIVE, NO_KNOWLEDGE, parse_rewrite, parse_triples
 from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, KnowledgeFrom, required
 from senseforge.pipelines.crow.tasks import TaskSpec
-from senseforge.pipelines.crow.templates import Style, cka_request, ckv_prompt, wsg_request, wsv_prompt
+from senseforge.pipelines.crow.templates import cka_request, ckv_prompt, wsg_request, wsv_prompt
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import JudgementSource, StageResult
 from senseforge.pipelines.stage import (
@@ -84,7 +84,7 @@ class _TaskLM(LMStage[CrowRecord]):
     becomes of the others."""
 
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
-    style: Style = "chat"
+    style: PromptStyle = "chat"
     temperature: float = 0.0
     max_tokens: int = 384
     seed: int = 0

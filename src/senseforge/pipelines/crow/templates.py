@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from senseforge.data.relations import relations, relations_prompt_block
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import GenerateRequest, PromptStyle
 from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, required
 from senseforge.pipelines.crow.tasks import TaskSpec
-
-Style = Literal["chat", "completion"]
 
 CKA_MARK = "Commonsense knowledge annotation"
 """The first words of every CKA prompt (the dry-run author recognises its requests by them)."""
@@ -171,7 +169,7 @@ def _fields(record: CrowRecord, spec: TaskSpec) -> dict[str, str]:
 
 
 def cka_request(
-    record: CrowRecord, spec: TaskSpec, style: Style, *, temperature: float, max_tokens: int, seed: int
+    record: CrowRecord, spec: TaskSpec, style: PromptStyle, *, temperature: float, max_tokens: int, seed: int
 ) -> GenerateRequest:
     """The CKA request of one context."""
     fields = _fields(record, spec)
@@ -188,7 +186,7 @@ def cka_request(
 
 
 def wsg_request(
-    record: CrowRecord, spec: TaskSpec, style: Style, *, temperature: float, max_tokens: int, seed: int
+    record: CrowRecord, spec: TaskSpec, style: PromptStyle, *, temperature: float, max_tokens: int, seed: int
 ) -> GenerateRequest:
     """The WSG request of one (context, kept triple)."""
     fields = _fields(record, spec)
@@ -243,7 +241,7 @@ def wsv_prompt(record: CrowRecord, spec: TaskSpec, judge: int) -> str:
     )
 
 
-def template_hashes(styles: Sequence[Style]) -> dict[str, str]:
+def template_hashes(styles: Sequence[PromptStyle]) -> dict[str, str]:
     """SHA-256 of each template the run may use, for the manifest."""
     texts: dict[str, str] = {}
     for style in styles:

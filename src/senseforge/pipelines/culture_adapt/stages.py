@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from senseforge.data.langid import detect
 from senseforge.data.matching import concept_appears
-from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, PromptStyle
 from senseforge.pipelines.choices import RawItem, check_choices
 from senseforge.pipelines.culture_adapt import parse, templates
 from senseforge.pipelines.culture_adapt.copies import (
@@ -61,7 +61,6 @@ from senseforge.pipelines.stage import (
     spent,
 )
 
-Style = Literal["chat", "completion"]
 NO_ANSWER = "no_answer"
 """Rejection reason: the source item has no answer (e.g. CommonsenseQA's test split)."""
 NO_CONCEPT = "no_concept"
@@ -130,7 +129,7 @@ class Screen(CheckStage[AdaptRecord]):
 class Extract(LMStage[AdaptRecord]):
     """The LM extractor: the person names and places of the question and options, as spans of the text."""
 
-    style: Style = "chat"
+    style: PromptStyle = "chat"
     seed: int = 0
 
     def requests(self, records: Sequence[StageResult[AdaptRecord]]) -> list[GenerateRequest]:
@@ -199,7 +198,7 @@ class Relevance:
     spec: str
     culture: str
     votes: int = 3
-    style: Style = "chat"
+    style: PromptStyle = "chat"
     seed: int = 0
     barrier = False
     reads_task = None
@@ -319,7 +318,7 @@ class Rewrite(LMStage[AdaptRecord]):
     the culture, nothing else changed, in the source language)."""
 
     kind: Literal["full", "names"] = "full"
-    style: Style = "chat"
+    style: PromptStyle = "chat"
     target_lang: str = "id"
     culture: str = "Indonesia"
     temperature: float = 0.2
@@ -411,7 +410,7 @@ class _Translating:
 
     name: str
     spec: str
-    style: Style = "chat"
+    style: PromptStyle = "chat"
     seed: int = 0
     barrier = False
     reads_task = None

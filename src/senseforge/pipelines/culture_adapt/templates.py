@@ -18,15 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from senseforge.data.lang import LANGUAGE_NAMES as LANGUAGE_NAMES  # re-exported
 from senseforge.data.lang import language_name as language_name  # re-exported
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import GenerateRequest, PromptStyle
 from senseforge.pipelines.culture_adapt.item import Fields
-
-Style = Literal["chat", "completion"]
 
 CULTURES: dict[str, str] = {
     "id": "Indonesia",
@@ -66,7 +64,7 @@ OPENINGS: dict[str, tuple[str, str]] = {
 
 
 def _styled(
-    style: Style, chat: Callable[[], tuple[str, str]], page: Callable[[], str], **sampling: Any
+    style: PromptStyle, chat: Callable[[], tuple[str, str]], page: Callable[[], str], **sampling: Any
 ) -> GenerateRequest:
     """A chat request (``chat()`` gives the system and user turns) or a completion page that stops at a newline."""
     if style == "chat":
@@ -152,7 +150,7 @@ def _extract_page(item: Fields) -> str:
     return "\n\n".join([OPENINGS["extract"][1], *shots, query])
 
 
-def extract_request(item: Fields, style: Style, *, max_tokens: int = 128, seed: int = 0) -> GenerateRequest:
+def extract_request(item: Fields, style: PromptStyle, *, max_tokens: int = 128, seed: int = 0) -> GenerateRequest:
     """Ask for the person names and places in an item's question and options (``{"names", "places"}``)."""
     return _styled(
         style,
@@ -320,7 +318,7 @@ def adapt_request(
     source_lang: str,
     target_lang: str,
     culture: str,
-    style: Style,
+    style: PromptStyle,
     *,
     temperature: float = 0.2,
     max_tokens: int = 512,
@@ -414,7 +412,7 @@ def rename_request(
     item: Fields,
     source_lang: str,
     culture: str,
-    style: Style,
+    style: PromptStyle,
     *,
     temperature: float = 0.2,
     max_tokens: int = 256,
@@ -493,7 +491,7 @@ def translate_request(
     field: str,
     source_lang: str,
     target_lang: str,
-    style: Style,
+    style: PromptStyle,
     *,
     max_tokens: int = 256,
     seed: int = 0,
@@ -541,7 +539,7 @@ def translation_pairs(langs: Sequence[str]) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pair for pair in pairs if pair[0] != pair[1]))
 
 
-def template_hashes(langs: Sequence[str], style: Style) -> dict[str, str]:
+def template_hashes(langs: Sequence[str], style: PromptStyle) -> dict[str, str]:
     """``{name: sha256}`` of each template's fixed text (rendered around placeholder items)."""
     culture = "<culture>"
     out = {f"extract/{style}": _sha(_text_of(extract_request(_PROBE, style)))}

@@ -14,14 +14,14 @@ from typing import Any, Literal
 from senseforge.data.langid import detect
 from senseforge.data.schema import Choice, MCItem
 from senseforge.data.text import fold
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import GenerateRequest, PromptStyle
 from senseforge.pipelines.culture_gen.checks import ConceptMatch, check_item, item_evidence
 from senseforge.pipelines.culture_gen.concepts import Batch
 from senseforge.pipelines.culture_gen.parse import assign, parse_reply
 from senseforge.pipelines.culture_gen.records import CultureRecord
 from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, build_request, worked_example
 from senseforge.pipelines.dedup import CopyIndex
-from senseforge.pipelines.moderation import Moderator
+from senseforge.pipelines.moderation import INAPPROPRIATE, Moderator
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.stage import (
@@ -48,7 +48,6 @@ DUPLICATE_QUESTION = "duplicate_question"
 NEAR_DUPLICATE_QUESTION = "near_duplicate_question"
 """Rejection reason: the question nearly repeats a kept one of its language (with the same options, or — by
 ``question`` — with any); :func:`~senseforge.pipelines.dedup.near_duplicate` decides."""
-INAPPROPRIATE = "inappropriate"
 REVIEW_TASK = "verify"
 """The judgement task of review (the annotation app's *verify* task)."""
 REVIEW_QUESTION = (
@@ -65,7 +64,7 @@ def batch_of(data: CultureRecord) -> Batch:
 class Generate(LMStage[CultureRecord]):
     """One call per batch; the reply split into one record per concept (and one per stray item)."""
 
-    style: Literal["chat", "completion"] = "chat"
+    style: PromptStyle = "chat"
     prompt_language: Literal["english", "target"] = "english"
     temperature: float = 0.1
     max_tokens: int = 2048

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from senseforge.data.lang import language_name
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest, Message
+from senseforge.llm.base import GenerateRequest, Message, PromptStyle
 from senseforge.pipelines.culture_gen.concepts import Batch
 
 INSTRUCTION = """You write multiple-choice questions that test the everyday common sense of people \
@@ -137,7 +137,7 @@ def completion_page(batch: Batch) -> str:
 
 def build_request(
     batch: Batch,
-    style: Literal["chat", "completion"],
+    style: PromptStyle,
     *,
     prompt_language: Literal["english", "target"] = "english",
     temperature: float = 0.1,

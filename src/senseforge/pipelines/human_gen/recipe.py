@@ -36,7 +36,7 @@ from senseforge.errors import ConfigError
 from senseforge.evaluate import policies
 from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.human_gen.records import HumanGenRecord
-from senseforge.pipelines.human_gen.stages import BlindAnswers, Create, QualityControl, assign, slot_id
+from senseforge.pipelines.human_gen.stages import BlindAnswers, CreateByPeople, QualityControl, assign, slot_id
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Funnel, StageFunnel, write_splits
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stored
@@ -182,7 +182,7 @@ class HumanGen:
 
     def stages(self, config: HumanGenConfig) -> list[Stage]:
         return [
-            Create("create", options=config.options),
+            CreateByPeople("create", options=config.options),
             QualityControl("qc", pool=config.pool, checkers=config.checkers, max_rounds=config.max_qc_rounds),
             BlindAnswers(
                 "answer",

@@ -5,7 +5,7 @@ decides (``ok`` / ``rejected``) or waits (:data:`~senseforge.pipelines.stage.AWA
 naming the task it waits for. Records it has decided go on while the rest wait, so
 checkers start on the first items while creators still write.
 
-* :class:`Create` — the slot's creator writes the item (``create``, only they may);
+* :class:`CreateByPeople` — the slot's creator writes the item (``create``, only they may);
 * :class:`QualityControl` — rounds of ``qc`` (a checker: ``complete`` or
   ``needs_revision``) and ``revise`` (the creator) on ``<item>@<round>``, until complete,
   or rejected ``qc_unresolved`` after ``max_rounds`` sendings back; the history is kept;
@@ -130,7 +130,7 @@ class _People:
 
 
 @dataclass
-class Create(_People):
+class CreateByPeople(_People):
     """The slot's creator writes a question, its options, the answer and one hard distractor."""
 
     name: str

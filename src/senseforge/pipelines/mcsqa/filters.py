@@ -72,15 +72,15 @@ from typing import Final
 
 from senseforge.data.lang import primary_language
 from senseforge.data.literals import lookup, lookup_text
+from senseforge.data.text import fold
 from senseforge.pipelines.dedup import near_duplicate
-from senseforge.pipelines.moderation import Moderator, default_moderator
+from senseforge.pipelines.moderation import INAPPROPRIATE, Moderator, default_moderator
 
 EMPTY: Final = "empty"
 DEGENERATE: Final = "degenerate"
 TARGET_IN_QUESTION: Final = "target_in_question"
 NO_QUESTION_MARK: Final = "no_question_mark"
 MULTIPLE_SENTENCES: Final = "multiple_sentences"
-INAPPROPRIATE: Final = "inappropriate"
 WRONG_COUNT: Final = "wrong_count"
 DUPLICATE: Final = "duplicate"
 NEAR_DUPLICATE: Final = "near_duplicate"
@@ -186,17 +186,13 @@ def _letters(text: str) -> str:
     return "".join(ch for ch in text if ch.isalnum())
 
 
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
-
-
 def choice_key(text: str) -> str:
     """The form choices are compared in: NFKC, case-folded, without whitespace or punctuation.
 
     >>> choice_key(" Ｉce-Cream! "), choice_key("ice cream")
     ('icecream', 'icecream')
     """
-    return "".join(ch for ch in _fold(text) if not (ch.isspace() or unicodedata.category(ch)[0] in "PS"))
+    return "".join(ch for ch in fold(text) if not (ch.isspace() or unicodedata.category(ch)[0] in "PS"))
 
 
 def similarity(a: str, b: str) -> float:
@@ -234,7 +230,7 @@ def _word_variants(word: str, lang: str) -> set[str]:
 
 
 def _target_pattern(target: str, lang: str) -> re.Pattern[str] | None:
-    words = _fold(target).replace("_", " ").split()
+    words = fold(target).replace("_", " ").split()
     if not words:
         return None
     head = [re.escape(word) for word in words[:-1]]
@@ -245,9 +241,9 @@ def _target_pattern(target: str, lang: str) -> re.Pattern[str] | None:
 def _contains_target(text: str, target: str, lang: str) -> bool:
     if _space_separated(lang):
         pattern = _target_pattern(target, lang)
-        return pattern is not None and pattern.search(" ".join(_fold(text).split())) is not None
-    needle = "".join(_fold(target).replace("_", " ").split())
-    return bool(needle) and needle in "".join(_fold(text).split())
+        return pattern is not None and pattern.search(fold(text)) is not None
+    needle = "".join(fold(target).replace("_", " ").split())
+    return bool(needle) and needle in "".join(fold(text).split())
 
 
 def _strip_closers(text: str) -> str:
@@ -255,25 +251,25 @@ def _strip_closers(text: str) -> str:
 
 
 def _is_label_only(text: str, lang: str) -> bool:
-    labels = {_fold(label) for label in (*_QUESTION_LABELS, lookup_text(lang, "question"))}
-    return _fold(_letters(text)) in {_fold(_letters(label)) for label in labels}
+    labels = {fold(label) for label in (*_QUESTION_LABELS, lookup_text(lang, "question"))}
+    return fold(_letters(text)) in {fold(_letters(label)) for label in labels}
 
 
 def _degenerate(question: str, lang: str, instructions: str | None) -> bool:
     letters = _letters(question)
     if not letters:
         return True
-    folded_letters = _fold(letters)
+    folded_letters = fold(letters)
     if len(set(folded_letters)) == 1 and len(folded_letters) > 1:
         return True
     if _is_label_only(question, lang):
         return True
     if instructions is not None:
-        body = " ".join(_fold(question).split())
-        if body in " ".join(_fold(instructions).split()):
+        body = fold(question)
+        if body in fold(instructions):
             return True
     if _space_separated(lang):
-        words = _WORD.findall(_fold(question))
+        words = _WORD.findall(fold(question))
         if len(words) < MIN_WORDS or len(question) > MAX_CHARS:
             return True
         if len(set(words)) == 1:

@@ -101,7 +101,7 @@ class _Recording:
 
 
 @dataclass
-class Verify:
+class LMVerify:
     """The LM answers each item; right → Easy, else → the review queue."""
 
     name: str

@@ -18,7 +18,7 @@ from senseforge.kb.question_sets import extract_question_sets
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
-from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, McsqaReview, McsqaSplit, Verify
+from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, LMVerify, McsqaReview, McsqaSplit
 from senseforge.pipelines.mcsqa.records import McsqaRecord
 from senseforge.pipelines.mcsqa.report import final_items, funnel, released_row
 from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies, Generate, Moderate, Refine, Shuffle
@@ -95,7 +95,7 @@ class Mcsqa:
             FilterCopies("filter_refined", config, moderator),
             Distractors("distractors", config.model_for("distractors"), config, moderator),
             Shuffle("shuffle", config),
-            Verify("verify", config.model_for("verify"), config),
+            LMVerify("verify", config.model_for("verify"), config),
             McsqaReview.configured("review", REVIEW_TASK, config),
             Moderate("moderate", config, moderator),
             McsqaSplit("split", Ratios.of(config.ratios), config.seed),

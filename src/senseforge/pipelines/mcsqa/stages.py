@@ -38,7 +38,7 @@ from senseforge.pipelines.mcsqa.templates import (
     resolve_language,
     templates,
 )
-from senseforge.pipelines.moderation import Moderator
+from senseforge.pipelines.moderation import INAPPROPRIATE, Moderator
 from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.stage import (
     MALFORMED,
@@ -53,7 +53,6 @@ from senseforge.pipelines.stage import (
     rejected,
 )
 
-INAPPROPRIATE = "inappropriate"
 DUPLICATE_QUESTION = "duplicate_question"
 """Rejection reason: the question repeats (after :func:`~senseforge.pipelines.dedup.normalise`) an earlier
 question of its question set or of the run; the evidence names the kept one."""

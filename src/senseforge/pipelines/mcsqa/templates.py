@@ -65,14 +65,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import QuestionSet
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import GenerateRequest, PromptStyle
 
-Stage = Literal["generate", "refine", "distractors"]
-Style = Literal["chat", "completion"]
+WriteStep = Literal["generate", "refine", "distractors"]
+"""A step that writes with an LM and has its own templates (the name of its stage, not a stage object)."""
 
-STAGES: tuple[Stage, ...] = ("generate", "refine", "distractors")
+STAGES: tuple[WriteStep, ...] = ("generate", "refine", "distractors")
 """The LM stages of the mCSQA recipe, in pipeline order."""
-STYLES: tuple[Style, ...] = ("chat", "completion")
+STYLES: tuple[PromptStyle, ...] = ("chat", "completion")
 """Prompt styles: chat messages, or a plain few-shot prompt for base models."""
 SUPPORTED_LANGUAGES: tuple[str, ...] = ("en", "ja", "zh", "de", "pt", "nl", "fr", "ru", "id", "su")
 """Languages with a template set (primary subtags; ``zh`` is Simplified Chinese)."""
@@ -93,12 +93,12 @@ REFINE_SAMPLING = Sampling(temperature=0.7, top_p=0.5, seed=0)
 """Question refinement (mCSQA Table 3)."""
 DISTRACTORS_SAMPLING = Sampling(temperature=1.2, top_p=0.7, seed=0)
 """Distractor augmentation (mCSQA Table 3)."""
-DEFAULT_SAMPLING: Mapping[Stage, Sampling] = {
+DEFAULT_SAMPLING: Mapping[WriteStep, Sampling] = {
     "generate": GENERATE_SAMPLING,
     "refine": REFINE_SAMPLING,
     "distractors": DISTRACTORS_SAMPLING,
 }
-MAX_TOKENS: Mapping[Stage, int] = {"generate": 128, "refine": 128, "distractors": 96}
+MAX_TOKENS: Mapping[WriteStep, int] = {"generate": 128, "refine": 128, "distractors": 96}
 """Default generation budget per stage (a question or two short choices)."""
 
 COMPLETION_STOP: tuple[str, ...] = ("\n",)
@@ -107,7 +107,7 @@ DISTRACTORS_PREFIX = '{"distractors": ['
 """Where completion-style distractor prompts end: the model continues the JSON list."""
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
-_FIELDS: Mapping[Stage, frozenset[str]] = {
+_FIELDS: Mapping[WriteStep, frozenset[str]] = {
     "generate": frozenset({"anchor", "answer", "wrong", "words"}),
     "refine": frozenset({"choices", "answer", "question"}),
     "distractors": frozenset({"choices"}),
@@ -154,7 +154,7 @@ class _DistractorsExample(_Model):
 
 
 class _StageText(_Model):
-    stage: ClassVar[Stage]
+    stage: ClassVar[WriteStep]
     system: str = Field(min_length=1)
     user: str = Field(min_length=1)
     instruction: str = Field(min_length=1)
@@ -177,17 +177,17 @@ class _StageText(_Model):
 
 
 class _GenerateText(_StageText):
-    stage: ClassVar[Stage] = "generate"
+    stage: ClassVar[WriteStep] = "generate"
     examples: tuple[_GenerateExample, _GenerateExample]
 
 
 class _RefineText(_StageText):
-    stage: ClassVar[Stage] = "refine"
+    stage: ClassVar[WriteStep] = "refine"
     examples: tuple[_RefineExample, _RefineExample]
 
 
 class _DistractorsText(_StageText):
-    stage: ClassVar[Stage] = "distractors"
+    stage: ClassVar[WriteStep] = "distractors"
     examples: tuple[_DistractorsExample, _DistractorsExample]
 
 
@@ -207,7 +207,7 @@ class LanguageTemplates(_Model):
     refine: _RefineText
     distractors: _DistractorsText
 
-    def stage(self, stage: Stage) -> _StageText:
+    def stage(self, stage: WriteStep) -> _StageText:
         """The texts of one stage."""
         text: _StageText = getattr(self, stage)
         return text
@@ -282,7 +282,7 @@ def _prompt_end(t: LanguageTemplates, label: str) -> str:
     return f"{label}{t.colon.rstrip()}"
 
 
-def _completion_skeleton(t: LanguageTemplates, stage: Stage) -> str:
+def _completion_skeleton(t: LanguageTemplates, stage: WriteStep) -> str:
     """The completion prompt with its examples filled in and the target block as placeholders."""
     lb = t.labels
     blocks: list[str] = []
@@ -333,7 +333,7 @@ def _completion_skeleton(t: LanguageTemplates, stage: Stage) -> str:
     return "\n\n".join([instruction, *blocks, "\n".join(tail)])
 
 
-def _check_style(style: str) -> Style:
+def _check_style(style: str) -> PromptStyle:
     if style == "chat":
         return "chat"
     if style == "completion":
@@ -341,7 +341,7 @@ def _check_style(style: str) -> Style:
     raise ConfigError(f"unknown prompt style {style!r}; use one of: {', '.join(STYLES)}")
 
 
-def _check_stage(stage: str) -> Stage:
+def _check_stage(stage: str) -> WriteStep:
     for known in STAGES:
         if stage == known:
             return known
@@ -349,7 +349,7 @@ def _check_stage(stage: str) -> Stage:
 
 
 def _request(
-    stage: Stage,
+    stage: WriteStep,
     lang: str,
     style: str,
     values: Mapping[str, str],
@@ -377,7 +377,7 @@ def build_generate(
     qs: QuestionSet,
     answer: str,
     lang: str | None = None,
-    style: Style = "chat",
+    style: PromptStyle = "chat",
     *,
     sampling: Sampling | None = None,
     max_tokens: int | None = None,
@@ -413,7 +413,7 @@ def build_refine(
     answer: str,
     choices: Sequence[str],
     lang: str,
-    style: Style = "chat",
+    style: PromptStyle = "chat",
     *,
     sampling: Sampling | None = None,
     max_tokens: int | None = None,
@@ -444,7 +444,7 @@ def build_refine(
 def build_distractors(
     choices: Sequence[str],
     lang: str,
-    style: Style = "chat",
+    style: PromptStyle = "chat",
     *,
     sampling: Sampling | None = None,
     max_tokens: int | None = None,
