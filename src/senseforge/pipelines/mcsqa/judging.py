@@ -153,7 +153,7 @@ class Verify:
 class McsqaReview(Review[McsqaRecord]):
     """The engine's review stage over the queue verification left: wrong or unparsed items."""
 
-    def needs_review(self, record: StageResult[McsqaRecord]) -> bool:
+    def applies(self, record: StageResult[McsqaRecord]) -> bool:
         return record.data.difficulty != "easy"
 
     def judge_prompt(self, record: StageResult[McsqaRecord]) -> str:
