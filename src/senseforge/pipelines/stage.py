@@ -365,6 +365,48 @@ def ask(llm: LLM, tag: str, requests: Sequence[Sequence[Request]]) -> list[Asked
     return sliced(llm, calls, [len(group) for group in requests])
 
 
+class Recorder:
+    """A model that tags each request with a stage's name and keeps every call, in order: for a stage that asks
+    through code it does not own (the evaluation harness), which then hands each record its calls (:meth:`sliced`).
+    """
+
+    def __init__(self, inner: LLM, tag: str) -> None:
+        self.inner = inner
+        self.tag = tag
+        self.calls: list[tuple[Request, Reply]] = []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def identity(self) -> dict[str, str]:
+        return self.inner.identity()
+
+    def chat_template(self) -> str | None:
+        return chat_template(self.inner)
+
+    def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
+        tagged = [request.model_copy(update={"tag": self.tag}) for request in requests]
+        results = self.inner.generate(tagged, progress)
+        self.calls += zip(tagged, results, strict=True)
+        return results
+
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
+    ) -> list[Loglikelihood]:
+        tagged = [request.model_copy(update={"tag": self.tag}) for request in requests]
+        results = self.inner.loglikelihood(tagged, progress)
+        self.calls += zip(tagged, results, strict=True)
+        return results
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def sliced(self, sizes: Sequence[int]) -> list[Asked]:
+        """The calls so far, ``sizes[i]`` of them to the ``i``-th record (see :func:`sliced`)."""
+        return sliced(self.inner, self.calls, sizes)
+
+
 def in_chat(llm: LLM) -> bool:
     """Whether ``llm`` answers in chat turns (it has a chat template), rather than being a base model."""
     return chat_template(llm) is not None
