@@ -126,10 +126,13 @@ def test_kill_9_then_resume_is_byte_identical(kill_after: int, tmp_path: Path, m
 def test_stage_work_can_be_pickled_for_another_executor() -> None:
     import pickle
 
+    from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
+    from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
     from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 
     mcsqa = McsqaConfig(lang="en", model="scripted/mcsqa-author", reviewers=("scripted/mcsqa-author",) * 3)
-    for stage in [*Tiny().stages(config()), *MCSQA.stages(mcsqa)]:
+    adapt = CultureAdaptConfig(source=("items.jsonl",), model="scripted/culture-adapt-author")  # a Route among them
+    for stage in [*Tiny().stages(config()), *MCSQA.stages(mcsqa), *CULTURE_ADAPT.stages(adapt)]:
         copy = pickle.loads(pickle.dumps(stage))
         assert copy.name == stage.name and copy.specs == stage.specs
 
