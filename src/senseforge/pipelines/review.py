@@ -4,9 +4,10 @@ Judges are LM judges, people through the annotation app, or both (LM judges firs
 
 * each LM judge is its own annotator, ``lm:<spec>#<i>`` with its own seed (the run's seed
   plus ``i``), so "two of three LM validators" is the policy ``at-least:2/3`` over three
-  judges — the same model named three times, or three models. A chat model answers in
-  text (the evaluation harness's yes/no extraction; anything but a clear yes is a no);
-  a base model compares the log-likelihoods of " yes" and " no" after the prompt;
+  judges — the same model named three times, or three models. Each is asked a yes/no
+  question (:class:`~senseforge.pipelines.stage.YesNo`): a chat model answers in text
+  (anything but a clear yes is a no); a base model compares the log-likelihoods of " yes"
+  and " no" after the prompt;
 * people are ``k`` distinct annotators; while fewer than ``k`` have judged an item, the
   run waits for them (the runner queues the item in the app and stops, awaiting review).
 
