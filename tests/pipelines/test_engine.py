@@ -1,5 +1,6 @@
-"""The engine under a recipe of a few lines: one record fans out into three, three LM judges keep two of three,
-a kill -9 at any moment resumes to the same bytes, and the funnel counts every stage in its own unit."""
+"""The engine under a recipe of a few lines: one record fans out into three, two calls per record come back to
+it, a check passes the records it does not apply to, three LM judges keep two of three, a kill -9 at any
+moment resumes to the same bytes, and the funnel counts every stage in its own unit."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from senseforge.pipelines.runner import build
 from senseforge.pipelines.runstore import RunStore, sqlite_url
 from senseforge.store.db import Store
 
-from .engine.tiny import Tiny, config
+from .engine.tiny import Piece, Tiny, config
 
 OUTPUTS = ("kept.jsonl", "funnel.json", "cost.json", "rejects.jsonl")
 
@@ -32,7 +33,9 @@ def test_fan_out_and_two_of_three_judges(tmp_path: Path) -> None:
     assert funnel["stages"] == [
         {"stage": "words", "in": 3, "out": 3, "rejected": {}},
         {"stage": "expand", "in": 7, "out": 6, "rejected": {"malformed_output": 1}, "from": 3},
-        {"stage": "judge", "in": 6, "out": 4, "rejected": {"lm_review_rejected": 2}},
+        {"stage": "flank", "in": 6, "out": 6, "rejected": {}},
+        {"stage": "middle", "in": 6, "out": 4, "rejected": {"middle": 2}},
+        {"stage": "judge", "in": 4, "out": 4, "rejected": {}},
     ]
     assert funnel["kept"] == 4
     kept = [json.loads(line) for line in (run_dir / "kept.jsonl").read_text().splitlines()]
@@ -41,8 +44,11 @@ def test_fan_out_and_two_of_three_judges(tmp_path: Path) -> None:
 
     run = RunStore(sqlite_url(run_dir / "run.db"))
     votes = run.judgements_for("verify")
+    flanked = run.results("flank", "ok", Piece)
     run.close()
-    assert sorted(votes) == sorted(f"w{w}/{p}" for w in (0, 1) for p in range(3))
+    assert {r.data.around for r in flanked} == {"[0][1]"}  # the responder told the flank calls by their tag
+    assert [len(r.calls["flank"]) for r in flanked] == [2] * 6  # each part's two calls, on the part
+    assert sorted(votes) == sorted(f"w{w}/{p}" for w in (0, 1) for p in (0, 2))
     for item, stored in votes.items():
         assert [s.judgement.annotator.rsplit("#", 1)[1] for s in stored] == ["0", "1", "2"]
         assert all(s.source == "lm" and s.judgement.annotator.startswith("lm:scripted/") for s in stored)
@@ -50,7 +56,8 @@ def test_fan_out_and_two_of_three_judges(tmp_path: Path) -> None:
 
     cost = json.loads((run_dir / "cost.json").read_text())
     assert cost["stages"]["expand"]["calls"] == 3  # one call per record, shared by its three children
-    assert cost["stages"]["judge"]["calls"] == 18
+    assert cost["stages"]["flank"]["calls"] == 12
+    assert cost["stages"]["judge"]["calls"] == 12
     assert cost["total_usd"] == 0.0 and cost["cost_per_kept_item_usd"] == 0.0  # scripted models cost nothing
 
 
@@ -119,10 +126,13 @@ def test_kill_9_then_resume_is_byte_identical(kill_after: int, tmp_path: Path, m
 def test_stage_work_can_be_pickled_for_another_executor() -> None:
     import pickle
 
+    from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
+    from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
     from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 
     mcsqa = McsqaConfig(lang="en", model="scripted/mcsqa-author", reviewers=("scripted/mcsqa-author",) * 3)
-    for stage in [*Tiny().stages(config()), *MCSQA.stages(mcsqa)]:
+    adapt = CultureAdaptConfig(source=("items.jsonl",), model="scripted/culture-adapt-author")  # a Route among them
+    for stage in [*Tiny().stages(config()), *MCSQA.stages(mcsqa), *CULTURE_ADAPT.stages(adapt)]:
         copy = pickle.loads(pickle.dumps(stage))
         assert copy.name == stage.name and copy.specs == stage.specs
 

@@ -68,6 +68,10 @@ class GenerateRequest(_Frozen):
     """Strings that end generation (not included in the text)."""
     json_mode: bool = False
     """Ask for a JSON object (native JSON mode where the backend has one)."""
+    tag: str | None = Field(default=None, exclude=True)
+    """Who asks (a recipe stage's name), for scripted models that answer each stage its own way.
+
+    Never sent to a provider and left out of every dump, so it is no part of the cache key."""
 
     @model_validator(mode="after")
     def _one_input(self) -> GenerateRequest:
@@ -99,6 +103,8 @@ class LoglikelihoodRequest(_Frozen):
     """Text before the continuation (may be empty)."""
     continuation: str = Field(min_length=1)
     """The scored text, e.g. one answer choice (usually starting with a space)."""
+    tag: str | None = Field(default=None, exclude=True)
+    """Who asks (see :attr:`GenerateRequest.tag`): no part of the cache key."""
 
 
 class Failure(_Frozen):

@@ -55,7 +55,7 @@ _NOT_CACHED = {"cached", "retry_errors"}
 
 
 def cache_key(provider: str, identity: dict[str, str], kind: Kind, request: BaseModel) -> str:
-    """SHA-256 over everything that determines a response."""
+    """SHA-256 over everything that determines a response (a request's ``tag``, who asks, is left out)."""
     payload = {
         "v": CACHE_VERSION,
         "provider": provider,

@@ -4,9 +4,10 @@ Judges are LM judges, people through the annotation app, or both (LM judges firs
 
 * each LM judge is its own annotator, ``lm:<spec>#<i>`` with its own seed (the run's seed
   plus ``i``), so "two of three LM validators" is the policy ``at-least:2/3`` over three
-  judges — the same model named three times, or three models. A chat model answers in
-  text (the evaluation harness's yes/no extraction; anything but a clear yes is a no);
-  a base model compares the log-likelihoods of " yes" and " no" after the prompt;
+  judges — the same model named three times, or three models. Each is asked a yes/no
+  question (:class:`~senseforge.pipelines.stage.YesNo`): a chat model answers in text
+  (anything but a clear yes is a no); a base model compares the log-likelihoods of " yes"
+  and " no" after the prompt;
 * people are ``k`` distinct annotators; while fewer than ``k`` have judged an item, the
   run waits for them (the runner queues the item in the app and stops, awaiting review).
 
@@ -28,24 +29,21 @@ from typing import Any, Generic, Self
 
 from senseforge.data.schema import Judgement, judgement
 from senseforge.errors import SenseforgeError
-from senseforge.evaluate.extract import yes_no
 from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy, ruling, split
-from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
-from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.runstore import CallEntry, JudgementSource, StageResult, StoredJudgement
 from senseforge.pipelines.stage import (
     AWAITING,
     PENDING,
-    CallLog,
     Data,
     Outcome,
     R,
     StageContext,
     StageOutput,
+    YesNo,
+    ask_yes_no,
     ok,
     rejected,
-    settle,
     spent,
 )
 from senseforge.pipelines.taskqueue import Identified
@@ -124,9 +122,13 @@ class Review(Generic[R]):
 
     # -- what a recipe says -----------------------------------------------------------------
 
-    def needs_review(self, record: StageResult[R]) -> bool:
-        """Whether the record goes to the judges (the rest pass as they are)."""
+    def applies(self, record: StageResult[R]) -> bool:
+        """Whether the record goes to the judges (the rest pass: :meth:`skipped`)."""
         return True
+
+    def skipped(self, record: StageResult[R]) -> Outcome:
+        """What becomes of a record that needs no review (default: it passes as it is)."""
+        return ok(record)
 
     def judge_prompt(self, record: StageResult[R]) -> str:
         """What an LM judge reads; it ends where the judge's yes or no goes."""
@@ -140,10 +142,6 @@ class Review(Generic[R]):
         """What people see in the app."""
         raise NotImplementedError
 
-    def passed(self, record: StageResult[R]) -> Data | None:
-        """The data of a record that needed no review (``None``: as it is)."""
-        return None
-
     def accepted(self, record: StageResult[R], by: JudgementSource) -> Data | None:
         """The data of a record the judges accepted (``by`` ``lm`` or ``human``; ``None``: as it is).
 
@@ -154,11 +152,9 @@ class Review(Generic[R]):
     # -- the stage --------------------------------------------------------------------------
 
     def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
-        queued = [r for r in records if self.needs_review(r)]
+        queued = [r for r in records if self.applies(r)]
         queued_ids = {r.record_id for r in queued}
-        outcomes: dict[str, Outcome] = {
-            r.record_id: ok(r, self.passed(r)) for r in records if r.record_id not in queued_ids
-        }
+        outcomes: dict[str, Outcome] = {r.record_id: self.skipped(r) for r in records if r.record_id not in queued_ids}
         made: list[tuple[Judgement, JudgementSource]] = []
         to_people: list[StageResult[Any]] = []
         if self.judges and queued:
@@ -224,8 +220,8 @@ class Review(Generic[R]):
     def _ask_judges(
         self, records: Sequence[StageResult[Any]], ctx: StageContext
     ) -> tuple[list[list[Judgement | None]], list[list[CallEntry]]]:
-        """Per judge, one judgement per record (``None`` while its call failed transiently),
-        and per record the call entries for the cost report.
+        """Per judge, one judgement per record (``None`` while its call failed transiently; a refused call is a
+        no), and per record the call entries for the cost report.
 
         Every pass asks every judge again: calls already made come from the cache, so a
         resumed run records the same calls as an uninterrupted one.
@@ -233,35 +229,17 @@ class Review(Generic[R]):
         verdicts: list[list[Judgement | None]] = []
         entries: list[list[CallEntry]] = [[] for _ in records]
         for index, spec in enumerate(self.judges):
-            prompts = [self.judge_prompt_for(r, index) for r in records]
-            llm = ctx.llm(spec)
-            log = CallLog.of(llm)
+            seed = self.seed + index
+            questions = [
+                [YesNo(self.judge_prompt_for(r, index), seed=seed, temperature=self.judge_temperature)] for r in records
+            ]
             annotator = lm_annotator(spec, index)
             judged: list[Judgement | None] = []
-            if chat_template(llm) is not None:
-                seed = self.seed + index
-                requests = [
-                    GenerateRequest.chat(p, max_tokens=8, temperature=self.judge_temperature, seed=seed)
-                    for p in prompts
-                ]
-                for at, (record, request, reply) in enumerate(
-                    zip(records, requests, llm.generate(requests), strict=True)
-                ):
-                    accept = reply.ok and yes_no(reply.text, "yes", "no") is True
-                    judged.append(self._judged(record, annotator, settle([reply]), accept, reply.text.strip()))
-                    if reply.ok:
-                        entries[at].append(log.add("generate", request, reply))
-            else:
-                pairs = [LoglikelihoodRequest(context=p, continuation=c) for p in prompts for c in (" yes", " no")]
-                scores = llm.loglikelihood(pairs)
-                for at, record in enumerate(records):
-                    yes, no = scores[2 * at], scores[2 * at + 1]
-                    accept = yes.ok and no.ok and (yes.logprob or float("-inf")) > (no.logprob or float("-inf"))
-                    note = f"loglik yes={yes.logprob:.4f} no={no.logprob:.4f}" if yes.ok and no.ok else ""
-                    judged.append(self._judged(record, annotator, settle([yes, no]), accept, note))
-                    for pair, result in zip(pairs[2 * at : 2 * at + 2], (yes, no), strict=True):
-                        if result.ok:
-                            entries[at].append(log.add("loglikelihood", pair, result))
+            for at, (record, (got, said)) in enumerate(
+                zip(records, ask_yes_no(ctx.llm(spec), self.name, questions), strict=True)
+            ):
+                judged.append(self._judged(record, annotator, got.status, said[0].yes is True, said[0].note))
+                entries[at] += got.calls
             verdicts.append(judged)
         return verdicts, entries
 

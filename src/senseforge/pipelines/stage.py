@@ -19,9 +19,15 @@ stored judgements the stage reads), so the work can be pickled and run elsewhere
 judgements a stage makes go back in its :class:`StageOutput`; the runner stores them
 with the batch.
 
-Two bases carry what most stages repeat: :class:`LMStage` (build requests → call →
-parse, with the failure, retry and call-log handling written once) and
-:class:`CheckStage` (keep or reject by a rule).
+Bases carry what most stages repeat: :class:`LMStage` (one request per record: build →
+call → parse, with the failure, retry and call-log handling written once),
+:class:`FanOutStage` (several requests per record, sent in one call per kind and handed
+back to their records), :class:`YesNoStage` (yes/no questions, asked as each model can
+answer them: see :class:`YesNo`), :class:`RuleStage` and :class:`CheckStage` (keep or
+reject by a rule), and :class:`Route` (one of two sub-stages per record). Each base has
+:meth:`~LMStage.applies`: the records a stage does not apply to pass through it unchanged
+(or as its ``skipped`` says). Every request a base sends carries the stage's name as its
+``tag``, which scripted models read to tell the stages apart (no part of the cache key).
 """
 
 from __future__ import annotations
@@ -30,14 +36,16 @@ import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, runtime_checkable
 
 from typing_extensions import TypeVar
 
 from senseforge.data.schema import Judgement
 from senseforge.errors import BackendError, SenseforgeError
+from senseforge.evaluate.extract import yes_no
 from senseforge.llm.base import LLM, Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest, Progress
 from senseforge.llm.cache import cache_key
+from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.runstore import (
     EVIDENCE,
     CallEntry,
@@ -232,6 +240,19 @@ def settle(results: Sequence[Completion | Loglikelihood]) -> str | Wait | None:
     return next((s for s in statuses if isinstance(s, str)), None)
 
 
+Request = GenerateRequest | LoglikelihoodRequest
+"""One call a stage makes."""
+Reply = Completion | Loglikelihood
+"""What one call came back with."""
+
+
+def shown_text(request: Request) -> str:
+    """A request as stored beside its record: a generation's prompt (:func:`request_text`), a score's text."""
+    if isinstance(request, LoglikelihoodRequest):
+        return request.context + request.continuation
+    return request_text(request)
+
+
 @dataclass
 class CallLog:
     """The calls a stage's model made, for cost reports that do not depend on the cache.
@@ -272,6 +293,10 @@ class Reject:
     """What the rejected child carries (default: the parent's data)."""
     evidence: dict[str, Any] | None = None
     """What the check found (stored under :data:`EVIDENCE`)."""
+    prompt: str | None = None
+    """The prompt to store beside the rejection (default: the stage's, if it stores one)."""
+    response: str | None = None
+    """The reply to store beside the rejection (default: the stage's, if it stores one)."""
 
 
 Parsed = Data | list[Data | Reject] | Reject
@@ -283,8 +308,272 @@ R = TypeVar("R", bound=Record, default=Record)
 """The record model a stage reads (``LMStage[McsqaRecord]``); the runner reads each stage's input with its recipe's."""
 
 
+@dataclass(frozen=True)
+class Asked:
+    """One record's calls: its requests and their replies, in order, and what they come to."""
+
+    requests: tuple[Request, ...]
+    replies: tuple[Reply, ...]
+    calls: tuple[CallEntry, ...]
+    """The calls that succeeded, for the cost report."""
+    status: str | Wait | None
+    """What the replies come to (:func:`settle`): ``None`` when every call succeeded."""
+
+
+def _kind(request: Request) -> Literal["generate", "loglikelihood"]:
+    return "loglikelihood" if isinstance(request, LoglikelihoodRequest) else "generate"
+
+
+def sliced(llm: LLM, calls: Sequence[tuple[Request, Reply]], sizes: Sequence[int]) -> list[Asked]:
+    """Calls made for several records, in record order, handed back: ``sizes[i]`` of them to the ``i``-th.
+
+    Raises:
+        BackendError: a call failed in a way no record can get past (see :func:`failure_outcome`).
+        ValueError: the sizes do not add up to the calls.
+    """
+    if sum(sizes) != len(calls):
+        raise ValueError(f"{len(calls)} calls, but the records' shares add up to {sum(sizes)}")
+    log = CallLog.of(llm)
+    out: list[Asked] = []
+    at = 0
+    for size in sizes:
+        mine = calls[at : at + size]
+        at += size
+        entries = tuple(log.add(_kind(request), request, reply) for request, reply in mine if reply.ok)
+        replies = tuple(reply for _, reply in mine)
+        out.append(Asked(tuple(request for request, _ in mine), replies, entries, settle(replies)))
+    return out
+
+
+def ask(llm: LLM, tag: str, requests: Sequence[Sequence[Request]]) -> list[Asked]:
+    """Every record's requests, tagged ``tag`` (the stage's name), sent in one call per kind; each record's back.
+
+    Raises:
+        BackendError: a call failed in a way no record can get past.
+    """
+    flat: list[Request] = [request.model_copy(update={"tag": tag}) for group in requests for request in group]
+    replies: list[Reply | None] = [None] * len(flat)
+    texts = [(i, q) for i, q in enumerate(flat) if isinstance(q, GenerateRequest)]
+    scores = [(i, q) for i, q in enumerate(flat) if isinstance(q, LoglikelihoodRequest)]
+    if texts:
+        for (i, _), completion in zip(texts, llm.generate([q for _, q in texts]), strict=True):
+            replies[i] = completion
+    if scores:
+        for (i, _), score in zip(scores, llm.loglikelihood([q for _, q in scores]), strict=True):
+            replies[i] = score
+    calls = [(request, reply) for request, reply in zip(flat, replies, strict=True) if reply is not None]
+    return sliced(llm, calls, [len(group) for group in requests])
+
+
+class Recorder:
+    """A model that tags each request with a stage's name and keeps every call, in order: for a stage that asks
+    through code it does not own (the evaluation harness), which then hands each record its calls (:meth:`sliced`).
+    """
+
+    def __init__(self, inner: LLM, tag: str) -> None:
+        self.inner = inner
+        self.tag = tag
+        self.calls: list[tuple[Request, Reply]] = []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def identity(self) -> dict[str, str]:
+        return self.inner.identity()
+
+    def chat_template(self) -> str | None:
+        return chat_template(self.inner)
+
+    def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
+        tagged = [request.model_copy(update={"tag": self.tag}) for request in requests]
+        results = self.inner.generate(tagged, progress)
+        self.calls += zip(tagged, results, strict=True)
+        return results
+
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
+    ) -> list[Loglikelihood]:
+        tagged = [request.model_copy(update={"tag": self.tag}) for request in requests]
+        results = self.inner.loglikelihood(tagged, progress)
+        self.calls += zip(tagged, results, strict=True)
+        return results
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def sliced(self, sizes: Sequence[int]) -> list[Asked]:
+        """The calls so far, ``sizes[i]`` of them to the ``i``-th record (see :func:`sliced`)."""
+        return sliced(self.inner, self.calls, sizes)
+
+
+def in_chat(llm: LLM) -> bool:
+    """Whether ``llm`` answers in chat turns (it has a chat template), rather than being a base model."""
+    return chat_template(llm) is not None
+
+
+@dataclass(frozen=True)
+class Said:
+    """A model's answer to a :class:`YesNo` question."""
+
+    yes: bool | None
+    """``None``: no answer (a failed call, a reply that says neither)."""
+    note: str = ""
+    """What the model said: its reply, or its log-likelihoods of " yes" and " no"."""
+
+
+@dataclass(frozen=True)
+class YesNo:
+    """A yes/no question, asked as the model can answer it (:func:`in_chat`).
+
+    A chat model gets :attr:`prompt` as one user turn and answers in text: the first yes or
+    no of :attr:`words` among its first words, anything else is no answer. A base model is
+    scored on " yes" and " no" after the prompt and :attr:`cue`, and says yes when " yes" is
+    the likelier; with :attr:`blank` (the question with nothing to judge) the log-odds are
+    calibrated by the blank's (contextual calibration, Zhao et al. 2021), since small base
+    models prefer " yes" to any question.
+    """
+
+    prompt: str
+    blank: str | None = None
+    cue: str = ""
+    """What follows the prompt for a base model (e.g. ``"\\nAnswer:"``)."""
+    seed: int = 0
+    temperature: float = 0.0
+    words: tuple[tuple[str, str], ...] = (("yes", "no"),)
+    """The (yes, no) words a chat reply is read for, in turn."""
+
+    def requests(self, chat: bool) -> list[Request]:
+        """One chat request, or the log-likelihood requests (" yes", " no"; then the blank's) of a base model."""
+        if chat:
+            return [GenerateRequest.chat(self.prompt, max_tokens=8, temperature=self.temperature, seed=self.seed)]
+        contexts = [self.prompt] if self.blank is None else [self.prompt, self.blank]
+        return [
+            LoglikelihoodRequest(context=context + self.cue, continuation=answer)
+            for context in contexts
+            for answer in (" yes", " no")
+        ]
+
+    def answer(self, chat: bool, replies: Sequence[Reply]) -> Said:
+        """What the replies to :meth:`requests` say."""
+        if chat:
+            reply = replies[0]
+            text = reply.text if isinstance(reply, Completion) and reply.ok else ""
+            for yes, no in self.words:
+                said = yes_no(text, yes, no)
+                if said is not None:
+                    return Said(said, text.strip())
+            return Said(None, text.strip())
+        logprobs = [r.logprob if isinstance(r, Loglikelihood) and r.ok else None for r in replies]
+        if any(lp is None for lp in logprobs):
+            return Said(None)
+        yes_lp, no_lp, *blank = (float(lp or 0.0) for lp in logprobs)
+        odds = yes_lp - no_lp - (blank[0] - blank[1] if blank else 0.0)
+        return Said(odds > 0, f"loglik yes={yes_lp:.4f} no={no_lp:.4f}")
+
+
+def ask_yes_no(llm: LLM, tag: str, questions: Sequence[Sequence[YesNo]]) -> list[tuple[Asked, list[Said]]]:
+    """Each record's yes/no questions asked of ``llm`` (chat or base: :func:`in_chat`), and their answers."""
+    chat = in_chat(llm)
+    plans = [[question.requests(chat) for question in group] for group in questions]
+    asked = ask(llm, tag, [[request for part in plan for request in part] for plan in plans])
+    out: list[tuple[Asked, list[Said]]] = []
+    for group, plan, got in zip(questions, plans, asked, strict=True):
+        said: list[Said] = []
+        at = 0
+        for question, part in zip(group, plan, strict=True):
+            said.append(question.answer(chat, got.replies[at : at + len(part)]))
+            at += len(part)
+        out.append((got, said))
+    return out
+
+
+def split_run(
+    records: Sequence[StageResult[Any]],
+    choose: Callable[[StageResult[Any]], bool],
+    chosen: Callable[[Sequence[StageResult[Any]]], StageOutput],
+    others: Callable[[Sequence[StageResult[Any]]], StageOutput],
+) -> StageOutput:
+    """``chosen`` run on the records ``choose`` picks and ``others`` on the rest (each only when it has some):
+    the outcomes back in the records' order, the judgements and tasks of both."""
+    picked = [choose(record) for record in records]
+    outcomes: dict[int, Outcome] = {}
+    judgements: list[tuple[Judgement, JudgementSource]] = []
+    tasks: list[QueuedTask] = []
+    for want, run in ((True, chosen), (False, others)):
+        indices = [i for i, p in enumerate(picked) if p == want]
+        if not indices:
+            continue
+        output = run([records[i] for i in indices])
+        outcomes.update(zip(indices, output.outcomes, strict=True))
+        judgements += output.judgements
+        tasks += output.tasks
+    return StageOutput([outcomes[i] for i in range(len(records))], judgements, tasks)
+
+
+def outcome(
+    name: str,
+    record: StageResult[Any],
+    parsed: Parsed,
+    calls: Sequence[CallEntry],
+    *,
+    prompt: str | None = None,
+    response: str | None = None,
+) -> Outcome:
+    """What stage ``name`` made of ``record`` from its parsed replies, with the ``calls`` it paid for and the
+    ``prompt`` and ``response`` it shows (a :class:`Reject` may show its own)."""
+    if isinstance(parsed, Reject):
+        made = spent(_with_data(record, parsed.payload), name, calls)
+        shown = parsed.prompt if parsed.prompt is not None else prompt
+        said = parsed.response if parsed.response is not None else response
+        return rejected(made, parsed.reason, prompt=shown, response=said, evidence=parsed.evidence)
+    if not isinstance(parsed, list):
+        return ok(spent(_with_data(record, parsed), name, calls), prompt=prompt, response=response)
+    children: list[StageResult[Any]] = []
+    for index, part in enumerate(parsed):
+        kid = outcome(
+            name,
+            replace(record, record_id=child_id(record.record_id, index)),
+            part,
+            calls,
+            prompt=prompt,
+            response=response,
+        )
+        assert isinstance(kid, StageResult)  # a child's part is data or a Reject
+        children.append(kid)
+    return Children(tuple(children))
+
+
+def failed(name: str, record: StageResult[Any], got: Asked) -> Outcome | None:
+    """:data:`PENDING` when a call failed transiently; rejected (the first refused request shown, with the
+    backend's message; the calls that succeeded paid for) when one was refused; ``None`` when all succeeded."""
+    if got.status is None or isinstance(got.status, Wait):
+        return got.status
+    request, reply = next((q, r) for q, r in zip(got.requests, got.replies, strict=True) if not r.ok)
+    made = spent(record, name, got.calls) if got.calls else record
+    message = reply.failure.message if reply.failure else ""
+    return rejected(made, got.status, prompt=shown_text(request), response=message)
+
+
+class _Applying(Generic[R]):
+    """What every base stage has: :meth:`applies` and :meth:`skipped`."""
+
+    def applies(self, record: StageResult[R]) -> bool:
+        """Whether the stage works on the record (default: every record); the others pass (:meth:`skipped`)."""
+        return True
+
+    def skipped(self, record: StageResult[R]) -> Outcome:
+        """What becomes of a record the stage does not apply to (default: it passes unchanged)."""
+        return ok(record)
+
+    def _applied(
+        self, records: Sequence[StageResult[Any]], run: Callable[[Sequence[StageResult[Any]]], StageOutput]
+    ) -> StageOutput:
+        return split_run(records, self.applies, run, lambda rest: StageOutput([self.skipped(r) for r in rest]))
+
+
 @dataclass
-class LMStage(Generic[R]):
+class LMStage(_Applying[R]):
     """A stage that sends one generation request per record and parses the reply.
 
     Subclasses write :meth:`requests` and :meth:`parse`; failures (transient → another
@@ -302,6 +591,11 @@ class LMStage(Generic[R]):
     def specs(self) -> tuple[str, ...]:
         return (self.spec,)
 
+    @property
+    def tag(self) -> str:
+        """The tag of the stage's requests (default: its name)."""
+        return self.name
+
     def requests(self, records: Sequence[StageResult[R]]) -> list[GenerateRequest]:
         raise NotImplementedError
 
@@ -309,45 +603,106 @@ class LMStage(Generic[R]):
         raise NotImplementedError
 
     def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
-        llm = ctx.llm(self.spec)
-        requests = self.requests(records)
-        completions = llm.generate(requests)
-        log = CallLog.of(llm)
-        outcomes: list[Outcome] = []
-        for record, request, completion in zip(records, requests, completions, strict=True):
-            prompt = request_text(request)
-            status = failure_outcome(completion)
-            if isinstance(status, str):
-                message = completion.failure.message if completion.failure else ""
-                outcomes.append(rejected(record, status, prompt=prompt, response=message))
-                continue
-            if status is not None:
-                outcomes.append(status)
-                continue
-            call = log.add("generate", request, completion)
-            outcomes.append(self._outcome(record, self.parse(record, completion.text), call, prompt, completion.text))
-        return StageOutput(outcomes)
+        return self._applied(records, lambda mine: self._run(mine, ctx))
 
-    def _outcome(self, record: StageResult[Any], parsed: Parsed, call: CallEntry, prompt: str, text: str) -> Outcome:
-        if isinstance(parsed, Reject):
-            made = spent(_with_data(record, parsed.payload), self.name, [call])
-            return rejected(made, parsed.reason, prompt=prompt, response=text, evidence=parsed.evidence)
-        if not isinstance(parsed, list):
-            return ok(spent(_with_data(record, parsed), self.name, [call]), prompt=prompt, response=text)
-        children = []
-        for index, part in enumerate(parsed):
-            kid = replace(record, record_id=child_id(record.record_id, index))
-            if isinstance(part, Reject):
-                made = spent(_with_data(kid, part.payload), self.name, [call])
-                children.append(rejected(made, part.reason, prompt=prompt, response=text, evidence=part.evidence))
-            else:
-                children.append(ok(spent(_with_data(kid, part), self.name, [call]), prompt=prompt, response=text))
-        return Children(tuple(children))
+    def _run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        llm = ctx.llm(self.spec)
+        asked = ask(llm, self.tag, [[request] for request in self.requests(records)])
+        outcomes: list[Outcome] = []
+        for record, got in zip(records, asked, strict=True):
+            failure = failed(self.name, record, got)
+            if failure is not None:
+                outcomes.append(failure)
+                continue
+            text = got.replies[0].text if isinstance(got.replies[0], Completion) else ""
+            prompt = shown_text(got.requests[0])
+            outcomes.append(
+                outcome(self.name, record, self.parse(record, text), got.calls, prompt=prompt, response=text)
+            )
+        return StageOutput(outcomes)
 
 
 @dataclass
-class RuleStage(Generic[R]):
-    """A stage that calls no model and reads no judgements: subclasses write :meth:`run`."""
+class FanOutStage(_Applying[R]):
+    """A stage that sends several requests per record (of either kind) and parses their replies together.
+
+    Subclasses write :meth:`requests` and :meth:`parse`. The base sends a batch's requests
+    in one call per kind, hands each record its replies in order, and settles failures as
+    :class:`LMStage` does: one transient failure of a record's calls → another round (the
+    others come from the cache), fatal → the run stops, refused → rejected. The calls that
+    succeeded are recorded per record for the cost report.
+    """
+
+    name: str
+    spec: str
+    """The model the stage asks."""
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return (self.spec,)
+
+    def requests(self, record: StageResult[R]) -> Sequence[Request]:
+        raise NotImplementedError
+
+    def parse(self, record: StageResult[R], replies: Sequence[Reply]) -> Parsed:
+        raise NotImplementedError
+
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        return self._applied(records, lambda mine: self._run(mine, ctx))
+
+    def _run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        asked = ask(ctx.llm(self.spec), self.name, [self.requests(record) for record in records])
+        outcomes: list[Outcome] = []
+        for record, got in zip(records, asked, strict=True):
+            failure = failed(self.name, record, got)
+            if failure is None:
+                failure = outcome(self.name, record, self.parse(record, got.replies), got.calls)
+            outcomes.append(failure)
+        return StageOutput(outcomes)
+
+
+@dataclass
+class YesNoStage(_Applying[R]):
+    """A stage that asks yes/no questions of each record (:class:`YesNo`) and decides by the answers.
+
+    Subclasses write :meth:`questions` and :meth:`decide`; the calls go as :class:`FanOutStage`'s do.
+    """
+
+    name: str
+    spec: str
+    """The model the stage asks."""
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return (self.spec,)
+
+    def questions(self, record: StageResult[R]) -> Sequence[YesNo]:
+        raise NotImplementedError
+
+    def decide(self, record: StageResult[R], said: Sequence[Said]) -> Parsed:
+        raise NotImplementedError
+
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        return self._applied(records, lambda mine: self._run(mine, ctx))
+
+    def _run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        answered = ask_yes_no(ctx.llm(self.spec), self.name, [self.questions(record) for record in records])
+        outcomes: list[Outcome] = []
+        for record, (got, said) in zip(records, answered, strict=True):
+            failure = failed(self.name, record, got)
+            outcomes.append(
+                failure if failure is not None else outcome(self.name, record, self.decide(record, said), got.calls)
+            )
+        return StageOutput(outcomes)
+
+
+@dataclass
+class RuleStage(_Applying[R]):
+    """A stage that calls no model and reads no judgements: subclasses write :meth:`rule` (or :meth:`run`)."""
 
     name: str
     barrier = False
@@ -357,8 +712,12 @@ class RuleStage(Generic[R]):
     def specs(self) -> tuple[str, ...]:
         return ()
 
-    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+    def rule(self, records: Sequence[StageResult[R]], ctx: StageContext) -> StageOutput:
+        """One outcome per record the stage applies to."""
         raise NotImplementedError
+
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        return self._applied(records, lambda mine: self.rule(mine, ctx))
 
 
 @dataclass
@@ -373,7 +732,7 @@ class CheckStage(RuleStage[R]):
         """What the rule found when it rejected ``data`` for ``reason`` (none by default)."""
         return None
 
-    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+    def rule(self, records: Sequence[StageResult[R]], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         for record in records:
             reason = self.reason(record.data)
@@ -382,6 +741,31 @@ class CheckStage(RuleStage[R]):
             else:
                 outcomes.append(rejected(record, reason, evidence=self.evidence(record.data, reason)))
         return StageOutput(outcomes)
+
+
+@dataclass
+class Route:
+    """One of two sub-stages per record: those ``choose`` picks go to :attr:`chosen`, the rest to :attr:`others`;
+    the outcomes come back in the records' order, the judgements and tasks of both.
+
+    ``choose`` is a module-level function (the stage travels to executors by pickling).
+    """
+
+    name: str
+    choose: Callable[[StageResult[Any]], bool]
+    chosen: Stage
+    others: Stage
+    barrier = False
+    reads_task = None
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.chosen.specs, *self.others.specs)))
+
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        return split_run(
+            records, self.choose, lambda mine: self.chosen.run(mine, ctx), lambda rest: self.others.run(rest, ctx)
+        )
 
 
 def no_progress(_description: str, _total: int | None) -> AbstractContextManager[Progress]:

@@ -216,11 +216,12 @@ def test_the_command_line_takes_repeated_sources(tmp_path: Path, monkeypatch: py
 
 
 def test_a_base_model_is_asked_by_calibrated_log_likelihood(tmp_path: Path) -> None:
-    """The dry-run author as a base model: its relevance by log-odds against a blanked prompt, so the foreign
-    name and place items are adapted and the rest pass unchanged."""
+    """The dry-run author as a base model (no chat template): its relevance by log-odds against a blanked prompt,
+    so the foreign name and place items are adapted and the rest pass unchanged."""
     rows = [row for row in TRAIN + TEST if row["id"] in ("t-name", "t-relevant", "x-prose")]
     source = (str(_write(tmp_path / "s.jsonl", rows)),)
-    config = _config(tmp_path, source=source, model="scripted/culture-adapt-author", style="completion")
+    author = "scripted/culture-adapt-author"
+    config = _config(tmp_path, source=source, model=author, model_options={author: {"chat": False}})
     run_dir = tmp_path / "run"
     assert build(CULTURE_ADAPT, config, run_dir, store=Store()).state == "done"
     run = RunStore(sqlite_url(run_dir / "run.db"))

@@ -1,7 +1,9 @@
 """A scripted model for the tiny test recipe (``scripted/<this file>:respond``).
 
-Splitting: ``sun`` → ``sun-0|sun-1|sun-2``. Judging: three judges (seeds 0, 1, 2) say
-yes to part 0; part 1 gets one yes (rejected at "2 of 3"); part 2 gets two (accepted).
+It knows each stage by the request's tag. Splitting: ``sun`` → ``sun-0|sun-1|sun-2``.
+Flanking: ``[0]`` and ``[1]`` (the request's seed; its prompt is only the part). Judging:
+three judges (seeds 0, 1, 2) say yes to part 0; part 1 gets one yes (rejected at "2 of 3",
+if it got that far); part 2 gets two (accepted).
 With ``TINY_SLOW`` set, every call takes that many seconds (for kill -9 tests).
 """
 
@@ -22,11 +24,12 @@ def respond(request: GenerateRequest | LoglikelihoodRequest) -> str | float:
         return -1.0
     time.sleep(float(os.environ.get("TINY_SLOW", "0")))
     text = request.as_messages()[-1].content
-    split = re.match(r"Split (\w+) into three", text)
-    if split:
-        word = split.group(1)
+    if request.tag == "expand":
+        word = text.split()[1]
         return "|".join(f"{word}-{i}" for i in range(3)) if word != "broken" else "no parts"
+    if request.tag == "flank":
+        return f"[{request.seed}]"
     part = re.search(r"Is \w+-(\d) fine", text)
-    if part:
+    if request.tag == "judge" and part:
         return "no" if part.group(1) in NO_VOTES[int(request.seed or 0)] else "yes"
     return ""

@@ -1,7 +1,6 @@
-"""A recipe of a few lines on the engine: words → each split into three parts by a model → three LM judges at 2 of 3.
-
-It holds only its own parts (config, source, one LM stage, one review stage, its output);
-everything else — resume, manifest, batches, judgements, funnel, cost — is the engine's.
+"""A recipe of a few lines on the engine: words → three parts each (a model) → two calls per part → middle parts
+dropped → three LM judges at 2 of 3. It holds only its own parts; the rest (resume, manifest, batches, judgements,
+funnel, cost) is the engine's.
 """
 
 from __future__ import annotations
@@ -13,12 +12,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from senseforge.data.schema import Choice, MCItem
-from senseforge.llm.base import GenerateRequest
+from senseforge.llm.base import Completion, GenerateRequest
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.report import Funnel, StageFunnel
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
-from senseforge.pipelines.stage import LMStage, Parsed, Reject, Stage
+from senseforge.pipelines.stage import CheckStage, FanOutStage, LMStage, Parsed, Reject, Reply, Stage
 
 RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
 
@@ -34,6 +33,7 @@ class Piece(Record):
 
     word: str
     text: str | None = None
+    around: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,24 @@ class Expand(LMStage):
 
 
 @dataclass
+class Flank(FanOutStage):  # two calls per part, whose prompt is the bare part: the responder knows them by their tag
+    def requests(self, record: StageResult[Piece]) -> list[GenerateRequest]:
+        return [GenerateRequest.chat(record.data.text or "", max_tokens=8, seed=seed) for seed in (0, 1)]
+
+    def parse(self, record: StageResult[Piece], replies: Sequence[Reply]) -> Parsed:
+        return record.data.with_(around="".join(r.text for r in replies if isinstance(r, Completion)))
+
+
+@dataclass
+class Middle(CheckStage):  # drops the middle parts; the others are none of its business and pass
+    def applies(self, record: StageResult[Piece]) -> bool:
+        return record.record_id.endswith("/1")
+
+    def reason(self, data: Piece) -> str | None:
+        return "middle"
+
+
+@dataclass
 class Judge(Review):
     def judge_prompt(self, record: StageResult[Piece]) -> str:
         return f"Is {record.data.text} fine? Answer yes or no.\nAnswer:"
@@ -67,7 +85,7 @@ class Judge(Review):
 @dataclass
 class Tiny:
     name: str = "tiny"
-    summary: str = "words → three parts each → kept at two of three LM judges"
+    summary: str = "words → three parts each → two calls per part → kept at two of three LM judges"
     config_model: type[TinyConfig] = TinyConfig
     record: type[Record] = Piece
     flags: dict[str, Any] = field(default_factory=dict)
@@ -80,7 +98,8 @@ class Tiny:
         return Words()
 
     def stages(self, config: TinyConfig) -> list[Stage]:
-        return [Expand("expand", config.model), Judge.configured("judge", "verify", config)]
+        judge = Judge.configured("judge", "verify", config)
+        return [Expand("expand", config.model), Flank("flank", config.model), Middle("middle"), judge]
 
     def splitting(self) -> frozenset[str]:
         return frozenset({"expand"})

@@ -175,21 +175,25 @@ def _verdict(question: str) -> str:
     return "no" if _n(question) % 4 == 0 else "yes"
 
 
+def _stage(request: GenerateRequest) -> str:
+    """The stage asking: the request's tag, or (untagged) the mark its prompt starts with."""
+    if request.tag:
+        return request.tag
+    first = request.as_messages()[0].content
+    return "cka" if first.startswith(CKA_MARK) else "wsg" if first.startswith(WSG_MARK) else "ckv"
+
+
 def crow_author(request: GenerateRequest | LoglikelihoodRequest) -> str | float:
     """``scripted/crow-author``: the dry-run stand-in for every CRoW stage (see the module notes)."""
     if isinstance(request, LoglikelihoodRequest):
         wanted = _verdict(request.context)
         return -1.0 if request.continuation.strip() == wanted else -2.0
     messages = request.as_messages()
-    first, last = messages[0].content, messages[-1].content
-    if request.prompt is not None:
-        if first.startswith(CKA_MARK):
-            return _cka(_last_item(first), chat=False)
-        if first.startswith(WSG_MARK):
-            return _wsg(_last_item(first), chat=False)
-        return _verdict(first)
-    if first.startswith(CKA_MARK):
-        return _cka(last, chat=True)
-    if first.startswith(WSG_MARK):
-        return _wsg(last, chat=True)
-    return _verdict(last)
+    chat = request.prompt is None
+    text = messages[-1].content if chat else _last_item(messages[0].content)
+    stage = _stage(request)
+    if stage == "cka":
+        return _cka(text, chat=chat)
+    if stage == "wsg":
+        return _wsg(text, chat=chat)
+    return _verdict(messages[-1].content if chat else messages[0].content)

@@ -81,7 +81,7 @@ def with_triple(data: CrowRecord, triple: CrowTriple, index: int, origin: Knowle
 @dataclass
 class _TaskLM(LMStage[CrowRecord]):
     """An LM stage that asks only for the records whose task runs :attr:`stage`; :meth:`skipped` says what
-    becomes of the others."""
+    becomes of the others (by default they pass unchanged)."""
 
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     style: PromptStyle = "chat"
@@ -95,16 +95,8 @@ class _TaskLM(LMStage[CrowRecord]):
         sampling = {"temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed}
         return [type(self).make(r.data, _spec(self.tasks, r), self.style, **sampling) for r in records]
 
-    def skipped(self, record: StageResult[CrowRecord]) -> Outcome:
-        return ok(record)
-
-    def run(self, records: Sequence[StageResult[CrowRecord]], ctx: StageContext) -> StageOutput:
-        asked = [r for r in records if _spec(self.tasks, r).runs(self.stage)]
-        outcomes: dict[str, Outcome] = {}
-        if asked:
-            output = super().run(asked, ctx)
-            outcomes.update({r.record_id: o for r, o in zip(asked, output.outcomes, strict=True)})
-        return StageOutput([outcomes[r.record_id] if r.record_id in outcomes else self.skipped(r) for r in records])
+    def applies(self, record: StageResult[CrowRecord]) -> bool:
+        return _spec(self.tasks, record).runs(self.stage)
 
 
 @dataclass
@@ -169,8 +161,8 @@ class _ByPeople(RuleStage[CrowRecord]):
     def people_tasks(self) -> tuple[str, ...]:
         return (self.stage,)
 
-    def skipped(self, record: StageResult[CrowRecord]) -> Outcome:
-        return ok(record)
+    def applies(self, record: StageResult[CrowRecord]) -> bool:
+        return _spec(self.tasks, record).runs(self.stage)
 
     def shown(self, record: StageResult[CrowRecord], spec: TaskSpec) -> BaseModel:
         raise NotImplementedError
@@ -182,10 +174,10 @@ class _ByPeople(RuleStage[CrowRecord]):
         outcomes: list[Outcome] = []
         queued: list[QueuedTask] = []
         for record in records:
-            spec = _spec(self.tasks, record)
-            if not spec.runs(self.stage):
+            if not self.applies(record):
                 outcomes.append(self.skipped(record))
                 continue
+            spec = _spec(self.tasks, record)
             made = _first(ctx, record, self.stage)
             if made is None:
                 shown = self.shown(record, spec)
@@ -270,7 +262,7 @@ class _Validate(Review[CrowRecord]):
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     stage: Literal["ckv", "wsv"] = "ckv"
 
-    def needs_review(self, record: StageResult[CrowRecord]) -> bool:
+    def applies(self, record: StageResult[CrowRecord]) -> bool:
         return _spec(self.tasks, record).runs(self.stage)
 
     def judge_prompt(self, record: StageResult[CrowRecord]) -> str:
@@ -339,13 +331,13 @@ class CheckEdits(RuleStage[CrowRecord]):
     max_edits: int = 5
     negation_only: Literal["flag", "reject"] = "flag"
 
-    def run(self, records: Sequence[StageResult[CrowRecord]], ctx: StageContext) -> StageOutput:
+    def applies(self, record: StageResult[CrowRecord]) -> bool:
+        return _spec(self.tasks, record).runs("wsg")
+
+    def rule(self, records: Sequence[StageResult[CrowRecord]], ctx: StageContext) -> StageOutput:
         outcomes: list[Outcome] = []
         for record in records:
             spec = _spec(self.tasks, record)
-            if not spec.runs("wsg"):
-                outcomes.append(ok(record))
-                continue
             data = record.data
             check = check_rewrite(data.target, required(data.rewrite, "rewrite"), spec.lang, limit=self.max_edits)
             checked = data.with_(edits=check.edits, flags=[NEGATION_ONLY] if check.negation_only else [])
@@ -372,7 +364,10 @@ class Dedup(RuleStage[CrowRecord]):
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     barrier = True
 
-    def run(self, records: Sequence[StageResult[CrowRecord]], ctx: StageContext) -> StageOutput:
+    def applies(self, record: StageResult[CrowRecord]) -> bool:
+        return _spec(self.tasks, record).runs("wsg")
+
+    def rule(self, records: Sequence[StageResult[CrowRecord]], ctx: StageContext) -> StageOutput:
         originals: dict[tuple[str, str], set[str]] = {}
         for record in records:
             data = record.data
@@ -382,8 +377,6 @@ class Dedup(RuleStage[CrowRecord]):
         verdict: dict[str, str | None] = {}
         copies: dict[str, dict[str, Any]] = {}
         for record in sorted(records, key=lambda r: r.record_id):
-            if not _spec(self.tasks, record).runs("wsg"):
-                continue
             data = record.data
             key = (data.task, data.context_id)
             text = _same(required(data.rewrite, "rewrite"))
@@ -404,9 +397,7 @@ class Dedup(RuleStage[CrowRecord]):
         outcomes: list[Outcome] = []
         for record in records:
             reason = verdict.get(record.record_id)
-            if record.record_id not in verdict:
-                outcomes.append(ok(record))
-            elif reason is not None:
+            if reason is not None:
                 outcomes.append(rejected(record, reason, evidence=copies.get(record.record_id)))
             else:
                 outcomes.append(ok(record, record.data.with_(violates=merged[record.record_id])))

@@ -1,10 +1,11 @@
 """A stand-in model for dry runs of culture-adapt: no model, no network (``scripted/culture-adapt-author``).
 
-It tells the request kinds apart by their first line (:data:`~.templates.OPENINGS` and the
-first words of each relevance template) and answers each as a well-behaved model would,
-deterministically: it finds a few Western names and places, judges them and a few Western
-concepts foreign to any culture but the United States, swaps them for Indonesian ones when
-adapting or renaming, and "translates" by returning the text unchanged.
+It tells the request kinds apart by their tag (the stage that asks) or, for a request without
+one, by its first line (:data:`~.templates.OPENINGS` and the first words of each relevance
+template), and answers each as a well-behaved model would, deterministically: it finds a few
+Western names and places, judges them and a few Western concepts foreign to any culture but
+the United States, swaps them for Indonesian ones when adapting or renaming, and "translates"
+by returning the text unchanged.
 """
 
 from __future__ import annotations
@@ -121,12 +122,25 @@ def _reply(kind: str, text: str, completion: bool) -> str:
     return ""
 
 
+_KINDS = {
+    "extract": "extract",
+    "relevance": "relevance",
+    "adapt": "adapt",
+    "rename": "rename",
+    "localize": "translate",
+    "translate": "translate",
+    "back_translate": "translate",
+}
+"""The kind of request each stage's tag means."""
+
+
 def author_reply(request: GenerateRequest) -> str:
-    """The reply to one culture-adapt request (chat or completion)."""
-    if request.prompt is not None:
-        return _reply(_kind(request.prompt), request.prompt, completion=True)
+    """The reply to one culture-adapt request (chat or completion), of the kind its tag (or, untagged, its
+    first line) says."""
     head, last = request.as_messages()[0].content, request.as_messages()[-1].content
-    kind = _kind(head)
+    kind = _KINDS.get(request.tag or "") or _kind(head)
+    if request.prompt is not None:
+        return _reply(kind, request.prompt, completion=True)
     return _reply(kind, head if kind == "relevance" else last, completion=False)
 
 

@@ -351,6 +351,10 @@ def parse_translation(reply: str) -> str | None:
 # --- relevance votes -------------------------------------------------------------------------
 
 
+RELEVANCE_WORDS: tuple[tuple[str, str], ...] = (("yes", "no"), ("ya", "tidak"))
+"""The (yes, no) words a relevance reply is read for, in turn."""
+
+
 def relevance_vote(reply: str, yes_means_relevant: bool) -> bool | None:
     """``True`` for a vote that the element is irrelevant, ``False`` for relevant, ``None`` if unread.
 
@@ -359,9 +363,7 @@ def relevance_vote(reply: str, yes_means_relevant: bool) -> bool | None:
     >>> relevance_vote("Tidak.", yes_means_relevant=False)
     False
     """
-    said_yes = yes_no(reply, "yes", "no")
-    if said_yes is None:
-        said_yes = yes_no(reply, "ya", "tidak")
+    said_yes = next((s for yes, no in RELEVANCE_WORDS if (s := yes_no(reply, yes, no)) is not None), None)
     if said_yes is None:
         return None
     return not said_yes if yes_means_relevant else said_yes

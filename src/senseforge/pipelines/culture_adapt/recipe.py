@@ -37,7 +37,6 @@ from senseforge.pipelines.culture_adapt.records import AdaptRecord
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
 from senseforge.pipelines.culture_adapt.source import SourceItems
 from senseforge.pipelines.culture_adapt.stages import (
-    Adapt,
     BackTranslate,
     Check,
     Extract,
@@ -48,6 +47,7 @@ from senseforge.pipelines.culture_adapt.stages import (
     Screen,
     SpacyExtract,
     Translate,
+    adapt,
     item_in,
 )
 from senseforge.pipelines.moderation import Moderator, default_moderator
@@ -238,10 +238,9 @@ class CultureAdapt:
                 config.model_for("relevance"),
                 culture,
                 votes=config.relevance_votes,
-                style=config.style_for("relevance"),
                 seed=config.seed,
             ),
-            Adapt("adapt", full=rewrite("full", "adapt"), names=rewrite("names", "rename")),
+            adapt("adapt", full=rewrite("full", "adapt"), names=rewrite("names", "rename")),
             Check("check"),
             Localize("localize", translate, style=style, seed=config.seed, target=first),
             Translate(

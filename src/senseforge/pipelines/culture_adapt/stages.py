@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from senseforge.data.langid import detect
 from senseforge.data.matching import concept_appears
-from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, PromptStyle
+from senseforge.llm.base import Completion, GenerateRequest, PromptStyle
 from senseforge.pipelines.choices import RawItem, check_choices
 from senseforge.pipelines.culture_adapt import parse, templates
 from senseforge.pipelines.culture_adapt.copies import (
@@ -41,24 +41,25 @@ from senseforge.pipelines.culture_adapt.records import (
 from senseforge.pipelines.culture_adapt.screen import screen, screen_evidence
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
 from senseforge.pipelines.moderation import Moderator
-from senseforge.pipelines.runstore import CallEntry, StageResult
+from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.stage import (
     MALFORMED,
-    PENDING,
-    CallLog,
     CheckStage,
+    FanOutStage,
     LMStage,
     Outcome,
     Parsed,
     Reject,
+    Reply,
+    Route,
+    Said,
     StageContext,
     StageOutput,
-    failure_outcome,
+    YesNo,
+    YesNoStage,
     ok,
     rejected,
     request_text,
-    settle,
-    spent,
 )
 
 NO_ANSWER = "no_answer"
@@ -162,10 +163,6 @@ class SpacyExtract(CheckStage[AdaptRecord]):
         return StageOutput(outcomes)
 
 
-_Asked = tuple[list[bool | None], list[list[Any]], list[list[CallEntry]]]
-"""Per prompt: the vote (``True`` = irrelevant, ``None`` = unreadable), the raw results and the call entries."""
-
-
 def elements(data: AdaptRecord) -> list[tuple[str, str]]:
     """The elements to judge: the concept always, names and places when any were found."""
     out = [("concept", data.source.concept)]
@@ -184,106 +181,48 @@ def adapt_mode(irrelevant: Sequence[str]) -> Mode:
 
 
 @dataclass
-class Relevance:
+class Relevance(YesNoStage[AdaptRecord]):
     """Each element judged by five differently worded prompts; irrelevant when ``votes`` of them say so.
 
-    A chat model answers yes or no in text (anything unreadable is no vote). A base model's
-    answer is the sign of its log-odds of " yes" over " no" after the prompt, calibrated by
-    the log-odds after the same prompt with the item and the element blanked out
-    (contextual calibration, Zhao et al. 2021): small base models prefer " yes" to any
-    question, and without it every element would be judged alike.
+    Each prompt is a yes/no question (:class:`~senseforge.pipelines.stage.YesNo`): a chat
+    model's answer in text that says neither is no vote; a base model's is calibrated by the
+    same prompt with the item and the element blanked out (contextual calibration, Zhao et
+    al. 2021): small base models prefer " yes" to any question, and without it every
+    element would be judged alike.
     """
 
-    name: str
-    spec: str
-    culture: str
+    culture: str = "Indonesia"
     votes: int = 3
-    style: PromptStyle = "chat"
     seed: int = 0
-    barrier = False
-    reads_task = None
 
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return (self.spec,)
+    def _plan(self, record: StageResult[AdaptRecord]) -> list[tuple[str, str, list[tuple[str, bool]]]]:
+        """Per element: its name, its value and its prompts (each with whether "yes" means relevant)."""
+        source = record.data.source
+        return [
+            (element, value, templates.relevance_prompts(element, value, source, self.culture))
+            for element, value in elements(record.data)
+        ]
 
-    def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
-        llm = ctx.llm(self.spec)
-        plans = [
-            [
-                (element, value, templates.relevance_prompts(element, value, r.data.source, self.culture))
-                for element, value in elements(r.data)
-            ]
-            for r in records
+    def questions(self, record: StageResult[AdaptRecord]) -> list[YesNo]:
+        return [
+            YesNo(text, blank=blank, cue="\nAnswer:", seed=self.seed, words=parse.RELEVANCE_WORDS)
+            for element, _, prompts in self._plan(record)
+            for (text, _), (blank, _) in zip(prompts, self._blank(element, record), strict=True)
         ]
-        asked = [
-            (text, yes_relevant, blank)
-            for r, plan in zip(records, plans, strict=True)
-            for element, _, prompts in plan
-            for (text, yes_relevant), (blank, _) in zip(prompts, self._blank(element, r), strict=True)
+
+    def decide(self, record: StageResult[AdaptRecord], said: Sequence[Said]) -> Parsed:
+        plan = self._plan(record)
+        polarity = [yes_relevant for _, _, prompts in plan for _, yes_relevant in prompts]
+        votes = [
+            None if s.yes is None else s.yes != yes_relevant for s, yes_relevant in zip(said, polarity, strict=True)
         ]
-        ask = self._ask_chat if self.style == "chat" else self._ask_base
-        votes, results, entries = ask(llm, asked)
-        outcomes: list[Outcome] = []
-        at = 0
-        for record, plan in zip(records, plans, strict=True):
-            size = sum(len(prompts) for _, _, prompts in plan)
-            mine = slice(at, at + size)
-            at += size
-            status = settle([r for group in results[mine] for r in group])
-            if status is PENDING:
-                outcomes.append(PENDING)
-                continue
-            if isinstance(status, str):
-                outcomes.append(rejected(record, status))
-                continue
-            paid = spent(record, self.name, [e for group in entries[mine] for e in group])
-            outcomes.append(ok(paid, self._judged(record.data, plan, votes[mine])))
-        return StageOutput(outcomes)
+        return self._judged(record.data, plan, votes)
 
     def _blank(self, element: str, record: StageResult[AdaptRecord]) -> list[tuple[str, bool]]:
         """The prompts with nothing to judge: the element and every text of the item replaced by ``N/A``."""
         item = record.data.source
         blank = Fields("N/A", "N/A", tuple((label, "N/A") for label in item.labels), item.answer)
         return templates.relevance_prompts(element, "N/A", blank, self.culture)
-
-    def _ask_chat(self, llm: Any, asked: Sequence[tuple[str, bool, str]]) -> _Asked:
-        log = CallLog.of(llm)
-        requests = [GenerateRequest.chat(text, max_tokens=8, temperature=0.0, seed=self.seed) for text, _, _ in asked]
-        votes: list[bool | None] = []
-        results: list[list[Any]] = []
-        entries: list[list[CallEntry]] = []
-        for (_, yes_relevant, _), request, reply in zip(asked, requests, llm.generate(requests), strict=True):
-            results.append([reply])
-            votes.append(parse.relevance_vote(reply.text, yes_relevant) if reply.ok else None)
-            entries.append([log.add("generate", request, reply)] if reply.ok else [])
-        return votes, results, entries
-
-    def _ask_base(self, llm: Any, asked: Sequence[tuple[str, bool, str]]) -> _Asked:
-        log = CallLog.of(llm)
-        pairs = [
-            LoglikelihoodRequest(context=f"{context}\nAnswer:", continuation=answer)
-            for text, _, blank in asked
-            for context in (text, blank)
-            for answer in (" yes", " no")
-        ]
-        scores = llm.loglikelihood(pairs)
-        votes: list[bool | None] = []
-        results: list[list[Any]] = []
-        entries: list[list[CallEntry]] = []
-        for at, (_, yes_relevant, _) in enumerate(asked):
-            four = scores[4 * at : 4 * at + 4]
-            results.append(list(four))
-            entries.append(
-                [log.add("loglikelihood", p, r) for p, r in zip(pairs[4 * at : 4 * at + 4], four, strict=True) if r.ok]
-            )
-            if not all(r.ok and r.logprob is not None for r in four):
-                votes.append(None)
-                continue
-            yes, no, blank_yes, blank_no = (float(r.logprob or 0.0) for r in four)
-            said_yes = (yes - no) - (blank_yes - blank_no) > 0
-            votes.append(said_yes != yes_relevant)
-        return votes, results, entries
 
     def _judged(
         self, data: AdaptRecord, plan: list[tuple[str, str, list[tuple[str, bool]]]], votes: Sequence[bool | None]
@@ -325,6 +264,18 @@ class Rewrite(LMStage[AdaptRecord]):
     max_tokens: int = 512
     seed: int = 0
 
+    @property
+    def tag(self) -> str:
+        return "rename" if self.kind == "names" else self.name
+
+    def applies(self, record: StageResult[AdaptRecord]) -> bool:
+        return record.data.mode == self.kind
+
+    def skipped(self, record: StageResult[AdaptRecord]) -> Outcome:
+        """An item with nothing foreign passes as its own draft."""
+        data = record.data
+        return ok(record, data.with_(draft=data.source, adapted=False, draft_lang=data.source_lang))
+
     def requests(self, records: Sequence[StageResult[AdaptRecord]]) -> list[GenerateRequest]:
         out: list[GenerateRequest] = []
         for record in records:
@@ -358,33 +309,14 @@ class Rewrite(LMStage[AdaptRecord]):
         return data.with_(draft=draft, draft_lang=lang, adapted=True)
 
 
-@dataclass
-class Adapt:
-    """Adapt what the relevance stage flagged: a full rewrite, a name-only rewrite, or nothing."""
+def _adapts_fully(record: StageResult[AdaptRecord]) -> bool:
+    return record.data.mode == "full"
 
-    name: str
-    full: Rewrite
-    names: Rewrite
-    barrier = False
-    reads_task = None
 
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys((self.full.spec, self.names.spec)))
-
-    def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
-        outcomes: list[Outcome | None] = [None] * len(records)
-        for mode, call in (("full", self.full), ("names", self.names)):
-            picked = [i for i, r in enumerate(records) if r.data.mode == mode]
-            if picked:
-                done = call.run([records[i] for i in picked], ctx).outcomes
-                for i, outcome in zip(picked, done, strict=True):
-                    outcomes[i] = outcome
-        for i, record in enumerate(records):
-            if outcomes[i] is None:
-                data = record.data
-                outcomes[i] = ok(record, data.with_(draft=data.source, adapted=False, draft_lang=data.source_lang))
-        return StageOutput([o for o in outcomes if o is not None])
+def adapt(name: str, full: Rewrite, names: Rewrite) -> Route:
+    """Adapt what the relevance stage flagged: a full rewrite, a name-only rewrite, or nothing (see
+    :meth:`Rewrite.skipped`)."""
+    return Route(name, _adapts_fully, full, names)
 
 
 @dataclass
@@ -405,19 +337,11 @@ Job = tuple[str, str, str, str, str]
 
 
 @dataclass
-class _Translating:
+class _Translating(FanOutStage[AdaptRecord]):
     """Field-by-field translation (question, concept, each option), every field its own call."""
 
-    name: str
-    spec: str
     style: PromptStyle = "chat"
     seed: int = 0
-    barrier = False
-    reads_task = None
-
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return (self.spec,)
 
     def jobs(self, data: AdaptRecord) -> list[Job]:
         """The translations the record needs."""
@@ -427,44 +351,21 @@ class _Translating:
         """The record with its translations (``done``: per language key, the text of each field key)."""
         raise NotImplementedError
 
-    def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
-        llm = ctx.llm(self.spec)
-        log = CallLog.of(llm)
-        plans = [self.jobs(r.data) for r in records]
-        requests = [
+    def requests(self, record: StageResult[AdaptRecord]) -> list[GenerateRequest]:
+        return [
             templates.translate_request(text, key, source, target, self.style, seed=self.seed)
-            for plan in plans
-            for _, key, text, source, target in plan
+            for _, key, text, source, target in self.jobs(record.data)
         ]
-        replies = llm.generate(requests) if requests else []
-        outcomes: list[Outcome] = []
-        at = 0
-        for record, plan in zip(records, plans, strict=True):
-            mine = list(zip(plan, requests[at : at + len(plan)], replies[at : at + len(plan)], strict=True))
-            at += len(plan)
-            status = settle([reply for _, _, reply in mine])
-            if status is PENDING:
-                outcomes.append(PENDING)
-                continue
-            if isinstance(status, str):
-                failed = next(r for _, _, r in mine if isinstance(failure_outcome(r), str))
-                outcomes.append(rejected(record, status, response=failed.failure.message if failed.failure else ""))
-                continue
-            done: dict[str, dict[str, str]] = {}
-            entries = [log.add("generate", request, reply) for _, request, reply in mine]
-            bad = None
-            for (lang, key, _, _, _), request, reply in mine:
-                text = parse.parse_translation(reply.text)
-                if text is None:
-                    bad = (request, reply)
-                    break
-                done.setdefault(lang, {})[key] = text
-            paid = spent(record, self.name, entries)
-            if bad is not None:
-                outcomes.append(rejected(paid, MALFORMED, prompt=request_text(bad[0]), response=bad[1].text))
-                continue
-            outcomes.append(ok(paid, self.store(record.data, done)))
-        return StageOutput(outcomes)
+
+    def parse(self, record: StageResult[AdaptRecord], replies: Sequence[Reply]) -> Parsed:
+        done: dict[str, dict[str, str]] = {}
+        for (lang, key, *_), request, reply in zip(self.jobs(record.data), self.requests(record), replies, strict=True):
+            said = reply.text if isinstance(reply, Completion) else ""
+            text = parse.parse_translation(said)
+            if text is None:
+                return Reject(MALFORMED, prompt=request_text(request), response=said)
+            done.setdefault(lang, {})[key] = text
+        return self.store(record.data, done)
 
 
 def _jobs(lang: str, item: Fields, source: str, target: str) -> list[Job]:

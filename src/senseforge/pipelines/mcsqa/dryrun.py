@@ -1,7 +1,8 @@
 """A stand-in author for dry runs, tests and benchmarks of the mCSQA recipe: no model, no network.
 
 :func:`author_reply` answers each chat request of the recipe the way a well-behaved chat
-model would, deterministically from the request text: a question that avoids the
+model would, deterministically from the request text (the stage that asks is the request's
+tag, or, for an untagged request such as the loopback server's, what its text shows): a question that avoids the
 answer words (generate), the same question or a light rewrite (refine), two new choices
 as JSON (distractors), a letter (verification), yes or no (LM review). Some answers are
 wrong on purpose (a share of letters, a share of "no"), so Easy, Hard and rejected items
@@ -63,16 +64,27 @@ def _question_in(user: str, lang: str) -> str:
     return ""
 
 
-def author_reply(messages: Sequence[Message]) -> str:
-    """The reply of the stand-in author to one chat request of the recipe."""
+def _stage(system: str, user: str) -> str:
+    """The stage an untagged request comes from (the loopback server's requests carry no tag), by its text."""
+    if system == GENERATE_INSTRUCTION:
+        return "verify"
+    if REVIEW_QUESTION in user:
+        return "review"
+    return _systems().get(system, ("", "en"))[0]
+
+
+def author_reply(messages: Sequence[Message], stage: str | None = None) -> str:
+    """The reply of the stand-in author to one chat request of the recipe, from ``stage`` (a request's tag: the
+    stage that asks), or, when it is not given, the stage the request's text shows."""
     system = next((m.content for m in messages if m.role == "system"), "")
     user = messages[-1].content
     n = _number(user)
-    if system == GENERATE_INSTRUCTION:
+    stage = stage or _stage(system, user)
+    if stage == "verify":
         return "ABCDE"[n % 5]
-    if REVIEW_QUESTION in user:
+    if stage == "review":
         return "no" if n % 5 == 0 else "yes"
-    stage, lang = _systems().get(system, ("", "en"))
+    lang = _systems().get(system, ("", "en"))[1]
     lang = lang if lang in _QUESTION else "en"
     if stage == "generate":
         return _QUESTION[lang].format(n=n % 100000)

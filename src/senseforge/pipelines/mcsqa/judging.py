@@ -22,15 +22,6 @@ from dataclasses import dataclass
 
 from senseforge.data.schema import MCItem
 from senseforge.evaluate.run import EvalConfig, score_mc
-from senseforge.llm.base import (
-    LLM,
-    Completion,
-    GenerateRequest,
-    Loglikelihood,
-    LoglikelihoodRequest,
-    Progress,
-)
-from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.mcsqa.records import McsqaRecord, Verdict, VerifyOutcome, have
 from senseforge.pipelines.review import Review
@@ -38,13 +29,12 @@ from senseforge.pipelines.runstore import JudgementSource, StageResult
 from senseforge.pipelines.split import Split
 from senseforge.pipelines.stage import (
     PENDING,
-    CallLog,
     Outcome,
+    Recorder,
     StageContext,
     StageOutput,
     ok,
     rejected,
-    settle,
     spent,
 )
 
@@ -67,39 +57,6 @@ def review_prompt(item: MCItem) -> str:
     return "\n".join(lines) + "\nAnswer:"
 
 
-class _Recording:
-    """An LLM wrapper that logs every call with its request, for per-record cost entries."""
-
-    def __init__(self, inner: LLM) -> None:
-        self.inner = inner
-        self.calls: list[tuple[str, GenerateRequest | LoglikelihoodRequest, Completion | Loglikelihood]] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def identity(self) -> dict[str, str]:
-        return self.inner.identity()
-
-    def chat_template(self) -> str | None:
-        return chat_template(self.inner)
-
-    def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
-        results = self.inner.generate(requests, progress)
-        self.calls += [("generate", q, r) for q, r in zip(requests, results, strict=True)]
-        return results
-
-    def loglikelihood(
-        self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
-    ) -> list[Loglikelihood]:
-        results = self.inner.loglikelihood(requests, progress)
-        self.calls += [("loglikelihood", q, r) for q, r in zip(requests, results, strict=True)]
-        return results
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 @dataclass
 class LMVerify:
     """The LM answers each item; right → Easy, else → the review queue."""
@@ -115,27 +72,19 @@ class LMVerify:
         return (self.spec,)
 
     def run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
-        llm = ctx.llm(self.spec)
         method = self.config.verify_method()
         items = [item_of(r) for r in records]
-        recording = _Recording(llm)
+        recording = Recorder(ctx.llm(self.spec), self.name)
         samples = score_mc(items, recording, EvalConfig(formulation=method, seed=self.config.seed))
-        per_item = 1 if method == "generate" else None
-        log = CallLog.of(llm)
-        cursor = 0
+        asked = recording.sliced([1 if method == "generate" else len(item.choices) for item in items])
         outcomes: list[Outcome] = []
-        for record, item, sample in zip(records, items, samples, strict=True):
-            n = per_item or len(item.choices)
-            calls = recording.calls[cursor : cursor + n]
-            cursor += n
-            status = settle([result for _, _, result in calls])
-            if status is PENDING:
+        for record, sample, got in zip(records, samples, asked, strict=True):
+            if got.status is PENDING:
                 outcomes.append(PENDING)
                 continue
-            if isinstance(status, str):
-                outcomes.append(rejected(record, status, prompt=sample.prompt))
+            if isinstance(got.status, str):
+                outcomes.append(rejected(record, got.status, prompt=sample.prompt))
                 continue
-            entries = [log.add(kind, request, result) for kind, request, result in calls]
             parsed = method == "loglik" or bool(sample.parsed)
             outcome: VerifyOutcome = "correct" if sample.correct else ("wrong" if parsed else "unparsed")
             scores = [round(float(s), 6) for s in sample.scores or []] if method == "loglik" else None
@@ -144,7 +93,7 @@ class LMVerify:
             if outcome == "correct":
                 verified = verified.with_(difficulty="easy")
             response = sample.response if method == "generate" else None
-            paid = spent(record, self.name, entries)
+            paid = spent(record, self.name, got.calls)
             outcomes.append(ok(paid, verified, prompt=sample.prompt, response=response))
         return StageOutput(outcomes)
 
@@ -153,7 +102,7 @@ class LMVerify:
 class McsqaReview(Review[McsqaRecord]):
     """The engine's review stage over the queue verification left: wrong or unparsed items."""
 
-    def needs_review(self, record: StageResult[McsqaRecord]) -> bool:
+    def applies(self, record: StageResult[McsqaRecord]) -> bool:
         return record.data.difficulty != "easy"
 
     def judge_prompt(self, record: StageResult[McsqaRecord]) -> str:

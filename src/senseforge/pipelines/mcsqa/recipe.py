@@ -34,7 +34,7 @@ def mcsqa_author(request: GenerateRequest | LoglikelihoodRequest) -> str | float
     """``scripted/mcsqa-author``: the stand-in author of dry runs (chat replies; log-likelihood by length)."""
     if isinstance(request, LoglikelihoodRequest):
         return -float(len(request.continuation))
-    return author_reply(request.as_messages())
+    return author_reply(request.as_messages(), request.tag)
 
 
 @dataclass(frozen=True)
