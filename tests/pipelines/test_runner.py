@@ -50,7 +50,8 @@ class Flaky:
     barrier: bool = False
     batches: list[list[str]] = field(default_factory=list)
     specs: tuple[str, ...] = ()
-    reads_task: str | None = None
+    people_tasks: tuple[str, ...] = ()
+    pauses_run: bool = False
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         self.batches.append([r.record_id for r in records])
@@ -124,7 +125,8 @@ class Split3:
     name: str = "split3"
     barrier: bool = False
     specs: tuple[str, ...] = ()
-    reads_task: str | None = None
+    people_tasks: tuple[str, ...] = ()
+    pauses_run: bool = False
     seen: list[str] = field(default_factory=list)
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:

@@ -14,7 +14,7 @@ each translation); ``back`` (each translation back-translated into the adaptatio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -60,6 +60,7 @@ from senseforge.pipelines.stage import (
     settle,
     spent,
 )
+from senseforge.pipelines.taskqueue import QueuedTask
 
 Style = Literal["chat", "completion"]
 NO_ANSWER = "no_answer"
@@ -202,7 +203,8 @@ class Relevance:
     style: Style = "chat"
     seed: int = 0
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -367,7 +369,8 @@ class Adapt:
     full: Rewrite
     names: Rewrite
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -414,7 +417,8 @@ class _Translating:
     style: Style = "chat"
     seed: int = 0
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -543,14 +547,24 @@ class Keep:
     """What to do with a translation that copies its source (:mod:`.copies`): reject it (before the similarity
     check, which a copy passes), or only record it under ``untranslated`` (the scripted stand-in models
     "translate" by returning the text, so that a dry run shows every later stage)."""
+    check: Callable[[StageResult[AdaptRecord]], QueuedTask | None] | None = None
+    """The task people check a kept item in (``adapt-check``), if any: nobody waits for it."""
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
         return ()
 
     def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
+        output = self._keep(records)
+        if self.check is not None:
+            kept = [o for o in output.outcomes if isinstance(o, StageResult) and o.status == "ok"]
+            output.tasks = [task for task in map(self.check, kept) if task is not None]
+        return output
+
+    def _keep(self, records: Sequence[StageResult[AdaptRecord]]) -> StageOutput:
         similarity = similarity_for(self.measure)
         threshold = self.min_chrf if similarity.name == "chrf" else self.min_similarity
         first, further = self.langs[0], self.langs[1:]

@@ -108,7 +108,8 @@ class Verify:
     spec: str
     config: McsqaConfig
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -174,7 +175,8 @@ class Split:
     name: str
     config: McsqaConfig
     barrier = True
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
     specs: tuple[str, ...] = ()
 
     def run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
