@@ -178,7 +178,9 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
             "decisions",
             list[Path] | None,
             typer.Option(
-                None, "--decisions", help="JSONL of people's judgements (item_id, annotator, task, and the task's fields: accept for a review)."
+                None,
+                "--decisions",
+                help="JSONL of people's judgements (item_id, annotator, task, the task's fields: accept for a review).",
             ),
         ),
         (
@@ -365,7 +367,7 @@ def print_summary(summary: Any) -> None:
             f"{summary.run_dir / 'review' / 'queue.jsonl'}).\n"
             f"people work in the app:  senseforge annotate serve {summary.run_dir}  (invite each with "
             f"senseforge annotate invite NAME {summary.run_dir}),\n"
-            "or bring their judgements as JSONL (item_id, annotator, task, and the task's fields: accept for a review);\n"
+            "or bring their judgements as JSONL (item_id, annotator, task, the task's fields: accept for a review);\n"
             f"then move the items on:  senseforge build {summary.recipe} --out {summary.run_dir} --resume "
             "[--decisions FILE]"
         )

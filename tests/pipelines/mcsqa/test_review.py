@@ -90,7 +90,9 @@ def test_bad_decision_files_are_located(demo_kb: Path, tmp_path: Path) -> None:
         build(MCSQA, config, tmp_path / "run", store=Store(), resume=True, decisions=[broken])
     wrong_task = tmp_path / "answer.jsonl"
     wrong_task.write_text('{"item_id": "x", "annotator": "ana", "task": "answer", "choice": "A"}\n')
-    with pytest.raises(ConfigError, match=r"answer.jsonl: decision 1 \(x\): no stage .* reads task 'answer' \(it reads: verify\)"):
+    with pytest.raises(
+        ConfigError, match=r"answer.jsonl: decision 1 \(x\): no stage .* reads task 'answer' \(it reads: verify\)"
+    ):
         build(MCSQA, config, tmp_path / "run", store=Store(), resume=True, decisions=[wrong_task])
     no_verdict = tmp_path / "flags.jsonl"
     no_verdict.write_text('{"item_id": "x", "annotator": "ana", "task": "verify", "flags": ["offensive"]}\n')

@@ -29,8 +29,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
-from senseforge.data.schema import Judgement
 from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
+from senseforge.data.schema import Judgement
 from senseforge.kb.edits import check_rewrite
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.crow.parse import NO_ALTERNATIVE, NO_KNOWLEDGE, parse_rewrite, parse_triples

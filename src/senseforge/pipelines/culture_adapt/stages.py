@@ -560,8 +560,10 @@ class Keep:
     def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
         output = self._keep(records)
         if self.check is not None:
-            kept = [o for o in output.outcomes if isinstance(o, StageResult) and o.status == "ok"]
-            output.tasks = [task for task in map(self.check, kept) if task is not None]
+            kept: list[StageResult[Any]] = [
+                o for o in output.outcomes if isinstance(o, StageResult) and o.status == "ok"
+            ]
+            output.tasks = [task for record in kept if (task := self.check(record)) is not None]
         return output
 
     def _keep(self, records: Sequence[StageResult[AdaptRecord]]) -> StageOutput:

@@ -224,7 +224,9 @@ class BlindAnswers(PeopleStage[HumanGenRecord]):
     def shown(self, record: StageResult[HumanGenRecord]) -> QueuedTask:
         creator = record.data.creator
         eligible = self.answerers(creator)
-        return QueuedTask("answer", answer_item(record), k=self.k, group="human-gen", creator=creator, eligible=eligible)
+        return QueuedTask(
+            "answer", answer_item(record), k=self.k, group="human-gen", creator=creator, eligible=eligible
+        )
 
     def decide(self, record: StageResult[HumanGenRecord], judged: Sequence[Judgement]) -> Outcome | Waiting:
         data = record.data
