@@ -1,6 +1,7 @@
-"""A recipe of a few lines on the engine: words → each split into three parts by a model → three LM judges at 2 of 3.
+"""A recipe of a few lines on the engine: words → each split into three parts by a model → three LM judges at 2 of 3
+(with ``people``: a person keeps or drops each part first).
 
-It holds only its own parts (config, source, one LM stage, one review stage, its output);
+It holds only its own parts (config, source, one LM stage, one people stage, one review stage, its output);
 everything else — resume, manifest, batches, judgements, funnel, cost — is the engine's.
 """
 
@@ -12,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from senseforge.data.schema import Choice, MCItem
+from senseforge.data.schema import Choice, Judgement, MCItem
 from senseforge.llm.base import GenerateRequest
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.report import Cost, Funnel, StageFunnel
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
-from senseforge.pipelines.stage import LMStage, Parsed, Reject, Stage
+from senseforge.pipelines.stage import AWAITING, LMStage, Outcome, Parsed, PeopleStage, Reject, Stage, ok, rejected
+from senseforge.pipelines.taskqueue import QueuedTask
 
 RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
 
@@ -27,6 +29,7 @@ class TinyConfig(RecipeConfig):
     lm_stages: ClassVar[tuple[str, ...]] = ("expand",)
     recipe: Literal["tiny"] = "tiny"
     words: tuple[str, ...] = ("sun", "rain")
+    people: bool = False
 
 
 class Piece(Record):
@@ -54,14 +57,31 @@ class Expand(LMStage):
         return [record.data.with_(text=part) for part in parts] if len(parts) == 3 else Reject()
 
 
+def item(record: StageResult[Piece]) -> MCItem:
+    choices = [Choice(label="A", text=record.data.text or ""), Choice(label="B", text="none")]
+    return MCItem(id=record.record_id, lang="en", question="Fine?", choices=choices, answer="A")
+
+
+class Pick(PeopleStage[Piece]):
+    """A person keeps a part (answers A, the part) or drops it (B, none)."""
+
+    people_tasks = ("answer",)
+
+    def shown(self, record: StageResult[Piece]) -> QueuedTask:
+        return QueuedTask("answer", item(record))
+
+    def decide(self, record: StageResult[Piece], judged: Sequence[Judgement]) -> Outcome:
+        votes = [j.vote() for j in judged]
+        return AWAITING if not votes else ok(record) if votes[0] == "A" else rejected(record, "dropped")
+
+
 @dataclass
 class Judge(Review):
     def judge_prompt(self, record: StageResult[Piece]) -> str:
         return f"Is {record.data.text} fine? Answer yes or no.\nAnswer:"
 
     def task_item(self, record: StageResult[Piece]) -> MCItem:
-        choices = [Choice(label="A", text=record.data.text or ""), Choice(label="B", text="none")]
-        return MCItem(id=record.record_id, lang="en", question="Fine?", choices=choices, answer="A")
+        return item(record)
 
 
 @dataclass
@@ -81,7 +101,8 @@ class Tiny:
         return Words()
 
     def stages(self, config: TinyConfig) -> list[Stage]:
-        return [Expand("expand", config.model), Judge.configured("judge", "verify", config)]
+        people = [Pick("pick")] if config.people else []
+        return [Expand("expand", config.model), *people, Judge.configured("judge", "verify", config)]
 
     def splitting(self) -> frozenset[str]:
         return frozenset({"expand"})
