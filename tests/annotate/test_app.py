@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from senseforge.annotate.app import COOKIE, MAX_BODY, agreement_summary, create_app, csrf_token
 from senseforge.annotate.store import AnnotationStore
-from senseforge.data.schema import MCItem
+from senseforge.data.schema import MCItem, judgement
 
 LABELS = "ABCDE"
 
@@ -207,6 +207,26 @@ def test_api_submission_is_201_then_200_for_the_same_and_409_for_a_change(
     assert changed.status_code == 409
     assert client.post("/api/answer/next", headers=bearer(token)).status_code == 204
     assert judgement_rows(store.runs.url) == [("q1", "ana", "answer")]
+
+
+def test_the_app_and_imported_decisions_store_by_one_rule(client: TestClient, store: AnnotationStore) -> None:
+    """One judgement per (item, annotator, task), whoever writes it: a different repeat replaces, the same changes
+    nothing (the run store's rule, for the app's submissions as for ``--decisions``)."""
+    store.add_tasks("verify", [item(1)], k=1, group="g")
+    token = store.invite("ana")
+    imported = judgement(item_id="q1", annotator="ana", task="verify", accept=False)
+    assert store.runs.add_judgements([imported], "human") == 1
+    assert store.runs.add_judgements([imported], "human") == 0  # the same again: nothing changes
+    nxt = client.post("/api/verify/next", headers=bearer(token)).json()
+    assert (
+        client.post(f"/api/verify/{nxt['assignment_id']}", headers=bearer(token), json={"accept": True}).status_code
+        == 201
+    )
+    stored = store.runs.judgements_for("verify")["q1"]
+    assert [(s.judgement.annotator, s.judgement.vote()) for s in stored] == [("ana", "accept")]  # replaced, not doubled
+    again = judgement(item_id="q1", annotator="ana", task="verify", accept=False)
+    assert store.runs.add_judgements([again], "human") == 1
+    assert [s.judgement.vote() for s in store.runs.judgements_for("verify")["q1"]] == ["reject"]
 
 
 def adapted(n: int, source_question: str = "Where do you keep snow in winter?") -> MCItem:

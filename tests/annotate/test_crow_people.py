@@ -77,7 +77,8 @@ def test_people_validate_triples_and_rewrites_and_two_of_three_decide(tmp_path: 
     assert first.state == "awaiting_review" and first.awaiting == 3  # type: ignore[attr-defined]
     run = tmp_path / "run"
     queued = [json.loads(line) for line in (run / "review" / "queue.jsonl").read_text().splitlines()]
-    assert sorted(row["triple"]["head"] for row in queued) == sorted(HEADS)
+    assert sorted(row["input"]["triple"]["head"] for row in queued) == sorted(HEADS)
+    assert {(row["type"], row["k"], row["needed"]) for row in queued} == {("ckv", 3, 3)}
     url = sqlite_url(run / "run.db")
     store = AnnotationStore(url)
     tokens = {person: store.invite(person) for person in PEOPLE}
@@ -170,7 +171,7 @@ def test_every_stage_by_people_over_the_json_api(tmp_path: Path) -> None:
         assert same.status_code == 422 and "rewrite: it is the original target" in same.json()["problems"]
         good = {"rewrite": "cover the pan with a wet paper towel", "violates": [0]}
         assert client.post(where, headers=bearer(tokens["bo"]), json=good).status_code == 201
-    assert _all_human(tmp_path, resume=True).waiting_for == {}  # type: ignore[attr-defined]  # wsv waits as a review
+    assert _all_human(tmp_path, resume=True).waiting_for == {"wsv": 1}  # type: ignore[attr-defined]  # a review, too
     all_four = {"minimal": True, "violates": True, "flips": True, "on_topic": True}
     with TestClient(create_app(url)) as client:
         _work_two(client, "wsv", tokens, lambda i, item: {"conditions": all_four})

@@ -47,7 +47,7 @@ def test_build_pauses_for_review_and_says_how_to_go_on(kb: Path, tmp_path: Path,
         home=senseforge_home,
     )
     assert result.returncode == 0, result.stderr
-    assert "await human review" in result.stderr and "senseforge annotate serve" in result.stderr
+    assert "wait for people (tasks queued: verify" in result.stderr and "senseforge annotate serve" in result.stderr
     assert "--resume" in result.stderr
     assert (run / "review" / "queue.jsonl").is_file()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from senseforge.data.schema import AnswerJudgement, Judgement
 from senseforge.errors import ConfigError
 from senseforge.pipelines.runner import build
 from senseforge.pipelines.runstore import RunStore, sqlite_url
@@ -59,6 +60,41 @@ def test_fan_out_and_two_of_three_judges(tmp_path: Path) -> None:
     assert cost["stages"]["flank"]["calls"] == 12
     assert cost["stages"]["judge"]["calls"] == 12
     assert cost["total_usd"] == 0.0 and cost["cost_per_kept_item_usd"] == 0.0  # scripted models cost nothing
+
+
+def test_a_people_stage_waits_for_each_record_and_goes_on_as_people_decide(tmp_path: Path) -> None:
+    """Each part waits for a person's ``answer`` task; decisions (a file, or judgements stored by the app) decide
+    it on resume, and the review after the people stage runs once none waits."""
+    run_dir = tmp_path / "run"
+    first = build(Tiny(), config(people=True), run_dir, store=Store())
+    assert first.state == "awaiting_review" and first.waiting_for == {"answer": 6}
+    queue = [json.loads(line) for line in (run_dir / "review" / "queue.jsonl").read_text().splitlines()]
+    parts = [f"w{w}/{p}" for w in (0, 1) for p in range(3)]
+    assert [(row["type"], row["id"], row["needed"], row["judged_by"]) for row in queue] == [
+        ("answer", part, 1, []) for part in parts
+    ]
+
+    def pick(part: str) -> Judgement:
+        return AnswerJudgement(item_id=part, annotator="ana", choice="B" if part.endswith("/1") else "A")
+
+    decisions = tmp_path / "picks.jsonl"
+    decisions.write_text("".join(pick(part).model_dump_json() + "\n" for part in parts[:3]), encoding="utf-8")
+    second = build(Tiny(), config(people=True), run_dir, resume=True, store=Store(), decisions=[decisions])
+    assert second.state == "awaiting_review" and second.waiting_for == {"answer": 3}  # w1's parts still wait
+    run = RunStore(sqlite_url(run_dir / "run.db"))
+    run.add_judgements([pick(part) for part in parts[3:]], "human")  # as the annotation app stores them
+    run.close()
+    done = build(Tiny(), config(people=True), run_dir, resume=True, store=Store())
+    assert done.state == "done" and not (run_dir / "review" / "queue.jsonl").exists()
+    funnel = json.loads((run_dir / "funnel.json").read_text())
+    assert funnel["stages"][2:] == [
+        {"stage": "pick", "in": 6, "out": 4, "rejected": {"dropped": 2}},
+        {"stage": "flank", "in": 4, "out": 4, "rejected": {}},
+        {"stage": "middle", "in": 4, "out": 4, "rejected": {}},  # the people dropped the middle parts already
+        {"stage": "judge", "in": 4, "out": 4, "rejected": {}},
+    ]
+    kept = [json.loads(line)["id"] for line in (run_dir / "kept.jsonl").read_text().splitlines()]
+    assert kept == ["w0/0", "w0/2", "w1/0", "w1/2"]
 
 
 def test_a_changed_setting_is_refused_on_resume_naming_it(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ records split into children."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from senseforge.errors import BackendError, SenseforgeError
 from senseforge.llm.base import Completion, Failure
+from senseforge.pipelines import runner
 from senseforge.pipelines.runner import run_stage
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, sqlite_url
 from senseforge.pipelines.stage import (
@@ -50,7 +52,8 @@ class Flaky:
     barrier: bool = False
     batches: list[list[str]] = field(default_factory=list)
     specs: tuple[str, ...] = ()
-    reads_task: str | None = None
+    people_tasks: tuple[str, ...] = ()
+    pauses_run: bool = False
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
         self.batches.append([r.record_id for r in records])
@@ -124,7 +127,8 @@ class Split3:
     name: str = "split3"
     barrier: bool = False
     specs: tuple[str, ...] = ()
-    reads_task: str | None = None
+    people_tasks: tuple[str, ...] = ()
+    pauses_run: bool = False
     seen: list[str] = field(default_factory=list)
 
     def run(self, records: Sequence[StageResult], ctx: StageContext) -> StageOutput:
@@ -162,3 +166,15 @@ def test_children_must_be_named_after_their_parent(tmp_path: Path) -> None:
     with pytest.raises(SenseforgeError, match="<parent>/<index>"):
         run_stage(Split3(), _records("z0"), store, RUN, batch_size=2, rounds=1)
     assert store.done_ids("split3") == set()
+
+
+def test_the_runner_names_no_kind_of_stage() -> None:
+    """The runner knows people's part in a stage only by the fields every stage has (``people_tasks``,
+    ``pauses_run``): it imports neither the review stage nor the people base."""
+    tree = ast.parse(Path(runner.__file__).read_text(encoding="utf-8"))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
+    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"Review", "PeopleStage"}
+    assert "senseforge.pipelines.review" not in modules
+    named = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    assert not named & {"Review", "PeopleStage"}

@@ -12,9 +12,11 @@ for a team), so the decisions people make are the very rows ``build --resume`` r
 * ``assignments`` — one per (task, annotator): a lease that expires (its slot goes back
   to the pool) or is closed by the annotator's judgement.
 
-Judgements go to the run store's ``judgements`` table, unique per (item, annotator,
-task): a repeated or concurrent second submission of the same judgement is answered
-"already stored" and never doubled.
+Judgements go to the run store's ``judgements`` table by the run store's one rule
+(:func:`~senseforge.pipelines.runstore.put_judgement`, also that of ``--decisions``): one per
+(item, annotator, task); a submission that differs from one stored before (an imported
+decision) replaces it, a repeated or concurrent second submission of the same judgement is
+answered "already stored" and never doubled.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ from senseforge.pipelines.quality import (
     qualification,
     quality_settings,
 )
-from senseforge.pipelines.runstore import RunStore
-from senseforge.pipelines.tables import annotators, assignments, gold, judgements, task_eligible, tasks
+from senseforge.pipelines.runstore import RunStore, put_judgement
+from senseforge.pipelines.tables import annotators, assignments, gold, task_eligible, tasks
 from senseforge.pipelines.taskqueue import QueuedTask, add_tasks, queue_tasks
 
 Role = Literal["admin", "annotator"]
@@ -329,7 +331,8 @@ class AnnotationStore(Oversight):
         )
 
     def submit(self, assignment_id: int, annotator: str, judgement: Judgement) -> bool:
-        """Store the judgement of an assignment; ``False`` when the same judgement was already stored.
+        """Store the judgement of an assignment (by :func:`~senseforge.pipelines.runstore.put_judgement`'s rule);
+        ``False`` when the same judgement was already stored.
 
         Raises:
             NotYours: the assignment is someone else's.
@@ -369,17 +372,10 @@ class AnnotationStore(Oversight):
                 raise Closed("this item has all the judgements it needs")
             stamped = judgement.model_copy(update={"annotator": annotator, "created_at": judgement.created_at})
             try:
-                conn.execute(
-                    judgements.insert().values(
-                        item_id=stamped.item_id,
-                        annotator=annotator,
-                        task=stamped.task,
-                        source="human",
-                        body=stamped.model_dump_json(),
-                        created_at=now,
-                    )
-                )
-            except IntegrityError:
+                stored = put_judgement(conn, stamped, "human", now)  # the run store's rule: a repeat replaces
+            except IntegrityError:  # the same person's judgement stored between the read and the write
+                stored = 0
+            if not stored:
                 conn.rollback()
                 return False
             conn.execute(assignments.update().where(assignments.c.id == assignment_id).values(done_at=now))

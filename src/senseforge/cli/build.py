@@ -101,7 +101,9 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
             "decisions",
             list[Path] | None,
             typer.Option(
-                None, "--decisions", help="JSONL of human review decisions (item_id, annotator, task, accept)."
+                None,
+                "--decisions",
+                help="JSONL of people's judgements (item_id, annotator, task, the task's fields: accept for a review).",
             ),
         ),
         (
@@ -221,24 +223,16 @@ def print_summary(summary: Any) -> None:
     """The funnel, the cost and where everything is (and, first, any diagnosis of the models' replies)."""
     for diagnosis in getattr(summary, "diagnoses", []):
         err.print(f"[yellow]warning:[/] {diagnosis}")
-    if summary.state == "awaiting_review" and summary.waiting_for:
+    if summary.state == "awaiting_review":
         tasks = ", ".join(f"{task} {n}" for task, n in summary.waiting_for.items())
         err.print(
             f"{summary.awaiting} item(s) wait for people (tasks queued: {tasks}; listed in "
             f"{summary.run_dir / 'review' / 'queue.jsonl'}).\n"
             f"people work in the app:  senseforge annotate serve {summary.run_dir}  (invite each with "
-            f"senseforge annotate invite NAME {summary.run_dir});\n"
-            f"then move the items on:  senseforge build {summary.recipe} --out {summary.run_dir} --resume"
-        )
-        return
-    if summary.state == "awaiting_review":
-        err.print(
-            f"{summary.awaiting} item(s) await human review (listed in {summary.run_dir / 'review' / 'queue.jsonl'}).\n"
-            f"judge them in the app:  senseforge annotate serve {summary.run_dir}  (invite people with "
             f"senseforge annotate invite NAME {summary.run_dir}),\n"
-            "or collect decisions as JSONL (item_id, annotator, task: the review's task type, accept);\n"
-            "then continue with\n"
-            f"  senseforge build {summary.recipe} --out {summary.run_dir} --resume [--decisions FILE]"
+            "or bring their judgements as JSONL (item_id, annotator, task, the task's fields: accept for a review);\n"
+            f"then move the items on:  senseforge build {summary.recipe} --out {summary.run_dir} --resume "
+            "[--decisions FILE]"
         )
         return
     funnel = summary.funnel

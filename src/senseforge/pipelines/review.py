@@ -10,6 +10,8 @@ Judges are LM judges, people through the annotation app, or both (LM judges firs
   and " no" after the prompt;
 * people are ``k`` distinct annotators; while fewer than ``k`` have judged an item, the
   run waits for them (the runner queues the item in the app and stops, awaiting review).
+  This part is the engine's people stage (:class:`~senseforge.pipelines.stage.PeopleStage`),
+  over the items the LM judges pass on, with :attr:`~Review.pauses_run` set.
 
 The policies (:mod:`senseforge.evaluate.policies`) decide: the LM judges' (``unanimous``
 over all of them unless given) rejects an item or passes it on — to people, or straight
@@ -25,18 +27,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Self
+from typing import Any, Self
+
+from pydantic import BaseModel
 
 from senseforge.data.schema import Judgement, judgement
 from senseforge.errors import SenseforgeError
 from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy, ruling, split
 from senseforge.pipelines.config import RecipeConfig
-from senseforge.pipelines.runstore import CallEntry, JudgementSource, StageResult, StoredJudgement
+from senseforge.pipelines.runstore import CallEntry, JudgementSource, StageResult
 from senseforge.pipelines.stage import (
     AWAITING,
     PENDING,
     Data,
     Outcome,
+    PeopleStage,
     R,
     StageContext,
     StageOutput,
@@ -46,7 +51,7 @@ from senseforge.pipelines.stage import (
     rejected,
     spent,
 )
-from senseforge.pipelines.taskqueue import Identified
+from senseforge.pipelines.taskqueue import QueuedTask, creator_of
 
 REVIEW_REJECTED = "review_rejected"
 """Rejection reason: people rejected the item."""
@@ -75,10 +80,9 @@ def judges_policy(spec: str | None, judges: int) -> Policy:
 
 
 @dataclass
-class Review(Generic[R]):
+class Review(PeopleStage[R]):
     """The generic review stage; recipes override the four hooks at the bottom."""
 
-    name: str
     task: str
     """The judgement task (``verify`` …): people's judgements are read, LM judges' are written, under it."""
     judges: tuple[str, ...]
@@ -95,7 +99,9 @@ class Review(Generic[R]):
     """An item people split on waits for an admin's adjudication instead of being decided by the policy."""
     judge_temperature: float = 0.0
     """Sampling temperature of chat judges (each has its own seed: the run's seed plus its index)."""
-    barrier = False
+    group: str = "review"
+    """The annotation app's group of its tasks (``<recipe>-review``)."""
+    pauses_run = True
 
     @classmethod
     def configured(cls, name: str, task: str, config: RecipeConfig) -> Self:
@@ -110,6 +116,7 @@ class Review(Generic[R]):
             k=config.review_k,
             seed=config.seed,
             adjudicate=config.adjudicate,
+            group=f"{config.recipe}-review",
         )
 
     @property
@@ -117,8 +124,8 @@ class Review(Generic[R]):
         return tuple(dict.fromkeys(self.judges))
 
     @property
-    def reads_task(self) -> str:
-        return self.task
+    def people_tasks(self) -> tuple[str, ...]:
+        return (self.task,)
 
     # -- what a recipe says -----------------------------------------------------------------
 
@@ -138,7 +145,7 @@ class Review(Generic[R]):
         """What LM judge number ``judge`` reads (default: :meth:`judge_prompt`, the same for every judge)."""
         return self.judge_prompt(record)
 
-    def task_item(self, record: StageResult[R]) -> Identified:
+    def task_item(self, record: StageResult[R]) -> BaseModel:
         """What people see in the app."""
         raise NotImplementedError
 
@@ -180,32 +187,35 @@ class Review(Generic[R]):
                     outcomes[record.record_id] = rejected(paid, reason)
         elif queued:
             to_people = list(queued)
-        people = people_policy(self.policy, self.k)
-        for record in to_people:
-            decision = self._people(people, ctx.judgements.get(record.record_id, ()))
-            if decision.status == "pending":
-                outcomes[record.record_id] = AWAITING
-            elif decision.status == "accepted":
-                outcomes[record.record_id] = ok(record, self.accepted(record, "human"), review="human")
-            else:
-                reason = EXCLUDED if decision.status == "excluded" else REVIEW_REJECTED
-                outcomes[record.record_id] = rejected(record, reason)
-        return StageOutput([outcomes[r.record_id] for r in records], made)
+        by_people = super().run(to_people, ctx)  # the items the LM judges left to people
+        outcomes.update({r.record_id: o for r, o in zip(to_people, by_people.outcomes, strict=True)})
+        return StageOutput([outcomes[r.record_id] for r in records], made, by_people.tasks)
 
-    def _people(self, policy: Policy, stored: Sequence[StoredJudgement]) -> Decision:
-        """The people's decision over the first ``k`` distinct people who voted (pending while fewer).
+    def shown(self, record: StageResult[R]) -> QueuedTask:
+        item = self.task_item(record)
+        return QueuedTask(self.task, item, k=self.k, group=self.group, creator=creator_of(item))
+
+    def decide(self, record: StageResult[R], judged: Sequence[Judgement]) -> Outcome:
+        """People's decision over the first ``k`` distinct people who voted (waiting while fewer).
 
         An adjudication decides whatever the votes; with :attr:`adjudicate`, an item the first
-        ``k`` split on stays pending until an admin rules.
+        ``k`` split on waits until an admin rules.
         """
-        ruled = ruling([s.judgement for s in stored if s.source == "human"])
+        decision = self._people(people_policy(self.policy, self.k), judged)
+        if decision.status == "pending":
+            return AWAITING
+        if decision.status == "accepted":
+            return ok(record, self.accepted(record, "human"), review="human")
+        return rejected(record, EXCLUDED if decision.status == "excluded" else REVIEW_REJECTED)
+
+    def _people(self, policy: Policy, judged: Sequence[Judgement]) -> Decision:
+        ruled = ruling(list(judged))
         if ruled is not None:
             return ruled
         seen: set[str] = set()
         voters: list[Judgement] = []
-        for entry in stored:
-            given = entry.judgement
-            if entry.source != "human" or given.vote() is None or given.annotator in seen:
+        for given in judged:
+            if given.vote() is None or given.annotator in seen:
                 continue
             seen.add(given.annotator)
             voters.append(given)

@@ -4,14 +4,20 @@ A run directory holds ``manifest.json`` (written once, at the start, before the 
 store), the run store (``run.db`` unless a URL is given), and the outputs, rewritten
 whole whenever the run finishes: the recipe's dataset, ``funnel.json``, ``cost.json``,
 ``rejects.jsonl`` and ``ledger.json``. While items wait for people the run stops with
-``review/queue.jsonl``, the items queued in the annotation app, and state
-``awaiting_review``; ``--resume`` reads their judgements and goes on.
+``review/queue.jsonl``, the tasks queued in the annotation app (one shape for every
+stage's: ``type``, ``id``, ``k``, ``judged_by``, ``needed``, ``eligible``, ``creator``,
+``input``), and state ``awaiting_review``; ``--resume`` reads their judgements and goes on.
+
+The runner knows people's part in a stage only by two fields every stage has:
+``people_tasks`` (the task types whose judgements it reads) and ``pauses_run`` (a record
+waiting there stops the whole run, as a review does; at other people stages the decided
+records go on). It queues every task any stage hands out, one batch at a time.
 
 For every recipe alike the runner owns: the manifest and the refusal of a resume whose
 config differs (each difference named), the model pool per stage, batches and call
 rounds, stage results stored one batch per transaction (a killed run resumes at the
 first unstored batch and repeats no paid call), judgements, the review queue and
-imported decisions, the funnel and cost, and the summary.
+imported decisions (routed by their task type), the funnel and cost, and the summary.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import json
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +40,6 @@ from senseforge.pipelines.executor import Executor, ModelPool, make_executor
 from senseforge.pipelines.quality import counted, excluded_annotators
 from senseforge.pipelines.recipe import Recipe
 from senseforge.pipelines.report import Cost, Funnel, cost, funnel_rows, write_json, write_rejects
-from senseforge.pipelines.review import Review
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
     MANIFEST,
@@ -52,7 +57,6 @@ from senseforge.pipelines.stage import (
     NO_OUTPUT,
     PENDING,
     Children,
-    PeopleStage,
     ProgressFactory,
     RunIncomplete,
     Stage,
@@ -60,7 +64,7 @@ from senseforge.pipelines.stage import (
     no_progress,
     rejected,
 )
-from senseforge.pipelines.taskqueue import QueuedTask, add_tasks, queue_tasks
+from senseforge.pipelines.taskqueue import QueuedTask, queue_tasks
 from senseforge.store.db import Store
 
 logger = logging.getLogger(__name__)
@@ -84,7 +88,7 @@ class BuildSummary:
     """The run's cost (``cost.json``), once done."""
     awaiting: int = 0
     waiting_for: dict[str, int] = field(default_factory=dict)
-    """Tasks queued for people, per task type (a recipe with people stages; empty for a review)."""
+    """Tasks queued for people, per task type."""
     ledger: dict[str, Any] = field(default_factory=dict)
     diagnoses: list[str] = field(default_factory=list)
     """One line per model whose replies looked wrong as a whole (all cut at the token limit, or echoing a chat
@@ -141,8 +145,7 @@ def run_stage(
     if stage.barrier and len(todo) != len(inputs):
         raise SenseforgeError(f"stage {stage.name}: partly stored; the run store is inconsistent")
     size = len(todo) if stage.barrier else batch_size
-    reads = isinstance(stage, PeopleStage) or stage.reads_task is not None
-    below_bar = excluded_annotators(store) if reads else {}  # their judgements do not count
+    below_bar = excluded_annotators(store) if stage.people_tasks else {}  # their judgements do not count
     for round_no in range(rounds):
         pending: list[StageResult] = []
         label = stage.name if round_no == 0 else f"{stage.name} (retry {round_no})"
@@ -170,6 +173,7 @@ def run_stage(
                             )
                         results.append(outcome)
                 store.put(stage.name, results, judgements=output.judgements)
+                queue_tasks(store.engine, output.tasks)
                 report.stored += len(results)
                 advance(len(batch))
         todo = pending
@@ -203,9 +207,7 @@ def _failure_hint(store: Store, run_label: str, run_dir: Path, since_id: int) ->
 
 
 def _judgements(stage: Stage, store: RunStore, ids: list[str]) -> Mapping[str, Sequence[StoredJudgement]]:
-    if isinstance(stage, PeopleStage):
-        return store.judgements_of_records(stage.people_tasks, ids)
-    return store.judgements_for(stage.reads_task, ids) if stage.reads_task else {}
+    return store.judgements_of_records(stage.people_tasks, ids) if stage.people_tasks else {}
 
 
 def _children(stage: str, record: StageResult, outcome: Children) -> list[StageResult]:
@@ -219,57 +221,54 @@ def _children(stage: str, record: StageResult, outcome: Children) -> list[StageR
     return list(outcome.results)
 
 
-# -- review ------------------------------------------------------------------------------------
+# -- people's work -----------------------------------------------------------------------------
 
 
-def review_stage(stages: Sequence[Stage]) -> Review | None:
-    """The recipe's review stage, if it has one."""
-    return next((stage for stage in stages if isinstance(stage, Review)), None)
+def people_tasks(stages: Sequence[Stage]) -> list[str]:
+    """The task types whose judgements the recipe's stages read, sorted."""
+    return sorted({task for stage in stages for task in stage.people_tasks})
 
 
-def import_decisions(run: RunStore, files: Iterable[Path], task: str) -> int:
-    """Store people's review decisions (JSONL of :class:`~senseforge.data.schema.Judgement` of ``task``).
+def import_decisions(run: RunStore, files: Iterable[Path], tasks: Collection[str]) -> int:
+    """Store people's judgements given as files (JSONL of :class:`~senseforge.data.schema.Judgement`), each for
+    the stage that reads its ``task`` (one of ``tasks``); how many were new or changed.
 
     Raises:
         DataValidationError: a malformed line (``file:line: field: problem``).
-        ConfigError: a judgement of another task, or without ``accept``.
+        ConfigError: a judgement of a task no stage reads, or one with an ``accept`` field left empty.
     """
     changed = 0
     for path in files:
         decisions = read_judgements(path)
         for number, judgement in enumerate(decisions, start=1):
-            if judgement.task != task or judgement.vote() is None:
-                raise ConfigError(
-                    f"{path}: decision {number} ({judgement.item_id}): review decisions need task "
-                    f"{task!r} and accept true/false"
-                )
+            where = f"{path}: decision {number} ({judgement.item_id})"
+            if judgement.task not in tasks:
+                known = ", ".join(sorted(tasks)) or "none"
+                raise ConfigError(f"{where}: no stage of this recipe reads task {judgement.task!r} (it reads: {known})")
+            if judgement.vote() is None and "accept" in type(judgement).model_fields:
+                raise ConfigError(f"{where}: a {judgement.task} decision needs accept true/false")
         changed += run.add_judgements(decisions, "human")
     return changed
 
 
-def _write_queue(run_dir: Path, review: Review, waiting: Sequence[StageResult], run: RunStore) -> None:
-    stored = run.judgements_for(review.task, [r.record_id for r in waiting])
-    path = run_dir / QUEUE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(path) as handle:
-        for record in waiting:
-            item = review.task_item(record)
-            done = {j.judgement.annotator for j in stored.get(record.record_id, []) if j.source == "human"}
-            needed = max(0, review.k - len(done))
-            row = {**item.model_dump(mode="json"), "reviews_needed": needed, "reviewed_by": sorted(done)}
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
-def _write_task_queue(run_dir: Path, queued: Sequence[QueuedTask]) -> None:
-    """``review/queue.jsonl``: the tasks people are waiting on, one per line."""
+def _write_queue(run_dir: Path, queued: Sequence[QueuedTask], run: RunStore) -> None:
+    """``review/queue.jsonl``: the tasks people are waiting on, one per line, with who judged each so far."""
+    judged: dict[tuple[str, str], set[str]] = {}
+    for kind in sorted({task.type for task in queued}):
+        ids = [task.id for task in queued if task.type == kind]
+        for item_id, stored in run.judgements_for(kind, ids).items():
+            judged[kind, item_id] = {s.judgement.annotator for s in stored if s.source == "human"}
     path = run_dir / QUEUE
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(path) as handle:
         for task in queued:
+            done = sorted(judged.get((task.type, task.id), set()))
             row = {
                 "type": task.type,
                 "id": task.id,
                 "k": task.k,
+                "judged_by": done,
+                "needed": max(0, task.k - len(done)),
                 "eligible": list(task.eligible),
                 "creator": task.creator,
                 "input": task.input.model_dump(mode="json"),
@@ -325,7 +324,6 @@ def build(
     store = store or Store()
     run_label = (manifest or {}).get("run_id") or f"{config.recipe}-{_label(config)}-{uuid.uuid4().hex[:12]}"
     stages = recipe.stages(config)
-    review = review_stage(stages)
     pool = ModelPool(config, store, run_label, llms, {**recipe.authors, **(responders or {})})
     causes = _failure_hint(store, run_label, run_dir, store.ledger_last_id())
     work = make_executor(executor, pool)
@@ -355,15 +353,16 @@ def build(
         run = RunStore(url)
         human_rate = _remember_rate(run, human_rate)
         if decisions:
-            if review is None:
-                raise ConfigError(f"recipe {recipe.name} has no review stage to take --decisions")
-            changed = import_decisions(run, decisions, review.task)
-            logger.info("imported %d review decision(s)", changed)
+            tasks = people_tasks(stages)
+            if not tasks:
+                raise ConfigError(f"recipe {recipe.name} has no stage people do to take --decisions")
+            changed = import_decisions(run, decisions, tasks)
+            logger.info("imported %d decision(s) of people", changed)
         run.set_meta({"state": "running"})
         records = _source(recipe, config, run, first)
         waiting: list[StageReport] = []
         for stage in stages:
-            if waiting and (stage.barrier or isinstance(stage, Review)):
+            if waiting and (stage.barrier or stage.pauses_run):
                 break  # it needs every record, or would pause the run itself: wait for people first
             report = run_stage(
                 stage,
@@ -375,40 +374,24 @@ def build(
                 progress=progress,
                 causes=causes,
             )
-            if report.awaiting and isinstance(stage, PeopleStage):
+            if report.awaiting:
+                if not stage.people_tasks:
+                    raise SenseforgeError(f"stage {stage.name} waits for people but reads none of their tasks")
                 waiting.append(report)
-            elif report.awaiting:
-                if not isinstance(stage, Review):
-                    raise SenseforgeError(f"stage {stage.name} waits for people but is no review stage")
-                _write_queue(run_dir, stage, report.awaiting, run)
-                items = [stage.task_item(r) for r in report.awaiting]
-                add_tasks(run.engine, stage.task, items, k=stage.k, group=f"{recipe.name}-review")
-                run.set_meta({"state": "awaiting_review"})
-                ledger = dict(store.ledger_summary(run_label))
-                return BuildSummary(
-                    run_dir,
-                    "awaiting_review",
-                    recipe=recipe.name,
-                    awaiting=len(report.awaiting),
-                    ledger=ledger,
-                    diagnoses=_diagnoses(pool),
-                )
+                if stage.pauses_run:
+                    break
             records = run.results(stage.name, "ok", recipe.record)
         if waiting:
             queued = [task for report in waiting for task in report.tasks]
-            queue_tasks(run.engine, queued)
-            _write_task_queue(run_dir, queued)
+            _write_queue(run_dir, queued, run)
             run.set_meta({"state": "awaiting_review"})
-            awaiting = sum(len(report.awaiting) for report in waiting)
-            ledger = dict(store.ledger_summary(run_label))
-            per_type = dict(sorted(Counter(task.type for task in queued).items()))
             return BuildSummary(
                 run_dir,
                 "awaiting_review",
                 recipe=recipe.name,
-                awaiting=awaiting,
-                waiting_for=per_type,
-                ledger=ledger,
+                awaiting=sum(len(report.awaiting) for report in waiting),
+                waiting_for=dict(sorted(Counter(task.type for task in queued).items())),
+                ledger=dict(store.ledger_summary(run_label)),
                 diagnoses=_diagnoses(pool),
             )
         (run_dir / QUEUE).unlink(missing_ok=True)
@@ -470,11 +453,7 @@ def _finish(
     facts = json.loads(run.meta(SOURCE_FACTS) or "{}")
     rows = funnel_rows(run, names, recipe.splitting())
     funnel_doc = recipe.finish(config, run, run_dir, rows, facts)
-    tasks = sorted(
-        {stage.task for stage in stages if isinstance(stage, Review)}
-        | {task for stage in stages if isinstance(stage, PeopleStage) for task in stage.people_tasks}
-    )
-    judged = {task: run.count_judgements(task, "human") for task in tasks}
+    judged = {task: run.count_judgements(task, "human") for task in people_tasks(stages)}
     cost_doc = cost(
         run,
         names,

@@ -196,6 +196,39 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
+def put_judgement(conn: Connection, judgement: Judgement, source: JudgementSource, now: float) -> int:
+    """Store one judgement in ``conn``'s transaction, by the one rule every writer follows (a build's LM judges
+    and imported decisions, the annotation app's submissions and rulings): one judgement per (item, annotator,
+    task); a repeat that differs (body or source) replaces the earlier one, an identical repeat changes nothing.
+
+    Returns:
+        1 when the row is new or changed, 0 when it was stored already.
+    """
+    body = judgement.model_dump_json()
+    where = sa.and_(
+        judgements.c.item_id == judgement.item_id,
+        judgements.c.annotator == judgement.annotator,
+        judgements.c.task == judgement.task,
+    )
+    existing = conn.execute(sa.select(judgements.c.body, judgements.c.source).where(where)).first()
+    if existing is None:
+        conn.execute(
+            judgements.insert().values(
+                item_id=judgement.item_id,
+                annotator=judgement.annotator,
+                task=judgement.task,
+                source=source,
+                body=body,
+                created_at=now,
+            )
+        )
+        return 1
+    if existing[0] != body or existing[1] != source:
+        conn.execute(judgements.update().where(where).values(body=body, source=source, created_at=now))
+        return 1
+    return 0
+
+
 class RunStore:
     """The stage results and judgements of one run.
 
@@ -254,7 +287,7 @@ class RunStore:
         ]
         with self._engine.begin() as conn:
             for judgement, source in judgements:
-                self._put_judgement(conn, judgement, source, now)
+                put_judgement(conn, judgement, source, now)
             for start in range(0, len(rows), _CHUNK):
                 conn.execute(stage_results.insert(), rows[start : start + _CHUNK])
 
@@ -324,40 +357,10 @@ class RunStore:
     # -- judgements --------------------------------------------------------------------------
 
     def add_judgements(self, items: Iterable[Judgement], source: JudgementSource) -> int:
-        """Store judgements; one per (item, annotator, task): a repeat replaces the earlier one.
-
-        Returns:
-            How many rows were new or changed.
-        """
+        """Store judgements by the rule of :func:`put_judgement`; how many rows were new or changed."""
         now = time.time()
         with self._engine.begin() as conn:
-            return sum(self._put_judgement(conn, judgement, source, now) for judgement in items)
-
-    @staticmethod
-    def _put_judgement(conn: Connection, judgement: Judgement, source: JudgementSource, now: float) -> int:
-        body = judgement.model_dump_json()
-        where = sa.and_(
-            judgements.c.item_id == judgement.item_id,
-            judgements.c.annotator == judgement.annotator,
-            judgements.c.task == judgement.task,
-        )
-        existing = conn.execute(sa.select(judgements.c.body, judgements.c.source).where(where)).first()
-        if existing is None:
-            conn.execute(
-                judgements.insert().values(
-                    item_id=judgement.item_id,
-                    annotator=judgement.annotator,
-                    task=judgement.task,
-                    source=source,
-                    body=body,
-                    created_at=now,
-                )
-            )
-            return 1
-        if existing[0] != body or existing[1] != source:
-            conn.execute(judgements.update().where(where).values(body=body, source=source, created_at=now))
-            return 1
-        return 0
+            return sum(put_judgement(conn, judgement, source, now) for judgement in items)
 
     def count_judgements(self, task: str, source: JudgementSource) -> int:
         """How many judgements of ``task`` came from ``source``."""

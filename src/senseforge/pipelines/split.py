@@ -71,7 +71,8 @@ class Split(Generic[R]):
     ratios: Ratios
     seed: int
     barrier = True
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
     specs: tuple[str, ...] = ()
 
     def item(self, record: StageResult[R]) -> MCItem:

@@ -10,8 +10,8 @@ A stage maps the records that passed the previous stage to one outcome per recor
 * :data:`PENDING` — a call failed transiently (rate limit, timeout, 5xx, a truncated
   body); nothing is stored, the record is tried again in the next round (its completed
   calls come from the cache);
-* :data:`AWAITING` — the record waits for human judgements; the run stops there and
-  ``--resume`` continues once they exist.
+* :data:`AWAITING` — the record waits for people's judgements; ``--resume`` continues once
+  they exist.
 
 A stage holds model specs and settings, never a live model or store: the runner hands
 its work to an executor together with a :class:`StageContext` (the models, and the
@@ -28,6 +28,12 @@ reject by a rule), and :class:`Route` (one of two sub-stages per record). Each b
 :meth:`~LMStage.applies`: the records a stage does not apply to pass through it unchanged
 (or as its ``skipped`` says). Every request a base sends carries the stage's name as its
 ``tag``, which scripted models read to tell the stages apart (no part of the cache key).
+
+Every stage says what the runner needs to know of people's part in it, with two fields:
+:attr:`Stage.people_tasks` (the task types whose judgements it reads; empty for model and
+rule stages) and :attr:`Stage.pauses_run` (a record waiting at it stops the whole run, as a
+review does, rather than only itself). :class:`PeopleStage` is the base of a task people do
+in the annotation app, then a decision from their judgements.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, Protocol, runtime_checkable
+from typing import Any, Generic, Literal, Protocol
 
 from typing_extensions import TypeVar
 
@@ -105,7 +111,8 @@ class StageOutput:
     outcomes: Sequence[Outcome]
     judgements: Sequence[tuple[Judgement, JudgementSource]] = field(default_factory=list)
     tasks: Sequence[QueuedTask] = field(default_factory=list)
-    """Tasks for people that the :data:`AWAITING` records wait for (a :class:`PeopleStage` queues its own)."""
+    """Tasks for people: those the :data:`AWAITING` records wait for, and any a stage hands out for records it
+    passed (nobody waits for those). The runner queues them all in the annotation app with the batch."""
 
 
 class StageContext(Protocol):
@@ -117,7 +124,8 @@ class StageContext(Protocol):
 
     @property
     def judgements(self) -> Mapping[str, Sequence[StoredJudgement]]:
-        """Stored judgements of the stage's :attr:`Stage.reads_task`, per record id of the batch."""
+        """Stored judgements of the stage's :attr:`Stage.people_tasks`, per record id of the batch (also those of
+        ``<id>@<round>``)."""
         ...
 
 
@@ -134,29 +142,20 @@ class Stage(Protocol):
         ...
 
     @property
-    def reads_task(self) -> str | None:
-        """The judgement task whose stored judgements the stage reads, if any."""
+    def people_tasks(self) -> tuple[str, ...]:
+        """The task types whose judgements the stage reads (and whose tasks it may queue); empty for model and
+        rule stages. Priced per human judgement in ``cost.json``; ``--decisions`` takes judgements of these."""
+        ...
+
+    @property
+    def pauses_run(self) -> bool:
+        """A record waiting for people here stops the whole run (a review); otherwise the records the stage has
+        decided go on while the rest wait, and the run stops only before a barrier or a stage that pauses it."""
         ...
 
     def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         """One outcome per record, in order (the records' data is the recipe's record model)."""
         ...
-
-
-@runtime_checkable
-class PeopleStage(Protocol):
-    """A stage whose records wait for people one by one (write, check, revise, answer).
-
-    Unlike a review (which pauses the whole run), records it has decided go on to the next
-    stages while others still wait; the run stops, awaiting people, once every stage that
-    can go on has, and before any barrier stage. The stage reads the judgements of
-    :attr:`people_tasks` for its records (also those of ``<id>@<round>``) and returns, with
-    each :data:`AWAITING` outcome, the task it waits for in :attr:`StageOutput.tasks`.
-    """
-
-    name: str
-    people_tasks: tuple[str, ...]
-    """The task types it reads and queues (priced per judgement in ``cost.json``)."""
 
 
 Data = Record
@@ -585,7 +584,8 @@ class LMStage(_Applying[R]):
     spec: str
     """The model the stage asks."""
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -637,7 +637,8 @@ class FanOutStage(_Applying[R]):
     spec: str
     """The model the stage asks."""
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -674,7 +675,8 @@ class YesNoStage(_Applying[R]):
     spec: str
     """The model the stage asks."""
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -706,7 +708,8 @@ class RuleStage(_Applying[R]):
 
     name: str
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -756,16 +759,79 @@ class Route:
     chosen: Stage
     others: Stage
     barrier = False
-    reads_task = None
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys((*self.chosen.specs, *self.others.specs)))
 
+    @property
+    def people_tasks(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.chosen.people_tasks, *self.others.people_tasks)))
+
     def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         return split_run(
             records, self.choose, lambda mine: self.chosen.run(mine, ctx), lambda rest: self.others.run(rest, ctx)
         )
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What :meth:`PeopleStage.decide` returns for a record that waits for a task other than :meth:`PeopleStage.shown`
+    makes (a round of checking), or for none (an admin's ruling in the app)."""
+
+    task: QueuedTask | None = None
+
+
+@dataclass
+class PeopleStage(_Applying[R]):
+    """A stage people do in the annotation app, record by record (write, check, revise, answer, judge).
+
+    Subclasses write :meth:`shown` (the task a waiting record is queued as) and :meth:`decide` (the outcome from
+    people's judgements, or :data:`AWAITING` while they are not enough). Records it has decided go on to the next
+    stages while others still wait (unless :attr:`pauses_run`); the runner queues the tasks and reads the
+    judgements of :attr:`people_tasks`. Only people's judgements are handed to :meth:`decide`, in the order
+    they were stored.
+    """
+
+    name: str
+    barrier = False
+    pauses_run = False
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def people_tasks(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def shown(self, record: StageResult[R]) -> QueuedTask:
+        """The task people are given for a record that waits."""
+        raise NotImplementedError
+
+    def decide(self, record: StageResult[R], judged: Sequence[Judgement]) -> Outcome | Waiting:
+        """The record's outcome from people's judgements on it (its own and its rounds' ``<id>@<round>``);
+        :data:`AWAITING` while it waits for the task :meth:`shown` makes, :class:`Waiting` for another (or none)."""
+        raise NotImplementedError
+
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        return self._applied(records, lambda mine: self._decided(mine, ctx))
+
+    def _decided(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        outcomes: list[Outcome] = []
+        tasks: list[QueuedTask] = []
+        for record in records:
+            stored = ctx.judgements.get(record.record_id, ())
+            decided = self.decide(record, [s.judgement for s in stored if s.source == "human"])
+            if decided is AWAITING:
+                decided = Waiting(self.shown(record))
+            if isinstance(decided, Waiting):
+                outcomes.append(AWAITING)
+                tasks += [decided.task] if decided.task is not None else []
+            else:
+                outcomes.append(decided)
+        return StageOutput(outcomes, tasks=tasks)
 
 
 def no_progress(_description: str, _total: int | None) -> AbstractContextManager[Progress]:

@@ -58,6 +58,8 @@ def queue_tasks(engine: Engine, queued: Sequence[QueuedTask], *, now: float | No
     Raises:
         ConfigError: a ``k`` below 1.
     """
+    if not queued:
+        return 0
     stamp = time.time() if now is None else now
     with engine.begin() as conn:
         existing = {

@@ -381,3 +381,39 @@ def test_a_user_task_from_a_toml_file_runs_end_to_end(tmp_path: Path) -> None:
     loaded = load_dataset(run_dir / "dataset" / "recipe-step.jsonl")  # eval reads a task of one's own too
     assert loaded.kind == "binary" and {e.task for e in loaded.examples} == {"recipe-step"}
     assert {e.context_id for e in loaded.examples} <= {f"recipe-step/r{n}" for n in range(4)}
+
+
+def test_decisions_files_reach_both_reviews_by_their_task(tmp_path: Path) -> None:
+    """``--decisions`` routes each judgement by its task: people's ckv decisions to the first review, their wsv
+    decisions to the second (crow's), with one file holding both on the last resume."""
+    from ...annotate.test_crow_people import HEADS, author
+
+    source = tmp_path / "safety.jsonl"
+    row = {"task": "safety", "id": "s1", "scenario": "A pot of soup boils over", "action": "turn down the heat"}
+    source.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    config = CrowConfig(model="scripted/people-author", source=(str(source),), stage_by=("ckv=human", "wsv=human"))
+    run_dir = tmp_path / "run"
+    decisions = tmp_path / "decisions.jsonl"
+
+    def run(**kwargs: Any) -> Any:
+        return build(CROW, config, run_dir, store=Store(), responders={"people-author": author}, **kwargs)
+
+    def decide(task: str, fields: dict[str, Any]) -> None:
+        queue = [json.loads(line) for line in (run_dir / "review" / "queue.jsonl").read_text().splitlines()]
+        assert {r["type"] for r in queue} == {task}
+        with decisions.open("a", encoding="utf-8") as handle:
+            for queued in queue:
+                for who in ("ana", "bo", "cy"):
+                    handle.write(json.dumps({"item_id": queued["id"], "annotator": who, "task": task, **fields}) + "\n")
+
+    assert run().waiting_for == {"ckv": len(HEADS)}
+    decide("ckv", {"accept": True})
+    assert run(resume=True, decisions=[decisions]).waiting_for == {"wsv": len(HEADS)}
+    conditions = {"minimal": True, "violates": True, "flips": True, "on_topic": True}
+    decide("wsv", {"accept": True, "conditions": conditions})
+    done = run(resume=True, decisions=[decisions])
+    assert done.state == "done"
+    funnel = json.loads((run_dir / "funnel.json").read_text())
+    assert {r["stage"]: r["out"] for r in funnel["stages"]}["wsv"] == len(HEADS)
+    cost = json.loads((run_dir / "cost.json").read_text())
+    assert cost["human"]["judgements"] == 2 * 3 * len(HEADS)  # every decision of both reviews counted

@@ -1,6 +1,6 @@
-"""A recipe of a few lines on the engine: words → three parts each (a model) → two calls per part → middle parts
-dropped → three LM judges at 2 of 3. It holds only its own parts; the rest (resume, manifest, batches, judgements,
-funnel, cost) is the engine's.
+"""A recipe of a few lines on the engine: words → three parts each (a model) → (with ``people``: a person keeps or
+drops each part) → two calls per part → middle parts dropped → three LM judges at 2 of 3. It holds only its own
+parts; the rest (resume, manifest, batches, judgements, funnel, cost) is the engine's.
 """
 
 from __future__ import annotations
@@ -11,13 +11,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from senseforge.data.schema import Choice, MCItem
+from senseforge.data.schema import Choice, Judgement, MCItem
 from senseforge.llm.base import Completion, GenerateRequest
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.report import Funnel, StageFunnel
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
-from senseforge.pipelines.stage import CheckStage, FanOutStage, LMStage, Parsed, Reject, Reply, Stage
+from senseforge.pipelines.stage import (
+    AWAITING,
+    CheckStage,
+    FanOutStage,
+    LMStage,
+    Outcome,
+    Parsed,
+    PeopleStage,
+    Reject,
+    Reply,
+    Stage,
+    ok,
+    rejected,
+)
+from senseforge.pipelines.taskqueue import QueuedTask
 
 RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
 
@@ -26,6 +40,7 @@ class TinyConfig(RecipeConfig):
     lm_stages: ClassVar[tuple[str, ...]] = ("expand",)
     recipe: Literal["tiny"] = "tiny"
     words: tuple[str, ...] = ("sun", "rain")
+    people: bool = False
 
 
 class Piece(Record):
@@ -54,6 +69,24 @@ class Expand(LMStage):
         return [record.data.with_(text=part) for part in parts] if len(parts) == 3 else Reject()
 
 
+def item(record: StageResult[Piece]) -> MCItem:
+    choices = [Choice(label="A", text=record.data.text or ""), Choice(label="B", text="none")]
+    return MCItem(id=record.record_id, lang="en", question="Fine?", choices=choices, answer="A")
+
+
+class Pick(PeopleStage[Piece]):
+    """A person keeps a part (answers A, the part) or drops it (B, none)."""
+
+    people_tasks = ("answer",)
+
+    def shown(self, record: StageResult[Piece]) -> QueuedTask:
+        return QueuedTask("answer", item(record))
+
+    def decide(self, record: StageResult[Piece], judged: Sequence[Judgement]) -> Outcome:
+        votes = [j.vote() for j in judged]
+        return AWAITING if not votes else ok(record) if votes[0] == "A" else rejected(record, "dropped")
+
+
 @dataclass
 class Flank(FanOutStage):  # two calls per part, whose prompt is the bare part: the responder knows them by their tag
     def requests(self, record: StageResult[Piece]) -> list[GenerateRequest]:
@@ -78,8 +111,7 @@ class Judge(Review):
         return f"Is {record.data.text} fine? Answer yes or no.\nAnswer:"
 
     def task_item(self, record: StageResult[Piece]) -> MCItem:
-        choices = [Choice(label="A", text=record.data.text or ""), Choice(label="B", text="none")]
-        return MCItem(id=record.record_id, lang="en", question="Fine?", choices=choices, answer="A")
+        return item(record)
 
 
 @dataclass
@@ -98,8 +130,9 @@ class Tiny:
         return Words()
 
     def stages(self, config: TinyConfig) -> list[Stage]:
+        people = [Pick("pick")] if config.people else []
         judge = Judge.configured("judge", "verify", config)
-        return [Expand("expand", config.model), Flank("flank", config.model), Middle("middle"), judge]
+        return [Expand("expand", config.model), *people, Flank("flank", config.model), Middle("middle"), judge]
 
     def splitting(self) -> frozenset[str]:
         return frozenset({"expand"})

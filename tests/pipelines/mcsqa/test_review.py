@@ -28,7 +28,8 @@ def test_paused_for_review_then_resumed_with_decisions(demo_kb: Path, tmp_path: 
     assert first.state == "awaiting_review" and first.awaiting > 3
     queue = read_jsonl(run / "review" / "queue.jsonl")
     assert len(queue) == first.awaiting
-    assert all(row["reviews_needed"] == 2 and row["answer"] for row in queue)
+    assert all(row["type"] == "verify" and row["needed"] == 2 and row["judged_by"] == [] for row in queue)
+    assert all(row["k"] == 2 and row["input"]["answer"] for row in queue)
     assert not (run / "dataset").exists()
 
     ids = [str(row["id"]) for row in queue]
@@ -42,6 +43,9 @@ def test_paused_for_review_then_resumed_with_decisions(demo_kb: Path, tmp_path: 
     second = build(MCSQA, config, run, store=Store(), resume=True, decisions=[decisions])
     assert second.state == "awaiting_review"
     assert second.awaiting == len(ids) - len(ids) // 2
+    waiting = read_jsonl(run / "review" / "queue.jsonl")  # who judged so far, how many are still needed
+    assert [row["id"] for row in waiting] == ids[len(ids) // 2 :]
+    assert all(row["judged_by"] == ["ana"] and row["needed"] == 1 for row in waiting)
 
     lines += [_decision(i, "ben", i in accepted) for i in ids[len(ids) // 2 :]]
     decisions.write_text("\n".join(lines) + "\n")
@@ -86,5 +90,11 @@ def test_bad_decision_files_are_located(demo_kb: Path, tmp_path: Path) -> None:
         build(MCSQA, config, tmp_path / "run", store=Store(), resume=True, decisions=[broken])
     wrong_task = tmp_path / "answer.jsonl"
     wrong_task.write_text('{"item_id": "x", "annotator": "ana", "task": "answer", "choice": "A"}\n')
-    with pytest.raises(ConfigError, match="task 'verify'"):
+    with pytest.raises(
+        ConfigError, match=r"answer.jsonl: decision 1 \(x\): no stage .* reads task 'answer' \(it reads: verify\)"
+    ):
         build(MCSQA, config, tmp_path / "run", store=Store(), resume=True, decisions=[wrong_task])
+    no_verdict = tmp_path / "flags.jsonl"
+    no_verdict.write_text('{"item_id": "x", "annotator": "ana", "task": "verify", "flags": ["offensive"]}\n')
+    with pytest.raises(ConfigError, match=r"flags.jsonl: decision 1 \(x\): a verify decision needs accept true/false"):
+        build(MCSQA, config, tmp_path / "run", store=Store(), resume=True, decisions=[no_verdict])

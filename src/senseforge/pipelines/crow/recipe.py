@@ -189,6 +189,7 @@ class Crow:
             "seed": config.seed,
             "judge_temperature": config.validator_temperature,
             "tasks": tasks,
+            "group": "crow-review",
         }
         annotate: Stage = (
             PeopleAnnotate("cka", tasks=tasks, max_triples=config.max_triples)

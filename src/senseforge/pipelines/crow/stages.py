@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel
 
 from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
+from senseforge.data.schema import Judgement
 from senseforge.kb.edits import check_rewrite
 from senseforge.llm.base import GenerateRequest, PromptStyle
 from senseforge.pipelines.crow.parse import NO_ALTERNATIVE, NO_KNOWLEDGE, parse_rewrite, parse_triples
@@ -45,6 +46,7 @@ from senseforge.pipelines.stage import (
     LMStage,
     Outcome,
     Parsed,
+    PeopleStage,
     Reject,
     RuleStage,
     StageContext,
@@ -53,7 +55,7 @@ from senseforge.pipelines.stage import (
     ok,
     rejected,
 )
-from senseforge.pipelines.taskqueue import Identified, QueuedTask
+from senseforge.pipelines.taskqueue import QueuedTask
 
 UNCHANGED = "unchanged"
 """Rejection reason: the rewrite is the original target (after lower-casing and dropping punctuation)."""
@@ -136,23 +138,11 @@ def _pair(record: StageResult[CrowRecord], spec: TaskSpec) -> dict[str, Any]:
     }
 
 
-def _first(ctx: StageContext, record: StageResult[CrowRecord], task: str) -> Any:
-    """The first person's judgement of ``task`` on the record, if any (one person writes each)."""
-    return next(
-        (
-            s.judgement
-            for s in ctx.judgements.get(record.record_id, ())
-            if s.source == "human" and s.judgement.task == task
-        ),
-        None,
-    )
-
-
 @dataclass
-class _ByPeople(RuleStage[CrowRecord]):
+class _ByPeople(PeopleStage[CrowRecord]):
     """A stage one person does per record in the app: a record of a task that skips the stage passes
-    (:meth:`skipped`), one with its person's judgement is decided by it (:meth:`decide`), the rest wait for
-    the task :meth:`shown` makes."""
+    (:meth:`skipped`), one with its person's judgement is decided by it (:meth:`from_judgement`), the rest wait
+    for the task :meth:`item` makes."""
 
     tasks: Mapping[str, TaskSpec] = field(default_factory=dict)
     stage: ClassVar[str] = ""
@@ -164,28 +154,19 @@ class _ByPeople(RuleStage[CrowRecord]):
     def applies(self, record: StageResult[CrowRecord]) -> bool:
         return _spec(self.tasks, record).runs(self.stage)
 
-    def shown(self, record: StageResult[CrowRecord], spec: TaskSpec) -> BaseModel:
+    def item(self, record: StageResult[CrowRecord], spec: TaskSpec) -> BaseModel:
         raise NotImplementedError
 
-    def decide(self, record: StageResult[CrowRecord], made: Any) -> Outcome:
+    def from_judgement(self, record: StageResult[CrowRecord], made: Any) -> Outcome:
         raise NotImplementedError
 
-    def run(self, records: Sequence[StageResult[CrowRecord]], ctx: StageContext) -> StageOutput:
-        outcomes: list[Outcome] = []
-        queued: list[QueuedTask] = []
-        for record in records:
-            if not self.applies(record):
-                outcomes.append(self.skipped(record))
-                continue
-            spec = _spec(self.tasks, record)
-            made = _first(ctx, record, self.stage)
-            if made is None:
-                shown = self.shown(record, spec)
-                queued.append(QueuedTask(type=self.stage, input=shown, k=1, group=f"crow-{self.stage}"))
-                outcomes.append(AWAITING)
-            else:
-                outcomes.append(self.decide(record, made))
-        return StageOutput(outcomes, tasks=queued)
+    def shown(self, record: StageResult[CrowRecord]) -> QueuedTask:
+        shown = self.item(record, _spec(self.tasks, record))
+        return QueuedTask(type=self.stage, input=shown, k=1, group=f"crow-{self.stage}")
+
+    def decide(self, record: StageResult[CrowRecord], judged: Sequence[Judgement]) -> Outcome:
+        made = next((j for j in judged if j.task == self.stage), None)  # one person writes each
+        return AWAITING if made is None else self.from_judgement(record, made)
 
 
 @dataclass
@@ -198,11 +179,11 @@ class PeopleAnnotate(_ByPeople):
     def skipped(self, record: StageResult[CrowRecord]) -> Outcome:
         return _given(record)
 
-    def shown(self, record: StageResult[CrowRecord], spec: TaskSpec) -> BaseModel:
+    def item(self, record: StageResult[CrowRecord], spec: TaskSpec) -> BaseModel:
         others = [{"text": o.text, "label": spec.label_word(o.label)} for o in record.data.others]
         return AnnotationItem.model_validate({**_pair(record, spec), "others": others, "max_triples": self.max_triples})
 
-    def decide(self, record: StageResult[CrowRecord], made: Any) -> Outcome:
+    def from_judgement(self, record: StageResult[CrowRecord], made: Any) -> Outcome:
         if made.no_knowledge:
             return rejected(record, NO_KNOWLEDGE)
         data = record.data
@@ -223,7 +204,7 @@ class PeopleRewrite(_ByPeople):
     max_edits: int = 5
     stage: ClassVar[str] = "wsg"
 
-    def shown(self, record: StageResult[CrowRecord], spec: TaskSpec) -> BaseModel:
+    def item(self, record: StageResult[CrowRecord], spec: TaskSpec) -> BaseModel:
         data = record.data
         return RewriteItem.model_validate(
             {
@@ -234,7 +215,7 @@ class PeopleRewrite(_ByPeople):
             }
         )
 
-    def decide(self, record: StageResult[CrowRecord], made: Any) -> Outcome:
+    def from_judgement(self, record: StageResult[CrowRecord], made: Any) -> Outcome:
         if made.no_alternative:
             return rejected(record, NO_ALTERNATIVE)
         return ok(record, _rewritten(record.data, made.rewrite))
@@ -273,7 +254,7 @@ class _Validate(Review[CrowRecord]):
         make = ckv_prompt if self.stage == "ckv" else wsv_prompt
         return make(record.data, spec, judge)
 
-    def task_item(self, record: StageResult[CrowRecord]) -> Identified:
+    def task_item(self, record: StageResult[CrowRecord]) -> BaseModel:
         """What a person validating the record sees (a ``ckv`` or ``wsv`` task of the app)."""
         spec, data = _spec(self.tasks, record), record.data
         pair = _pair(record, spec)

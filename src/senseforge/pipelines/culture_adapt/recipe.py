@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
@@ -55,7 +56,7 @@ from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Funnel, StageFunnel, write_json, write_splits
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stored
 from senseforge.pipelines.stage import Stage
-from senseforge.pipelines.taskqueue import add_tasks
+from senseforge.pipelines.taskqueue import QueuedTask, creator_of
 
 ADAPT_CHECK_TASK = "adapt-check"
 """The annotation task adapted items are queued for (the source beside the adapted item)."""
@@ -139,6 +140,15 @@ def to_items(config: CultureAdaptConfig, record: StageResult[AdaptRecord]) -> di
             metadata=meta,
         )
     return out
+
+
+def adapt_check(config: CultureAdaptConfig, record: StageResult[AdaptRecord]) -> QueuedTask | None:
+    """The ``adapt-check`` task of a kept item that was adapted (its adaptation-language item), for
+    ``adapt_check_k`` people; ``None`` for an item kept unchanged."""
+    if config.adapt_check_k is None or not record.data.adapted:
+        return None
+    item = to_items(config, record)[config.adaptation_lang]
+    return QueuedTask(ADAPT_CHECK_TASK, item, k=config.adapt_check_k, group="culture-adapt", creator=creator_of(item))
 
 
 def released_row(item: MCItem) -> dict[str, Any]:
@@ -257,6 +267,7 @@ class CultureAdapt:
                 min_chrf=config.min_chrf,
                 # the scripted stand-ins "translate" by returning the text: flag their copies, reject a model's
                 untranslated="flag" if translate.startswith("scripted/") else "reject",
+                check=partial(adapt_check, config) if config.adapt_check_k is not None else None,
             ),
         ]
 
@@ -297,9 +308,6 @@ class CultureAdapt:
                 run_dir / lang / "funnel.json",
                 {"lang": lang, "stages": stage_rows, "kept": len(items), "splits": counts, "other_language": other},
             )
-        if config.adapt_check_k is not None:
-            queued = [item for item in per_lang[config.adaptation_lang] if item.metadata.get("adapted")]
-            add_tasks(run.engine, ADAPT_CHECK_TASK, queued, k=config.adapt_check_k, group="culture-adapt")
         return CultureAdaptFunnel(
             langs=list(config.langs), stages=rows, kept=len(kept), adapted=adapted, by_lang=by_lang
         )

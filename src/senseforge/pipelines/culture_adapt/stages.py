@@ -14,7 +14,7 @@ each translation); ``back`` (each translation back-translated into the adaptatio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -61,6 +61,7 @@ from senseforge.pipelines.stage import (
     rejected,
     request_text,
 )
+from senseforge.pipelines.taskqueue import QueuedTask
 
 NO_ANSWER = "no_answer"
 """Rejection reason: the source item has no answer (e.g. CommonsenseQA's test split)."""
@@ -443,14 +444,26 @@ class Keep:
     """What to do with a translation that copies its source (:mod:`.copies`): reject it (before the similarity
     check, which a copy passes), or only record it under ``untranslated`` (the scripted stand-in models
     "translate" by returning the text, so that a dry run shows every later stage)."""
+    check: Callable[[StageResult[AdaptRecord]], QueuedTask | None] | None = None
+    """The task people check a kept item in (``adapt-check``), if any: nobody waits for it."""
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
         return ()
 
     def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
+        output = self._keep(records)
+        if self.check is not None:
+            kept: list[StageResult[Any]] = [
+                o for o in output.outcomes if isinstance(o, StageResult) and o.status == "ok"
+            ]
+            output.tasks = [task for record in kept if (task := self.check(record)) is not None]
+        return output
+
+    def _keep(self, records: Sequence[StageResult[AdaptRecord]]) -> StageOutput:
         similarity = similarity_for(self.measure)
         threshold = self.min_chrf if similarity.name == "chrf" else self.min_similarity
         first, further = self.langs[0], self.langs[1:]

@@ -131,7 +131,8 @@ class Dedup:
     name: str
     by: Literal["item", "question"] = "item"
     barrier = True
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:

@@ -30,6 +30,7 @@ from senseforge.data.schema import (
     CreateJudgement,
     Draft,
     DraftItem,
+    Judgement,
     MCItem,
     QCEvent,
     QCJudgement,
@@ -38,8 +39,8 @@ from senseforge.data.schema import (
 from senseforge.evaluate.policies import ExcludeAmbiguous, Majority, ruling
 from senseforge.pipelines.human_gen.records import BlindAnswer, HumanGenRecord
 from senseforge.pipelines.review import EXCLUDED
-from senseforge.pipelines.runstore import StageResult, StoredJudgement
-from senseforge.pipelines.stage import AWAITING, Outcome, StageContext, StageOutput, ok, rejected
+from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.stage import AWAITING, Outcome, PeopleStage, Waiting, ok, rejected
 from senseforge.pipelines.taskqueue import QueuedTask
 
 QC_UNRESOLVED = "qc_unresolved"
@@ -84,10 +85,6 @@ def assign(concepts: Sequence[Concept], pool: Sequence[str], how: str) -> list[t
     return [(creator, concept) for index, pair in enumerate(pairs) for creator in pair for concept in share[index]]
 
 
-def _human(stored: Sequence[StoredJudgement]) -> list[Any]:
-    return [s.judgement for s in stored if s.source == "human"]
-
-
 def _first(judged: Sequence[Any], kind: Any, item_id: str, by: str | None = None) -> Any | None:
     for judgement in judged:
         if isinstance(judgement, kind) and judgement.item_id == item_id and (by is None or judgement.annotator == by):
@@ -99,74 +96,46 @@ def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-class _People:
-    """What the three stages share: no models, no barrier, one decision (and maybe one task) per record."""
-
-    name: str
-    people_tasks: tuple[str, ...]
-    barrier = False
-
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return ()
-
-    @property
-    def reads_task(self) -> str | None:
-        return None  # a people stage reads its people_tasks (see PeopleStage)
-
-    def run(self, records: Sequence[StageResult[HumanGenRecord]], ctx: StageContext) -> StageOutput:
-        outcomes: list[Outcome] = []
-        tasks: list[QueuedTask] = []
-        for record in records:
-            outcome, task = self.decide(record, _human(ctx.judgements.get(record.record_id, ())))
-            outcomes.append(outcome)
-            if task is not None:
-                tasks.append(task)
-        return StageOutput(outcomes, tasks=tasks)
-
-    def decide(self, record: StageResult[HumanGenRecord], judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
-        """The record's outcome from its people's judgements, and the task it waits for, if it waits."""
-        raise NotImplementedError
-
-
 @dataclass
-class CreateByPeople(_People):
+class CreateByPeople(PeopleStage[HumanGenRecord]):
     """The slot's creator writes a question, its options, the answer and one hard distractor."""
 
-    name: str
     options: int = 5
-    people_tasks: tuple[str, ...] = ("create",)
+    people_tasks = ("create",)
 
-    def decide(self, record: StageResult[HumanGenRecord], judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+    def shown(self, record: StageResult[HumanGenRecord]) -> QueuedTask:
+        data = record.data
+        slot = ConceptSlot(
+            id=record.record_id,
+            lang=data.lang,
+            category=data.category,
+            concept=data.concept,
+            creator=data.creator,
+            options=self.options,
+        )
+        return QueuedTask("create", slot, k=1, group="human-gen", eligible=(data.creator,))
+
+    def decide(self, record: StageResult[HumanGenRecord], judged: Sequence[Judgement]) -> Outcome:
         data = record.data
         made = _first(judged, CreateJudgement, record.record_id, data.creator)
         if made is None:
-            slot = ConceptSlot(
-                id=record.record_id,
-                lang=data.lang,
-                category=data.category,
-                concept=data.concept,
-                creator=data.creator,
-                options=self.options,
-            )
-            return AWAITING, QueuedTask("create", slot, k=1, group="human-gen", eligible=(data.creator,))
-        return ok(record, data.with_(draft=made.draft, created_at=_when(made.created_at))), None
+            return AWAITING
+        return ok(record, data.with_(draft=made.draft, created_at=_when(made.created_at)))
 
 
 @dataclass
-class QualityControl(_People):
-    """Rounds of QC and revision until a checker marks the item complete."""
+class QualityControl(PeopleStage[HumanGenRecord]):
+    """Rounds of QC and revision until a checker marks the item complete (each round's task is its own)."""
 
-    name: str
-    pool: tuple[str, ...]
+    pool: tuple[str, ...] = ()
     checkers: tuple[str, ...] = ()
     max_rounds: int = 3
-    people_tasks: tuple[str, ...] = ("qc", "revise")
+    people_tasks = ("qc", "revise")
 
     def checkers_for(self, creator: str) -> tuple[str, ...]:
         return tuple(name for name in (self.checkers or self.pool) if name != creator)
 
-    def decide(self, record: StageResult[HumanGenRecord], judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+    def decide(self, record: StageResult[HumanGenRecord], judged: Sequence[Judgement]) -> Outcome | Waiting:
         data = record.data
         creator = data.creator
         draft = data.current_draft()
@@ -185,7 +154,7 @@ class QualityControl(_People):
                     creator=creator,
                     eligible=self.checkers_for(creator),
                 )
-                return AWAITING, queued
+                return Waiting(queued)
             status = "complete" if verdict.verdict == "complete" else "needs_revision"
             history.append(
                 QCEvent(
@@ -193,19 +162,18 @@ class QualityControl(_People):
                 )
             )
             if verdict.verdict == "complete":
-                return ok(record, data.with_(draft=draft, qc_history=history)), None
+                return ok(record, data.with_(draft=draft, qc_history=history))
             if round_no == self.max_rounds:
                 break
             edit: ReviseJudgement | None = _first(judged, ReviseJudgement, task_id, creator)
             if edit is None:
-                return AWAITING, QueuedTask(
-                    "revise", _draft_item(record, task_id, draft, history), k=1, group="human-gen", eligible=(creator,)
-                )
+                revise = _draft_item(record, task_id, draft, history)
+                return Waiting(QueuedTask("revise", revise, k=1, group="human-gen", eligible=(creator,)))
             draft = edit.draft
             history.append(
                 QCEvent(status="revised", by=creator, round=round_no, comment=edit.comment, at=edit.created_at)
             )
-        return rejected(record, QC_UNRESOLVED, payload=data.with_(draft=draft, qc_history=history)), None
+        return rejected(record, QC_UNRESOLVED, payload=data.with_(draft=draft, qc_history=history))
 
 
 def _draft_item(record: StageResult[HumanGenRecord], task_id: str, draft: Draft, history: list[QCEvent]) -> DraftItem:
@@ -240,41 +208,46 @@ def answer_item(record: StageResult[HumanGenRecord]) -> MCItem:
 
 
 @dataclass
-class BlindAnswers(_People):
+class BlindAnswers(PeopleStage[HumanGenRecord]):
     """``k`` pool members other than the creator answer; exclusion, then the majority."""
 
-    name: str
-    pool: tuple[str, ...]
-    k: int
+    pool: tuple[str, ...] = ()
+    k: int = 1
     max_flags: int = 3
     adjudicate: bool = False
     """A tied majority waits for an admin's adjudication (else the tie goes to the first in pool order)."""
-    people_tasks: tuple[str, ...] = ("answer",)
+    people_tasks = ("answer",)
 
-    def decide(self, record: StageResult[HumanGenRecord], judged: list[Any]) -> tuple[Outcome, QueuedTask | None]:
+    def answerers(self, creator: str) -> tuple[str, ...]:
+        return tuple(name for name in self.pool if name != creator)
+
+    def shown(self, record: StageResult[HumanGenRecord]) -> QueuedTask:
+        creator = record.data.creator
+        eligible = self.answerers(creator)
+        return QueuedTask(
+            "answer", answer_item(record), k=self.k, group="human-gen", creator=creator, eligible=eligible
+        )
+
+    def decide(self, record: StageResult[HumanGenRecord], judged: Sequence[Judgement]) -> Outcome | Waiting:
         data = record.data
-        creator = data.creator
-        answerers = tuple(name for name in self.pool if name != creator)
+        answerers = self.answerers(data.creator)
         given: dict[str, AnswerJudgement] = {}
         for judgement in judged:
             if isinstance(judgement, AnswerJudgement) and judgement.annotator in answerers:
                 given.setdefault(judgement.annotator, judgement)
         if len(given) < self.k:
-            task = QueuedTask(
-                "answer", answer_item(record), k=self.k, group="human-gen", creator=creator, eligible=answerers
-            )
-            return AWAITING, task
+            return AWAITING
         ordered = [given[name] for name in answerers if name in given][: self.k]
         decision = ruling(judged) or ExcludeAmbiguous(self.max_flags, Majority())(ordered)
         if self.adjudicate and decision.status == "accepted" and not decision.reason.startswith("adjudicated"):
             top = sorted(decision.votes.values(), reverse=True)
             if len(top) > 1 and top[0] == top[1]:
-                return AWAITING, None  # a tie: an admin settles it in the app's adjudication view
+                return Waiting()  # a tie: an admin settles it in the app's adjudication view
         answers = [
             BlindAnswer(annotator=j.annotator, choice=j.choice, certain=j.certain, flags=list(j.flags), reason=j.reason)
             for j in ordered
         ]
         answered = data.with_(answers=answers, answer_majority=decision.value)
         if decision.status == "excluded":
-            return rejected(record, EXCLUDED, payload=answered.with_(excluded=decision.reason)), None
-        return ok(record, answered), None
+            return rejected(record, EXCLUDED, payload=answered.with_(excluded=decision.reason))
+        return ok(record, answered)

@@ -65,7 +65,8 @@ class LMVerify:
     spec: str
     config: McsqaConfig
     barrier = False
-    reads_task = None
+    people_tasks = ()
+    pauses_run = False
 
     @property
     def specs(self) -> tuple[str, ...]:
