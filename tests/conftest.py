@@ -20,6 +20,13 @@ if TYPE_CHECKING:
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
+# Rich fixes a console's size for good when COLUMNS and LINES are both set as it is made, and the CLI's consoles are
+# made at import: an xdist worker has both set (readline sets them to the terminfo default, 80x24), and some shells
+# export them. Without them a console reads COLUMNS when it prints, so the ``COLUMNS`` a test passes to the command
+# it runs is the width the command prints at, in one process or many.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
+
 
 def _is_local(address: Any) -> bool:
     if isinstance(address, (str, bytes)):  # unix socket path
