@@ -8,6 +8,10 @@ PIP := $(VENV)/bin/pip
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS)
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
+# the suite runs in parallel under pytest-xdist: CI has two cores (`make test TEST_WORKERS=0` runs it in one
+# process); tests that must not overlap share an xdist_group, which --dist loadgroup keeps on one worker
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: demo test test-fast lint install-local install-dev clean
 
@@ -30,11 +34,11 @@ lint: install-dev
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 test: lint
-	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest
+	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) --durations=30
 
 # the inner loop: no lint, no test that loads a real model or runs an external tool (`make test` runs all)
 test-fast: install-dev
-	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest -m "not slow" -q
+	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not slow" -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -20,6 +20,13 @@ if TYPE_CHECKING:
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
+# Rich fixes a console's size for good when COLUMNS and LINES are both set as it is made, and the CLI's consoles are
+# made at import: an xdist worker has both set (readline sets them to the terminfo default, 80x24), and some shells
+# export them. Without them a console reads COLUMNS when it prints, so the ``COLUMNS`` a test passes to the command
+# it runs is the width the command prints at, in one process or many.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
+
 
 def _is_local(address: Any) -> bool:
     if isinstance(address, (str, bytes)):  # unix socket path
@@ -79,7 +86,8 @@ def senseforge_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models_dir:
 # marked ``postgres`` use ``pg_url`` (a fresh database per test), and a test that takes ``db_url``
 # runs once on SQLite and once on PostgreSQL. Without a browser or a server these tests skip on a
 # dev machine and fail under CI=true. .ci/run sets SENSEFORGE_TEST_CHROMIUM, SENSEFORGE_TEST_PG_URL
-# and SENSEFORGE_TEST_REPORT (where the counts of browser and postgres tests that ran go).
+# and SENSEFORGE_TEST_REPORT (where the counts of browser and postgres tests that ran go). Under
+# pytest-xdist each worker counts its own tests and the controller adds them up and writes the file.
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 _RAN = {"browser": 0, "postgres": 0}
@@ -113,9 +121,22 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Writes the counts to SENSEFORGE_TEST_REPORT; an xdist worker hands its counts to the controller instead."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["senseforge_ran"] = dict(_RAN)
+        return
     target = os.environ.get("SENSEFORGE_TEST_REPORT")
     if target:
         Path(target).write_text(json.dumps(_RAN) + "\n", encoding="utf-8")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The xdist controller adds each worker's counts up (it collects nothing, so it counts nothing itself)."""
+    ran = getattr(node, "workeroutput", {}).get("senseforge_ran", {})
+    for marker in _RAN:
+        _RAN[marker] += int(ran.get(marker, 0))
 
 
 @pytest.fixture(scope="session")
