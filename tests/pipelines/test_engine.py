@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import sqlite3
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -127,16 +125,10 @@ build(Tiny(), config(words=tuple(sys.argv[3].split(","))), Path(sys.argv[2]))
 """
 
 
-def _stored(run_dir: Path) -> int:
-    try:
-        with sqlite3.connect(run_dir / "run.db", timeout=5) as conn:
-            return int(conn.execute("select count(*) from stage_results").fetchone()[0])
-    except sqlite3.Error:
-        return 0
-
-
 @pytest.mark.parametrize("kill_after", [2, 5, 9])
-def test_kill_9_then_resume_is_byte_identical(kill_after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kill_9_then_resume_is_byte_identical(
+    kill_after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill_when: Callable[..., None]
+) -> None:
     words = "sun,rain,snow"
     clean = tmp_path / "clean"
     build(Tiny(), config(words=tuple(words.split(","))), clean, store=Store())
@@ -145,12 +137,8 @@ def test_kill_9_then_resume_is_byte_identical(kill_after: int, tmp_path: Path, m
     env = {**os.environ, "TINY_SLOW": "0.05", "SENSEFORGE_HOME": str(tmp_path / "home-killed")}
     here = str(Path(__file__).parent)
     child = subprocess.Popen([sys.executable, "-c", _CHILD, here, str(killed), words], env=env)
-    deadline = time.monotonic() + 120
-    while _stored(killed) < kill_after and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    child.send_signal(signal.SIGKILL)
-    child.wait(timeout=30)
-    assert not (killed / "funnel.json").exists(), "the run finished before the kill; kill earlier"
+    kill_when(child, killed, None, kill_after)  # under the run store's lock: it cannot finish first
+    assert not (killed / "funnel.json").exists()
 
     monkeypatch.setenv("SENSEFORGE_HOME", env["SENSEFORGE_HOME"])  # the killed run's own cache and ledger
     summary = build(Tiny(), config(words=tuple(words.split(","))), killed, resume=True, store=Store())

@@ -13,24 +13,11 @@ from typing import Any, ClassVar, Literal
 
 from senseforge.data.schema import Choice, Judgement, MCItem
 from senseforge.llm.base import Completion, GenerateRequest
+from senseforge.pipelines import stage as st
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.report import Funnel, StageFunnel
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
-from senseforge.pipelines.stage import (
-    AWAITING,
-    CheckStage,
-    FanOutStage,
-    LMStage,
-    Outcome,
-    Parsed,
-    PeopleStage,
-    Reject,
-    Reply,
-    Stage,
-    ok,
-    rejected,
-)
 from senseforge.pipelines.taskqueue import QueuedTask
 
 RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
@@ -60,13 +47,13 @@ class Words:
 
 
 @dataclass
-class Expand(LMStage):
+class Expand(st.LMStage):
     def requests(self, records: Sequence[StageResult[Piece]]) -> list[GenerateRequest]:
         return [GenerateRequest.chat(f"Split {r.data.word} into three.", max_tokens=16) for r in records]
 
-    def parse(self, record: StageResult[Piece], text: str) -> Parsed:
+    def parse(self, record: StageResult[Piece], text: str) -> st.Parsed:
         parts = text.split("|")
-        return [record.data.with_(text=part) for part in parts] if len(parts) == 3 else Reject()
+        return [record.data.with_(text=part) for part in parts] if len(parts) == 3 else st.Reject()
 
 
 def item(record: StageResult[Piece]) -> MCItem:
@@ -74,7 +61,7 @@ def item(record: StageResult[Piece]) -> MCItem:
     return MCItem(id=record.record_id, lang="en", question="Fine?", choices=choices, answer="A")
 
 
-class Pick(PeopleStage[Piece]):
+class Pick(st.PeopleStage[Piece]):
     """A person keeps a part (answers A, the part) or drops it (B, none)."""
 
     people_tasks = ("answer",)
@@ -82,22 +69,22 @@ class Pick(PeopleStage[Piece]):
     def shown(self, record: StageResult[Piece]) -> QueuedTask:
         return QueuedTask("answer", item(record))
 
-    def decide(self, record: StageResult[Piece], judged: Sequence[Judgement]) -> Outcome:
+    def decide(self, record: StageResult[Piece], judged: Sequence[Judgement]) -> st.Outcome:
         votes = [j.vote() for j in judged]
-        return AWAITING if not votes else ok(record) if votes[0] == "A" else rejected(record, "dropped")
+        return st.AWAITING if not votes else st.ok(record) if votes[0] == "A" else st.rejected(record, "dropped")
 
 
 @dataclass
-class Flank(FanOutStage):  # two calls per part, whose prompt is the bare part: the responder knows them by their tag
+class Flank(st.FanOutStage):  # two calls per part, whose prompt is the bare part: the responder knows them by their tag
     def requests(self, record: StageResult[Piece]) -> list[GenerateRequest]:
         return [GenerateRequest.chat(record.data.text or "", max_tokens=8, seed=seed) for seed in (0, 1)]
 
-    def parse(self, record: StageResult[Piece], replies: Sequence[Reply]) -> Parsed:
+    def parse(self, record: StageResult[Piece], replies: Sequence[st.Reply]) -> st.Parsed:
         return record.data.with_(around="".join(r.text for r in replies if isinstance(r, Completion)))
 
 
 @dataclass
-class Middle(CheckStage):  # drops the middle parts; the others are none of its business and pass
+class Middle(st.CheckStage):  # drops the middle parts; the others are none of its business and pass
     def applies(self, record: StageResult[Piece]) -> bool:
         return record.record_id.endswith("/1")
 
@@ -129,7 +116,7 @@ class Tiny:
     def source(self, config: TinyConfig) -> Words:
         return Words()
 
-    def stages(self, config: TinyConfig) -> list[Stage]:
+    def stages(self, config: TinyConfig) -> list[st.Stage]:
         people = [Pick("pick")] if config.people else []
         judge = Judge.configured("judge", "verify", config)
         return [Expand("expand", config.model), *people, Flank("flank", config.model), Middle("middle"), judge]

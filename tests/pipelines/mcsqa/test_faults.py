@@ -66,7 +66,9 @@ def test_thirty_percent_failures_give_the_fault_free_dataset(demo_kb: Path, tmp_
     assert set(ledger["retry_errors_by_kind"]) >= {"429", "500", "timeout", "truncated"}
     # every attempt the server saw is in the ledger: the failed ones as retry errors
     assert ledger["backend_attempts"] == attempts_seen_by_server
-    assert sum(ledger["retry_errors_by_kind"].values()) == sum(faults.values())
+    errors = ledger["retry_errors_by_kind"]
+    for kind, injected in faults.items():  # a slow but good answer on a busy machine may time out too
+        assert errors[kind] >= injected if kind == "timeout" else errors[kind] == injected, kind
 
 
 def _cli(args: list[str]) -> subprocess.Popen[bytes]:
