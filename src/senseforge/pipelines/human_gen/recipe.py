@@ -151,6 +151,9 @@ class HumanGenFunnel(Funnel):
     def title(self, recipe: str) -> str:
         return f"{recipe} funnel ({self.lang})"
 
+    def datasets(self, run_dir: Path) -> list[Path]:
+        return [run_dir / self.lang / "dataset"]
+
     def summary(self) -> list[RenderableType]:
         """What QC sent back, and how far the answerers agreed."""
         qc, answers = self.qc, self.answers
