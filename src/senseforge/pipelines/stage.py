@@ -572,13 +572,8 @@ class _Applying(Generic[R]):
 
 
 @dataclass
-class LMStage(_Applying[R]):
-    """A stage that sends one generation request per record and parses the reply.
-
-    Subclasses write :meth:`requests` and :meth:`parse`; failures (transient → another
-    round, fatal → the run stops, refused → rejected), the raw prompt and reply, and the
-    call log for the cost report are handled here, once.
-    """
+class _OneModel(_Applying[R]):
+    """What the model stages share: a name, the model they ask, and the records they apply to."""
 
     name: str
     spec: str
@@ -591,6 +586,23 @@ class LMStage(_Applying[R]):
     def specs(self) -> tuple[str, ...]:
         return (self.spec,)
 
+    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        return self._applied(records, lambda mine: self._run(mine, ctx))
+
+    def _run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        """One outcome per record the stage applies to."""
+        raise NotImplementedError
+
+
+@dataclass
+class LMStage(_OneModel[R]):
+    """A stage that sends one generation request per record and parses the reply.
+
+    Subclasses write :meth:`requests` and :meth:`parse`; failures (transient → another
+    round, fatal → the run stops, refused → rejected), the raw prompt and reply, and the
+    call log for the cost report are handled here, once.
+    """
+
     @property
     def tag(self) -> str:
         """The tag of the stage's requests (default: its name)."""
@@ -601,9 +613,6 @@ class LMStage(_Applying[R]):
 
     def parse(self, record: StageResult[R], text: str) -> Parsed:
         raise NotImplementedError
-
-    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
-        return self._applied(records, lambda mine: self._run(mine, ctx))
 
     def _run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         llm = ctx.llm(self.spec)
@@ -623,7 +632,7 @@ class LMStage(_Applying[R]):
 
 
 @dataclass
-class FanOutStage(_Applying[R]):
+class FanOutStage(_OneModel[R]):
     """A stage that sends several requests per record (of either kind) and parses their replies together.
 
     Subclasses write :meth:`requests` and :meth:`parse`. The base sends a batch's requests
@@ -633,25 +642,11 @@ class FanOutStage(_Applying[R]):
     succeeded are recorded per record for the cost report.
     """
 
-    name: str
-    spec: str
-    """The model the stage asks."""
-    barrier = False
-    people_tasks = ()
-    pauses_run = False
-
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return (self.spec,)
-
     def requests(self, record: StageResult[R]) -> Sequence[Request]:
         raise NotImplementedError
 
     def parse(self, record: StageResult[R], replies: Sequence[Reply]) -> Parsed:
         raise NotImplementedError
-
-    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
-        return self._applied(records, lambda mine: self._run(mine, ctx))
 
     def _run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         asked = ask(ctx.llm(self.spec), self.name, [self.requests(record) for record in records])
@@ -665,31 +660,17 @@ class FanOutStage(_Applying[R]):
 
 
 @dataclass
-class YesNoStage(_Applying[R]):
+class YesNoStage(_OneModel[R]):
     """A stage that asks yes/no questions of each record (:class:`YesNo`) and decides by the answers.
 
     Subclasses write :meth:`questions` and :meth:`decide`; the calls go as :class:`FanOutStage`'s do.
     """
-
-    name: str
-    spec: str
-    """The model the stage asks."""
-    barrier = False
-    people_tasks = ()
-    pauses_run = False
-
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return (self.spec,)
 
     def questions(self, record: StageResult[R]) -> Sequence[YesNo]:
         raise NotImplementedError
 
     def decide(self, record: StageResult[R], said: Sequence[Said]) -> Parsed:
         raise NotImplementedError
-
-    def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
-        return self._applied(records, lambda mine: self._run(mine, ctx))
 
     def _run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         answered = ask_yes_no(ctx.llm(self.spec), self.name, [self.questions(record) for record in records])
