@@ -572,8 +572,13 @@ class _Applying(Generic[R]):
 
 
 @dataclass
-class _OneModel(_Applying[R]):
-    """What the model stages share: a name, the model they ask, and the records they apply to."""
+class ModelStage(_Applying[R]):
+    """What the model stages share: a name, the model they ask, and the records they apply to.
+
+    Subclasses write :meth:`_run` over the records the stage applies to; a stage that calls the model
+    through code it does not own (mCSQA's verification, through the evaluation harness) starts here and
+    logs its calls with :class:`Recorder`.
+    """
 
     name: str
     spec: str
@@ -595,7 +600,7 @@ class _OneModel(_Applying[R]):
 
 
 @dataclass
-class LMStage(_OneModel[R]):
+class LMStage(ModelStage[R]):
     """A stage that sends one generation request per record and parses the reply.
 
     Subclasses write :meth:`requests` and :meth:`parse`; failures (transient → another
@@ -632,7 +637,7 @@ class LMStage(_OneModel[R]):
 
 
 @dataclass
-class FanOutStage(_OneModel[R]):
+class FanOutStage(ModelStage[R]):
     """A stage that sends several requests per record (of either kind) and parses their replies together.
 
     Subclasses write :meth:`requests` and :meth:`parse`. The base sends a batch's requests
@@ -660,7 +665,7 @@ class FanOutStage(_OneModel[R]):
 
 
 @dataclass
-class YesNoStage(_OneModel[R]):
+class YesNoStage(ModelStage[R]):
     """A stage that asks yes/no questions of each record (:class:`YesNo`) and decides by the answers.
 
     Subclasses write :meth:`questions` and :meth:`decide`; the calls go as :class:`FanOutStage`'s do.

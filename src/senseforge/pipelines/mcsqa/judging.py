@@ -29,6 +29,7 @@ from senseforge.pipelines.runstore import JudgementSource, StageResult
 from senseforge.pipelines.split import Split
 from senseforge.pipelines.stage import (
     PENDING,
+    ModelStage,
     Outcome,
     Recorder,
     StageContext,
@@ -58,21 +59,12 @@ def review_prompt(item: MCItem) -> str:
 
 
 @dataclass
-class LMVerify:
+class LMVerify(ModelStage[McsqaRecord]):
     """The LM answers each item; right → Easy, else → the review queue."""
 
-    name: str
-    spec: str
     config: McsqaConfig
-    barrier = False
-    people_tasks = ()
-    pauses_run = False
 
-    @property
-    def specs(self) -> tuple[str, ...]:
-        return (self.spec,)
-
-    def run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
+    def _run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
         method = self.config.verify_method()
         items = [item_of(r) for r in records]
         recording = Recorder(ctx.llm(self.spec), self.name)
