@@ -32,7 +32,7 @@ from senseforge.cli._common import (
 )
 from senseforge.cli._options import Fields, config_params, given
 from senseforge.errors import ConfigError
-from senseforge.pipelines.config import RecipeConfig, ReviewedConfig, ReviewSettings
+from senseforge.pipelines.config import ReviewedConfig
 from senseforge.pipelines.recipe import Flag, Recipe
 from senseforge.pipelines.registry import dry_run_authors, recipes
 
@@ -70,8 +70,8 @@ def _field_params(recipe: Recipe) -> tuple[list[inspect.Parameter], Fields]:
     """The generated options (the recipe's own fields first) and, per parameter name, ``(field, kind, flag)``."""
     model = recipe.config_model
     settings = model.settings()
-    shared = set(RecipeConfig.model_fields) | set(ReviewSettings.model_fields)
-    ordered = [n for n in settings if n not in shared] + [n for n in settings if n in shared]
+    shared = list(ReviewedConfig.settings())  # the shared settings in their one order (human-gen's adjudicate too)
+    ordered = [n for n in settings if n not in shared] + [n for n in shared if n in settings]
     flags = {"model": Flag(short="-m"), **recipe.flags}
     return config_params(settings, flags, ordered, skip=_SKIPPED | set(model.unused))
 
