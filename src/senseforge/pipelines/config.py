@@ -251,9 +251,8 @@ class RecipeConfig(BaseModel):
         if self.batch_size is not None:
             return self.batch_size
         spec = self.model_for(stage) if stage in self.lm_stages else self.model
-        review = getattr(self, "review", None)
-        if stage == self.review_stage and isinstance(review, ReviewSettings) and review.reviewers:
-            spec = review.reviewers[0]
+        if stage == self.review_stage and isinstance(self, ReviewedConfig) and self.review.reviewers:
+            spec = self.review.reviewers[0]
         if not provider_info(spec).remote:
             return 8
         bound = int(self.options_for(spec).get("max_concurrency", 8))
@@ -268,9 +267,11 @@ class RecipeConfig(BaseModel):
         """
         dumped = self.model_dump(mode="json")
         for name, default in REVIEW_DEFAULTS.items():
-            dumped.setdefault(name, default)
+            if name not in LATER_SETTINGS:
+                dumped.setdefault(name, default)
         for name in LATER_SETTINGS:
-            if name in dumped and dumped[name] == REVIEW_DEFAULTS.get(name):
+            field = type(self).settings().get(name)
+            if field is not None and dumped.get(name) == field.default:
                 dumped.pop(name)
         return json.dumps(dumped, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
