@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from senseforge.pipelines.recipe import Flag
@@ -73,13 +72,13 @@ def long_name(name: str, flag: Flag) -> str:
 
 
 def config_params(
-    model: type[BaseModel], flags: Mapping[str, Flag], order: Sequence[str], skip: Collection[str] = ()
+    settings: Mapping[str, FieldInfo], flags: Mapping[str, Flag], order: Sequence[str], skip: Collection[str] = ()
 ) -> tuple[list[inspect.Parameter], Fields]:
-    """The options of ``model``'s fields named in ``order`` (less ``skip``), and what each parameter stands for."""
+    """The options of the fields named in ``order`` (less ``skip``), and what each parameter stands for."""
     params: list[inspect.Parameter] = []
     fields: Fields = {}
     for name in order:
-        info = model.model_fields[name]
+        info = settings[name]
         if name in skip:
             continue
         flag = flags.get(name, Flag())

@@ -32,7 +32,7 @@ from senseforge.cli._common import (
 )
 from senseforge.cli._options import Fields, config_params, given
 from senseforge.errors import ConfigError
-from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.config import ReviewedConfig
 from senseforge.pipelines.recipe import Flag, Recipe
 from senseforge.pipelines.registry import dry_run_authors, recipes
 
@@ -69,10 +69,11 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 def _field_params(recipe: Recipe) -> tuple[list[inspect.Parameter], Fields]:
     """The generated options (the recipe's own fields first) and, per parameter name, ``(field, kind, flag)``."""
     model = recipe.config_model
-    shared = set(RecipeConfig.model_fields)
-    ordered = [n for n in model.model_fields if n not in shared] + [n for n in model.model_fields if n in shared]
+    settings = model.settings()
+    shared = list(ReviewedConfig.settings())  # the shared settings in their one order (human-gen's adjudicate too)
+    ordered = [n for n in settings if n not in shared] + [n for n in shared if n in settings]
     flags = {"model": Flag(short="-m"), **recipe.flags}
-    return config_params(model, flags, ordered, skip=_SKIPPED | set(model.unused))
+    return config_params(settings, flags, ordered, skip=_SKIPPED | set(model.unused))
 
 
 def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
@@ -153,7 +154,8 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
             config_file=values.get("config_file"),
             sets=values.get("sets") or [],
         )
-        calls = bool(type(config).lm_stages or config.reviewers)  # human-gen calls no model
+        judges = isinstance(config, ReviewedConfig) and config.review.reviewers
+        calls = bool(type(config).lm_stages or judges)  # human-gen calls no model
         check_resume(run_dir, config, resume=bool(values.get("resume")))  # a refusal comes before the header
         err.print(f"run: {run_dir} · recipe: {recipe.name}" + (f" · model: {config.model}" if calls else ""))
 

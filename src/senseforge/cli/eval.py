@@ -85,7 +85,7 @@ def _run_params() -> tuple[list[inspect.Parameter], Fields]:
     """``eval run``'s options: the data and models, the config's fields (generated), where the results go."""
     from senseforge.evaluate.run import EvalConfig
 
-    generated, fields = config_params(EvalConfig, RUN_FLAGS, list(EvalConfig.model_fields))
+    generated, fields = config_params(EvalConfig.model_fields, RUN_FLAGS, list(EvalConfig.model_fields))
     first: list[tuple[str, Any, Any]] = [
         (
             "data",

@@ -22,7 +22,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 
 from senseforge.errors import ConfigError
 from senseforge.evaluate.policies import AtLeast, ExcludeAmbiguous, Unanimous, parse_policy
@@ -60,6 +71,55 @@ LATER_SETTINGS: tuple[str, ...] = ("adjudicate",)
 """Settings every recipe gained after runs existed; at their default they do not enter the config hash."""
 
 
+class ReviewSettings(BaseModel):
+    """The review panel of a recipe whose stages include the engine's review (:class:`ReviewedConfig`).
+
+    Given flat, as every other setting (``--review-k``, ``--set review_k=3``, ``review_k`` in a TOML
+    file), and written back flat into the manifest and the config hash.
+    """
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    reviewers: tuple[str, ...] = ()
+    """LM judges (model specs; repeat one to ask it several times, each with its own seed); empty: people."""
+    lm_review_policy: str | None = None
+    """How the LM judges' votes decide (``unanimous``, ``at-least:2/3`` …); ``None``: all must accept."""
+    lm_review_final: bool = False
+    """Items the LM judges accept are accepted without people (labelled ``review: lm``); else people follow."""
+    review_policy: str = "unanimous"
+    """How people's votes decide, over ``review_k`` of them."""
+    review_k: int = Field(default=2, ge=1)
+    """People per reviewed item."""
+    adjudicate: bool = False
+    """Items people split on wait for an admin's adjudication (in the app) instead of the policy's verdict."""
+
+    @field_validator("lm_review_policy", "review_policy")
+    @classmethod
+    def _policy(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_policy(value)
+        return value
+
+    @model_validator(mode="after")
+    def _judges_can_decide(self) -> ReviewSettings:
+        if self.lm_review_policy is None or not self.reviewers:
+            return self
+        policy = parse_policy(self.lm_review_policy)
+        rule = policy.inner if isinstance(policy, ExcludeAmbiguous) else policy
+        if isinstance(rule, Unanimous | AtLeast) and rule.k > len(self.reviewers):
+            raise ValueError(
+                f"lm_review_policy {self.lm_review_policy!r} needs {rule.k} LM judges, "
+                f"but reviewers names {len(self.reviewers)} (repeat a model to ask it again)"
+            )
+        return self
+
+
+REVIEW_DEFAULTS: dict[str, Any] = ReviewSettings().model_dump(mode="json")
+"""The review settings at their defaults, as JSON. Every recipe's config held them before they moved into
+:class:`ReviewSettings`: the hash of a recipe without a review still counts them (its stored runs resume), and
+a manifest that records them is read back without them."""
+
+
 class RecipeConfig(BaseModel):
     """The settings every recipe shares; a recipe subclasses it with its own fields.
 
@@ -77,6 +137,7 @@ class RecipeConfig(BaseModel):
     """Shared settings the recipe does not read: no flag is made for them, and a value other than the default
     is refused (naming what the recipe reads instead)."""
     unused_hint: ClassVar[str] = ""
+    """What the recipe reads instead of a shared setting it does not use or a review setting it does not have."""
 
     recipe: str
     seed: int = 0
@@ -89,18 +150,6 @@ class RecipeConfig(BaseModel):
     """Provider options per model spec (e.g. ``base_url``, ``max_concurrency``)."""
     style: StyleChoice = "auto"
     """Prompt style: chat templates, few-shot completion templates, or by provider."""
-    reviewers: tuple[str, ...] = ()
-    """LM judges (model specs; repeat one to ask it several times, each with its own seed); empty: people."""
-    lm_review_policy: str | None = None
-    """How the LM judges' votes decide (``unanimous``, ``at-least:2/3`` …); ``None``: all must accept."""
-    lm_review_final: bool = False
-    """Items the LM judges accept are accepted without people (labelled ``review: lm``); else people follow."""
-    review_policy: str = "unanimous"
-    """How people's votes decide, over ``review_k`` of them."""
-    review_k: int = Field(default=2, ge=1)
-    """People per reviewed item."""
-    adjudicate: bool = False
-    """Items people split on wait for an admin's adjudication (in the app) instead of the policy's verdict."""
     batch_size: int | None = Field(default=None, ge=1)
     """Records per stored batch; ``None``: 8 for local models (the progress bar moves per
     batch), 32 × the concurrency bound for APIs (enough requests to keep every slot busy).
@@ -118,12 +167,44 @@ class RecipeConfig(BaseModel):
             parse_spec(spec)
         return value
 
-    @field_validator("lm_review_policy", "review_policy")
+    @model_validator(mode="before")
     @classmethod
-    def _policy(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_policy(value)
-        return value
+    def _nest_review(cls, raw: Any) -> Any:
+        """Flat review settings (``review_k=3``) go into ``review``; a recipe without one refuses them, but
+        for those at their default (its older manifests record them)."""
+        if not isinstance(raw, dict):
+            return raw
+        settings = cls.review_settings()
+        names = review_names(settings or ReviewSettings)
+        flat = {key: value for key, value in raw.items() if key in names and key not in cls.model_fields}
+        rest = {key: value for key, value in raw.items() if key not in flat}
+        if settings is not None:
+            nested = raw.get("review")
+            given = nested.model_dump() if isinstance(nested, BaseModel) else dict(nested or {})
+            return {**rest, "review": {**given, **{names[key]: value for key, value in flat.items()}}} if flat else raw
+        recipe = cls.model_fields["recipe"].default
+        for key, value in flat.items():
+            if _jsonish(value) != REVIEW_DEFAULTS.get(key):
+                raise ValueError(f"{recipe} does not use {key}{': ' + cls.unused_hint if cls.unused_hint else ''}")
+        return rest
+
+    @classmethod
+    def review_settings(cls) -> type[ReviewSettings] | None:
+        """The model of the recipe's review settings; ``None`` for a recipe without a review."""
+        field = cls.model_fields.get("review")
+        return None if field is None else typing.cast(type[ReviewSettings], field.annotation)
+
+    @classmethod
+    def settings(cls) -> dict[str, FieldInfo]:
+        """Every setting by the name it is given by, the review settings flat in place (after ``style``)."""
+        review = cls.review_settings()
+        out: dict[str, FieldInfo] = {}
+        for name, info in cls.model_fields.items():
+            if name != "review":
+                out[name] = info
+            if name == "style" and review is not None:
+                out.update(review.model_fields)
+        return out
 
     @model_validator(mode="after")
     def _no_unused(self) -> RecipeConfig:
@@ -132,19 +213,6 @@ class RecipeConfig(BaseModel):
                 raise ValueError(
                     f"{self.recipe} does not use {name}{': ' + self.unused_hint if self.unused_hint else ''}"
                 )
-        return self
-
-    @model_validator(mode="after")
-    def _judges_can_decide(self) -> RecipeConfig:
-        if self.lm_review_policy is None or not self.reviewers:
-            return self
-        policy = parse_policy(self.lm_review_policy)
-        rule = policy.inner if isinstance(policy, ExcludeAmbiguous) else policy
-        if isinstance(rule, Unanimous | AtLeast) and rule.k > len(self.reviewers):
-            raise ValueError(
-                f"lm_review_policy {self.lm_review_policy!r} needs {rule.k} LM judges, "
-                f"but reviewers names {len(self.reviewers)} (repeat a model to ask it again)"
-            )
         return self
 
     def input_changes(self, manifest: Mapping[str, Any]) -> list[str]:
@@ -183,8 +251,8 @@ class RecipeConfig(BaseModel):
         if self.batch_size is not None:
             return self.batch_size
         spec = self.model_for(stage) if stage in self.lm_stages else self.model
-        if stage == self.review_stage and self.reviewers:
-            spec = self.reviewers[0]
+        if stage == self.review_stage and isinstance(self, ReviewedConfig) and self.review.reviewers:
+            spec = self.review.reviewers[0]
         if not provider_info(spec).remote:
             return 8
         bound = int(self.options_for(spec).get("max_concurrency", 8))
@@ -194,11 +262,15 @@ class RecipeConfig(BaseModel):
         """The config as canonical JSON.
 
         Settings added after runs already existed (:attr:`LATER_SETTINGS`) are left out while
-        at their default, so those runs keep their hash and still resume.
+        at their default, and a recipe without a review counts the review settings at their
+        default (:data:`REVIEW_DEFAULTS`), so those runs keep their hash and still resume.
         """
         dumped = self.model_dump(mode="json")
+        for name, default in REVIEW_DEFAULTS.items():
+            if name not in LATER_SETTINGS:
+                dumped.setdefault(name, default)
         for name in LATER_SETTINGS:
-            field = type(self).model_fields.get(name)
+            field = type(self).settings().get(name)
             if field is not None and dumped.get(name) == field.default:
                 dumped.pop(name)
         return json.dumps(dumped, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
@@ -208,13 +280,52 @@ class RecipeConfig(BaseModel):
         return hashlib.sha256(self.canonical().encode("utf-8")).hexdigest()
 
 
+class ReviewedConfig(RecipeConfig):
+    """The config of a recipe whose stages include the engine's review: the shared settings and :attr:`review`.
+
+    A recipe with its own review settings (other help, an alias) narrows ``review`` to its subclass of
+    :class:`ReviewSettings`.
+    """
+
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
+    """The review panel: LM judges, their policy, people and their policy."""
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The review settings flat, after ``style``, where manifests have always held them."""
+        dumped: dict[str, Any] = handler(self)
+        review = dumped.pop("review", {})
+        out: dict[str, Any] = {}
+        for key, value in dumped.items():
+            out[key] = value
+            if key == "style":
+                out.update(review)
+        return out
+
+
+def review_names(settings: type[ReviewSettings]) -> dict[str, str]:
+    """The names review settings are given by (their fields and aliases), each with its field."""
+    names = {name: name for name in settings.model_fields}
+    for name, info in settings.model_fields.items():
+        if isinstance(info.validation_alias, AliasChoices):
+            names.update({str(choice): name for choice in info.validation_alias.choices})
+    return names
+
+
+def _jsonish(value: Any) -> Any:
+    """A value as JSON would hold it (tuples as lists), to compare with a JSON default."""
+    return [_jsonish(v) for v in value] if isinstance(value, tuple | list) else value
+
+
 C = TypeVar("C", bound=RecipeConfig)
 
 
 def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """``key: old → new`` for every top-level setting that differs."""
     keys = sorted(set(old) | set(new))
-    return [f"{key}: {old.get(key)!r} → {new.get(key)!r}" for key in keys if old.get(key) != new.get(key)]
+    was = {key: old.get(key, REVIEW_DEFAULTS.get(key)) for key in keys}  # a review setting at its default is no
+    now = {key: new.get(key, REVIEW_DEFAULTS.get(key)) for key in keys}  # difference, recorded or not
+    return [f"{key}: {was[key]!r} → {now[key]!r}" for key in keys if was[key] != now[key]]
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -244,16 +355,17 @@ def parse_sets(pairs: Sequence[str], model: type[RecipeConfig]) -> dict[str, Any
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise ConfigError(f"--set {pair!r}: write key=value, e.g. --set seed=1")
-        if key not in model.model_fields:
-            known = ", ".join(name for name in model.model_fields if name != "recipe")
+        fields = {**ReviewSettings.model_fields, **model.settings()}  # a review setting a recipe lacks: refused by
+        if key not in fields:  # the model, naming what the recipe reads instead
+            known = ", ".join(name for name in model.settings() if name != "recipe")
             raise ConfigError(f"--set {pair!r}: {model.__name__} has no setting {key!r} (settings: {known})")
-        settings[key] = _set_value(value.strip(), _is_list(model, key))
+        settings[key] = _set_value(value.strip(), _is_list(fields[key]))
     return settings
 
 
-def _is_list(model: type[RecipeConfig], key: str) -> bool:
+def _is_list(field: FieldInfo) -> bool:
     """Whether a field holds a list of strings (``--set reviewers=a,b`` splits at commas)."""
-    annotation = model.model_fields[key].annotation
+    annotation = field.annotation
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
         annotation, args = args[0], list(typing.get_args(args[0]))
@@ -314,12 +426,13 @@ def _config_error(exc: ValidationError, model: type[RecipeConfig], sources: Mapp
     """The first invalid setting in one line, named where it came from (the file and key, ``--set``, the
     flag), with the closest real setting for one the recipe does not have."""
     first = exc.errors()[0]
-    key = str(first["loc"][0]) if first["loc"] else ""
+    loc = first["loc"][1:] if first["loc"][:1] == ("review",) else first["loc"]  # named flat, as given
+    key = str(loc[0]) if loc else ""
     message = str(first["msg"]).removeprefix("Value error, ")
     where = sources.get(key, f"--{key.replace('_', '-')}" if key else "")
     recipe = model.model_fields["recipe"].default
     if first["type"] == "extra_forbidden":
-        known = [name for name in model.model_fields if name != "recipe"]
+        known = [name for name in model.settings() if name != "recipe"]
         close = difflib.get_close_matches(key, known, n=1)
         hint = f" (did you mean {close[0]}?)" if close else f" (settings: {', '.join(known)})"
         return f"{where}: {recipe} has no setting {key!r}{hint}"

@@ -45,6 +45,7 @@ from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
 from senseforge.pipelines.culture_gen import recipe as culture_gen_recipe
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.mcsqa.config import McsqaReviewSettings
 from senseforge.pipelines.recipe import Recipe
 from senseforge.pipelines.runner import BuildSummary, build, read_manifest
 from senseforge.pipelines.stage import ProgressFactory, no_progress
@@ -77,8 +78,7 @@ def demo_config(lang: str, kb_dir: Path, model: str = DEFAULT_MODEL, n: int | No
         n=n or DEMO_SETS[lang],
         kb=str(kb_dir.resolve()),
         model=model,
-        reviewers=(model,),
-        lm_review_final=True,
+        review=McsqaReviewSettings(reviewers=(model,), lm_review_final=True),
     )
 
 

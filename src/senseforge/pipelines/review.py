@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from senseforge.data.schema import Judgement, judgement
 from senseforge.errors import SenseforgeError
 from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy, ruling, split
-from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.config import ReviewedConfig
 from senseforge.pipelines.runstore import CallEntry, JudgementSource, StageResult
 from senseforge.pipelines.stage import (
     AWAITING,
@@ -104,18 +104,19 @@ class Review(PeopleStage[R]):
     pauses_run = True
 
     @classmethod
-    def configured(cls, name: str, task: str, config: RecipeConfig) -> Self:
-        """The stage as a run's shared review settings describe it (judges, their policy, people, k, seed)."""
+    def configured(cls, name: str, task: str, config: ReviewedConfig) -> Self:
+        """The stage as a run's review settings describe it (judges, their policy, people, k, seed)."""
+        review = config.review
         return cls(
             name,
             task=task,
-            judges=config.reviewers,
-            judges_policy=config.lm_review_policy,
-            lm_final=config.lm_review_final,
-            policy=config.review_policy,
-            k=config.review_k,
+            judges=review.reviewers,
+            judges_policy=review.lm_review_policy,
+            lm_final=review.lm_review_final,
+            policy=review.review_policy,
+            k=review.review_k,
             seed=config.seed,
-            adjudicate=config.adjudicate,
+            adjudicate=review.adjudicate,
             group=f"{config.recipe}-review",
         )
 

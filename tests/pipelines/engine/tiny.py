@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 from senseforge.data.schema import Choice, Judgement, MCItem
 from senseforge.llm.base import Completion, GenerateRequest
 from senseforge.pipelines import stage as st
-from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.config import ReviewedConfig
 from senseforge.pipelines.report import Funnel, StageFunnel
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
@@ -23,7 +23,7 @@ from senseforge.pipelines.taskqueue import QueuedTask
 RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
 
 
-class TinyConfig(RecipeConfig):
+class TinyConfig(ReviewedConfig):
     lm_stages: ClassVar[tuple[str, ...]] = ("expand",)
     recipe: Literal["tiny"] = "tiny"
     words: tuple[str, ...] = ("sun", "rain")

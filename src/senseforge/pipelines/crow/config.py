@@ -19,14 +19,6 @@ class CrowConfig(RecipeConfig):
     """Everything that decides what a crow build produces."""
 
     lm_stages: ClassVar[tuple[str, ...]] = ("cka", "wsg")
-    unused: ClassVar[tuple[str, ...]] = (
-        "reviewers",
-        "lm_review_policy",
-        "lm_review_final",
-        "review_policy",
-        "review_k",
-        "adjudicate",
-    )
     unused_hint: ClassVar[str] = "its panels are --validators, --k, --ckv-min and --wsv-min"
 
     recipe: Literal["crow"] = "crow"

@@ -54,6 +54,10 @@ class CultureAdaptConfig(RecipeConfig):
     """Everything that decides what a culture-adapt build produces."""
 
     lm_stages: ClassVar[tuple[str, ...]] = ("extract", "relevance", "adapt", "rename", "translate")
+    unused_hint: ClassVar[str] = (
+        "it has no review stage (LLM_Adapt had none): people check adapted items with --adapt-check-k, "
+        "and `senseforge annotate baseline` answers the result"
+    )
 
     recipe: Literal["culture-adapt"] = "culture-adapt"
     source: tuple[str, ...] = ()
@@ -127,11 +131,6 @@ class CultureAdaptConfig(RecipeConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> CultureAdaptConfig:
-        if self.reviewers:
-            raise ValueError(
-                "culture-adapt has no review stage (LLM_Adapt had none): people check adapted items with "
-                "--adapt-check-k, and `senseforge annotate baseline` answers the result"
-            )
         if self.extractor == "spacy" and not self.spacy_model:
             raise ValueError("extractor=spacy needs --spacy-model (an installed pipeline or its folder)")
         splits = [split_and_path(entry)[0] for entry in self.source]

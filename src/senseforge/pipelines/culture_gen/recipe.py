@@ -31,7 +31,7 @@ from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.data.text import plural
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
-from senseforge.pipelines.config import RecipeConfig, runs_locally
+from senseforge.pipelines.config import ReviewedConfig, runs_locally
 from senseforge.pipelines.culture_gen.concepts import batches
 from senseforge.pipelines.culture_gen.dryrun import author_reply
 from senseforge.pipelines.culture_gen.records import CultureRecord
@@ -68,7 +68,7 @@ LOCAL_MAX_TOKENS = 192
 """Reply budget of a local base model: it writes until the limit, and 2048 tokens take minutes a call on 2 cores."""
 
 
-class CultureGenConfig(RecipeConfig):
+class CultureGenConfig(ReviewedConfig):
     """Everything that decides what a culture-gen build produces (hashed into the manifest)."""
 
     lm_stages: ClassVar[tuple[str, ...]] = ("generate",)
@@ -270,7 +270,7 @@ class CultureGen:
     @staticmethod
     def _review(config: CultureGenConfig) -> list[Stage]:
         """The review stage, only when LM judges are named (LLM_Gen had no review)."""
-        if not config.reviewers:
+        if not config.review.reviewers:
             return []
         return [CultureReview.configured("review", REVIEW_TASK, config)]
 

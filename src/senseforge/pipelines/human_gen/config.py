@@ -31,11 +31,6 @@ class HumanGenConfig(RecipeConfig):
         "stage_models",
         "model_options",
         "style",
-        "reviewers",
-        "lm_review_policy",
-        "lm_review_final",
-        "review_policy",
-        "review_k",
     )
     unused_hint: ClassVar[str] = "people write, check and answer every item; no model is called"
 
@@ -61,6 +56,8 @@ class HumanGenConfig(RecipeConfig):
     """Give up on an item QC has sent back this many times (rejected ``qc_unresolved``)."""
     options: int = Field(default=5, ge=2, le=10)
     """Options per question (Putri et al.: five, one right and one hard distractor)."""
+    adjudicate: bool = False
+    """Items people split on wait for an admin's adjudication (in the app) instead of the policy's verdict."""
 
     @field_validator("lang")
     @classmethod

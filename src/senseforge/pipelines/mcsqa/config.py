@@ -12,7 +12,7 @@ from senseforge.data.lang import normalize_tag
 from senseforge.errors import ConfigError
 from senseforge.kb import conceptnet
 from senseforge.kb.question_sets import DEFAULT_RELATIONS
-from senseforge.pipelines.config import RecipeConfig, is_chat
+from senseforge.pipelines.config import ReviewedConfig, ReviewSettings, is_chat
 from senseforge.pipelines.mcsqa.templates import DEFAULT_SAMPLING, STAGES, resolve_language, template_hash
 from senseforge.pipelines.split import Ratios
 
@@ -22,7 +22,16 @@ LM_STAGES: tuple[str, ...] = ("generate", "refine", "distractors", "verify")
 VerifyBy = Literal["auto", "loglik", "generate"]
 
 
-class McsqaConfig(RecipeConfig):
+class McsqaReviewSettings(ReviewSettings):
+    """mCSQA's review panel: its help, and ``lm_review_as_hard`` for ``lm_review_final``."""
+
+    lm_review_final: bool = Field(default=False, validation_alias=AliasChoices("lm_review_final", "lm_review_as_hard"))
+    """Items the LM panel accepts become Hard (labelled ``review: lm``); else they go on to people."""
+    review_k: int = Field(default=2, ge=1)
+    """People per reviewed item (paper: two); all must accept."""
+
+
+class McsqaConfig(ReviewedConfig):
     """Everything that decides what an mCSQA build produces (hashed into the manifest)."""
 
     lm_stages: ClassVar[tuple[str, ...]] = LM_STAGES
@@ -43,10 +52,8 @@ class McsqaConfig(RecipeConfig):
     """Language whose ConceptNet concepts stand in for ``lang`` (e.g. ``ms`` for Indonesian on 5.7)."""
     verify_by: VerifyBy = "auto"
     """LM verification by log-likelihood (local base models) or generation (chat APIs)."""
-    lm_review_final: bool = Field(default=False, validation_alias=AliasChoices("lm_review_final", "lm_review_as_hard"))
-    """Items the LM panel accepts become Hard (labelled ``review: lm``); else they go on to people."""
-    review_k: int = Field(default=2, ge=1)
-    """People per reviewed item (paper: two); all must accept."""
+    review: McsqaReviewSettings = Field(default_factory=McsqaReviewSettings)
+    """The review panel: LM judges, their policy, people and their policy."""
     ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
     """Train / validation / test shares of the split."""
 
@@ -64,7 +71,7 @@ class McsqaConfig(RecipeConfig):
     @property
     def lm_review_as_hard(self) -> bool:
         """mCSQA's name for :attr:`lm_review_final`."""
-        return self.lm_review_final
+        return self.review.lm_review_final
 
     def input_changes(self, manifest: Mapping[str, Any]) -> list[str]:
         """How the inputs outside the config differ from those the run's manifest records (the knowledge
