@@ -105,8 +105,16 @@ def _missing(what: str) -> NoReturn:
     pytest.skip(what)
 
 
+MODEL_GROUP = "model"
+"""The xdist group of the slow tests: they load a real model or run an external tool, and two of them at once on two
+cores oversubscribe the CPU (llama.cpp's threads spin), so they run one after another on one worker."""
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(MODEL_GROUP))
         marked = {mark.name for mark in item.iter_markers()} & _RAN.keys()
         if marked:
             _MARKED[item.nodeid] = marked
@@ -116,7 +124,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Counts the browser and postgres tests whose body ran (passed or failed, not skipped)."""
     if report.when != "call" or report.skipped:
         return
-    for marker in _MARKED.get(report.nodeid, ()):
+    for marker in _MARKED.get(report.nodeid.removesuffix(f"@{MODEL_GROUP}"), ()):
         _RAN[marker] += 1
 
 
