@@ -110,14 +110,24 @@ MODEL_GROUP = "model"
 cores oversubscribe the CPU (llama.cpp's threads spin), so they run one after another on one worker."""
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # here, not in pytest_collection_modifyitems: xdist reads the groups in its own modifyitems hook, which runs
+    # before a conftest's (tryfirst or not), so a group added there never reaches the scheduler
+    if item.get_closest_marker("slow") is not None and item.get_closest_marker("xdist_group") is None:
+        item.add_marker(pytest.mark.xdist_group(MODEL_GROUP))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouped = bool(getattr(config.option, "loadgroup", False))  # an xdist worker under --dist loadgroup
     for item in items:
-        if item.get_closest_marker("slow") is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(MODEL_GROUP))
+        if grouped and item.get_closest_marker("slow") is not None and not item.nodeid.endswith(f"@{MODEL_GROUP}"):
+            # xdist names a test's group in its node id; pytest 9.2 broke that once, and the slow tests then ran two
+            # at a time on two cores, three times slower, into their timeouts
+            raise pytest.UsageError(f"--dist loadgroup did not put {item.nodeid} in the {MODEL_GROUP!r} group")
         marked = {mark.name for mark in item.iter_markers()} & _RAN.keys()
         if marked:
-            _MARKED[item.nodeid] = marked
+            _MARKED[item.nodeid.removesuffix(f"@{MODEL_GROUP}")] = marked
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -112,7 +112,7 @@ GOLDEN_DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "dem
 @pytest.mark.slow
 def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path) -> None:
     out = tmp_path / "demo"
-    result = run_cli("demo", "--out", str(out), home=senseforge_home, timeout=1200)  # ~4.5 min, 2 idle cores
+    result = run_cli("demo", "--out", str(out), home=senseforge_home, timeout=2400)  # ~6.5 min, 2 idle cores
     assert result.returncode == 0, result.stderr
     for lang in ("en", "ja"):
         run = out / "runs" / f"mcsqa-{lang}"

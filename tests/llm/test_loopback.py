@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -114,9 +115,17 @@ def test_in_flight_reaches_the_client_bound_and_never_exceeds_it() -> None:
 
 
 def test_serves_64_connections_at_once() -> None:
-    with LoopbackOpenAI(shout, latency_s=0.2) as server:
-        results = client(server, max_concurrency=64, timeout_s=5.0).generate(questions(64))
-    assert all(done.ok for done in results)
+    # every answer waits until all 64 requests are in the server together, however slowly they arrive: a client or
+    # server that held fewer at once would break the barrier (its timeout) and fail the requests
+    everyone = threading.Barrier(64, timeout=60)
+
+    def together(body: dict[str, Any]) -> str:
+        everyone.wait()
+        return shout(body)
+
+    with LoopbackOpenAI(together) as server:
+        results = client(server, max_concurrency=64, timeout_s=90.0, max_retries=0).generate(questions(64))
+    assert all(done.ok for done in results), [done.failure for done in results if not done.ok][:3]
     assert server.max_in_flight == 64
 
 

@@ -46,7 +46,7 @@ def kill_when_stored(child: subprocess.Popen[bytes], run_dir: Path, stage: str |
     The count is read under an exclusive lock on the run store, and the lock is held through the kill: the
     build cannot store another result, so it cannot finish, between the count and the kill.
     """
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 1800  # a bound for a hung build only: a slow one ends by itself
     held = None
     while held is None and child.poll() is None and time.monotonic() < deadline:
         held = _locked_at(run_dir, stage, n)
