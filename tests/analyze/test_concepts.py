@@ -133,7 +133,7 @@ def test_the_command_prints_and_writes_json_csv_svg(tmp_path: Path) -> None:
     result = runner.invoke(app, ["analyze", "concepts", str(data), "--top", "2", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "komodo" in result.stdout and "50.00%" in result.stdout and "culture" in result.stdout
-    assert {p.name for p in out.iterdir()} == {"concepts.json", "concepts.csv", "concepts.svg"}
+    assert {p.name for p in out.iterdir()} == {"concepts.json", "concepts.csv", "concepts.svg", "concepts.pdf"}
     with (out / "concepts.csv").open(encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert rows[0]["name"] == "komodo" and rows[0]["count"] == "3"

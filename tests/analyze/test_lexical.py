@@ -137,13 +137,14 @@ def test_the_command_prints_the_table_and_writes_json_csv_svg(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     assert "66.67%" in result.stdout and "85.71%" in result.stdout  # 6/9 and 6/7
     assert "39.75%" in result.stdout and "paper: Human_Gen" in result.stdout
-    assert {p.name for p in out.iterdir()} == {"lexical.json", "lexical.csv", "lexical.svg"}
+    assert {p.name for p in out.iterdir()} == {"lexical.json", "lexical.csv", "lexical.svg", "lexical.pdf"}
     doc = json.loads((out / "lexical.json").read_text(encoding="utf-8"))
     assert doc["unigram"]["share_a"] == pytest.approx(6 / 9)
     with (out / "lexical.csv").open(encoding="utf-8") as handle:
         rows = {row["measure"]: row for row in csv.DictReader(handle)}
     assert float(rows["bigram overlap"]["b"]) == pytest.approx(0.5)
     assert (out / "lexical.svg").read_text(encoding="utf-8").lstrip().startswith("<?xml")
+    assert (out / "lexical.pdf").read_bytes().startswith(b"%PDF")  # the same figure, for a paper
 
 
 def test_bad_input_is_one_located_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,8 +2,9 @@
 
 ``write_outputs(folder, name, doc, rows, figure)`` writes ``<name>.json`` (the whole
 result), ``<name>.csv`` (the table's rows) and, when matplotlib is installed and a figure is
-given, ``<name>.svg`` — each atomically, so an interrupted analysis never leaves half a
-file. Figures are drawn with matplotlib's Agg backend (no display needed).
+given, ``<name>.svg`` and ``<name>.pdf`` (the same figure, for a paper; ``senseforge report --analysis``
+shows the SVG and links both) — each atomically, so an interrupted analysis never leaves half a file.
+Figures are drawn with matplotlib's Agg backend (no display needed).
 """
 
 from __future__ import annotations
@@ -49,15 +50,16 @@ def write_outputs(
     if figure is not None:
         drawn = draw(figure)
         if drawn is not None:
-            path = folder / f"{name}.svg"
-            with atomic_open(path) as handle:
-                handle.write(drawn)
-            written.append(path)
+            svg, pdf = drawn
+            for path, content in ((folder / f"{name}.svg", svg.encode("utf-8")), (folder / f"{name}.pdf", pdf)):
+                with atomic_open(path, "wb") as handle:
+                    handle.write(content)
+                written.append(path)
     return written
 
 
-def draw(figure: FigureMaker) -> str | None:
-    """The figure as SVG text, or ``None`` without matplotlib."""
+def draw(figure: FigureMaker) -> tuple[str, bytes] | None:
+    """The figure as SVG text and PDF bytes (no dates in either), or ``None`` without matplotlib."""
     try:
         import matplotlib
 
@@ -65,11 +67,15 @@ def draw(figure: FigureMaker) -> str | None:
         from matplotlib.figure import Figure
     except ImportError:
         return None
-    fig = Figure(figsize=(7, 4), layout="constrained")
-    figure(fig)
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    return buffer.getvalue()
+    from senseforge.evaluate.html_report.figures import WIDTH_IN, styled
+
+    with styled():  # the report's figure style: print size, text of 9 pt or more, kept as text in the SVG
+        fig = Figure(figsize=(WIDTH_IN, 4), layout="constrained")
+        figure(fig)
+        svg, pdf = io.StringIO(), io.BytesIO()
+        fig.savefig(svg, format="svg", metadata={"Date": None})
+        fig.savefig(pdf, format="pdf", metadata={"CreationDate": None, "ModDate": None})
+    return svg.getvalue(), pdf.getvalue()
 
 
 def percent(value: float | None) -> str:

@@ -120,12 +120,12 @@ def _figure(result: ConceptsResult) -> Any:
         for ax, g in zip(axes.flat, groups, strict=False):
             shown = g.top[:FIGURE_BARS]
             drawn = ax.barh(range(len(shown)), [100 * c.share for c in shown], color="tab:blue")
-            ax.bar_label(drawn, labels=[str(c.count) for c in shown], fontsize=6, padding=2)
-            ax.set_yticks(range(len(shown)), [c.name for c in shown], fontsize=7)
+            ax.bar_label(drawn, labels=[str(c.count) for c in shown], fontsize=9, padding=2)
+            ax.set_yticks(range(len(shown)), [c.name for c in shown], fontsize=9)
             ax.invert_yaxis()
-            ax.set_xlabel("share of items with a concept (%)", fontsize=7)
-            ax.tick_params(axis="x", labelsize=7)
-            ax.set_title(f"{g.dataset} ({g.lang})\ntop-{SKEW_TOP}: {_share(g.top10_share)}", fontsize=8)
-        fig.suptitle("Most frequent question concepts", fontsize=10)
+            ax.set_xlabel("share of items with a concept (%)", fontsize=9)
+            ax.tick_params(axis="x", labelsize=9)
+            ax.set_title(f"{g.dataset} ({g.lang})\ntop-{SKEW_TOP}: {_share(g.top10_share)}", fontsize=10)
+        fig.suptitle("Most frequent question concepts", fontsize=11)
 
     return draw

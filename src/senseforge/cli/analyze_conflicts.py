@@ -86,7 +86,7 @@ def _figure(result: ConflictsResult) -> Any:
             ax.set_title(lang if lang != POOLED else "all languages")
             ax.set_ylabel("count")
         handles, names = axes[0].get_legend_handles_labels()
-        fig.legend(handles, names, loc="outside lower center", ncols=len(series), fontsize="small")
+        fig.legend(handles, names, loc="outside lower center", ncols=len(series), fontsize=9)
         fig.suptitle("Answer conflicts per annotator")
 
     return draw

@@ -83,8 +83,8 @@ def _figure(result: ErrorsResult) -> Any:
                 ax.barh(names, widths, left=left, label=label)
                 left = [a + b for a, b in zip(left, widths, strict=True)]
             ax.set_xlim(0, 100)
-            ax.set_title(TARGET_TITLES[target], fontsize="small")
-            ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            ax.set_title(TARGET_TITLES[target], fontsize=10)
+            ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         axes[-1].set_xlabel("% of items")
 
     return draw

@@ -121,12 +121,12 @@ def _figure(result: LexicalResult) -> Any:
                 hatch="//" if is_paper else None,
                 edgecolor=colour,
             )
-            ax.bar_label(drawn, fmt="%.1f", fontsize=7)
+            ax.bar_label(drawn, fmt="%.1f", fontsize=9)
         top = max((v for _, values, _, _ in bars for v in values), default=0.0)
         ax.set_ylim(0, max(10.0, top * 1.35))
         ax.set_xticks(range(len(groups)), [f"{g} overlap" for g in groups])
         ax.set_ylabel("shared unique ÷ own unique (%)")
         ax.set_title("Lexical overlap: the share of each side's unique n-grams the other uses")
-        ax.legend(fontsize=7, loc="upper right")
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=9, frameon=False)
 
     return draw

@@ -49,6 +49,6 @@ def _figure(result: Stats) -> Any:
         ax.bar(names, hard, bottom=easy, label="Hard")
         ax.set_ylabel("items")
         ax.set_title("Easy and Hard items per language and split")
-        ax.legend()
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, frameon=False)
 
     return draw

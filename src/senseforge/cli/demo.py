@@ -85,9 +85,9 @@ def demo(
         out.print(_CULTURE_NOTES[name])
         where.append(f"{summary.run_dir}: {_CROW_OUTPUTS if name == 'crow' else _CULTURE_OUTPUTS}")
         built.append(summary.run_dir)
-    from senseforge.evaluate.html_report import write_report
+    from senseforge.cli.report import write_page
 
-    page = write_report(out_dir / "report.html", built)
+    page = write_page(out_dir / "report.html", built)
     out.rule("where everything is")
     for line in where:
         out.print(line)

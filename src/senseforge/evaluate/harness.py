@@ -159,6 +159,25 @@ def data_digest(dataset: Any, items: Sequence[Any]) -> str:
     return digest.hexdigest()
 
 
+def evaluated(dataset: Any, config: EvalConfig) -> Sequence[Any]:
+    """What an evaluation of ``dataset`` under ``config`` scores: its items (with the gold ``config`` reads) or
+    examples, after ``--limit``."""
+    if dataset.kind == "mc":
+        return list(config.with_gold(dataset.items[: config.limit] if config.limit else dataset.items))
+    return list(dataset.examples[: config.limit] if config.limit else dataset.examples)
+
+
+def evaluated_digest(data: Path, config: EvalConfig, split: str | None) -> str | None:
+    """The :func:`data_digest` an evaluation of ``data`` (a run folder or file) under ``config`` records, or
+    ``None`` when ``data`` cannot be read that way. The report files an evaluation under the run it evaluated by
+    this, when its recorded path no longer leads there (the run was moved or copied)."""
+    try:
+        dataset = load_for_eval(data, split=split or "test")
+        return data_digest(dataset, evaluated(dataset, config))
+    except (ConfigError, DataValidationError, OSError, ValueError):
+        return None
+
+
 def evaluation_identity(
     config: EvalConfig, model: ModelInfo, data_sha256: str, split: str | None, hashes: dict[str, str]
 ) -> dict[str, Any]:
@@ -274,20 +293,15 @@ def run_eval(
         if shots_from is None:
             raise ConfigError("--shots needs --shots-from: a split to draw solved examples from")
         shot_pool = list(load_for_eval(shots_from, fmt, lang).items)
+    chosen = evaluated(dataset, config)
+    if not chosen:
+        raise DataValidationError(f"{data}: no {'items' if dataset.kind == 'mc' else 'examples'} to evaluate")
     if dataset.kind == "mc":
-        items = config.with_gold(dataset.items[: config.limit] if config.limit else dataset.items)
-        if not items:
-            raise DataValidationError(f"{data}: no items to evaluate")
-        chosen: Sequence[Any] = items
         templates = [
             f"mc/{config.formulation}/{variant}/{config.prompt_language}/shots={config.shots}"
             for variant in config.variants()
         ]
     else:
-        examples = dataset.examples[: config.limit] if config.limit else dataset.examples
-        if not examples:
-            raise DataValidationError(f"{data}: no examples to evaluate")
-        chosen = examples
         mode = "cot" if config.chain_of_thought else config.binary_mode
         templates = [f"binary/{mode}/knowledge={config.oracle_knowledge}/{config.prompt_language}"]
     hashes = {template: prompt_hash(template) for template in templates}

@@ -278,6 +278,20 @@ def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[str]])
 
 
 def _heatmap_png(matrices: Mapping[str, TransferMatrix], langs: Sequence[str]) -> bytes:
+    buffer = io.BytesIO()
+    heatmap_figure(matrices, langs).savefig(buffer, format="png", dpi=120)
+    return buffer.getvalue()
+
+
+def heatmap_figure(
+    matrices: Mapping[str, Mapping[str, Any]], langs: Sequence[str], *, width_in: float | None = None
+) -> Any:
+    """The heat maps of the relative matrices, one per subset (Figure 6), as a matplotlib ``Figure``: side by
+    side, or one above another in a figure ``width_in`` wide (the report's column).
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed.
+    """
     try:
         import matplotlib
 
@@ -286,9 +300,15 @@ def _heatmap_png(matrices: Mapping[str, TransferMatrix], langs: Sequence[str]) -
     except ImportError as exc:
         raise MissingDependencyError(f"the transfer heat map needs matplotlib: {_INSTALL_HINT}") from exc
 
-    fig = Figure(figsize=(4.2 * len(SUBSETS), 4.0), layout="constrained")
-    axes = fig.subplots(1, len(SUBSETS), squeeze=False)[0]
-    for ax, subset in zip(axes, SUBSETS, strict=True):
+    subsets = [subset for subset in SUBSETS if subset in matrices]
+    if width_in is None:
+        fig = Figure(figsize=(4.2 * len(subsets), 4.0), layout="constrained")
+        axes = fig.subplots(1, len(subsets), squeeze=False)[0]
+    else:
+        side = min(width_in, 1.2 + 0.55 * len(langs))
+        fig = Figure(figsize=(width_in, (side * 0.85 + 0.4) * len(subsets)), layout="constrained")
+        axes = fig.subplots(len(subsets), 1, squeeze=False)[:, 0]
+    for ax, subset in zip(axes, subsets, strict=True):
         rel = matrices[subset]["relative"]
         grid = np.array([[np.nan if rel[tr][te] is None else rel[tr][te] for te in langs] for tr in langs], dtype=float)
         top = float(np.nanmax(grid)) if np.isfinite(grid).any() else 100.0
@@ -306,9 +326,7 @@ def _heatmap_png(matrices: Mapping[str, TransferMatrix], langs: Sequence[str]) -
         ax.set_ylabel("train language")
         ax.set_title(f"{subset.capitalize()} (% of monolingual)")
         fig.colorbar(image, ax=ax, shrink=0.8)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    return buffer.getvalue()
+    return fig
 
 
 def write_tables(out_dir: str | Path, cells: Cells, langs: Sequence[str]) -> list[Path]:

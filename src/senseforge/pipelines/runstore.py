@@ -380,6 +380,12 @@ class RunStore:
                 out.setdefault(item_id, []).append(StoredJudgement(JUDGEMENT.validate_json(body), source))
         return out
 
+    def every_judgement(self) -> list[StoredJudgement]:
+        """Every judgement, in the order they were first stored."""
+        query = sa.select(judgements.c.source, judgements.c.body).order_by(judgements.c.id)
+        with self._engine.connect() as conn:
+            return [StoredJudgement(JUDGEMENT.validate_json(body), source) for source, body in conn.execute(query)]
+
     def judgements_of_records(
         self, tasks: Sequence[str], record_ids: Iterable[str]
     ) -> dict[str, list[StoredJudgement]]:

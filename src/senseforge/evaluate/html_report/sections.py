@@ -1,0 +1,123 @@
+"""The page's sections: each run (its recipe's figures, its evaluations, its manifest), the transfer study and
+the analyses. The overview is :mod:`.overview`; what a section draws of a run, :mod:`.recipes` and
+:mod:`.evaluations`; the pieces they share, :mod:`.common`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from senseforge.evaluate.html_report import figures as fig
+from senseforge.evaluate.html_report.common import FOLDER_TOKEN, anchor, e, none, show, table
+from senseforge.evaluate.html_report.evaluations import evaluations_part, human_baseline_part
+from senseforge.evaluate.html_report.inputs import Run, read_json
+from senseforge.evaluate.html_report.recipes import (
+    agreement_part,
+    cost_part,
+    crow_parts,
+    culture_parts,
+    funnel_part,
+    human_gen_parts,
+    mcsqa_parts,
+)
+
+
+def run_section(run: Run, figures: fig.Figures) -> str:
+    out = f'<section id="{anchor(run)}"><h2>{e(run.heading)}</h2>'
+    out += f"<p><code>{e(run.path)}</code> · recipe {e(run.recipe or 'unknown')}</p>"
+    out += funnel_part(run, figures) + cost_part(run, figures)
+    recipe_parts = {
+        "mcsqa": mcsqa_parts,
+        "human-gen": human_gen_parts,
+        "culture-gen": culture_parts,
+        "culture-adapt": culture_parts,
+        "crow": crow_parts,
+    }
+    part = recipe_parts.get(run.recipe or "")
+    if part is not None and run.funnel:
+        out += part(run, figures)
+    out += agreement_part(run, figures)
+    out += evaluations_part(run.heading, run.evaluations, figures, run)
+    out += human_baseline_part(run, figures)
+    out += manifest_part(run.manifest)
+    return out + "</section>"
+
+
+def manifest_part(manifest: Mapping[str, Any] | None) -> str:
+    if not manifest:
+        return "<h3>Manifest</h3>" + none("No manifest.")
+    models = manifest.get("models") or {}
+    rows = [(spec, ", ".join(f"{k}={v}" for k, v in (identity or {}).items())) for spec, identity in models.items()]
+    templates = manifest.get("templates") or {}
+    out = "<details><summary>Manifest</summary>" + table(("model", "identity"), rows)
+    out += table(("template", "SHA-256"), [(k, f"{v}"[:16] + "…") for k, v in templates.items()])
+    facts = (manifest.get("recipe"), manifest.get("senseforge_version"), manifest.get("git_sha"))
+    out += f"<p>recipe {e(facts[0])} · senseforge {e(facts[1])} · git {e(facts[2])} · "
+    out += f"seeds <code>{e(json.dumps(manifest.get('seeds')))}</code></p></details>"
+    return out
+
+
+def transfer_section(folder: Path | None, figures: fig.Figures) -> str:
+    if folder is None:
+        return ""
+    document = read_json(folder / "transfer.json")
+    if not isinstance(document, dict):
+        return "<h2 id=transfer>Transfer</h2>" + none(f"No transfer.json in {folder}.")
+    from senseforge.evaluate.transfer_tables import heatmap_figure
+
+    out = "<h2 id=transfer>Transfer</h2>"
+    langs = [str(lang) for lang in document.get("langs") or []]
+    subsets = document.get("subsets") or {}
+    if langs and subsets:
+        chart = heatmap_figure(subsets, langs, width_in=fig.WIDTH_IN)
+        caption = (
+            "Cross-lingual transfer (mCSQA's Figure 6): accuracy of a model trained on one language (row) and tested "
+            "on another (column), as a percentage of the monolingual model of the test language."
+        )
+        numbers = "".join(
+            f"<h4>{e(s)} · raw accuracy</h4>"
+            + table(
+                ("train \\ test", *langs),
+                [(tr, *((part.get("raw") or {}).get(tr, {}).get(te) for te in langs)) for tr in langs],
+            )
+            for s, part in subsets.items()
+        )
+        out += show(figures, "transfer-heatmap", caption, chart, numbers)
+    for subset, tables in subsets.items():
+        rows = [(r["lang"], r["mono"], r["multi"], r["delta"], r["unseen"]) for r in tables.get("table7", [])]
+        out += f"<h3>Table 7 · {e(subset)}</h3>" + table(("lang", "mono", "multi", "Δ", "unseen"), rows)
+    summary = (document.get("finding") or {}).get("summary")
+    return out + (f"<p>{e(summary)}</p>" if summary else "")
+
+
+def analyses_section(folders: Sequence[Path], figures: fig.Figures) -> str:
+    """The analyses' own figures: ``senseforge analyze`` writes ``<name>.svg`` and ``<name>.pdf`` beside
+    ``<name>.json``."""
+    if not folders:
+        return ""
+    out = "<h2 id=analyses>Analyses</h2>"
+    for folder in folders:
+        svgs = sorted(folder.rglob("*.svg")) if folder.is_dir() else []
+        if not svgs:
+            out += none(f"No analysis figure in {folder}.")
+            continue
+        for svg in svgs:
+            caption = _analysis_caption(svg.stem, read_json(svg.with_suffix(".json")))
+            drawn = figures.adopt(svg.stem, caption, svg.read_text(encoding="utf-8"), svg.with_suffix(".pdf"))
+            out += drawn.html(FOLDER_TOKEN)
+    return out
+
+
+def _analysis_caption(name: str, document: Any) -> str:
+    title = {
+        "lexical": "Lexical overlap between the questions and their sources",
+        "errors": "Where the models' answers go wrong",
+        "conflicts": "Items on which models or people conflict",
+        "concepts": "Concepts the questions are built from",
+        "language": "Languages the items are written in",
+        "stats": "The datasets' statistics",
+    }.get(name, f"Analysis: {name}")
+    summary = document.get("summary") if isinstance(document, dict) else None
+    return f"{title}." + (f" {summary}" if isinstance(summary, str) else "")
