@@ -27,6 +27,17 @@ FIXTURES = Path(__file__).parent / "fixtures"
 for _size in ("COLUMNS", "LINES"):
     os.environ.pop(_size, None)
 
+# Under pytest-xdist each worker gets its share of the cores for the models it runs (llama.cpp, torch, and the builds
+# it starts in child processes, which inherit this): two workers on two cores then run two model tests at once at one
+# thread each. At two threads each they would oversubscribe the cores, and llama.cpp's threads wait on each other
+# (a model test ran three times slower that way); one thread alone is only a third slower than two. Answers do not
+# depend on the number of threads (llm/providers/llamacpp.py), so goldens hold.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+if _WORKERS > 1:
+    _SHARE = str(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
+    for _threads in ("SENSEFORGE_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_threads, _SHARE)
+
 
 def _is_local(address: Any) -> bool:
     if isinstance(address, (str, bytes)):  # unix socket path
@@ -105,36 +116,18 @@ def _missing(what: str) -> NoReturn:
     pytest.skip(what)
 
 
-MODEL_GROUP = "model"
-"""The xdist group of the slow tests: they load a real model or run an external tool, and two of them at once on two
-cores oversubscribe the CPU (llama.cpp's threads spin), so they run one after another on one worker."""
-
-
-def pytest_itemcollected(item: pytest.Item) -> None:
-    # here, not in pytest_collection_modifyitems: xdist reads the groups in its own modifyitems hook, which runs
-    # before a conftest's (tryfirst or not), so a group added there never reaches the scheduler
-    if item.get_closest_marker("slow") is not None and item.get_closest_marker("xdist_group") is None:
-        item.add_marker(pytest.mark.xdist_group(MODEL_GROUP))
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    grouped = bool(getattr(config.option, "loadgroup", False))  # an xdist worker under --dist loadgroup
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if grouped and item.get_closest_marker("slow") is not None and not item.nodeid.endswith(f"@{MODEL_GROUP}"):
-            # xdist names a test's group in its node id; pytest 9.2 broke that once, and the slow tests then ran two
-            # at a time on two cores, three times slower, into their timeouts
-            raise pytest.UsageError(f"--dist loadgroup did not put {item.nodeid} in the {MODEL_GROUP!r} group")
         marked = {mark.name for mark in item.iter_markers()} & _RAN.keys()
         if marked:
-            _MARKED[item.nodeid.removesuffix(f"@{MODEL_GROUP}")] = marked
+            _MARKED[item.nodeid] = marked
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Counts the browser and postgres tests whose body ran (passed or failed, not skipped)."""
     if report.when != "call" or report.skipped:
         return
-    for marker in _MARKED.get(report.nodeid.removesuffix(f"@{MODEL_GROUP}"), ()):
+    for marker in _MARKED.get(report.nodeid, ()):
         _RAN[marker] += 1
 
 

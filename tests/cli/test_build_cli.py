@@ -153,6 +153,8 @@ def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path)
         compare_with_golden(out / "runs" / name, GOLDEN_DEMO / name)
     page = (out / "report.html").read_text(encoding="utf-8")  # the report over every run the demo built
     assert all(f"<h2>{name}</h2>" in page for name in ("mcsqa-en", "mcsqa-ja", "culture-gen", "crow"))
+    # the demo's model verified the items it is evaluated on: the page says what its Easy 1.0 / Hard 0.0 means
+    assert "also verified these items" in page and any((out / "report_figures").glob("*.pdf"))
 
 
 def test_build_human_gen_waits_for_people_and_names_the_tasks(tmp_path: Path, senseforge_home: Path) -> None:

@@ -352,3 +352,17 @@ def test_a_shared_cache_answers_as_a_fresh_run(gemma: LlamaCppLLM, model_path: P
     else:
         assert (on_shared.stats.hits, on_shared.stats.misses, reused.backend_calls) == (0, n_requests, n_requests)
     assert from_shared == from_empty
+
+
+def test_threads_come_from_senseforge_threads_else_every_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    from senseforge.errors import ConfigError
+    from senseforge.llm.providers.llamacpp import default_threads
+
+    monkeypatch.setenv("SENSEFORGE_THREADS", "3")
+    assert default_threads() == 3
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("SENSEFORGE_THREADS", bad)
+        with pytest.raises(ConfigError, match="SENSEFORGE_THREADS"):
+            default_threads()
+    monkeypatch.delenv("SENSEFORGE_THREADS")
+    assert default_threads() == len(os.sched_getaffinity(0))

@@ -95,7 +95,7 @@ class Options(BaseModel):
     score_n_ctx: int = Field(default=256, ge=32)
     """Starting context window of the scoring instance (grown when a request needs more)."""
     n_threads: int | None = Field(default=None, ge=1)
-    """CPU threads (default: all cores)."""
+    """CPU threads (default: ``SENSEFORGE_THREADS``, else every core this process may use)."""
     n_batch: int = Field(default=512, ge=1)
     """Prompt tokens evaluated per decode call."""
     chat_format: str | None = None
@@ -135,6 +135,22 @@ def _quiet_stderr() -> contextlib.AbstractContextManager[None]:
                 os.close(fd)
 
     return manager()
+
+
+def default_threads() -> int:
+    """CPU threads of a model whose options name none: ``SENSEFORGE_THREADS`` (share a machine: two jobs at one
+    thread each do more than two at two each, whose threads wait on each other), else every core this process may
+    use.
+
+    Raises:
+        ConfigError: ``SENSEFORGE_THREADS`` is not a whole number of at least 1.
+    """
+    given = os.environ.get("SENSEFORGE_THREADS", "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise ConfigError(f"SENSEFORGE_THREADS={given!r}: give a whole number of threads, 1 or more")
+        return int(given)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def models_dir() -> Path:
@@ -259,7 +275,7 @@ class LlamaCppLLM:
                     n_ctx=n_ctx * streams,
                     n_batch=n_batch,
                     n_ubatch=n_batch,
-                    n_threads=self.options.n_threads or os.cpu_count() or 1,
+                    n_threads=self.options.n_threads or default_threads(),
                     logits_all=logits_all,
                     chat_format=self.options.chat_format,
                     seed=0,
