@@ -11,10 +11,11 @@ One run, all on loopback:
    flight); it also measures the server's most requests in flight at once;
 4. the same recipe runs again into a new run directory on the same cache: it should make
    no backend call at all;
-5. a peer: the bare ``openai`` provider sends 8 × C calls to the same server, outside the
+5. the peer: the bare ``openai`` provider sends 8 × C calls to the same server, outside the
    recipe — what the HTTP round trip alone leaves of the bound on this machine.
 
-It prints calls/s against the bound (goal ≥ 90 %) and the rerun's backend calls (goal 0).
+It prints calls/s against the bound and against the bare provider's rate measured in the same run
+(goal: the recipe at ≥ 95 % of the bare provider), and the rerun's backend calls (goal 0).
 
     .venv/bin/python benchmarks/pipeline_throughput.py
     .venv/bin/python benchmarks/pipeline_throughput.py --concurrency 32 --latency 0.1 --json out.json
@@ -39,7 +40,8 @@ from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
-GOAL = 0.90
+GOAL = 0.95
+"""The recipe's rate as a share of the bare provider's, measured in the same run."""
 RESPONDER = "senseforge.pipelines.mcsqa.dryrun:body_reply"
 
 
@@ -70,13 +72,13 @@ class ServerProcess:
         return stats
 
 
-def transport_efficiency(base_url: str, concurrency: int, latency: float, waves: int = 8) -> float:
-    """The bare ``openai`` provider, no recipe: ``waves`` × C distinct calls; ideal time ÷ measured time."""
+def bare_rate(base_url: str, concurrency: int, waves: int = 8) -> float:
+    """The bare ``openai`` provider, no recipe: ``waves`` × C distinct calls; calls per second."""
     llm = get_llm("openai/loopback", {"base_url": base_url, "max_concurrency": concurrency, "timeout_s": 30.0})
     requests = [GenerateRequest.chat(f"transport probe {i}") for i in range(waves * concurrency)]
     started = time.perf_counter()
     llm.generate(requests)
-    return waves * latency / (time.perf_counter() - started)
+    return len(requests) / (time.perf_counter() - started)
 
 
 def _run(config: McsqaConfig, run_dir: Path, store: Store) -> tuple[Any, float]:
@@ -116,7 +118,7 @@ def main() -> int:
             stats = server.stats()
             # the rerun: a new run directory on the same cache and the same endpoint
             second, rerun_s = _run(config, work / "second", store)
-            transport = transport_efficiency(server.base_url, args.concurrency, args.latency)
+            bare = bare_rate(server.base_url, args.concurrency)
         finally:
             final = server.stop()
         calls, peak = stats["requests"], stats["max_in_flight"]
@@ -134,6 +136,8 @@ def main() -> int:
     rate = calls / elapsed
     bound = args.concurrency / args.latency
     ratio = rate / bound
+    transport = bare / bound
+    to_bare = rate / bare
     result = {
         "concurrency": args.concurrency,
         "latency_s": args.latency,
@@ -146,6 +150,8 @@ def main() -> int:
         "staged_floor_s": round(staged_floor_s, 3),
         "ratio_to_staged_floor": round(staged_floor_s / elapsed, 4),
         "bare_provider_ratio": round(transport, 4),
+        "bare_calls_per_s": round(bare, 2),
+        "ratio_to_bare": round(to_bare, 4),
         "kept": first.funnel.kept if first.funnel else 0,
         "rerun_backend_calls": rerun_calls,
         "rerun_seconds": round(rerun_s, 3),
@@ -153,17 +159,18 @@ def main() -> int:
     }
     print(f"recipe: {calls} backend calls in {elapsed:.2f} s, {result['kept']} items kept")
     print(f"throughput: {rate:.1f} calls/s vs bound {bound:.1f} (C={args.concurrency} / {args.latency} s)")
-    print(f"  ratio {ratio:.1%} (goal ≥ {GOAL:.0%}) · most in flight at once: {peak}")
+    print(f"  ratio {ratio:.1%} of the bound · most in flight at once: {peak}")
     print(
         f"  stage by stage the recipe needs at least {waves} waves of C calls ({staged_floor_s:.1f} s): "
         f"{staged_floor_s / elapsed:.1%} of that floor"
     )
-    print(f"  peer: the bare openai provider on the same server reaches {transport:.1%} of the bound")
+    print(f"  peer: the bare openai provider on the same server: {bare:.1f} calls/s, {transport:.1%} of the bound")
+    print(f"  the recipe reaches {to_bare:.1%} of the bare provider's rate (goal ≥ {GOAL:.0%})")
     identical = result["rerun_identical"]
     print(f"rerun: {rerun_calls} backend calls (goal 0) in {rerun_s:.2f} s · outputs identical: {identical}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0 if ratio >= GOAL and rerun_calls == 0 and result["rerun_identical"] else 1
+    return 0 if to_bare >= GOAL and rerun_calls == 0 and result["rerun_identical"] else 1
 
 
 if __name__ == "__main__":

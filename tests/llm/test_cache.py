@@ -304,3 +304,61 @@ def test_ledger_summary_of_a_scripted_sequence(store: Store) -> None:
     assert store.ledger_summary("r2")["cost_usd"] is None  # unpriced
     everything = store.ledger_summary()
     assert everything["calls"] == 7 and everything["cost_usd"] is None
+
+
+def _two_batches_at_once(
+    store: Store, responder: Callable[[GenerateRequest], str | Completion]
+) -> tuple[ScriptedLLM, list[Completion], list[Completion]]:
+    """Stage A sends [p1, p2] and is held on p1; while it is, stage B (another wrapper, another thread) sends
+    [p2, p3]; then A is let go."""
+    entered, go = threading.Event(), threading.Event()
+
+    def held(request: GenerateRequest) -> str | Completion:
+        if request.prompt == "p1":
+            entered.set()
+            assert go.wait(30)
+        return responder(request)
+
+    inner = ScriptedLLM(responder=held, name="scripted/echo")
+    a, b = _wrapped(store, inner), _wrapped(store, inner)
+    out: dict[str, list[Completion]] = {}
+    first = threading.Thread(
+        target=lambda: out.setdefault("a", a.generate([GenerateRequest(prompt=p) for p in ("p1", "p2")]))
+    )
+    first.start()
+    assert entered.wait(30)
+    second = threading.Thread(
+        target=lambda: out.setdefault("b", b.generate([GenerateRequest(prompt=p) for p in ("p2", "p3")]))
+    )
+    second.start()
+    for _ in range(3000):  # until B has sent what is its own (p3), then let A go
+        if any(call.prompt == "p3" for call in inner.generate_calls):
+            break
+        second.join(0.01)
+    go.set()
+    first.join(30)
+    second.join(30)
+    return inner, out["a"], out["b"]
+
+
+def test_a_request_another_batch_has_in_flight_is_sent_once_and_ledgered_as_a_hit(store: Store) -> None:
+    inner, a, b = _two_batches_at_once(store, echo)
+    assert sorted(call.prompt for call in inner.generate_calls) == ["p1", "p2", "p3"]  # p2 once, for both
+    assert [c.text for c in a] == ["p1", "p2"] and [c.text for c in b] == ["p2", "p3"]
+    assert not a[1].cached and b[0].cached and not b[1].cached
+    rows = [(row.cache_hit, row.cost_usd > 0) for row in store.ledger_rows()]
+    assert sorted(rows) == [(False, True), (False, True), (False, True), (True, False)]  # 3 paid calls, 1 hit
+
+
+def test_a_failed_answer_in_flight_is_asked_again_by_the_batch_that_waited_for_it(store: Store) -> None:
+    asked: list[str] = []
+
+    def fails_once(request: GenerateRequest) -> str | Completion:
+        asked.append(request.prompt or "")
+        if request.prompt == "p2" and asked.count("p2") == 1:
+            return Completion(failure=Failure(kind="server_error", message="503"))
+        return echo(request)
+
+    _, a, b = _two_batches_at_once(store, fails_once)
+    assert not a[1].ok and b[0].ok and b[0].text == "p2" and not b[0].cached
+    assert asked.count("p2") == 2

@@ -15,6 +15,7 @@ gets the misses in sub-batches of ``flush_every``, each written as soon as it re
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import logging
@@ -83,6 +84,54 @@ class CacheStats:
     """Of those, how many held each chat-template family's markup."""
     max_tokens: int = 0
     """The largest generation budget asked for."""
+
+
+class InFlight:
+    """The cache keys some batch of this process is asking a backend for now, and their answers once they come.
+
+    A batch claims the keys it misses (:meth:`claim`): those nobody has in flight become its own, to send; it waits
+    for the others (:meth:`wait`). The owner settles its keys with their answers (:meth:`settle`), or with the error
+    that ended its batch, which leaves the waiters to ask themselves. Keys are per store: a result is shared only
+    where it is cached.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str], concurrent.futures.Future[Any]] = {}
+
+    def claim(self, store: str, keys: Sequence[str]) -> tuple[list[str], dict[str, concurrent.futures.Future[Any]]]:
+        """``keys`` split into those this caller now owns and those another caller has in flight (with the
+        future of their answer)."""
+        owned: list[str] = []
+        borrowed: dict[str, concurrent.futures.Future[Any]] = {}
+        with self._lock:
+            for key in keys:
+                pending = self._pending.get((store, key))
+                if pending is not None:
+                    borrowed[key] = pending
+                else:
+                    self._pending[(store, key)] = concurrent.futures.Future()
+                    owned.append(key)
+        return owned, borrowed
+
+    def settle(
+        self, store: str, keys: Sequence[str], answers: Mapping[str, Any], error: BaseException | None = None
+    ) -> None:
+        """The owner's answers (``None`` for a key it has none for) and the end of its claim on ``keys``."""
+        with self._lock:
+            futures = [self._pending.pop((store, key), None) for key in keys]
+        for key, future in zip(keys, futures, strict=True):
+            if future is not None and not future.done():
+                future.set_result(None if error is not None else answers.get(key))
+
+    @staticmethod
+    def wait(borrowed: Mapping[str, concurrent.futures.Future[Any]]) -> dict[str, Any]:
+        """Each borrowed key's answer (``None``: its owner had none), once its owner settles it."""
+        return {key: future.result() for key, future in borrowed.items()}
+
+
+_IN_FLIGHT = InFlight()
+"""The process's requests in flight, shared by every :class:`CachedLLM`."""
 
 
 class CachedLLM:
@@ -202,6 +251,43 @@ class CachedLLM:
         for index, key in enumerate(keys):
             if results[index] is None:
                 todo.setdefault(key, []).append(index)
+        # a request another batch of this process has in flight (another stage, another thread) is not sent
+        # again: this batch waits for that answer and ledgers it as a hit
+        owned, borrowed = _IN_FLIGHT.claim(self.store.url, list(todo))
+        try:
+            self._send(call, kind, requests, {key: todo[key] for key in owned}, results, progress)
+        except BaseException as exc:
+            _IN_FLIGHT.settle(self.store.url, owned, {}, exc)
+            raise
+        _IN_FLIGHT.settle(self.store.url, owned, {key: results[todo[key][0]] for key in owned})
+        retry: dict[str, list[int]] = {}
+        for key, answer in _IN_FLIGHT.wait(borrowed).items():
+            if answer is None or not answer.ok:  # its sender failed: ask for it here
+                retry[key] = todo[key]
+                continue
+            hit = answer.model_copy(update={"cached": True, "attempts": 0, "latency_s": 0.0, "retry_errors": ()})
+            self._write(kind, requests, hits=[(key, hit)] * len(todo[key]))
+            for index in todo[key]:
+                results[index] = hit
+            if progress:
+                progress(len(todo[key]))
+        if retry:
+            self._send(call, kind, requests, retry, results, progress)
+        out = [r for r in results if r is not None]
+        assert len(out) == len(requests)
+        return out
+
+    def _send(
+        self,
+        call: Callable[..., list[Res]],
+        kind: Kind,
+        requests: Sequence[Req],
+        todo: dict[str, list[int]],
+        results: list[Res | None],
+        progress: Progress | None,
+    ) -> None:
+        """Send each distinct request of ``todo`` (key → its indices in ``requests``) once, storing the answers
+        and filling ``results`` at every index."""
         missing = list(todo)
         streams = bool(getattr(self.inner, "streams_results", False))
         step = max(len(missing), 1) if streams else self.flush_every
@@ -217,9 +303,6 @@ class CachedLLM:
             for (_, indices), result in zip(answered, fresh, strict=True):
                 for index in indices:
                     results[index] = result
-        out = [r for r in results if r is not None]
-        assert len(out) == len(requests)
-        return out
 
     def _call_streaming(
         self,

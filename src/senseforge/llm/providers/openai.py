@@ -2,7 +2,9 @@
 
 Works with OpenAI itself and with servers that speak the same protocol (vLLM, the
 llama.cpp server, Ollama …); point ``base_url`` at them. Each batch runs on a fresh
-async client with at most ``max_concurrency`` requests in flight. The SDK's own retries
+async client; at most ``max_concurrency`` requests are in flight to one endpoint (base URL and
+model) from the whole process, however many batches, stages or threads send them
+(:mod:`senseforge.llm.limits`). The SDK's own retries
 are switched off: this module retries rate limits, server errors, timeouts, dropped
 connections and undecodable 200 bodies itself, honours ``Retry-After`` and records
 every request that still fails as a :class:`~senseforge.llm.base.Failure`. Each failed
@@ -81,6 +83,7 @@ from senseforge.llm.base import (
     Progress,
     options_identity,
 )
+from senseforge.llm.limits import limiter_for
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -286,6 +289,9 @@ class OpenAILLM:
                 )
             key = PLACEHOLDER_API_KEY
         self._api_key = key
+        # every provider object for this endpoint shares its slots (llm/limits.py): two stages in flight together
+        # cannot send more than the endpoint's limit
+        self._limiter = limiter_for(self._base_url, self._model, self._options.max_concurrency)
 
     def _is_openai(self) -> bool:
         host = self._base_url.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0].lower()
@@ -380,7 +386,6 @@ class OpenAILLM:
         progress: Progress | None,
         on_result: OnResult[_R] | None = None,
     ) -> list[_R]:
-        semaphore = asyncio.Semaphore(self._options.max_concurrency)
         client = openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self._base_url,
@@ -389,7 +394,7 @@ class OpenAILLM:
         )
 
         async def run(index: int, request: _T) -> _R:
-            async with semaphore:
+            async with self._limiter:
                 result = await one(client, request)
             if on_result is not None:
                 await asyncio.to_thread(on_result, index, result)

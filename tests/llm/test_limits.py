@@ -1,0 +1,121 @@
+"""One concurrency limit per endpoint for the whole process: shared across provider objects, event loops and threads;
+a cancelled wait or holder gives its slot back; a stage that asks for less keeps every stage to it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from senseforge.llm.base import GenerateRequest
+from senseforge.llm.limits import EndpointLimiter, limiter_for
+from senseforge.llm.loopback import LoopbackOpenAI
+from senseforge.llm.registry import get_llm
+
+
+@pytest.fixture(autouse=True)
+def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def _client(server: LoopbackOpenAI, concurrency: int) -> Any:
+    pytest.importorskip("openai")
+    options = {"base_url": server.base_url, "max_concurrency": concurrency, "timeout_s": 30.0, "max_retries": 0}
+    return get_llm("openai/loopback", options)
+
+
+def test_two_stages_in_two_threads_share_the_endpoints_limit() -> None:
+    with LoopbackOpenAI(lambda body: "ok", latency_s=0.1) as server, LoopbackOpenAI(lambda body: "ok") as other:
+        stages = [_client(server, 8), _client(server, 8)]
+        elsewhere = _client(other, 8)
+        done: list[int] = []
+
+        def run(llm: Any, tag: str) -> None:
+            results = llm.generate([GenerateRequest.chat(f"{tag} {i}") for i in range(40)])
+            done.append(sum(result.ok for result in results))
+
+        threads = [threading.Thread(target=run, args=(llm, f"stage{i}")) for i, llm in enumerate(stages)]
+        threads.append(threading.Thread(target=run, args=(elsewhere, "other")))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert sorted(done) == [40, 40, 40]
+        assert server.requests == 80 and server.max_in_flight <= 8  # two stages, one endpoint: one limit of 8
+        assert stages[0]._limiter is stages[1]._limiter is not elsewhere._limiter
+
+
+def test_the_smallest_limit_asked_for_an_endpoint_holds() -> None:
+    first = limiter_for("http://127.0.0.1:1/v1", "m", 16)
+    second = limiter_for("http://127.0.0.1:1/v1/", "m", 4)
+    assert first is second and first.limit == 4
+    assert limiter_for("http://127.0.0.1:1/v1", "other-model", 16) is not first
+
+
+def _hold(limiter: EndpointLimiter, entered: threading.Event, leave: threading.Event) -> None:
+    async def main() -> None:
+        async with limiter:
+            entered.set()
+            await asyncio.to_thread(leave.wait, 30)
+
+    asyncio.run(main())
+
+
+def test_a_slot_passes_between_event_loops_of_two_threads_and_a_cancelled_wait_gives_way() -> None:
+    limiter = EndpointLimiter(1)
+    entered, leave = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold, args=(limiter, entered, leave))
+    holder.start()
+    assert entered.wait(30) and limiter.held == 1
+
+    async def wait_then_cancel() -> None:
+        waiting = asyncio.ensure_future(limiter.acquire())
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(wait_then_cancel())  # it never got the slot, and leaves no claim on it
+
+    async def wait_for_the_slot() -> int:
+        async with limiter:
+            return limiter.held
+
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(asyncio.run(wait_for_the_slot())))
+    waiter.start()
+    leave.set()  # the holder in the other thread's loop lets go: the slot passes to this loop's waiter
+    holder.join(30)
+    waiter.join(30)
+    assert got == [1] and limiter.held == 0 and limiter.peak == 1
+
+
+def test_a_lowered_limit_grants_no_slot_above_it() -> None:
+    limiter = EndpointLimiter(3)
+
+    async def main() -> list[int]:
+        holders = [await _acquired(limiter) for _ in range(3)]
+        limiter.lower_to(1)
+        seen: list[int] = []
+
+        async def later() -> None:
+            async with limiter:
+                seen.append(limiter.held)
+
+        task = asyncio.ensure_future(later())
+        await asyncio.sleep(0)
+        for _ in holders:  # three give back; only once one is held no more does the waiter get in
+            limiter.release()
+            await asyncio.sleep(0.01)
+        await task
+        return seen
+
+    assert asyncio.run(main()) == [1] and limiter.held == 0
+
+
+async def _acquired(limiter: EndpointLimiter) -> None:
+    await limiter.acquire()
