@@ -32,114 +32,125 @@ def evaluations_part(heading: str, evaluations: Sequence[Evaluation], figures: f
         )
     out = "<h3>Evaluations</h3>"
     mc = [evaluation for evaluation in evaluations if evaluation.kind == "mc"]
-    binary = [evaluation for evaluation in evaluations if evaluation.kind == "binary"]
     if mc:
-        labels = [evaluation.label for evaluation in mc]
-        parts: dict[str, list[Mapping[str, Any] | None]] = {"total": [], "Easy": [], "Hard": []}
-        for evaluation in mc:
-            groups = evaluation.results.breakdowns.get("difficulty") or {}
-            parts["total"].append(evaluation.headline_metrics())
-            parts["Easy"].append(groups.get("easy"))
-            parts["Hard"].append(groups.get("hard"))
-        values = {k: [metric(m, "acc") for m in v] for k, v in parts.items()}
-        intervals = {k: [interval(m, "acc") for m in v] for k, v in parts.items()}
-        chart = fig.bars(labels, values, xlabel="accuracy", intervals=intervals, limit=(0.0, 1.15))
-        caption = (
-            "Accuracy on all, Easy and Hard items (mCSQA's Figure 5), with 95% intervals over items "
-            "(Wilson where a group is too small to resample)."
-        )
-        rows = [
-            (label, *(values[k][i] for k in values), ci_text(parts["total"][i], "acc"))
-            for i, label in enumerate(labels)
-        ]
-        out += show(
-            figures,
-            f"{heading}-accuracy",
-            caption,
-            chart,
-            table(("model · setting", "total", "Easy", "Hard", "total 95% CI"), rows),
-        )
-        for evaluation in mc:
-            if circular(run, evaluation):
-                out += note(
-                    f"{evaluation.model} also verified these items when they were built: Easy means this model "
-                    "already chose the answer then, so its Easy accuracy is near 1 and its Hard accuracy near 0 by "
-                    "construction. Read its numbers as a check of the pipeline, not as a result; evaluate another "
-                    "model for one."
-                )
-        for evaluation in mc:
-            categories = evaluation.results.breakdowns.get("category") or {}
-            if len(categories) < 2:
-                continue
-            labels = list(categories)
-            accs = [metric(m, "acc") for m in categories.values()]
-            chart = fig.bars(
-                labels,
-                {"accuracy": accs},
-                xlabel="accuracy",
-                intervals={"accuracy": [interval(m, "acc") for m in categories.values()]},
-                limit=(0.0, 1.15),
-            )
-            caption = f"{evaluation.label}: accuracy per category (Putri et al.'s per-category view)."
-            rows = [
-                (c, categories[c].get("n"), a, ci_text(categories[c], "acc")) for c, a in zip(labels, accs, strict=True)
-            ]
-            out += show(
-                figures,
-                f"{heading}-{evaluation.label}-categories",
-                caption,
-                chart,
-                table(("category", "n", "acc", "95% CI"), rows),
-            )
-    for evaluation in binary:
-        tasks = {t: m.to_json() for t, m in evaluation.results.results.items() if t != "crow"}
-        names = list(tasks)
-        series = {
-            "Macro-F1": [metric(tasks[t], "macro_f1") for t in names],
-            "Situational acc.": [metric(tasks[t], "situational_acc") for t in names],
-        }
-        intervals = {
-            "Macro-F1": [interval(tasks[t], "macro_f1") for t in names],
-            "Situational acc.": [interval(tasks[t], "situational_acc") for t in names],
-        }
-        chart = fig.bars(names, series, xlabel="score", intervals=intervals, limit=(0.0, 1.15))
-        crow = evaluation.headline_metrics()
-        caption = (
-            f"{evaluation.label}: Macro-F1 and Situational Accuracy per task (CRoW's Table 3), 95% intervals over "
-            f"contexts; CRoW score {num(metric(crow, 'crow_score_macro_f1'))} (Macro-F1), "
-            f"{num(metric(crow, 'crow_score_situational_acc'))} (Situational Accuracy)."
-        )
-        rows = [
-            (t, series["Macro-F1"][i], series["Situational acc."][i], ci_text(tasks[t], "macro_f1"))
-            for i, t in enumerate(names)
-        ]
-        out += show(
-            figures,
-            f"{heading}-{evaluation.label}-tasks",
-            caption,
-            chart,
-            table(("task", "Macro-F1", "Situational Acc.", "Macro-F1 95% CI"), rows),
-        )
-        out += f"<p>CRoW score: Macro-F1 {num(metric(crow, 'crow_score_macro_f1'), 4)} · Situational Accuracy "
-        out += f"{num(metric(crow, 'crow_score_situational_acc'), 4)}</p>"
-        dims = crow.get("per_dimension_macro_f1") or {}
-        if isinstance(dims, dict) and dims:
-            labels = list(dims)
-            f1s = [d.get("macro_f1") if isinstance(d, dict) else d for d in dims.values()]
-            counts = [d.get("tasks") if isinstance(d, dict) else None for d in dims.values()]
-            chart = fig.bars(labels, {"Macro-F1": f1s}, xlabel="Macro-F1 (mean over tasks)", limit=(0.0, 1.15))
-            caption = f"{evaluation.label}: Macro-F1 per commonsense dimension, the mean over the tasks that have it."
-            rows = list(zip(labels, f1s, counts, strict=True))
-            out += show(
-                figures,
-                f"{heading}-{evaluation.label}-dimensions",
-                caption,
-                chart,
-                table(("dimension", "Macro-F1", "tasks"), rows),
-            )
+        out += _multiple_choice(heading, mc, figures, run)
+    out += "".join(_binary(heading, evaluation, figures) for evaluation in evaluations if evaluation.kind == "binary")
     for evaluation in evaluations:
         if evaluation.results.diagnosis:
             out += note(f"{evaluation.label}: {evaluation.results.diagnosis}")
+    return out
+
+
+def _multiple_choice(heading: str, mc: Sequence[Evaluation], figures: fig.Figures, run: Run | None) -> str:
+    """Total/Easy/Hard accuracy of every model (one figure), the circularity note, accuracy per category."""
+    out = ""
+    labels = [evaluation.label for evaluation in mc]
+    parts: dict[str, list[Mapping[str, Any] | None]] = {"total": [], "Easy": [], "Hard": []}
+    for evaluation in mc:
+        groups = evaluation.results.breakdowns.get("difficulty") or {}
+        parts["total"].append(evaluation.headline_metrics())
+        parts["Easy"].append(groups.get("easy"))
+        parts["Hard"].append(groups.get("hard"))
+    values = {k: [metric(m, "acc") for m in v] for k, v in parts.items()}
+    intervals = {k: [interval(m, "acc") for m in v] for k, v in parts.items()}
+    chart = fig.bars(labels, values, xlabel="accuracy", intervals=intervals, limit=(0.0, 1.15))
+    caption = (
+        "Accuracy on all, Easy and Hard items (mCSQA's Figure 5), with 95% intervals over items "
+        "(Wilson where a group is too small to resample)."
+    )
+    rows = [
+        (label, *(values[k][i] for k in values), ci_text(parts["total"][i], "acc")) for i, label in enumerate(labels)
+    ]
+    out += show(
+        figures,
+        f"{heading}-accuracy",
+        caption,
+        chart,
+        table(("model · setting", "total", "Easy", "Hard", "total 95% CI"), rows),
+    )
+    for evaluation in mc:
+        if circular(run, evaluation):
+            out += note(
+                f"{evaluation.model} also verified these items when they were built: Easy means this model "
+                "already chose the answer then, so its Easy accuracy is near 1 and its Hard accuracy near 0 by "
+                "construction. Read its numbers as a check of the pipeline, not as a result; evaluate another "
+                "model for one."
+            )
+    for evaluation in mc:
+        categories = evaluation.results.breakdowns.get("category") or {}
+        if len(categories) < 2:
+            continue
+        labels = list(categories)
+        accs = [metric(m, "acc") for m in categories.values()]
+        chart = fig.bars(
+            labels,
+            {"accuracy": accs},
+            xlabel="accuracy",
+            intervals={"accuracy": [interval(m, "acc") for m in categories.values()]},
+            limit=(0.0, 1.15),
+        )
+        caption = f"{evaluation.label}: accuracy per category (Putri et al.'s per-category view)."
+        rows = [
+            (c, categories[c].get("n"), a, ci_text(categories[c], "acc")) for c, a in zip(labels, accs, strict=True)
+        ]
+        out += show(
+            figures,
+            f"{heading}-{evaluation.label}-categories",
+            caption,
+            chart,
+            table(("category", "n", "acc", "95% CI"), rows),
+        )
+    return out
+
+
+def _binary(heading: str, evaluation: Evaluation, figures: fig.Figures) -> str:
+    """One CRoW-style evaluation: Macro-F1 and Situational Accuracy per task, the CRoW score, per dimension."""
+    out = ""
+    tasks = {t: m.to_json() for t, m in evaluation.results.results.items() if t != "crow"}
+    names = list(tasks)
+    series = {
+        "Macro-F1": [metric(tasks[t], "macro_f1") for t in names],
+        "Situational acc.": [metric(tasks[t], "situational_acc") for t in names],
+    }
+    intervals = {
+        "Macro-F1": [interval(tasks[t], "macro_f1") for t in names],
+        "Situational acc.": [interval(tasks[t], "situational_acc") for t in names],
+    }
+    chart = fig.bars(names, series, xlabel="score", intervals=intervals, limit=(0.0, 1.15))
+    crow = evaluation.headline_metrics()
+    caption = (
+        f"{evaluation.label}: Macro-F1 and Situational Accuracy per task (CRoW's Table 3), 95% intervals over "
+        f"contexts; CRoW score {num(metric(crow, 'crow_score_macro_f1'))} (Macro-F1), "
+        f"{num(metric(crow, 'crow_score_situational_acc'))} (Situational Accuracy)."
+    )
+    rows = [
+        (t, series["Macro-F1"][i], series["Situational acc."][i], ci_text(tasks[t], "macro_f1"))
+        for i, t in enumerate(names)
+    ]
+    out += show(
+        figures,
+        f"{heading}-{evaluation.label}-tasks",
+        caption,
+        chart,
+        table(("task", "Macro-F1", "Situational Acc.", "Macro-F1 95% CI"), rows),
+    )
+    out += f"<p>CRoW score: Macro-F1 {num(metric(crow, 'crow_score_macro_f1'), 4)} · Situational Accuracy "
+    out += f"{num(metric(crow, 'crow_score_situational_acc'), 4)}</p>"
+    dims = crow.get("per_dimension_macro_f1") or {}
+    if isinstance(dims, dict) and dims:
+        labels = list(dims)
+        f1s = [d.get("macro_f1") if isinstance(d, dict) else d for d in dims.values()]
+        counts = [d.get("tasks") if isinstance(d, dict) else None for d in dims.values()]
+        chart = fig.bars(labels, {"Macro-F1": f1s}, xlabel="Macro-F1 (mean over tasks)", limit=(0.0, 1.15))
+        caption = f"{evaluation.label}: Macro-F1 per commonsense dimension, the mean over the tasks that have it."
+        per_dimension = list(zip(labels, f1s, counts, strict=True))
+        out += show(
+            figures,
+            f"{heading}-{evaluation.label}-dimensions",
+            caption,
+            chart,
+            table(("dimension", "Macro-F1", "tasks"), per_dimension),
+        )
     return out
 
 
