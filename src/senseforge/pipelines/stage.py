@@ -27,7 +27,9 @@ answer them: see :class:`YesNo`), :class:`RuleStage` and :class:`CheckStage` (ke
 reject by a rule), and :class:`Route` (one of two sub-stages per record). Each base has
 :meth:`~LMStage.applies`: the records a stage does not apply to pass through it unchanged
 (or as its ``skipped`` says). Every request a base sends carries the stage's name as its
-``tag``, which scripted models read to tell the stages apart (no part of the cache key).
+``tag``, which scripted models read to tell the stages apart (no part of the cache key). How a
+stage calls its models (:func:`ask`, :class:`Recorder`, :class:`YesNo`, what replies come to) is
+:mod:`senseforge.pipelines.calls`, re-exported here.
 
 Every stage says what the runner needs to know of people's part in it, with two fields:
 :attr:`Stage.people_tasks` (the task types whose judgements it reads; empty for model and
@@ -38,20 +40,39 @@ in the annotation app, then a decision from their judgements.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, Protocol
+from typing import Any, Generic, Protocol
 
 from typing_extensions import TypeVar
 
 from senseforge.data.schema import Judgement
-from senseforge.errors import BackendError, SenseforgeError
-from senseforge.evaluate.extract import yes_no
-from senseforge.llm.base import LLM, Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest, Progress
-from senseforge.llm.cache import cache_key
-from senseforge.llm.prompting import chat_template
+from senseforge.errors import SenseforgeError
+from senseforge.llm.base import LLM, Completion, GenerateRequest, Progress
+from senseforge.pipelines.calls import (
+    AWAITING,
+    FATAL_FAILURES,
+    LLM_ERROR,
+    PENDING,
+    TRANSIENT_FAILURES,
+    Asked,
+    CallLog,
+    Recorder,
+    Reply,
+    Request,
+    Said,
+    Wait,
+    YesNo,
+    ask,
+    ask_yes_no,
+    failure_outcome,
+    in_chat,
+    request_text,
+    settle,
+    shown_text,
+    sliced,
+)
 from senseforge.pipelines.runstore import (
     EVIDENCE,
     CallEntry,
@@ -62,30 +83,37 @@ from senseforge.pipelines.runstore import (
 )
 from senseforge.pipelines.taskqueue import QueuedTask
 
-TRANSIENT_FAILURES = frozenset({"rate_limit", "timeout", "server_error", "truncated", "connection"})
-"""Failure kinds worth another round: the same call may well succeed later."""
-FATAL_FAILURES = frozenset({"auth", "not_found", "unsupported"})
-"""Failure kinds that no record can get past: the run stops with the backend's message."""
-
-LLM_ERROR = "llm_error"
-"""Rejection reason: the model refused the request for good (e.g. a 400 for this prompt)."""
 MALFORMED = "malformed_output"
 """Rejection reason: the model's output holds nothing usable (broken JSON, a refusal, no question)."""
 NO_OUTPUT = "no_output"
 """Rejection reason: a stage that splits records made nothing of this one."""
 
-__all__ = ["EVIDENCE"]  # the stored payload's key of a rejected record's evidence (what the check found)
-
-
-class Wait(enum.Enum):
-    """Outcomes that store nothing."""
-
-    PENDING = "pending"
-    AWAITING = "awaiting"
-
-
-PENDING = Wait.PENDING
-AWAITING = Wait.AWAITING
+# re-exported: EVIDENCE (the stored payload's key of a rejected record's evidence) and what calls.py holds, which
+# recipes reach as ``stage.<name>``
+__all__ = [
+    "AWAITING",
+    "EVIDENCE",
+    "FATAL_FAILURES",
+    "LLM_ERROR",
+    "PENDING",
+    "TRANSIENT_FAILURES",
+    "Asked",
+    "CallLog",
+    "Recorder",
+    "Reply",
+    "Request",
+    "Said",
+    "Wait",
+    "YesNo",
+    "ask",
+    "ask_yes_no",
+    "failure_outcome",
+    "in_chat",
+    "request_text",
+    "settle",
+    "shown_text",
+    "sliced",
+]
 
 
 @dataclass(frozen=True)
@@ -208,81 +236,6 @@ def child_id(parent: str, index: int) -> str:
     return f"{parent}/{index}"
 
 
-def request_text(request: GenerateRequest) -> str:
-    """A generation request as stored beside its record (chat turns labelled)."""
-    if request.prompt is not None:
-        return request.prompt
-    return "\n".join(f"[{m.role}]\n{m.content}" for m in request.as_messages())
-
-
-def failure_outcome(result: Completion | Loglikelihood) -> str | Wait | None:
-    """``None`` for a success; :data:`PENDING` for a transient failure; else the rejection reason.
-
-    Raises:
-        BackendError: a failure that would sink every record (bad key, unknown model).
-    """
-    failure = result.failure
-    if failure is None:
-        return None
-    if failure.kind in TRANSIENT_FAILURES:
-        return PENDING
-    if failure.kind in FATAL_FAILURES:
-        raise BackendError(f"{failure.kind}: {failure.message}")
-    return LLM_ERROR
-
-
-def settle(results: Sequence[Completion | Loglikelihood]) -> str | Wait | None:
-    """The joint outcome of the calls one record needed: pending if any is, else the first rejection, else ``None``."""
-    statuses = [failure_outcome(result) for result in results]
-    if PENDING in statuses:
-        return PENDING
-    return next((s for s in statuses if isinstance(s, str)), None)
-
-
-Request = GenerateRequest | LoglikelihoodRequest
-"""One call a stage makes."""
-Reply = Completion | Loglikelihood
-"""What one call came back with."""
-
-
-def shown_text(request: Request) -> str:
-    """A request as stored beside its record: a generation's prompt (:func:`request_text`), a score's text."""
-    if isinstance(request, LoglikelihoodRequest):
-        return request.context + request.continuation
-    return request_text(request)
-
-
-@dataclass
-class CallLog:
-    """The calls a stage's model made, for cost reports that do not depend on the cache.
-
-    Each entry names the call by its cache key, so a request repeated by several records
-    (one distractor call per question set) counts once.
-    """
-
-    model: str
-    identity: dict[str, str]
-    entries: list[CallEntry] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, llm: LLM) -> CallLog:
-        """A log for ``llm``'s calls."""
-        return cls(llm.name, llm.identity())
-
-    def add(
-        self, kind: str, request: GenerateRequest | LoglikelihoodRequest, result: Completion | Loglikelihood
-    ) -> CallEntry:
-        provider = self.model.split("/", 1)[0]
-        entry = CallEntry(
-            key=cache_key(provider, self.identity, kind, request),  # type: ignore[arg-type]
-            model=self.model,
-            tokens_in=result.tokens_in,
-            tokens_out=result.tokens_out,
-        )
-        self.entries.append(entry)
-        return entry
-
-
 @dataclass(frozen=True)
 class Reject:
     """A parser's verdict that the reply (or one child of it) is unusable, and why."""
@@ -305,186 +258,6 @@ children (each may be a :class:`Reject`), or a rejection."""
 
 R = TypeVar("R", bound=Record, default=Record)
 """The record model a stage reads (``LMStage[McsqaRecord]``); the runner reads each stage's input with its recipe's."""
-
-
-@dataclass(frozen=True)
-class Asked:
-    """One record's calls: its requests and their replies, in order, and what they come to."""
-
-    requests: tuple[Request, ...]
-    replies: tuple[Reply, ...]
-    calls: tuple[CallEntry, ...]
-    """The calls that succeeded, for the cost report."""
-    status: str | Wait | None
-    """What the replies come to (:func:`settle`): ``None`` when every call succeeded."""
-
-
-def _kind(request: Request) -> Literal["generate", "loglikelihood"]:
-    return "loglikelihood" if isinstance(request, LoglikelihoodRequest) else "generate"
-
-
-def sliced(llm: LLM, calls: Sequence[tuple[Request, Reply]], sizes: Sequence[int]) -> list[Asked]:
-    """Calls made for several records, in record order, handed back: ``sizes[i]`` of them to the ``i``-th.
-
-    Raises:
-        BackendError: a call failed in a way no record can get past (see :func:`failure_outcome`).
-        ValueError: the sizes do not add up to the calls.
-    """
-    if sum(sizes) != len(calls):
-        raise ValueError(f"{len(calls)} calls, but the records' shares add up to {sum(sizes)}")
-    log = CallLog.of(llm)
-    out: list[Asked] = []
-    at = 0
-    for size in sizes:
-        mine = calls[at : at + size]
-        at += size
-        entries = tuple(log.add(_kind(request), request, reply) for request, reply in mine if reply.ok)
-        replies = tuple(reply for _, reply in mine)
-        out.append(Asked(tuple(request for request, _ in mine), replies, entries, settle(replies)))
-    return out
-
-
-def ask(llm: LLM, tag: str, requests: Sequence[Sequence[Request]]) -> list[Asked]:
-    """Every record's requests, tagged ``tag`` (the stage's name), sent in one call per kind; each record's back.
-
-    Raises:
-        BackendError: a call failed in a way no record can get past.
-    """
-    flat: list[Request] = [request.model_copy(update={"tag": tag}) for group in requests for request in group]
-    replies: list[Reply | None] = [None] * len(flat)
-    texts = [(i, q) for i, q in enumerate(flat) if isinstance(q, GenerateRequest)]
-    scores = [(i, q) for i, q in enumerate(flat) if isinstance(q, LoglikelihoodRequest)]
-    if texts:
-        for (i, _), completion in zip(texts, llm.generate([q for _, q in texts]), strict=True):
-            replies[i] = completion
-    if scores:
-        for (i, _), score in zip(scores, llm.loglikelihood([q for _, q in scores]), strict=True):
-            replies[i] = score
-    calls = [(request, reply) for request, reply in zip(flat, replies, strict=True) if reply is not None]
-    return sliced(llm, calls, [len(group) for group in requests])
-
-
-class Recorder:
-    """A model that tags each request with a stage's name and keeps every call, in order: for a stage that asks
-    through code it does not own (the evaluation harness), which then hands each record its calls (:meth:`sliced`).
-    """
-
-    def __init__(self, inner: LLM, tag: str) -> None:
-        self.inner = inner
-        self.tag = tag
-        self.calls: list[tuple[Request, Reply]] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def identity(self) -> dict[str, str]:
-        return self.inner.identity()
-
-    def chat_template(self) -> str | None:
-        return chat_template(self.inner)
-
-    def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
-        tagged = [request.model_copy(update={"tag": self.tag}) for request in requests]
-        results = self.inner.generate(tagged, progress)
-        self.calls += zip(tagged, results, strict=True)
-        return results
-
-    def loglikelihood(
-        self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
-    ) -> list[Loglikelihood]:
-        tagged = [request.model_copy(update={"tag": self.tag}) for request in requests]
-        results = self.inner.loglikelihood(tagged, progress)
-        self.calls += zip(tagged, results, strict=True)
-        return results
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def sliced(self, sizes: Sequence[int]) -> list[Asked]:
-        """The calls so far, ``sizes[i]`` of them to the ``i``-th record (see :func:`sliced`)."""
-        return sliced(self.inner, self.calls, sizes)
-
-
-def in_chat(llm: LLM) -> bool:
-    """Whether ``llm`` answers in chat turns (it has a chat template), rather than being a base model."""
-    return chat_template(llm) is not None
-
-
-@dataclass(frozen=True)
-class Said:
-    """A model's answer to a :class:`YesNo` question."""
-
-    yes: bool | None
-    """``None``: no answer (a failed call, a reply that says neither)."""
-    note: str = ""
-    """What the model said: its reply, or its log-likelihoods of " yes" and " no"."""
-
-
-@dataclass(frozen=True)
-class YesNo:
-    """A yes/no question, asked as the model can answer it (:func:`in_chat`).
-
-    A chat model gets :attr:`prompt` as one user turn and answers in text: the first yes or
-    no of :attr:`words` among its first words, anything else is no answer. A base model is
-    scored on " yes" and " no" after the prompt and :attr:`cue`, and says yes when " yes" is
-    the likelier; with :attr:`blank` (the question with nothing to judge) the log-odds are
-    calibrated by the blank's (contextual calibration, Zhao et al. 2021), since small base
-    models prefer " yes" to any question.
-    """
-
-    prompt: str
-    blank: str | None = None
-    cue: str = ""
-    """What follows the prompt for a base model (e.g. ``"\\nAnswer:"``)."""
-    seed: int = 0
-    temperature: float = 0.0
-    words: tuple[tuple[str, str], ...] = (("yes", "no"),)
-    """The (yes, no) words a chat reply is read for, in turn."""
-
-    def requests(self, chat: bool) -> list[Request]:
-        """One chat request, or the log-likelihood requests (" yes", " no"; then the blank's) of a base model."""
-        if chat:
-            return [GenerateRequest.chat(self.prompt, max_tokens=8, temperature=self.temperature, seed=self.seed)]
-        contexts = [self.prompt] if self.blank is None else [self.prompt, self.blank]
-        return [
-            LoglikelihoodRequest(context=context + self.cue, continuation=answer)
-            for context in contexts
-            for answer in (" yes", " no")
-        ]
-
-    def answer(self, chat: bool, replies: Sequence[Reply]) -> Said:
-        """What the replies to :meth:`requests` say."""
-        if chat:
-            reply = replies[0]
-            text = reply.text if isinstance(reply, Completion) and reply.ok else ""
-            for yes, no in self.words:
-                said = yes_no(text, yes, no)
-                if said is not None:
-                    return Said(said, text.strip())
-            return Said(None, text.strip())
-        logprobs = [r.logprob if isinstance(r, Loglikelihood) and r.ok else None for r in replies]
-        if any(lp is None for lp in logprobs):
-            return Said(None)
-        yes_lp, no_lp, *blank = (float(lp or 0.0) for lp in logprobs)
-        odds = yes_lp - no_lp - (blank[0] - blank[1] if blank else 0.0)
-        return Said(odds > 0, f"loglik yes={yes_lp:.4f} no={no_lp:.4f}")
-
-
-def ask_yes_no(llm: LLM, tag: str, questions: Sequence[Sequence[YesNo]]) -> list[tuple[Asked, list[Said]]]:
-    """Each record's yes/no questions asked of ``llm`` (chat or base: :func:`in_chat`), and their answers."""
-    chat = in_chat(llm)
-    plans = [[question.requests(chat) for question in group] for group in questions]
-    asked = ask(llm, tag, [[request for part in plan for request in part] for plan in plans])
-    out: list[tuple[Asked, list[Said]]] = []
-    for group, plan, got in zip(questions, plans, asked, strict=True):
-        said: list[Said] = []
-        at = 0
-        for question, part in zip(group, plan, strict=True):
-            said.append(question.answer(chat, got.replies[at : at + len(part)]))
-            at += len(part)
-        out.append((got, said))
-    return out
 
 
 def split_run(
