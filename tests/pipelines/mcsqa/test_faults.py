@@ -64,11 +64,14 @@ def test_thirty_percent_failures_give_the_fault_free_dataset(demo_kb: Path, tmp_
     ledger = summary.ledger
     assert ledger["retried_calls"] > 0
     assert set(ledger["retry_errors_by_kind"]) >= {"429", "500", "timeout", "truncated"}
-    # every attempt the server saw is in the ledger: the failed ones as retry errors
-    assert ledger["backend_attempts"] == attempts_seen_by_server
+    # every attempt the server saw is in the ledger, the failed ones as retry errors; on a busy machine the client may
+    # also give up on a request before the server has read it (a timeout the server never sees): the ledger holds
+    # those too, and they are exactly the timeouts beyond the injected ones that the server did not log
     errors = ledger["retry_errors_by_kind"]
     for kind, injected in faults.items():  # a slow but good answer on a busy machine may time out too
         assert errors[kind] >= injected if kind == "timeout" else errors[kind] == injected, kind
+    unseen = ledger["backend_attempts"] - attempts_seen_by_server
+    assert 0 <= unseen <= errors["timeout"] - faults["timeout"], (unseen, errors["timeout"], faults["timeout"])
 
 
 def _cli(args: list[str]) -> subprocess.Popen[bytes]:
