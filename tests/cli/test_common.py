@@ -86,3 +86,19 @@ def test_progress_bar_is_silent_for_one_item(stderr: io.StringIO, monkeypatch: p
     with progress_bar("generating with m", 1) as advance:
         advance(1)
     assert stderr.getvalue() == ""
+
+
+def test_bars_open_at_once_share_one_live_display(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stages streaming together each show a bar: on a terminal they are lines of one live display (rich allows
+    one at a time), which ends with the last bar."""
+    buffer = io.StringIO()
+    monkeypatch.setattr(_common, "err", Console(file=buffer, force_terminal=True, width=100, highlight=False))
+    with progress_bar("generate", 10) as first:
+        with progress_bar("refine", None) as second:
+            first(4)
+            second(3)
+            assert _common._Live.progress is not None and _common._Live.bars == 2
+            shown = {task.description: task.completed for task in _common._Live.progress.tasks}
+            assert shown == {"generate": 4, "refine": 3}
+        first(6)
+    assert _common._Live.progress is None and _common._Live.bars == 0

@@ -15,8 +15,14 @@ import json
 import os
 import shutil
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+import pytest
+
+from senseforge.pipelines import runner
+from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.stage import Stage
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 PEOPLE = "people.jsonl"
@@ -80,3 +86,18 @@ def compare_with_golden(run_dir: Path, golden: Path, names: Iterable[str] | None
         assert people == expected, f"{run_dir}: the people's tasks and judgements differ from {golden / PEOPLE}"
     differing = [name for name in wanted if (run_dir / name).read_bytes() != (golden / name).read_bytes()]
     assert not differing, f"{run_dir}: differs from {golden} in {differing}"
+
+
+@pytest.fixture(params=["as-chosen", "streamed"])
+def schedule(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each golden run twice: scheduled as the runner chooses (one batch at a time for the scripted models here),
+    and streamed, several batches of several stages at once (:mod:`senseforge.pipelines.flow`): the bytes are the
+    same."""
+    if request.param == "streamed":
+        chosen = runner.stream_width
+
+        def streamed(segment: Sequence[Stage], config: RecipeConfig, streaming: bool | None = None) -> int:
+            return chosen(segment, config, True)
+
+        monkeypatch.setattr(runner, "stream_width", streamed)
+    return str(request.param)

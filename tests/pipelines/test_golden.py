@@ -34,7 +34,7 @@ from senseforge.pipelines.runstore import sqlite_url
 from senseforge.store.db import Store
 
 from ..annotate.test_crow_people import author as crow_author
-from .golden import GOLDEN, compare_with_golden
+from .golden import GOLDEN, compare_with_golden, schedule  # noqa: F401 (a fixture)
 from .human_gen.test_recipe import _write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,6 +66,7 @@ def people_work(run_dir: Path, people: tuple[str, ...], tasks: tuple[str, ...], 
     return done
 
 
+@pytest.mark.usefixtures("schedule")
 def test_culture_gen_with_an_lm_review(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     responder = responder_in("culture_gen", monkeypatch)
     config = CultureGenConfig(
@@ -79,6 +80,7 @@ def test_culture_gen_with_an_lm_review(tmp_path: Path, monkeypatch: pytest.Monke
     compare_with_golden(tmp_path / "run", GOLDEN / "culture-gen-lm-review")
 
 
+@pytest.mark.usefixtures("schedule")
 def test_culture_adapt_with_people_checking_adaptations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     responder = responder_in("culture_adapt", monkeypatch)
     source = SOURCES / "culture-adapt"
@@ -99,12 +101,14 @@ def test_culture_adapt_with_people_checking_adaptations(tmp_path: Path, monkeypa
     compare_with_golden(run_dir, GOLDEN / "culture-adapt-people")
 
 
+@pytest.mark.usefixtures("schedule")
 def test_crow_with_both_lm_validators(tmp_path: Path) -> None:
     config = CrowConfig(model="scripted/crow-author", source=(str(GOLDEN.parent / "crow" / "shot_samples.json"),))
     assert build(CROW, config, tmp_path / "run", store=Store()).state == "done"
     compare_with_golden(tmp_path / "run", GOLDEN / "crow-lm")
 
 
+@pytest.mark.usefixtures("schedule")
 def test_crow_validated_by_people(tmp_path: Path) -> None:
     """Three people tick triples (3, 2 and 1 of 3 accept) and check rewrites; two of three decide."""
     source = tmp_path / "safety.jsonl"
@@ -139,6 +143,7 @@ def test_crow_validated_by_people(tmp_path: Path) -> None:
     compare_with_golden(run_dir, GOLDEN / "crow-people")
 
 
+@pytest.mark.usefixtures("schedule")
 def test_human_gen_from_writing_to_answering(tmp_path: Path) -> None:
     """Six people write, check (one revision round), and answer; one item is flagged out by four answerers."""
     config = HumanGenConfig(

@@ -154,17 +154,38 @@ def progress_bar(description: str, total: int | None) -> Iterator[Any]:
         yield plain.advance
         plain.finish()
         return
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=total is not None and total <= 1,
-    ) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(task, n)
+    with _live_task(description, total) as advance:
+        yield advance
+
+
+class _Live:
+    """The one live display on the terminal: every bar open at once is a line of it (stages streaming together
+    each show theirs); it starts with the first bar and ends with the last."""
+
+    lock = threading.Lock()
+    progress: Progress | None = None
+    bars = 0
+
+
+@contextlib.contextmanager
+def _live_task(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    with _Live.lock:
+        if _Live.progress is None:
+            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            _Live.progress = Progress(*columns, console=err, transient=True)
+            _Live.progress.start()
+        progress = _Live.progress
+        _Live.bars += 1
+        task = progress.add_task(description, total=total, visible=total is None or total > 1)
+    try:
+        yield lambda n: progress.advance(task, n)
+    finally:
+        with _Live.lock:
+            progress.remove_task(task)
+            _Live.bars -= 1
+            if _Live.bars == 0:
+                progress.stop()
+                _Live.progress = None
 
 
 def describe_stats(llm: Any) -> str:

@@ -5,6 +5,11 @@ threads of one stage, that each send ``max_concurrency`` requests to the same en
 twice the limit. So every provider object for one endpoint (the same base URL and served model)
 takes its slots from one :class:`EndpointLimiter`, whichever event loop or thread it runs in.
 
+Waiting requests are served by rank, then in the order they came: a request's rank is :data:`RANK` where it
+waits (lower first; 0 unless set with :func:`ranked`). The runner ranks each stage's calls by the stage's place
+in the recipe, so while records stream through several stages, the earliest stage's calls go first and its
+last records reach the later stages while those still have work queued.
+
 The limit of an endpoint is the smallest ``max_concurrency`` any open provider object for it was
 given (a stage that asks for less keeps every stage to it). A limiter lives while a provider object
 holds it; the next one opened after all are gone starts afresh.
@@ -13,18 +18,38 @@ holds it; the next one opened after all are gone starts afresh.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import heapq
+import itertools
 import threading
 import weakref
-from collections import deque
+from collections.abc import Iterator
 
-__all__ = ["EndpointLimiter", "limiter_for"]
+__all__ = ["RANK", "EndpointLimiter", "limiter_for", "ranked"]
+
+RANK: contextvars.ContextVar[int] = contextvars.ContextVar("senseforge_limiter_rank", default=0)
+"""The rank of the requests sent from this context: among those waiting for a slot, lower ranks go first."""
+
+
+@contextlib.contextmanager
+def ranked(rank: int) -> Iterator[None]:
+    """Requests sent inside the block wait for their slots with ``rank`` (see :data:`RANK`)."""
+    token = RANK.set(rank)
+    try:
+        yield
+    finally:
+        RANK.reset(token)
+
+
+_Waiter = tuple[int, int, asyncio.AbstractEventLoop, "asyncio.Future[None]"]
 
 
 class EndpointLimiter:
     """At most :attr:`limit` holders at once, across every event loop and thread of the process.
 
-    ``async with limiter:`` waits for a slot in the caller's event loop (first come, first served) and
-    gives it back on leaving, also when the waiting or the work is cancelled.
+    ``async with limiter:`` waits for a slot in the caller's event loop (by :data:`RANK`, then first come, first
+    served) and gives it back on leaving, also when the waiting or the work is cancelled.
     """
 
     def __init__(self, limit: int) -> None:
@@ -34,7 +59,8 @@ class EndpointLimiter:
         self._lock = threading.Lock()
         self._held = 0
         self._peak = 0
-        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        self._waiters: list[_Waiter] = []  # a heap: (rank, arrival, loop, future)
+        self._arrivals = itertools.count()
 
     @property
     def limit(self) -> int:
@@ -64,14 +90,16 @@ class EndpointLimiter:
                 self._take()
                 return
             future: asyncio.Future[None] = loop.create_future()
-            self._waiters.append((loop, future))
+            entry = (RANK.get(), next(self._arrivals), loop, future)
+            heapq.heappush(self._waiters, entry)
         try:
             await future
         except asyncio.CancelledError:
             with self._lock:
-                waiting = (loop, future) in self._waiters
+                waiting = entry in self._waiters
                 if waiting:
-                    self._waiters.remove((loop, future))
+                    self._waiters.remove(entry)
+                    heapq.heapify(self._waiters)
             if not waiting and future.done() and not future.cancelled():
                 self.release()  # granted just as it was cancelled: give the slot on
             # (popped but not yet granted: the grant sees the cancelled future and gives the slot on itself)
@@ -80,12 +108,11 @@ class EndpointLimiter:
     def release(self) -> None:
         with self._lock:
             while self._waiters:
-                loop, future = self._waiters.popleft()
+                if self._held > self._limit:  # the limit was lowered: this slot is not handed on
+                    break
+                _, _, loop, future = heapq.heappop(self._waiters)
                 if loop.is_closed():
                     continue
-                if self._held > self._limit:  # the limit was lowered: this slot is not handed on
-                    self._waiters.appendleft((loop, future))
-                    break
                 loop.call_soon_threadsafe(self._grant, future)  # the slot passes on: still held
                 return
             self._held -= 1

@@ -551,6 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "answered_ok": server.answered_ok,
                 "faults_by_kind": server.faults_by_kind,
                 "max_in_flight": server.max_in_flight,
+                "in_flight": server.in_flight,
             }
         )
 

@@ -152,9 +152,10 @@ class RecipeConfig(BaseModel):
     """Prompt style: chat templates, few-shot completion templates, or by provider."""
     batch_size: int | None = Field(default=None, ge=1)
     """Records per stored batch; ``None``: 8 for local models (the progress bar moves per
-    batch), 32 × the concurrency bound for APIs (enough requests to keep every slot busy).
-    A killed run redoes at most one unstored batch, and the cache answers the calls in it
-    that had finished."""
+    batch), a quarter of the concurrency bound for APIs, at least 8 (records stream on to
+    their next stage batch by batch, several batches in flight at once: see
+    :mod:`senseforge.pipelines.flow`). A killed run redoes its unstored batches, and the
+    cache answers the calls in them that had finished."""
     call_rounds: int = Field(default=3, ge=1)
     """Passes over records whose calls failed transiently before the run stops as incomplete."""
 
@@ -256,7 +257,7 @@ class RecipeConfig(BaseModel):
         if not provider_info(spec).remote:
             return 8
         bound = int(self.options_for(spec).get("max_concurrency", 8))
-        return max(64, 32 * bound)
+        return max(8, bound // 4)
 
     def canonical(self) -> str:
         """The config as canonical JSON.

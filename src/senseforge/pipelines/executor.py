@@ -8,6 +8,7 @@ executor opens its own pool on the worker. ``local`` (the default) runs in this 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -46,9 +47,14 @@ class ModelPool:
         self.given = dict(given or {})
         self.responders = dict(responders or {})
         self.open: dict[str, CachedLLM] = {}
+        self._lock = threading.Lock()  # batches of several stages may open models at once
 
     def get(self, spec: str) -> CachedLLM:
         """The model of ``spec`` (opened on first use)."""
+        with self._lock:
+            return self._get(spec)
+
+    def _get(self, spec: str) -> CachedLLM:
         if spec not in self.open:
             if spec in self.given:
                 self.open[spec] = CachedLLM(self.given[spec], self.store, run=self.run_label)

@@ -35,9 +35,10 @@ from senseforge.data.io import atomic_open, read_judgements
 from senseforge.errors import ConfigError, SenseforgeError
 from senseforge.llm.base import LLM
 from senseforge.llm.prices import PriceTable
+from senseforge.llm.registry import provider_info
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.executor import Executor, ModelPool, make_executor
-from senseforge.pipelines.quality import counted, excluded_annotators
+from senseforge.pipelines.flow import StageReport, run_stages
 from senseforge.pipelines.recipe import Recipe
 from senseforge.pipelines.report import Cost, Funnel, cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.rundir import (
@@ -51,20 +52,9 @@ from senseforge.pipelines.rundir import (
     resolve_run,
     store_url_of,
 )
-from senseforge.pipelines.runstore import RunStore, StageResult, StoredJudgement
-from senseforge.pipelines.stage import (
-    AWAITING,
-    NO_OUTPUT,
-    PENDING,
-    Children,
-    ProgressFactory,
-    RunIncomplete,
-    Stage,
-    iter_batches,
-    no_progress,
-    rejected,
-)
-from senseforge.pipelines.taskqueue import QueuedTask, queue_tasks
+from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.stage import ProgressFactory, Stage
+from senseforge.pipelines.taskqueue import QueuedTask
 from senseforge.store.db import Store
 
 logger = logging.getLogger(__name__)
@@ -103,19 +93,6 @@ def _diagnoses(pool: ModelPool) -> list[str]:
 # -- running stages -----------------------------------------------------------------------------
 
 
-@dataclass
-class StageReport:
-    """What one pass of the runner left behind for a stage."""
-
-    stored: int = 0
-    awaiting: list[StageResult] = field(default_factory=list)
-    tasks: list[QueuedTask] = field(default_factory=list)
-
-
-def _parent(record_id: str, inputs: set[str]) -> str:
-    return record_id if record_id in inputs else record_id.rsplit("/", 1)[0]
-
-
 def run_stage(
     stage: Stage,
     inputs: Sequence[StageResult],
@@ -127,7 +104,8 @@ def run_stage(
     progress: ProgressFactory | None = None,
     causes: Callable[[], str] | None = None,
 ) -> StageReport:
-    """Run ``stage`` over the inputs that have no stored result yet.
+    """Run ``stage`` over the inputs that have no stored result yet, one batch at a time (see
+    :func:`~senseforge.pipelines.flow.run_stages`).
 
     ``causes`` says, when calls kept failing, why and where to look (appended to the error);
     by default it points at ``senseforge llm ledger --failed``.
@@ -135,55 +113,37 @@ def run_stage(
     Raises:
         RunIncomplete: records whose calls kept failing transiently after ``rounds`` passes.
     """
-    bar = progress or no_progress
-    report = StageReport()
-    input_ids = {record.record_id for record in inputs}
-    done = {_parent(record_id, input_ids) for record_id in store.done_ids(stage.name)}
-    todo = [record for record in inputs if record.record_id not in done]
-    if not todo:
-        return report
-    if stage.barrier and len(todo) != len(inputs):
-        raise SenseforgeError(f"stage {stage.name}: partly stored; the run store is inconsistent")
-    size = len(todo) if stage.barrier else batch_size
-    below_bar = excluded_annotators(store) if stage.people_tasks else {}  # their judgements do not count
-    for round_no in range(rounds):
-        pending: list[StageResult] = []
-        label = stage.name if round_no == 0 else f"{stage.name} (retry {round_no})"
-        with bar(label, len(todo)) as advance:
-            for batch in iter_batches(todo, size):
-                judged = counted(_judgements(stage, store, [r.record_id for r in batch]), below_bar)
-                output = executor.run(stage, batch, judged)
-                report.tasks += output.tasks
-                if len(output.outcomes) != len(batch):
-                    raise SenseforgeError(
-                        f"stage {stage.name}: {len(output.outcomes)} outcomes for {len(batch)} records"
-                    )
-                results: list[StageResult] = []
-                for record, outcome in zip(batch, output.outcomes, strict=True):
-                    if outcome is PENDING:
-                        pending.append(record)
-                    elif outcome is AWAITING:
-                        report.awaiting.append(record)
-                    elif isinstance(outcome, Children):
-                        results += _children(stage.name, record, outcome)
-                    elif isinstance(outcome, StageResult):
-                        if outcome.record_id != record.record_id:
-                            raise SenseforgeError(
-                                f"stage {stage.name}: result {outcome.record_id!r} for record {record.record_id!r}"
-                            )
-                        results.append(outcome)
-                store.put(stage.name, results, judgements=output.judgements)
-                queue_tasks(store.engine, output.tasks)
-                report.stored += len(results)
-                advance(len(batch))
-        todo = pending
-        if not todo:
-            return report
-    where = causes() if causes is not None else " (causes: senseforge llm ledger --failed)"
-    raise RunIncomplete(
-        f"stage {stage.name}: {len(todo)} record(s) still failing after {rounds} round(s) of transient errors"
-        f"{where}; run again with --resume to retry them"
-    )
+    sizes = [batch_size]
+    return run_stages([stage], inputs, store, executor, sizes=sizes, rounds=rounds, progress=progress, causes=causes)[0]
+
+
+def segments(stages: Sequence[Stage]) -> list[list[Stage]]:
+    """The stages in the runs records stream through: a barrier stands alone."""
+    out: list[list[Stage]] = []
+    for stage in stages:
+        if stage.barrier or not out or out[-1][-1].barrier:
+            out.append([stage])
+        else:
+            out[-1].append(stage)
+    return out
+
+
+STREAM_DEPTH = 4
+"""Streaming: batches in flight per concurrency slot's worth of records (enough queued at the endpoint's limiter
+that a slot never waits for the next stage's batch)."""
+
+
+def stream_width(segment: Sequence[Stage], config: RecipeConfig, streaming: bool | None = None) -> int:
+    """Batches of ``segment`` run at once: 1 (one at a time) unless its models are all behind an API, or
+    ``streaming`` says so; then enough batches to hold :data:`STREAM_DEPTH` × the largest concurrency bound of its
+    models in flight."""
+    specs = sorted({spec for stage in segment for spec in stage.specs})
+    remote = bool(specs) and all(provider_info(spec).remote for spec in specs)
+    if streaming is False or (streaming is None and not remote):
+        return 1
+    bound = max((int(config.options_for(spec).get("max_concurrency", 8)) for spec in specs), default=8)
+    smallest = min(config.batch_for(stage.name) for stage in segment)
+    return max(2, -(-STREAM_DEPTH * bound // smallest))
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -204,21 +164,6 @@ def _failure_hint(store: Store, run_label: str, run_dir: Path, since_id: int) ->
         return f"{common} (causes: senseforge runs show {run_dir})"
 
     return hint
-
-
-def _judgements(stage: Stage, store: RunStore, ids: list[str]) -> Mapping[str, Sequence[StoredJudgement]]:
-    return store.judgements_of_records(stage.people_tasks, ids) if stage.people_tasks else {}
-
-
-def _children(stage: str, record: StageResult, outcome: Children) -> list[StageResult]:
-    if not outcome.results:
-        return [rejected(record, NO_OUTPUT)]
-    for index, kid in enumerate(outcome.results):
-        if kid.record_id != f"{record.record_id}/{index}":
-            raise SenseforgeError(
-                f"stage {stage}: child {kid.record_id!r} of {record.record_id!r} is not <parent>/<index>"
-            )
-    return list(outcome.results)
 
 
 # -- people's work -----------------------------------------------------------------------------
@@ -294,6 +239,7 @@ def build(
     llms: Mapping[str, LLM] | None = None,
     responders: Mapping[str, Any] | None = None,
     executor: str = "local",
+    streaming: bool | None = None,
 ) -> BuildSummary:
     """Run (or resume) ``recipe`` with ``config`` in ``run_dir``.
 
@@ -314,6 +260,8 @@ def build(
         responders: named scripted responders beyond the recipe's own dry-run authors
             (``scripted/<name>``; the CLI passes every recipe's).
         executor: where stage work runs (``local``).
+        streaming: records go on to their next stage as soon as their batch is stored, several batches at once
+            (``None``: where every model of the stages is behind an API; see :func:`stream_width`).
 
     Raises:
         ConfigError: a fresh build over an existing run, a resume with a changed config …
@@ -361,26 +309,36 @@ def build(
         run.set_meta({"state": "running"})
         records = _source(recipe, config, run, first)
         waiting: list[StageReport] = []
-        for stage in stages:
-            if waiting and (stage.barrier or stage.pauses_run):
-                break  # it needs every record, or would pause the run itself: wait for people first
-            report = run_stage(
-                stage,
+        for whole in segments(stages):
+            cut = len(whole)
+            if waiting:  # a stage that needs every record, or would pause the run itself, waits for people first
+                cut = next((i for i, stage in enumerate(whole) if stage.barrier or stage.pauses_run), cut)
+                if cut == 0:
+                    break
+            segment = whole[:cut]
+            reports = run_stages(
+                segment,
                 records,
                 run,
                 work,
-                batch_size=config.batch_for(stage.name),
+                sizes=[config.batch_for(stage.name) for stage in segment],
                 rounds=config.call_rounds,
+                width=stream_width(segment, config, streaming),
+                stored_inputs=_stored_inputs(run, recipe, segment),
+                model=recipe.record,
                 progress=progress,
                 causes=causes,
             )
-            if report.awaiting:
-                if not stage.people_tasks:
-                    raise SenseforgeError(f"stage {stage.name} waits for people but reads none of their tasks")
-                waiting.append(report)
-                if stage.pauses_run:
-                    break
-            records = run.results(stage.name, "ok", recipe.record)
+            paused = False
+            for stage, report in zip(segment, reports, strict=True):
+                if report.awaiting:
+                    if not stage.people_tasks:
+                        raise SenseforgeError(f"stage {stage.name} waits for people but reads none of their tasks")
+                    waiting.append(report)
+                    paused = paused or stage.pauses_run
+            if paused or cut < len(whole):
+                break
+            records = run.results(segment[-1].name, "ok", recipe.record)
         if waiting:
             queued = [task for report in waiting for task in report.tasks]
             _write_queue(run_dir, queued, run)
@@ -402,6 +360,15 @@ def build(
         work.close()
         if run is not None:
             run.close()
+
+
+def _stored_inputs(run: RunStore, recipe: Recipe, segment: Sequence[Stage]) -> Callable[[int], list[StageResult]]:
+    """The stored input of the segment's stage ``index``: the ok results of the stage before it."""
+
+    def read(index: int) -> list[StageResult]:
+        return run.results(segment[index - 1].name, "ok", recipe.record)
+
+    return read
 
 
 def _label(config: RecipeConfig) -> str:

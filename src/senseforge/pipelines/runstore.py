@@ -110,6 +110,8 @@ def as_stored(value: Any) -> Any:
 
 D = TypeVar("D", bound=Record, default=Record, covariant=True)
 """A result's data model (a bare ``StageResult`` holds any :class:`Record`)."""
+R = TypeVar("R", bound=Record)
+"""Another record model (a result read back as a model of its own)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,13 @@ class StageResult(Generic[D]):
     """Who accepted the record in a review (``lm`` or ``human``); ``None`` when it was not reviewed."""
     evidence: Mapping[str, Any] | None = None
     """What the check that rejected the record found."""
+
+    def as_read(self, model: type[R]) -> StageResult[R]:
+        """This result as the run store hands it back once stored: its payload through JSON, read as ``model``."""
+        payload = json.loads(_dumps(self.payload))
+        return StageResult.from_payload(
+            self.record_id, self.status, payload, model, reason=self.reason, prompt=self.prompt, response=self.response
+        )
 
     @property
     def payload(self) -> dict[str, Any]:

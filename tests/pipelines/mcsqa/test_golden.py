@@ -26,7 +26,7 @@ from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
 from ..golden import GOLDEN as GOLDEN_ROOT
-from ..golden import compare_with_golden
+from ..golden import compare_with_golden, schedule  # noqa: F401 (a fixture)
 
 GOLDEN = GOLDEN_ROOT / "mcsqa"
 AUTHOR = "scripted/mcsqa-author"
@@ -45,6 +45,7 @@ def decide(run_dir: Path, decisions: Path) -> Path:
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.usefixtures("schedule")
 def test_dry_run_with_an_lm_panel(lang: str, demo_kb: Path, tmp_path: Path) -> None:
     config = McsqaConfig(lang=lang, n=40, kb=str(demo_kb), model=AUTHOR, reviewers=(AUTHOR,), lm_review_as_hard=True)
     summary = build(MCSQA, config, tmp_path / "run", store=Store())
@@ -52,6 +53,7 @@ def test_dry_run_with_an_lm_panel(lang: str, demo_kb: Path, tmp_path: Path) -> N
     compare_with_golden(tmp_path / "run", GOLDEN / f"dry-{lang}")
 
 
+@pytest.mark.usefixtures("schedule")
 def test_dry_run_decided_by_people(demo_kb: Path, tmp_path: Path) -> None:
     """No panel: the run waits, two people decide (one rejects every third item), the resume finishes."""
     config = McsqaConfig(lang="en", n=20, kb=str(demo_kb), model=AUTHOR)
@@ -70,6 +72,7 @@ kb="kb/demo", model=AUTHOR)`` built in a folder holding the demo knowledge store
 gzipped (VACUUMed first)."""
 
 
+@pytest.mark.usefixtures("schedule")
 def test_a_run_paused_before_typed_records_resumes_to_the_golden_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,6 +97,7 @@ def _call_keys(db: Path) -> set[str]:
     return {call["key"] for payload in payloads for calls in payload.get("calls", {}).values() for call in calls}
 
 
+@pytest.mark.usefixtures("schedule")
 def test_todays_requests_have_the_cache_keys_stored_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A user's paid cache stays valid: the paused run's calls, made again today, have the very same cache keys."""
     monkeypatch.chdir(tmp_path)

@@ -1,0 +1,362 @@
+"""Records flowing through consecutive stages: how the runner schedules batches.
+
+:func:`run_stages` runs a *segment*, consecutive stages that need neither their whole input at once
+(a barrier) nor people, over the records given to its first stage. Each stage has a lane: the records
+waiting for it, by attempt (a record whose calls failed transiently waits for its next round in the
+next queue, up to the run's ``call_rounds``), and its batches in flight.
+
+Two ways to schedule, with the same results:
+
+* **one batch at a time** (``width`` 1, the default for models in this process): the earliest stage
+  with work goes first, so a stage runs over all its records, retries included, before the next one
+  starts, reading its input back from the run store — the order calls were always made in.
+* **streaming** (``width`` > 1, for models behind an API): up to ``width`` batches run at once, in
+  threads, the latest stage with a full batch first. A record goes on to its next stage as soon as its
+  batch is stored (handed on as the run store would read it back), so calls from several stages are in
+  flight together and the endpoint's limiter (:mod:`senseforge.llm.limits`), not a stage's last wave,
+  sets the pace. A stage sends a short batch only once every stage before it is through.
+
+Either way each batch is stored in one transaction by this thread only (the run store is never
+written from a worker), retries wait until a stage's fresh records are through, and a stage stays
+at most one batch ahead of what is stored: a killed run loses the batches in flight, and their
+finished calls come back from the cache. Outputs do not depend on the schedule: every stage's
+outcome for a record depends on the record alone, and outputs are read from the run store in
+record order.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from senseforge.errors import SenseforgeError
+from senseforge.llm.limits import ranked
+from senseforge.pipelines.executor import Executor
+from senseforge.pipelines.quality import counted, excluded_annotators
+from senseforge.pipelines.runstore import Record, RunStore, StageResult, StoredJudgement
+from senseforge.pipelines.stage import (
+    AWAITING,
+    NO_OUTPUT,
+    PENDING,
+    Children,
+    ProgressFactory,
+    RunIncomplete,
+    Stage,
+    StageOutput,
+    no_progress,
+    rejected,
+)
+from senseforge.pipelines.taskqueue import QueuedTask, queue_tasks
+
+__all__ = ["StageReport", "run_stages"]
+
+
+@dataclass
+class StageReport:
+    """What one pass of the runner left behind for a stage."""
+
+    stored: int = 0
+    awaiting: list[StageResult] = field(default_factory=list)
+    tasks: list[QueuedTask] = field(default_factory=list)
+
+
+@dataclass
+class _Batch:
+    lane: int
+    attempt: int
+    records: list[StageResult]
+
+
+class _Lane:
+    """One stage of a segment: its records waiting by attempt, its batches in flight, its progress bars."""
+
+    def __init__(self, stage: Stage, size: int, rounds: int, done: set[str], below_bar: Mapping[str, Any]) -> None:
+        self.stage = stage
+        self.size = size
+        self.done = done
+        self.done_parents = {record_id.rsplit("/", 1)[0] for record_id in done}
+        self.below_bar = below_bar
+        self.queues: list[list[StageResult]] = [[] for _ in range(rounds)]
+        self.running = [0] * rounds
+        self.failing: list[StageResult] = []
+        self.report = StageReport()
+        self.loaded = False
+        self.held: list[StageResult] = []
+        """Streaming past a stage that pauses the run: its records, handed on once none waits for people."""
+        self.bars: dict[int, tuple[AbstractContextManager[Any], Callable[[int], None]]] = {}
+
+    def offer(self, records: Sequence[StageResult]) -> None:
+        """Queue the records this stage has no result for yet (a record split into children counts as done)."""
+        self.queues[0] += [r for r in records if r.record_id not in self.done and r.record_id not in self.done_parents]
+
+    @property
+    def idle(self) -> bool:
+        return not any(self.queues) and not any(self.running)
+
+    def through(self, attempt: int, upstream_idle: bool) -> bool:
+        """Whether the records of ``attempt`` (and every earlier one) are all through this stage."""
+        earlier = range(attempt + 1)
+        return upstream_idle and not any(self.queues[a] or self.running[a] for a in earlier)
+
+    def next_batch(self, upstream_idle: bool) -> tuple[int, list[StageResult]] | None:
+        """The batch to send next, by attempt: fresh records once a batch is full (or every stage before is
+        through); a retry once the fresh records and earlier retries are through."""
+        for attempt, queue in enumerate(self.queues):
+            if not queue:
+                continue
+            if attempt == 0:
+                if len(queue) < self.size and not upstream_idle:
+                    return None
+            elif not self.through(attempt - 1, upstream_idle):
+                return None
+            taken, self.queues[attempt] = queue[: self.size], queue[self.size :]
+            return attempt, taken
+        return None
+
+
+def run_stages(
+    stages: Sequence[Stage],
+    inputs: Sequence[StageResult],
+    store: RunStore,
+    executor: Executor,
+    *,
+    sizes: Sequence[int],
+    rounds: int,
+    width: int = 1,
+    stored_inputs: Callable[[int], Sequence[StageResult]] | None = None,
+    model: type[Record] | None = None,
+    progress: ProgressFactory | None = None,
+    causes: Callable[[], str] | None = None,
+) -> list[StageReport]:
+    """Run the segment ``stages`` over ``inputs`` (the first stage's records), skipping what is stored.
+
+    Args:
+        stages: consecutive stages; with more than one, none may be a barrier.
+        inputs: the first stage's records.
+        store: the run store (each batch's results, judgements and tasks stored in one go).
+        executor: runs one batch of a stage.
+        sizes: records per batch, per stage (a barrier takes all its records at once).
+        rounds: passes over a record whose calls failed transiently before the run stops as incomplete.
+        width: batches run at once; above 1 the records stream (see the module).
+        stored_inputs: the records of stage ``i`` stored before this call (``i`` ≥ 1): the ok results of
+            stage ``i - 1`` in the run store.
+        model: the recipe's record model (a streamed record goes on as the run store would read it back).
+        progress: a factory of progress callbacks; a stage's bar opens with its first batch.
+        causes: why calls kept failing, appended to :class:`RunIncomplete` (default: where to look).
+
+    Raises:
+        RunIncomplete: records whose calls kept failing transiently after ``rounds`` passes (streaming: once
+            the rest is through).
+    """
+    if len(stages) > 1 and (any(s.barrier for s in stages) or stored_inputs is None):
+        raise SenseforgeError("a segment of several stages has no barrier and reads its stored inputs")
+    if width > 1 and model is None:
+        raise SenseforgeError("streaming hands records on as read back: give the record model")
+    stream = width > 1
+    lanes = [
+        _Lane(
+            stage,
+            size,
+            rounds,
+            store.done_ids(stage.name),
+            excluded_annotators(store) if stage.people_tasks else {},  # their judgements do not count
+        )
+        for stage, size in zip(stages, sizes, strict=True)
+    ]
+    first = lanes[0]
+    first.offer(inputs)
+    first.loaded = True
+    if first.stage.barrier and first.queues[0]:
+        if len(first.queues[0]) != len(inputs):
+            raise SenseforgeError(f"stage {first.stage.name}: partly stored; the run store is inconsistent")
+        first.size = len(first.queues[0])
+    if stream:
+        assert stored_inputs is not None or len(lanes) == 1
+        for index, lane in enumerate(lanes[1:], start=1):
+            lane.offer(stored_inputs(index) if stored_inputs else [])
+            lane.loaded = True
+    bar = progress or no_progress
+    flight: dict[cf.Future[StageOutput], _Batch] = {}
+    workers = cf.ThreadPoolExecutor(max_workers=width, thread_name_prefix="senseforge-stage") if stream else None
+
+    def upstream_idle(index: int) -> bool:
+        return all(lane.idle for lane in lanes[:index])
+
+    def paused_before(index: int) -> bool:
+        """Whether a stage before ``index`` that pauses the run is through with records waiting for people: the
+        stages after it wait for the resume, as they always have."""
+        return any(
+            lane.stage.pauses_run and lane.report.awaiting and lane.idle and upstream_idle(i)
+            for i, lane in enumerate(lanes[:index])
+        )
+
+    def hand_on(index: int, results: Sequence[StageResult]) -> None:
+        """Stream a stage's new ok results to the next stage (held at a stage that pauses the run until it is
+        through with none waiting)."""
+        if index + 1 >= len(lanes):
+            return
+        assert model is not None
+        lane = lanes[index]
+        passed = [r.as_read(model) for r in results if r.status == "ok"]
+        if not lane.stage.pauses_run:
+            lanes[index + 1].offer(passed)
+            return
+        lane.held += passed
+
+    def release_held() -> None:
+        for index, lane in enumerate(lanes[:-1]):
+            if lane.held and lane.idle and upstream_idle(index) and not lane.report.awaiting:
+                lanes[index + 1].offer(lane.held)
+                lane.held = []
+
+    def pick() -> _Batch | None:
+        for index in range(len(lanes)):
+            lane = lanes[index]
+            idle_before = upstream_idle(index)
+            if paused_before(index):
+                continue
+            if not lane.loaded:
+                if not idle_before:
+                    continue
+                assert stored_inputs is not None
+                lane.offer(stored_inputs(index))
+                lane.loaded = True
+            chosen = lane.next_batch(idle_before)
+            if chosen is not None:
+                return _Batch(index, *chosen)
+            if not stream and not lane.idle:
+                return None  # one at a time: the next stage waits for this one
+        return None
+
+    def open_bar(batch: _Batch) -> None:
+        lane = lanes[batch.lane]
+        if batch.attempt in lane.bars:
+            return
+        name = lane.stage.name if batch.attempt == 0 else f"{lane.stage.name} (retry {batch.attempt})"
+        known = batch.attempt > 0 or upstream_idle(batch.lane)
+        total = len(batch.records) + len(lane.queues[batch.attempt]) if known else None
+        manager = bar(name, total)
+        lane.bars[batch.attempt] = (manager, manager.__enter__())
+
+    def close_bars(everything: bool = False) -> None:
+        for index, lane in enumerate(lanes):
+            for attempt in sorted(lane.bars):
+                if everything or lane.through(attempt, upstream_idle(index)):
+                    manager, _ = lane.bars.pop(attempt)
+                    manager.__exit__(None, None, None)
+
+    def send(batch: _Batch) -> cf.Future[StageOutput] | StageOutput:
+        lane = lanes[batch.lane]
+        lane.running[batch.attempt] += 1
+        open_bar(batch)
+        judged = counted(_judgements(lane.stage, store, [r.record_id for r in batch.records]), lane.below_bar)
+        if workers is None:
+            return executor.run(lane.stage, batch.records, judged)
+        return workers.submit(_ranked, batch.lane, executor, lane.stage, batch.records, judged)
+
+    def settle(batch: _Batch, output: StageOutput) -> None:
+        lane = lanes[batch.lane]
+        lane.running[batch.attempt] -= 1
+        results = _stored_results(lane, batch, output)
+        store.put(lane.stage.name, results, judgements=output.judgements)
+        queue_tasks(store.engine, output.tasks)
+        lane.report.stored += len(results)
+        lane.bars[batch.attempt][1](len(batch.records))
+        if stream:
+            hand_on(batch.lane, results)
+            release_held()
+        close_bars()
+        if not stream and lane.failing and lane.idle:
+            raise _incomplete(lane, rounds, causes)
+
+    interrupted = False
+    try:
+        while True:
+            while len(flight) < width and (batch := pick()) is not None:
+                sent = send(batch)
+                if isinstance(sent, cf.Future):
+                    flight[sent] = batch
+                else:
+                    settle(batch, sent)
+            if not flight:
+                break
+            finished, _ = cf.wait(flight, return_when=cf.FIRST_COMPLETED)
+            for future in sorted(finished, key=lambda f: (flight[f].lane, flight[f].attempt)):
+                settle(flight.pop(future), future.result())
+    except KeyboardInterrupt:
+        interrupted = True  # calls in flight end when the models close; the answers that came are cached
+        raise
+    finally:
+        if workers is not None:  # otherwise the batches in flight finish (their results go unstored, cached)
+            workers.shutdown(wait=not interrupted, cancel_futures=True)
+        close_bars(everything=True)
+    failing = next((lane for lane in lanes if lane.failing), None)
+    if failing is not None:
+        raise _incomplete(failing, rounds, causes)
+    return [lane.report for lane in lanes]
+
+
+def _ranked(
+    rank: int,
+    executor: Executor,
+    stage: Stage,
+    records: Sequence[StageResult],
+    judgements: Mapping[str, Sequence[StoredJudgement]],
+) -> StageOutput:
+    """A streamed batch: its calls wait for the endpoint's slots with the stage's place in the segment as their
+    rank, so the earliest stage's calls go first (see :mod:`senseforge.llm.limits`)."""
+    with ranked(rank):
+        return executor.run(stage, records, judgements)
+
+
+def _incomplete(lane: _Lane, rounds: int, causes: Callable[[], str] | None) -> RunIncomplete:
+    where = causes() if causes is not None else " (causes: senseforge llm ledger --failed)"
+    return RunIncomplete(
+        f"stage {lane.stage.name}: {len(lane.failing)} record(s) still failing after {rounds} round(s) of transient "
+        f"errors{where}; run again with --resume to retry them"
+    )
+
+
+def _judgements(stage: Stage, store: RunStore, ids: list[str]) -> Mapping[str, Sequence[StoredJudgement]]:
+    return store.judgements_of_records(stage.people_tasks, ids) if stage.people_tasks else {}
+
+
+def _stored_results(lane: _Lane, batch: _Batch, output: StageOutput) -> list[StageResult]:
+    """What the batch stores; its pending records queued for their next round (or failing), the waiting ones
+    reported."""
+    stage = lane.stage
+    lane.report.tasks += output.tasks
+    if len(output.outcomes) != len(batch.records):
+        raise SenseforgeError(f"stage {stage.name}: {len(output.outcomes)} outcomes for {len(batch.records)} records")
+    results: list[StageResult] = []
+    for record, outcome in zip(batch.records, output.outcomes, strict=True):
+        if outcome is PENDING:
+            if batch.attempt + 1 < len(lane.queues):
+                lane.queues[batch.attempt + 1].append(record)
+            else:
+                lane.failing.append(record)
+        elif outcome is AWAITING:
+            lane.report.awaiting.append(record)
+        elif isinstance(outcome, Children):
+            results += _children(stage.name, record, outcome)
+        elif isinstance(outcome, StageResult):
+            if outcome.record_id != record.record_id:
+                raise SenseforgeError(
+                    f"stage {stage.name}: result {outcome.record_id!r} for record {record.record_id!r}"
+                )
+            results.append(outcome)
+    return results
+
+
+def _children(stage: str, record: StageResult, outcome: Children) -> list[StageResult]:
+    if not outcome.results:
+        return [rejected(record, NO_OUTPUT)]
+    for index, kid in enumerate(outcome.results):
+        if kid.record_id != f"{record.record_id}/{index}":
+            raise SenseforgeError(
+                f"stage {stage}: child {kid.record_id!r} of {record.record_id!r} is not <parent>/<index>"
+            )
+    return list(outcome.results)

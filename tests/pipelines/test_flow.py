@@ -1,0 +1,185 @@
+"""How the runner schedules batches through a segment of stages: one at a time, or streamed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from senseforge.pipelines.flow import run_stages
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.runner import segments, stream_width
+from senseforge.pipelines.runstore import Record, RunStore, StageResult, sqlite_url
+from senseforge.pipelines.stage import AWAITING, PENDING, Outcome, RunIncomplete, StageContext, StageOutput, ok
+
+WAIT_S = 60.0
+"""How long a stage here waits for an event that the schedule under test must cause (never reached when it does)."""
+
+
+class Row(Record):
+    """A test record: its id and the stages that saw it."""
+
+    id: str | None = None
+    seen: tuple[str, ...] = ()
+
+
+def _records(*ids: str) -> list[StageResult]:
+    return [StageResult(i, "ok", Row(id=i)) for i in ids]
+
+
+class Direct:
+    """An executor that runs the stage right here, without models."""
+
+    def run(self, stage, batch, judgements):  # type: ignore[no-untyped-def]
+        return stage.run(batch, None)
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class Step:
+    """Marks each record seen; ``fails`` transient failures per id; ``w*`` records wait for people; a batch holding
+    ``hold`` waits until ``until`` is set."""
+
+    name: str
+    log: list[tuple[str, tuple[str, ...]]]
+    fails: dict[str, int] = field(default_factory=dict)
+    hold: str | None = None
+    until: threading.Event | None = None
+    barrier: bool = False
+    specs: tuple[str, ...] = ()
+    people_tasks: tuple[str, ...] = ()
+    pauses_run: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, records: Sequence[StageResult[Row]], ctx: StageContext) -> StageOutput:
+        ids = tuple(r.record_id for r in records)
+        if self.hold in ids:
+            assert self.until is not None
+            assert self.until.wait(WAIT_S), f"{self.name}: nothing downstream ran while {self.hold} was held"
+        with self.lock:
+            self.log.append((self.name, ids))
+        out: list[Outcome] = []
+        for record in records:
+            if record.record_id.startswith("w") and self.people_tasks:
+                out.append(AWAITING)
+            elif self.fails.get(record.record_id, 0) > 0:
+                with self.lock:
+                    self.fails[record.record_id] -= 1
+                out.append(PENDING)
+            else:
+                out.append(ok(record, record.data.with_(seen=(*record.data.seen, self.name))))
+        return StageOutput(out)
+
+
+@dataclass
+class Signal(Step):
+    """A step that sets ``when_run`` as soon as it runs a batch."""
+
+    when_run: threading.Event = field(default_factory=threading.Event)
+
+    def run(self, records: Sequence[StageResult[Row]], ctx: StageContext) -> StageOutput:
+        self.when_run.set()
+        return super().run(records, ctx)
+
+
+def _run(store: RunStore, stages: Sequence[Step], ids: Sequence[str], *, width: int, rounds: int = 2) -> None:
+    def stored(index: int) -> list[StageResult]:
+        return store.results(stages[index - 1].name, "ok", Row)  # type: ignore[arg-type]
+
+    run_stages(
+        stages,
+        _records(*ids),
+        store,
+        Direct(),  # type: ignore[arg-type]
+        sizes=[2] * len(stages),
+        rounds=rounds,
+        width=width,
+        stored_inputs=stored,
+        model=Row,
+    )
+
+
+def _payloads(store: RunStore, names: Sequence[str]) -> dict[str, list[tuple[str, str, dict[str, object]]]]:
+    return {
+        name: [(r.record_id, r.status, r.payload) for r in store.results(name, None, Row)]  # type: ignore[arg-type]
+        for name in names
+    }
+
+
+IDS = ("r0", "r1", "r2", "r3", "r4", "r5")
+
+
+def test_a_record_goes_on_before_the_stage_before_is_through(tmp_path: Path) -> None:
+    """The first stage's third batch is held until the second stage has run a batch: only streaming gets there."""
+    log: list[tuple[str, tuple[str, ...]]] = []
+    second = Signal("second", log)
+    first = Step("first", log, hold="r4", until=second.when_run)
+    streamed = RunStore(sqlite_url(tmp_path / "streamed.db"))
+    _run(streamed, [first, second], IDS, width=4)
+    assert log.index(("first", ("r4", "r5"))) > next(i for i, (name, _) in enumerate(log) if name == "second")
+
+    # one batch at a time, every stage runs over all its records first; the stored results are the same
+    calm: list[tuple[str, tuple[str, ...]]] = []
+    staged = RunStore(sqlite_url(tmp_path / "staged.db"))
+    _run(staged, [Step("first", calm), Step("second", calm)], IDS, width=1)
+    assert [name for name, _ in calm] == ["first"] * 3 + ["second"] * 3
+    assert _payloads(streamed, ["first", "second"]) == _payloads(staged, ["first", "second"])
+    assert [r.data.seen for r in streamed.results("second", "ok", Row)] == [("first", "second")] * 6  # type: ignore[arg-type]
+
+
+def test_retries_are_per_record_and_the_rest_streams_on(tmp_path: Path) -> None:
+    """A record that fails transiently is tried again once the stage's fresh records are through; one that still
+    fails after the rounds stops the run, after every other record has gone through every stage."""
+    log: list[tuple[str, tuple[str, ...]]] = []
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    stages = [Step("first", log, fails={"r1": 1, "r3": 5}), Step("second", log)]
+    with pytest.raises(RunIncomplete, match=r"stage first: 1 record\(s\) still failing after 2 round"):
+        _run(store, stages, IDS, width=3)
+    assert store.done_ids("first") == {"r0", "r1", "r2", "r4", "r5"}
+    assert store.done_ids("second") == {"r0", "r1", "r2", "r4", "r5"}
+    retried = [ids for name, ids in log if name == "first" and ("r1" in ids or "r3" in ids)]
+    assert retried[-1] == ("r1", "r3")  # the retry round: both, once the fresh records were through
+
+    # a resume finds the rest stored and sends only what is missing
+    again: list[tuple[str, tuple[str, ...]]] = []
+    _run(store, [Step("first", again), Step("second", again)], IDS, width=3)
+    assert again == [("first", ("r3",)), ("second", ("r3",))]
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_nothing_passes_a_stage_that_pauses_the_run_while_people_are_awaited(tmp_path: Path, width: int) -> None:
+    log: list[tuple[str, tuple[str, ...]]] = []
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    review = Step("review", log, people_tasks=("verify",), pauses_run=True)
+    _run(store, [Step("first", log), review, Step("after", log)], ("r0", "r1", "w2", "r3"), width=width)
+    assert store.done_ids("review") == {"r0", "r1", "r3"}
+    assert store.done_ids("after") == set()  # the run pauses here: the rest waits for the resume
+
+    # where nobody is awaited, the records go on
+    calm = RunStore(sqlite_url(tmp_path / "calm.db"))
+    _run(calm, [Step("first", log), review, Step("after", log)], ("r0", "r1", "r3"), width=width)
+    assert calm.done_ids("after") == {"r0", "r1", "r3"}
+
+
+def _mcsqa(spec: str, **options: object) -> McsqaConfig:
+    return McsqaConfig(lang="en", kb="unused", model=spec, model_options={spec: dict(options)}, reviewers=(spec,))
+
+
+def test_segments_stand_a_barrier_alone_and_stream_only_behind_an_api() -> None:
+    api = _mcsqa("openai/loopback", base_url="http://127.0.0.1:9", max_concurrency=64)
+    parts = segments(MCSQA.stages(api))
+    names = [[stage.name for stage in part] for part in parts]
+    assert ["filter_refined"] in names and ["split"] in names
+    assert names[0] == ["generate", "filter", "refine"]
+    assert all(not stage.barrier for part in parts if len(part) > 1 for stage in part)
+    assert api.batch_for("generate") == 16  # a quarter of the bound: batches go on to the next stage in time
+    assert stream_width(parts[0], api) == 16  # 4 × 64 requests' worth of records in flight
+    assert stream_width(parts[0], api, streaming=False) == 1
+    local = _mcsqa("scripted/echo")
+    assert stream_width(segments(MCSQA.stages(local))[0], local) == 1  # one at a time, as always
+    assert stream_width(segments(MCSQA.stages(local))[0], local, streaming=True) > 1
