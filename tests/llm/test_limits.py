@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from senseforge.llm.base import GenerateRequest
-from senseforge.llm.limits import EndpointLimiter, limiter_for
+from senseforge.llm.limits import RAISE_AFTER, Budget, EndpointLimiter, Slot, limiter_for
 from senseforge.llm.loopback import LoopbackOpenAI
 from senseforge.llm.registry import get_llm
 
@@ -119,3 +119,104 @@ def test_a_lowered_limit_grants_no_slot_above_it() -> None:
 
 async def _acquired(limiter: EndpointLimiter) -> None:
     await limiter.acquire()
+
+
+class FakeTime:
+    """A clock that moves only when something sleeps on it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_refusal_lowers_the_level_once_and_successes_in_a_row_raise_it() -> None:
+    clock = FakeTime()
+    limiter = EndpointLimiter(16, clock=clock)
+
+    async def slot() -> Slot:
+        held, _ = await limiter.slot()
+        limiter.release()
+        return held
+
+    before = asyncio.run(slot())
+    limiter.refused(before)
+    limiter.refused(before)  # a second refusal of a request sent at the old level: no second cut
+    assert limiter.level == 12
+    after = asyncio.run(slot())
+    limiter.refused(after, retry_after_s=5.0)
+    assert limiter.level == 9 and after.level == 12
+    for _ in range(RAISE_AFTER - 1):
+        limiter.succeeded(after)
+    assert limiter.level == 9
+    limiter.succeeded(after)
+    assert limiter.level == 10 and [level for _, level in limiter.history] == [16, 12, 9, 10]
+
+    # a Retry-After holds the next request until it has passed
+    started = clock.now
+    asyncio.run(limiter.slot(sleep=clock.sleep))
+    limiter.release()
+    assert clock.now - started == pytest.approx(5.0)
+
+    fixed = EndpointLimiter(16, adaptive=False)
+    held, _ = asyncio.run(fixed.slot())
+    fixed.release()
+    fixed.refused(held)
+    assert fixed.level == 16
+
+
+def test_no_minute_holds_more_requests_or_tokens_than_the_budget() -> None:
+    clock = FakeTime()
+    budget = Budget(rpm=10, tpm=100, clock=clock, sleep=clock.sleep)
+    times: list[float] = []
+
+    async def send(count: int, tokens: float, used: float | None = None) -> None:
+        for _ in range(count):
+            sent = await budget.take(tokens)
+            times.append(clock.now)
+            if used is not None:
+                budget.settle(sent, used)
+
+    asyncio.run(send(25, 5.0))  # the request bound holds: 10 a minute
+    assert all(sum(start <= t < start + 60 for t in times) <= 10 for start in times)
+    assert times[-1] - times[0] >= 120
+    times.clear()
+    clock.now += 120
+    asyncio.run(send(9, 30.0))  # the token bound holds: 3 of 30 tokens a minute
+    assert all(sum(start <= t < start + 60 for t in times) <= 3 for start in times)
+    times.clear()
+    clock.now += 120
+    asyncio.run(send(6, 30.0, used=10.0))  # estimated high, corrected by the answers: more fit
+    assert sum(times[0] <= t < times[0] + 60 for t in times) > 3
+
+
+def test_an_endpoint_that_refuses_above_twelve_settles_the_level_near_twelve(tmp_path: Any) -> None:
+    """A server with a hidden limit of 12 requests at once: every request is answered in the end, the server never
+    holds more than 12, and the level the ledger records settles near 12."""
+    pytest.importorskip("openai")
+    from senseforge.llm.cache import CachedLLM
+    from senseforge.store.db import Store
+
+    # answers slow enough that any machine keeps the level's worth in flight (a client that cannot is not refused)
+    with LoopbackOpenAI(lambda body: "ok", latency_s=0.2, capacity=12) as server:
+        options = {
+            "base_url": server.base_url,
+            "max_concurrency": 64,
+            "timeout_s": 30.0,
+            "max_retries": 50,
+            "backoff_base_s": 0.01,
+            "backoff_max_s": 0.05,
+        }
+        store = Store(f"sqlite:///{tmp_path / 'ledger.db'}")
+        llm = CachedLLM(get_llm("openai/loopback", options), store, run="hidden-limit")
+        results = llm.generate([GenerateRequest.chat(f"question {i}") for i in range(400)])
+        assert all(result.ok for result in results)
+        assert server.over_capacity > 0 and server.max_in_flight <= 12
+        levels = [row.concurrency for row in store.ledger_rows(run="hidden-limit")]
+    assert None not in levels and max(levels) == 64  # the first wave went at the ceiling
+    settled = sorted(levels[-150:])
+    assert 8 <= settled[len(settled) // 2] <= 14, settled

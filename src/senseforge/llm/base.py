@@ -139,6 +139,9 @@ class _Result(BaseModel):
     """
     cached: bool = False
     """True when the result came from the cache and no backend call was made."""
+    concurrency: int | None = None
+    """The endpoint's concurrency level when the request's last attempt was sent (a provider that adapts it to
+    the endpoint's limits; ``None`` elsewhere and for a cache hit). Never stored in the cache."""
 
     @property
     def ok(self) -> bool:

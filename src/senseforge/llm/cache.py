@@ -51,7 +51,9 @@ FLUSH_EVERY = 64
 _WARNED_UNPRICED: set[str] = set()
 """Models whose missing price this process has warned about."""
 
-_NOT_CACHED = {"cached", "retry_errors"}
+_NOT_CACHED = {"cached", "retry_errors", "concurrency"}
+_AS_HIT: dict[str, Any] = {"cached": True, "attempts": 0, "latency_s": 0.0, "retry_errors": (), "concurrency": None}
+"""What a result answered without a backend call says of its call."""
 """Result fields that describe one call rather than the response, left out of the cache."""
 
 
@@ -237,9 +239,7 @@ class CachedLLM:
         for index, key in enumerate(keys):
             if key in cached:
                 hit = result_type.model_validate_json(cached[key])
-                results[index] = hit.model_copy(
-                    update={"cached": True, "attempts": 0, "latency_s": 0.0, "retry_errors": ()}
-                )
+                results[index] = hit.model_copy(update=_AS_HIT)
         hits = [(keys[i], r) for i, r in enumerate(results) if r is not None]
         if hits:
             self._write(kind, requests, hits=hits)
@@ -265,7 +265,7 @@ class CachedLLM:
             if answer is None or not answer.ok:  # its sender failed: ask for it here
                 retry[key] = todo[key]
                 continue
-            hit = answer.model_copy(update={"cached": True, "attempts": 0, "latency_s": 0.0, "retry_errors": ()})
+            hit = answer.model_copy(update=_AS_HIT)
             self._write(kind, requests, hits=[(key, hit)] * len(todo[key]))
             for index in todo[key]:
                 results[index] = hit
@@ -465,6 +465,7 @@ class CachedLLM:
             failure_kind=result.failure.kind if result.failure else None,
             failure_message=result.failure.message if result.failure else None,
             retry_errors=() if hit else result.retry_errors,
+            concurrency=None if hit else result.concurrency,
         )
 
 

@@ -13,6 +13,17 @@ last records reach the later stages while those still have work queued.
 The limit of an endpoint is the smallest ``max_concurrency`` any open provider object for it was
 given (a stage that asks for less keeps every stage to it). A limiter lives while a provider object
 holds it; the next one opened after all are gone starts afresh.
+
+**Adapting to the endpoint.** The limit is a ceiling; the *level* of slots granted starts there and moves
+with what the endpoint says (additive increase, multiplicative decrease): a request refused as too many
+(HTTP 429, or 503) lowers it to ¾ (at most once per level: the other requests sent at the old level
+refused with it do not lower it again), a ``Retry-After`` holds every new request of the endpoint until
+then, and each run of :data:`RAISE_AFTER` successes in a row raises it by one, up to the ceiling. A
+provider given a fixed limit (``adaptive`` off) keeps the level at the ceiling.
+
+**Request and token budgets** (:class:`Budget`): at most so many requests, and so many tokens, in any
+minute, across every stage of the process; a request waits (holding its slot) until it fits. The tokens
+of a request are estimated before it is sent and corrected by what the answer reports.
 """
 
 from __future__ import annotations
@@ -22,11 +33,25 @@ import contextlib
 import contextvars
 import heapq
 import itertools
+import math
 import threading
+import time
 import weakref
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 
-__all__ = ["RANK", "EndpointLimiter", "limiter_for", "ranked"]
+__all__ = ["RAISE_AFTER", "RANK", "Budget", "EndpointLimiter", "Slot", "limiter_for", "ranked"]
+
+RAISE_AFTER = 25
+"""Successes in a row that raise an adaptive level by one slot."""
+CUT = 0.75
+"""What a refusal as too many leaves of an adaptive level."""
+WINDOW_S = 60.0
+"""The window of the request and token budgets."""
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
 
 RANK: contextvars.ContextVar[int] = contextvars.ContextVar("senseforge_limiter_rank", default=0)
 """The rank of the requests sent from this context: among those waiting for a slot, lower ranks go first."""
@@ -45,26 +70,159 @@ def ranked(rank: int) -> Iterator[None]:
 _Waiter = tuple[int, int, asyncio.AbstractEventLoop, "asyncio.Future[None]"]
 
 
-class EndpointLimiter:
-    """At most :attr:`limit` holders at once, across every event loop and thread of the process.
+class Budget:
+    """At most ``rpm`` requests and ``tpm`` tokens in any window of :data:`WINDOW_S` seconds (``None``: no bound).
 
-    ``async with limiter:`` waits for a slot in the caller's event loop (by :data:`RANK`, then first come, first
-    served) and gives it back on leaving, also when the waiting or the work is cancelled.
+    A sliding log of what was sent: a request goes when the last ``rpm`` sends are all a window old, and the
+    tokens sent within the window leave room for its own. One request bigger than the whole token budget goes
+    alone once the window is empty (it could never fit). ``clock`` and ``sleep`` are injectable for tests.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(
+        self,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        for name, value in (("rpm", rpm), ("tpm", tpm)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} is at least 1, not {value}")
+        self.rpm = rpm
+        self.tpm = tpm
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._sent: deque[_Sent] = deque()  # within the window, oldest first
+        self._tokens = 0.0
+
+    def tighten(self, rpm: int | None, tpm: int | None) -> None:
+        """Keep the lower of each bound (a stage that asks for less keeps every stage to it)."""
+        with self._lock:
+            self.rpm = rpm if self.rpm is None else min(self.rpm, rpm or self.rpm)
+            self.tpm = tpm if self.tpm is None else min(self.tpm, tpm or self.tpm)
+
+    def _forget(self, now: float) -> None:
+        while self._sent and self._sent[0].at <= now - WINDOW_S:
+            gone = self._sent.popleft()
+            gone.counted = False
+            self._tokens -= gone.tokens
+
+    def _wait_s(self, now: float, tokens: float) -> float:
+        """Seconds until a request of ``tokens`` fits (0: now)."""
+        self._forget(now)
+        waits = [0.0]
+        if self.rpm is not None and len(self._sent) >= self.rpm:
+            waits.append(self._sent[-self.rpm].at + WINDOW_S - now)
+        if self.tpm is not None and self._sent and self._tokens + tokens > self.tpm:
+            needed = self._tokens + tokens - self.tpm
+            for sent in self._sent:  # the oldest leave the window first; once all have, it goes alone
+                needed -= sent.tokens
+                if needed <= 0 or sent is self._sent[-1]:
+                    waits.append(sent.at + WINDOW_S - now)
+                    break
+        return max(waits)
+
+    async def take(self, tokens: float = 0.0) -> _Sent:
+        """Wait until a request of ``tokens`` fits, and count it sent; its entry, for :meth:`settle`."""
+        while True:
+            with self._lock:
+                now = self._clock()
+                wait = self._wait_s(now, tokens)
+                if wait <= 0:
+                    sent = _Sent(now, float(tokens))
+                    self._sent.append(sent)
+                    self._tokens += sent.tokens
+                    return sent
+            await self._sleep(max(wait, 0.001))
+
+    def settle(self, sent: _Sent, tokens: float) -> None:
+        """Correct a sent request's tokens to what its answer reports."""
+        with self._lock:
+            if sent.counted:
+                self._tokens += tokens - sent.tokens
+            sent.tokens = float(tokens)
+
+    def sent_within(self, start: float, end: float) -> tuple[int, float]:
+        """Requests and tokens sent in ``[start, end)`` that are still in the window (for tests and reports)."""
+        with self._lock:
+            inside = [sent for sent in self._sent if start <= sent.at < end]
+            return len(inside), sum(sent.tokens for sent in inside)
+
+
+@dataclass
+class _Sent:
+    at: float
+    tokens: float
+    counted: bool = True
+
+
+@dataclass
+class Slot:
+    """One held slot: the level it was granted at (its :attr:`epoch` names that level's turn)."""
+
+    epoch: int
+    level: int
+
+
+class EndpointLimiter:
+    """At most :attr:`level` holders at once, across every event loop and thread of the process.
+
+    ``async with limiter:`` waits for a slot in the caller's event loop (by :data:`RANK`, then first come, first
+    served) and gives it back on leaving, also when the waiting or the work is cancelled. A provider that
+    reports how its requests went uses :meth:`acquire` (which also waits out a ``Retry-After`` and the
+    :attr:`budget`), then :meth:`succeeded` or :meth:`refused`, then :meth:`release`.
+
+    Args:
+        limit: the ceiling (``max_concurrency``); the level starts there.
+        adaptive: move the level with the endpoint's refusals and successes (else it stays at the ceiling).
+        clock: seconds, for the level's history and ``Retry-After`` holds.
+    """
+
+    def __init__(self, limit: int, *, adaptive: bool = True, clock: Clock = time.monotonic) -> None:
         if limit < 1:
             raise ValueError(f"a concurrency limit is at least 1, not {limit}")
-        self._limit = limit
+        self._ceiling = limit
+        self._limit = limit  # the level
+        self._adaptive = adaptive
+        self._clock = clock
         self._lock = threading.Lock()
         self._held = 0
         self._peak = 0
         self._waiters: list[_Waiter] = []  # a heap: (rank, arrival, loop, future)
         self._arrivals = itertools.count()
+        self._epoch = 0
+        self._streak = 0
+        self._hold_until = 0.0
+        self.history: list[tuple[float, int]] = [(clock(), limit)]
+        """``(time, level)`` each time the level moved, first the start."""
+        self.budget: Budget | None = None
+        """Requests and tokens per minute, when bounded."""
 
     @property
     def limit(self) -> int:
-        return self._limit
+        """The ceiling: the smallest ``max_concurrency`` asked for the endpoint."""
+        return self._ceiling
+
+    @property
+    def level(self) -> int:
+        """Slots granted at most now (the ceiling unless the endpoint refused requests as too many)."""
+        with self._lock:
+            return self._limit
+
+    @property
+    def adaptive(self) -> bool:
+        return self._adaptive
+
+    def fix(self) -> None:
+        """Keep the level at the ceiling from now on (a provider asked for a fixed limit)."""
+        with self._lock:
+            self._adaptive = False
+            raised = self._limit < self._ceiling
+            self._set_level(self._ceiling)
+        if raised:
+            self._wake()
 
     @property
     def held(self) -> int:
@@ -79,9 +237,76 @@ class EndpointLimiter:
             return self._peak
 
     def lower_to(self, limit: int) -> None:
-        """Make the limit ``limit`` when that is lower (held slots are kept; no new one is granted above it)."""
+        """Make the ceiling ``limit`` when that is lower (held slots are kept; no new one is granted above it)."""
         with self._lock:
-            self._limit = max(1, min(self._limit, limit))
+            self._ceiling = max(1, min(self._ceiling, limit))
+            if self._limit > self._ceiling:
+                self._set_level(self._ceiling)
+
+    def _set_level(self, level: int) -> None:
+        if level != self._limit:
+            self._limit = level
+            self.history.append((self._clock(), level))
+
+    def succeeded(self, slot: Slot) -> None:
+        """A request sent in ``slot`` was answered: each :data:`RAISE_AFTER` in a row raise the level by one."""
+        raised = False
+        with self._lock:
+            if not self._adaptive:
+                return
+            self._streak += 1
+            if self._streak >= RAISE_AFTER and self._limit < self._ceiling:
+                self._streak = 0
+                self._set_level(self._limit + 1)
+                raised = True
+        if raised:
+            self._wake()
+
+    def refused(self, slot: Slot, retry_after_s: float | None = None) -> None:
+        """A request sent in ``slot`` was refused as too many: the level drops to ¾ (once per level: refusals of
+        requests sent before the drop do not drop it again); a ``Retry-After`` holds new requests until then."""
+        with self._lock:
+            self._streak = 0
+            if retry_after_s is not None and retry_after_s > 0:
+                self._hold_until = max(self._hold_until, self._clock() + retry_after_s)
+            if self._adaptive and slot.epoch == self._epoch:
+                self._epoch += 1
+                self._set_level(max(1, math.floor(self._limit * CUT)))
+
+    def _wake(self) -> None:
+        """Grant waiting requests the slots a raised level opened."""
+        while True:
+            with self._lock:
+                if self._held >= self._limit or not self._waiters:
+                    return
+                _, _, loop, future = heapq.heappop(self._waiters)
+                if loop.is_closed():
+                    continue
+                self._take()
+            loop.call_soon_threadsafe(self._grant, future)
+
+    async def slot(
+        self, tokens: float = 0.0, sleep: Sleep = asyncio.sleep, *, hold: bool = True
+    ) -> tuple[Slot, _Sent | None]:
+        """Wait for a slot, then out any ``Retry-After`` hold (unless ``hold`` is off: a retry that has just
+        waited out its own), then for room in the :attr:`budget`.
+
+        Returns:
+            The slot (give it back with :meth:`release`), and the budget's entry of the request (``None`` when
+            there is no budget), to correct with the tokens the answer reports.
+        """
+        await self.acquire()
+        try:
+            with self._lock:
+                held = Slot(self._epoch, self._limit)
+                wait = self._hold_until - self._clock() if hold else 0.0
+            if wait > 0:
+                await sleep(wait)
+            sent = await self.budget.take(tokens) if self.budget is not None else None
+        except BaseException:
+            self.release()
+            raise
+        return held, sent
 
     async def acquire(self) -> None:
         loop = asyncio.get_running_loop()
@@ -139,17 +364,34 @@ _LIMITERS: weakref.WeakValueDictionary[tuple[str, str], EndpointLimiter] = weakr
 _REGISTRY_LOCK = threading.Lock()
 
 
-def limiter_for(base_url: str, model: str, limit: int) -> EndpointLimiter:
+def limiter_for(
+    base_url: str,
+    model: str,
+    limit: int,
+    *,
+    adaptive: bool = True,
+    rpm: int | None = None,
+    tpm: int | None = None,
+) -> EndpointLimiter:
     """The process's limiter of the endpoint (``base_url``, ``model``), lowered to ``limit`` when that is lower.
 
-    The caller keeps the limiter as long as it may send requests: the registry holds it only weakly.
+    A provider object asking for a fixed limit (``adaptive`` off) fixes the endpoint's; ``rpm`` and ``tpm``
+    bound it too (the lowest asked for holds). The caller keeps the limiter as long as it may send requests:
+    the registry holds it only weakly.
     """
     key = (base_url.rstrip("/"), model)
     with _REGISTRY_LOCK:
         limiter = _LIMITERS.get(key)
         if limiter is None:
-            limiter = EndpointLimiter(limit)
+            limiter = EndpointLimiter(limit, adaptive=adaptive)
             _LIMITERS[key] = limiter
         else:
             limiter.lower_to(limit)
+            if not adaptive:
+                limiter.fix()
+        if rpm is not None or tpm is not None:
+            if limiter.budget is None:
+                limiter.budget = Budget(rpm, tpm)
+            else:
+                limiter.budget.tighten(rpm, tpm)
         return limiter

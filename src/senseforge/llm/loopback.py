@@ -159,6 +159,9 @@ class LoopbackOpenAI:
         model: the model name listed by ``/v1/models`` and used when a request names none.
         max_consecutive_faults: if set, the same request body never fails more than this
             many times in a row; the next attempt is answered.
+        capacity: if set, the most completion attempts in flight at once, as an account's hidden
+            concurrency limit: an attempt that finds that many is refused at once with a 429
+            (counted in :attr:`over_capacity` and logged as ``over_capacity``).
 
     Statistics (``requests``, ``answered_ok``, ``faults_by_kind``, ``max_in_flight``,
     ``in_flight``, ``log``) may be read while the server runs. Each request is counted
@@ -180,6 +183,7 @@ class LoopbackOpenAI:
         seed: int = 0,
         model: str = "loopback",
         max_consecutive_faults: int | None = None,
+        capacity: int | None = None,
     ) -> None:
         if latency_s < 0 or hang_s < 0:
             raise ConfigError(f"latency_s and hang_s must be >= 0, got {latency_s} and {hang_s}")
@@ -190,9 +194,12 @@ class LoopbackOpenAI:
             raise ConfigError(f"unknown fault kinds {unknown}: use some of {', '.join(FAULT_KINDS)}")
         if fault_rate > 0 and not faults:
             raise ConfigError("fault_rate > 0 needs at least one fault kind in faults")
+        if capacity is not None and capacity < 1:
+            raise ConfigError(f"capacity must be >= 1, got {capacity}")
         if max_consecutive_faults is not None and max_consecutive_faults < 0:
             raise ConfigError(f"max_consecutive_faults must be >= 0, got {max_consecutive_faults}")
         self.responder = responder
+        self.capacity = capacity
         self.latency_s = latency_s
         self.fault_rate = fault_rate
         self.faults = tuple(faults)
@@ -206,6 +213,7 @@ class LoopbackOpenAI:
         self._faults: Counter[str] = Counter()
         self._in_flight = 0
         self._max_in_flight = 0
+        self._over_capacity = 0
         self._log: list[LoggedRequest] = []
         self._sent: Counter[str] = Counter()
         self._streak: Counter[str] = Counter()
@@ -298,14 +306,25 @@ class LoopbackOpenAI:
 
     # -- request handling (called from handler threads) ---------------------------------------
 
-    def _arrive(self) -> tuple[float, int]:
-        """Note a completion attempt; returns its arrival time and its 1-based number."""
+    def _arrive(self) -> tuple[float, int, bool]:
+        """Note a completion attempt; returns its arrival time, its 1-based number, and whether it finds the server
+        over its capacity (it is then refused, and not counted in flight)."""
         now = time.monotonic() - self._started
         with self._lock:
             self._requests += 1
+            if self.capacity is not None and self._in_flight >= self.capacity:
+                self._over_capacity += 1
+                self._log.append(LoggedRequest(now, CHAT_PATH, "over_capacity"))
+                return now, self._requests, True
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
-            return now, self._requests
+            return now, self._requests, False
+
+    @property
+    def over_capacity(self) -> int:
+        """Attempts refused with a 429 because ``capacity`` requests were already in flight."""
+        with self._lock:
+            return self._over_capacity
 
     def _record(self, arrived: float, path: str, outcome: str, *, attempt: bool, log: bool = True) -> None:
         """Note how a request ended: log it, and for a completion attempt count it as answered.
@@ -449,7 +468,10 @@ def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
                 server._record(arrived, self.path, "not_found", attempt=False)
                 self._send(404, _error(404, f"no route for POST {self.path}"))
                 return
-            arrived, number = server._arrive()
+            arrived, number, crowded = server._arrive()
+            if crowded:  # an account's concurrency limit: refused at once, nothing counted in flight
+                self._send(429, _error(429, f"more than {server.capacity} requests at once"), {"Retry-After": "0"})
+                return
             outcome, status, payload = "bad_request", 400, b""
             headers: dict[str, str] = {}
             logged = False
@@ -539,9 +561,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--fault-rate", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--capacity", type=int, help="refuse with 429 above this many requests in flight")
     args = parser.parse_args(argv)
     server = LoopbackOpenAI(
-        _load_responder(args.responder), latency_s=args.latency, fault_rate=args.fault_rate, seed=args.seed
+        _load_responder(args.responder),
+        latency_s=args.latency,
+        fault_rate=args.fault_rate,
+        seed=args.seed,
+        capacity=args.capacity,
     )
 
     def stats() -> str:
@@ -552,8 +579,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "faults_by_kind": server.faults_by_kind,
                 "max_in_flight": server.max_in_flight,
                 "in_flight": server.in_flight,
+                "over_capacity": server.over_capacity,
+                "first_arrival_monotonic": first_arrival(),
             }
         )
+
+    def first_arrival() -> float | None:
+        """When the first request came, on this machine's monotonic clock (the client's too): a rate from it
+        leaves the client's start-up out."""
+        log = server.log
+        return server._started + log[0].arrived_s if log else None
 
     with server:
         print(server.base_url, flush=True)

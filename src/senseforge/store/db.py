@@ -59,6 +59,7 @@ llm_ledger = sa.Table(
     sa.Column("failure_kind", sa.String(32), nullable=True),
     sa.Column("failure_message", sa.Text, nullable=True),
     sa.Column("retry_errors", sa.Text, nullable=True),  # JSON list of strings; NULL when none
+    sa.Column("concurrency", sa.Integer, nullable=True),
 )
 
 file_digests = sa.Table(
@@ -70,7 +71,7 @@ file_digests = sa.Table(
     sa.Column("sha256", sa.String(64), nullable=False),
 )
 
-_ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = ((llm_ledger, "retry_errors"),)
+_ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = ((llm_ledger, "retry_errors"), (llm_ledger, "concurrency"))
 """Columns added after their table first shipped; opening a store adds them where missing."""
 
 _CHUNK = 500
@@ -97,6 +98,9 @@ class LedgerRow(BaseModel):
     failure_message: str | None = None
     retry_errors: tuple[str, ...] = ()
     """One line per failed backend attempt (``429 rate_limit: …``); empty for a cache hit."""
+    concurrency: int | None = None
+    """The endpoint's concurrency level when the call's last attempt was sent (see :mod:`senseforge.llm.limits`);
+    ``None`` for a cache hit and for providers with no such level."""
 
 
 class LedgerSummary(TypedDict):

@@ -119,7 +119,17 @@ class Options(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     OUTPUT_NEUTRAL: ClassVar[frozenset[str]] = frozenset(
-        {"api_key_env", "max_concurrency", "max_retries", "timeout_s", "backoff_base_s", "backoff_max_s"}
+        {
+            "api_key_env",
+            "max_concurrency",
+            "max_retries",
+            "timeout_s",
+            "backoff_base_s",
+            "backoff_max_s",
+            "adaptive",
+            "rpm",
+            "tpm",
+        }
     )
     """Options that cannot change a successful answer (failures are never cached), left out of the identity."""
 
@@ -128,7 +138,17 @@ class Options(BaseModel):
     api_key_env: str = "OPENAI_API_KEY"
     """Environment variable that holds the API key."""
     max_concurrency: int = Field(default=8, ge=1)
-    """Most requests in flight at once."""
+    """Most requests in flight at once to the endpoint, from every stage of the process (the ceiling when
+    ``adaptive``)."""
+    adaptive: bool = True
+    """Lower the requests in flight when the endpoint refuses them as too many (HTTP 429/503: to ¾, and wait out
+    its ``Retry-After``), and raise them by one after every 25 answers in a row, up to ``max_concurrency``
+    (see :mod:`senseforge.llm.limits`); off: always ``max_concurrency``."""
+    rpm: int | None = Field(default=None, ge=1)
+    """Most requests sent to the endpoint in any minute (an account's request limit); none by default."""
+    tpm: int | None = Field(default=None, ge=1)
+    """Most tokens (prompt and answer) sent in any minute, a request's counted before it goes as about a token
+    per four characters plus its ``max_tokens``, then as its answer reports; none by default."""
     max_retries: int = Field(default=5, ge=0)
     """Retries per request after the first attempt (transient failures only)."""
     timeout_s: float = Field(default=60.0, gt=0)
@@ -249,6 +269,19 @@ def _classify(exc: BaseException) -> _Problem:
     return _Problem("backend", _one_line(f"{type(exc).__name__}: {exc}"))
 
 
+def _tokens_of(request: GenerateRequest) -> float:
+    """A generation's tokens before it is sent, for a token budget: about one per four characters of its
+    prompt, and its whole ``max_tokens``."""
+    return len(_sent_text(request)) / 4 + request.max_tokens
+
+
+def _sent_text(request: GenerateRequest) -> str:
+    """Every character a generation request sends."""
+    if request.prompt is not None:
+        return request.prompt
+    return "".join(message.content for message in request.as_messages())
+
+
 def _run_async(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run ``coro`` to completion, also when the caller already runs an event loop."""
     try:
@@ -291,7 +324,15 @@ class OpenAILLM:
         self._api_key = key
         # every provider object for this endpoint shares its slots (llm/limits.py): two stages in flight together
         # cannot send more than the endpoint's limit
-        self._limiter = limiter_for(self._base_url, self._model, self._options.max_concurrency)
+        options = self._options
+        self._limiter = limiter_for(
+            self._base_url,
+            self._model,
+            options.max_concurrency,
+            adaptive=options.adaptive,
+            rpm=options.rpm,
+            tpm=options.tpm,
+        )
 
     def _is_openai(self) -> bool:
         host = self._base_url.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0].lower()
@@ -394,8 +435,7 @@ class OpenAILLM:
         )
 
         async def run(index: int, request: _T) -> _R:
-            async with self._limiter:
-                result = await one(client, request)
+            result = await one(client, request)  # each attempt takes its own slot (see _with_retries)
             if on_result is not None:
                 await asyncio.to_thread(on_result, index, result)
             if progress is not None:
@@ -414,26 +454,47 @@ class OpenAILLM:
         delay = min(self._options.backoff_max_s, self._options.backoff_base_s * 2.0 ** min(retry, 60))
         return delay * random.uniform(0.5, 1.0)
 
-    async def _with_retries(self, attempt: Callable[[], Awaitable[_R]]) -> tuple[_R | _Problem, int, tuple[str, ...]]:
+    async def _with_retries(
+        self, attempt: Callable[[], Awaitable[_R]], tokens: float = 0.0
+    ) -> tuple[_R | _Problem, int, tuple[str, ...], int]:
         """Run ``attempt`` until it succeeds, fails for good, or retries run out.
 
+        Each attempt holds a slot of the endpoint's limiter while it is in flight (never while backing off), and
+        tells the limiter how it went; ``tokens`` is the request's estimate for a token budget.
+
         Returns:
-            The result (or the last problem), the number of attempts made, and one line
-            per failed attempt (see :meth:`_Problem.line`).
+            The result (or the last problem), the number of attempts made, one line per failed attempt (see
+            :meth:`_Problem.line`), and the endpoint's concurrency level when the last attempt was sent.
         """
         attempts = 0
         errors: list[str] = []
+        limiter = self._limiter
+        waited = False  # this request has just waited out the endpoint's Retry-After itself
         while True:
             attempts += 1
+            slot, sent = await limiter.slot(tokens, self._sleep, hold=not waited)
             try:
-                return await attempt(), attempts, tuple(errors)
+                result = await attempt()
             except asyncio.CancelledError:
+                limiter.release()
                 raise
             except Exception as exc:
                 problem = _classify(exc)
+                if problem.status in (429, 503):
+                    limiter.refused(slot, problem.retry_after_s)
+                limiter.release()
+            else:
+                limiter.succeeded(slot)
+                if sent is not None and limiter.budget is not None:
+                    used = [getattr(result, name, None) for name in ("tokens_in", "tokens_out")]
+                    if all(count is not None for count in used):
+                        limiter.budget.settle(sent, sum(count for count in used if count is not None))
+                limiter.release()
+                return result, attempts, tuple(errors), slot.level
             errors.append(problem.line())
             if not problem.transient or attempts > self._options.max_retries:
-                return problem, attempts, tuple(errors)
+                return problem, attempts, tuple(errors), slot.level
+            waited = problem.retry_after_s is not None
             await self._sleep(self._backoff(attempts - 1, problem))
 
     # -- generation --------------------------------------------------------------------------
@@ -458,11 +519,12 @@ class OpenAILLM:
                 return await self._chat(client, request)
             return await self._complete(client, request)
 
-        outcome, attempts, errors = await self._with_retries(attempt)
+        outcome, attempts, errors, level = await self._with_retries(attempt, _tokens_of(request))
         latency = time.perf_counter() - started
+        sent = {"latency_s": latency, "attempts": attempts, "retry_errors": errors, "concurrency": level}
         if isinstance(outcome, _Problem):
-            return Completion(latency_s=latency, attempts=attempts, failure=outcome.failure(), retry_errors=errors)
-        return outcome.model_copy(update={"latency_s": latency, "attempts": attempts, "retry_errors": errors})
+            return Completion(failure=outcome.failure(), **sent)
+        return outcome.model_copy(update=sent)
 
     def _sampling(self, request: GenerateRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -516,11 +578,13 @@ class OpenAILLM:
         async def attempt() -> Loglikelihood:
             return await self._score(client, request)
 
-        outcome, attempts, errors = await self._with_retries(attempt)
+        text = request.context + request.continuation
+        outcome, attempts, errors, level = await self._with_retries(attempt, len(text) / 4 + SCORING_MAX_TOKENS)
         latency = time.perf_counter() - started
+        sent = {"latency_s": latency, "attempts": attempts, "retry_errors": errors, "concurrency": level}
         if isinstance(outcome, _Problem):
-            return Loglikelihood(latency_s=latency, attempts=attempts, failure=outcome.failure(), retry_errors=errors)
-        return outcome.model_copy(update={"latency_s": latency, "attempts": attempts, "retry_errors": errors})
+            return Loglikelihood(failure=outcome.failure(), **sent)
+        return outcome.model_copy(update=sent)
 
     async def _score(self, client: openai.AsyncOpenAI, request: LoglikelihoodRequest) -> Loglikelihood:
         prompt = request.context + request.continuation
