@@ -271,3 +271,37 @@ def test_a_name_only_rewrite_that_keeps_the_name_is_rejected_naming_it() -> None
     assert kept.evidence is not None and kept.evidence["name"] == "James"
     renamed = stage.parse(record, '{"question": "Where would Budi keep his bike?"}')
     assert isinstance(renamed, AdaptRecord) and renamed.adapted is True
+
+
+def test_the_index_finds_what_comparing_every_pair_finds() -> None:
+    """The index skips kept texts sharing too few shingles to be near: it names the very copies a scan of every
+    kept text with :func:`near_duplicate` names, in the order kept."""
+    frames = [
+        "Where would you find a {}?",
+        "What is a {} made of?",
+        "Which {} is the biggest?",
+        "A {} is used for what?",
+    ]
+    things = ["fork", "forks", "spoon", "house", "the house", "bridge", "cat", "cats", "puzzle 12", "puzzle 13"]
+    texts = [frame.format(thing) for frame in frames for thing in things]
+    texts += [
+        "where WOULD you find a fork",
+        "家の中で猫はどこにいますか",
+        "家の中で犬はどこにいますか",
+        "家の中で猫はどこにいますか？",
+    ]
+    index = CopyIndex()
+    kept: list[tuple[str, str]] = []
+    for number, text in enumerate(texts):
+        found = [(copy.kept_id, copy.kind) for copy in index.matches(text)]
+        exact = [(rid, "duplicate") for rid, old in kept if normalise(old) == normalise(text)]
+        near = [
+            (rid, "near_duplicate")
+            for rid, old in kept
+            if normalise(old) != normalise(text) and near_duplicate(old, text)
+        ]
+        assert found == exact + near, text
+        if not found:
+            index.add(f"t{number}", text)
+            kept.append((f"t{number}", text))
+    assert 0 < len(kept) < len(texts)

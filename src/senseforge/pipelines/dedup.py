@@ -68,6 +68,9 @@ NEGATIONS: Final = frozenset(
 )
 """Short words that are never mere function words: dropping one turns a question around."""
 
+_LEAST_NEAR_JACCARD: Final = min(NEAR_DUPLICATE_JACCARD, UNSPACED_NEAR_JACCARD)
+"""Below this shingle Jaccard no text is a near-duplicate, spaced or not: the index looks no further."""
+
 _UNSPACED_RUN: Final = 12
 """A 'word' longer than this without a space marks text written without spaces."""
 
@@ -160,7 +163,8 @@ class CopyIndex:
     """
 
     _exact: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    _texts: list[tuple[str, str, frozenset[str], Counter[str]]] = field(default_factory=list)
+    _texts: list[tuple[str, str, str, int, Counter[str]]] = field(default_factory=list)
+    """Per kept text: its record id, the text, its normalised form, its shingle count, its numbers."""
     _postings: dict[str, list[int]] = field(default_factory=dict)
 
     def match(self, text: str) -> Copy | None:
@@ -177,20 +181,22 @@ class CopyIndex:
             return
         shared: Counter[int] = Counter()
         for gram in mine:
-            for index in self._postings.get(gram, ()):
-                shared[index] += 1
+            shared.update(self._postings.get(gram, ()))
         numbers = _numbers(text)
         for index in sorted(shared):
-            record_id, kept, theirs, their_numbers = self._texts[index]
-            jaccard = shared[index] / (len(mine) + len(theirs) - shared[index])
-            if normalise(kept) != norm and numbers == their_numbers and _near(text, kept, jaccard):
+            record_id, kept, kept_norm, theirs, their_numbers = self._texts[index]
+            jaccard = shared[index] / (len(mine) + theirs - shared[index])
+            if jaccard < _LEAST_NEAR_JACCARD:  # the word test never runs: too few shingles shared
+                continue
+            if kept_norm != norm and numbers == their_numbers and _near(text, kept, jaccard):
                 yield Copy(NEAR_DUPLICATE, record_id, kept, jaccard)
 
     def add(self, record_id: str, text: str) -> None:
         """Keep ``text`` (held by ``record_id``) for later matches."""
-        self._exact.setdefault(normalise(text), []).append((record_id, text))
+        norm = normalise(text)
+        self._exact.setdefault(norm, []).append((record_id, text))
         grams = shingles(text)
         index = len(self._texts)
-        self._texts.append((record_id, text, grams, _numbers(text)))
+        self._texts.append((record_id, text, norm, len(grams), _numbers(text)))
         for gram in grams:
             self._postings.setdefault(gram, []).append(index)
