@@ -4,6 +4,7 @@ what was rejected (its text as checked, the check's evidence, a raw reply once p
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -305,3 +306,28 @@ def test_the_index_finds_what_comparing_every_pair_finds() -> None:
             index.add(f"t{number}", text)
             kept.append((f"t{number}", text))
     assert 0 < len(kept) < len(texts)
+
+
+def test_the_index_probing_few_shingles_misses_no_copy_a_scan_finds() -> None:
+    """Texts of a small vocabulary, many near one another (seeded): probing only each text's rarest shingles, the
+    index names the same copies as comparing every kept text, at every length."""
+    rng = random.Random(7)
+    words = ["where", "would", "you", "find", "a", "the", "fork", "forks", "spoon", "house", "of", "made", "is"]
+    index = CopyIndex()
+    kept: list[tuple[str, str]] = []
+    named = 0
+    for number in range(400):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 9)))
+        found = [(copy.kept_id, copy.kind) for copy in index.matches(text)]
+        exact = [(rid, "duplicate") for rid, old in kept if normalise(old) == normalise(text)]
+        near = [
+            (rid, "near_duplicate")
+            for rid, old in kept
+            if normalise(old) != normalise(text) and near_duplicate(old, text)
+        ]
+        assert found == exact + near, text
+        named += bool(near)
+        if not found or number % 3 == 0:  # keep some copies too, so that a text has several to find
+            index.add(f"t{number}", text)
+            kept.append((f"t{number}", text))
+    assert named > 20

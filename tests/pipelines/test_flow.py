@@ -13,7 +13,17 @@ from senseforge.pipelines.flow import run_stages
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.runner import segments, stream_width
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, sqlite_url
-from senseforge.pipelines.stage import AWAITING, PENDING, Outcome, RunIncomplete, StageContext, StageOutput, ok
+from senseforge.pipelines.stage import (
+    AWAITING,
+    PENDING,
+    InOrder,
+    Outcome,
+    RunIncomplete,
+    StageContext,
+    StageOutput,
+    ok,
+    rejected,
+)
 
 WAIT_S = 60.0
 """How long a stage here waits for an event that the schedule under test must cause (never reached when it does)."""
@@ -167,6 +177,72 @@ def test_nothing_passes_a_stage_that_pauses_the_run_while_people_are_awaited(tmp
     assert calm.done_ids("after") == {"r0", "r1", "r3"}
 
 
+@dataclass
+class FirstOfKind(Step):
+    """Decides in order: keeps a record unless a record kept before it (by id) is of its kind (the id's last letter)."""
+
+    kept: set[str] = field(default_factory=set)
+
+    def recall(self, earlier: Sequence[StageResult[Row]]) -> None:
+        self.kept = {record.record_id[-1] for record in earlier}
+
+    def run(self, records: Sequence[StageResult[Row]], ctx: StageContext) -> StageOutput:
+        with self.lock:
+            self.log.append((self.name, tuple(r.record_id for r in records)))
+        out: list[Outcome] = []
+        for record in records:
+            if record.record_id[-1] in self.kept:
+                out.append(rejected(record, "same_kind"))
+            else:
+                self.kept.add(record.record_id[-1])
+                out.append(ok(record))
+        return StageOutput(out)
+
+
+KINDS = ("0a", "1b", "2a", "3c", "4a", "5b", "6d", "7c")
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_a_stage_deciding_in_order_streams_yet_sees_every_record_before_each_one(tmp_path: Path, width: int) -> None:
+    """Upstream, 2a comes back late (a retry) and the batches finish out of order; the in-order stage still takes
+    records in id order, each once nothing before it is on its way, and decides as a barrier over them all would."""
+    log: list[tuple[str, tuple[str, ...]]] = []
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    kinds = FirstOfKind("kinds", log)
+    assert isinstance(kinds, InOrder)
+    _run(store, [Step("first", log, fails={"2a": 1}), kinds, Step("after", log)], KINDS, width=width)
+    taken = [record_id for name, ids in log if name == "kinds" for record_id in ids]
+    assert taken == sorted(KINDS)
+    results = {r.record_id: r.status for r in store.results("kinds", None, Row)}  # type: ignore[arg-type]
+    assert results == {i: "ok" if i in {"0a", "1b", "3c", "6d"} else "rejected" for i in KINDS}
+    assert store.done_ids("after") == {"0a", "1b", "3c", "6d"}
+
+
+def test_a_stage_deciding_in_order_waits_behind_a_failing_record_and_resumes_from_what_it_kept(tmp_path: Path) -> None:
+    log: list[tuple[str, tuple[str, ...]]] = []
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    with pytest.raises(RunIncomplete):
+        _run(store, [Step("first", log, fails={"3c": 5}), FirstOfKind("kinds", log)], KINDS, width=3)
+    assert store.done_ids("kinds") == {"0a", "1b", "2a"}  # nothing after the failing 3c was decided
+
+    # the resume: a fresh stage recalls what it kept (a, b), so 4a and 5b are still of a kind kept
+    again: list[tuple[str, tuple[str, ...]]] = []
+    _run(store, [Step("first", again), FirstOfKind("kinds", again)], KINDS, width=3)
+    assert [i for name, ids in again if name == "kinds" for i in ids] == ["3c", "4a", "5b", "6d", "7c"]
+    kept = {r.record_id for r in store.results("kinds", "ok", Row)}  # type: ignore[arg-type]
+    assert kept == {"0a", "1b", "3c", "6d"}
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_a_stage_deciding_in_order_waits_behind_a_record_people_decide(tmp_path: Path, width: int) -> None:
+    log: list[tuple[str, tuple[str, ...]]] = []
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    check = Step("check", log, people_tasks=("check",))  # does not pause the run: the rest goes on
+    _run(store, [check, FirstOfKind("kinds", log)], ("0a", "w1", "x2"), width=width)
+    assert store.done_ids("check") == {"0a", "x2"}
+    assert store.done_ids("kinds") == {"0a"}  # x2 waits for w1, which people have not decided
+
+
 def _mcsqa(spec: str, **options: object) -> McsqaConfig:
     return McsqaConfig(lang="en", kb="unused", model=spec, model_options={spec: dict(options)}, reviewers=(spec,))
 
@@ -175,8 +251,11 @@ def test_segments_stand_a_barrier_alone_and_stream_only_behind_an_api() -> None:
     api = _mcsqa("openai/loopback", base_url="http://127.0.0.1:9", max_concurrency=64)
     parts = segments(MCSQA.stages(api))
     names = [[stage.name for stage in part] for part in parts]
-    assert ["filter_refined"] in names and ["split"] in names
-    assert names[0] == ["generate", "filter", "refine"]
+    # the copy filter decides in record-id order, so it streams with the rest; only the split needs every record
+    assert names == [
+        ["generate", "filter", "refine", "filter_refined", "distractors", "shuffle", "verify", "review", "moderate"],
+        ["split"],
+    ]
     assert all(not stage.barrier for part in parts if len(part) > 1 for stage in part)
     assert api.batch_for("generate") == 16  # a quarter of the bound: batches go on to the next stage in time
     assert stream_width(parts[0], api) == 16  # 4 × 64 requests' worth of records in flight

@@ -36,11 +36,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from array import array
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Final, Literal
+
+import numpy as np
 
 SHINGLE: Final = 3
 """Characters per shingle: short enough for short questions and for scripts without spaces."""
@@ -107,35 +110,52 @@ def _numbers(text: str) -> Counter[str]:
     return Counter(m.lstrip("0") or "0" for m in _NUMBER.findall(normalise(text)))
 
 
+def _number_key(norm: str) -> tuple[str, ...]:
+    """The numbers of a normalised text, sorted: equal exactly when :func:`_numbers` of the texts are."""
+    return tuple(sorted(m.lstrip("0") or "0" for m in _NUMBER.findall(norm)))
+
+
 def _unspaced(words: list[str]) -> bool:
     return any(len(word) > _UNSPACED_RUN for word in words) or len(words) == 1
 
 
-def _words_differ(a: str, b: str) -> bool:
-    """Whether a content word of one text is missing from the other (no variant of it there)."""
-    left, right = set(normalise(a).split()), set(normalise(b).split())
+def _variants(word: str, other: str) -> bool:
+    """Whether two words are variants of one (difflib's ratio, after its cheaper upper bounds)."""
+    matcher = SequenceMatcher(None, word, other)
+    return (
+        matcher.real_quick_ratio() >= WORD_VARIANT_RATIO
+        and matcher.quick_ratio() >= WORD_VARIANT_RATIO
+        and matcher.ratio() >= WORD_VARIANT_RATIO
+    )
+
+
+def _words_differ(left: set[str], right: set[str]) -> bool:
+    """Whether a content word of one text's words is missing from the other's (no variant of it there)."""
     only_left, only_right = left - right, right - left
 
     def unmatched(word: str, others: set[str]) -> bool:
         if len(word) <= FUNCTION_WORD_CHARS and word not in NEGATIONS:
             return False
-        return not any(SequenceMatcher(None, word, other).ratio() >= WORD_VARIANT_RATIO for other in others)
+        return not any(_variants(word, other) for other in others)
 
     return any(unmatched(w, only_right) for w in only_left) or any(unmatched(w, only_left) for w in only_right)
 
 
-def _near(a: str, b: str, jaccard: float) -> bool:
-    words = normalise(a).split() + normalise(b).split()
-    if _unspaced(normalise(a).split()) or _unspaced(normalise(b).split()):
+def _near(norm_a: str, norm_b: str, jaccard: float) -> bool:
+    """The near test past the numbers, on the two texts' normalised forms and their shingle Jaccard."""
+    words_a, words_b = norm_a.split(), norm_b.split()
+    if _unspaced(words_a) or _unspaced(words_b):
         return jaccard >= UNSPACED_NEAR_JACCARD
-    return bool(words) and jaccard >= NEAR_DUPLICATE_JACCARD and not _words_differ(a, b)
+    return (
+        bool(words_a or words_b) and jaccard >= NEAR_DUPLICATE_JACCARD and not _words_differ(set(words_a), set(words_b))
+    )
 
 
 def near_duplicate(a: str, b: str) -> bool:
     """Whether ``b`` copies ``a``, exactly or nearly (see the module notes)."""
     if normalise(a) == normalise(b):
         return True
-    return _numbers(a) == _numbers(b) and _near(a, b, shingle_jaccard(a, b))
+    return _numbers(a) == _numbers(b) and _near(normalise(a), normalise(b), shingle_jaccard(a, b))
 
 
 @dataclass(frozen=True)
@@ -158,14 +178,19 @@ class Copy:
 class CopyIndex:
     """Texts kept so far (each under its record's id), and which of them a new text copies.
 
-    The exact test is a dictionary look-up; the near test visits only the kept texts sharing
-    a shingle with the new one, counting shared shingles through an inverted index.
+    The exact test is a dictionary look-up. For the near test, an inverted index counts, for every
+    kept text at once, the shingles it shares with the new one (numpy, over each shingle's postings),
+    and only the kept texts that reach :data:`_LEAST_NEAR_JACCARD` get the word test, in the order
+    kept.
     """
 
     _exact: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    _texts: list[tuple[str, str, str, int, Counter[str]]] = field(default_factory=list)
-    """Per kept text: its record id, the text, its normalised form, its shingle count, its numbers."""
-    _postings: dict[str, list[int]] = field(default_factory=dict)
+    _texts: list[tuple[str, str, str, tuple[str, ...]]] = field(default_factory=list)
+    """Per kept text: its record id, the text, its normalised form, its numbers."""
+    _sizes: array[int] = field(default_factory=lambda: array("i"))
+    """Per kept text, its number of shingles."""
+    _postings: dict[str, array[int]] = field(default_factory=dict)
+    """Per shingle, the kept texts holding it (their indexes, ascending)."""
 
     def match(self, text: str) -> Copy | None:
         """The first kept text that ``text`` duplicates (or else nearly duplicates), or ``None``."""
@@ -177,18 +202,17 @@ class CopyIndex:
         for record_id, kept in self._exact.get(norm, ()):
             yield Copy(DUPLICATE, record_id, kept, 1.0)
         mine = shingles(text)
-        if not mine:
+        postings = [np.frombuffer(self._postings[gram], dtype=np.int32) for gram in mine if gram in self._postings]
+        if not postings:
             return
-        shared: Counter[int] = Counter()
-        for gram in mine:
-            shared.update(self._postings.get(gram, ()))
-        numbers = _numbers(text)
-        for index in sorted(shared):
-            record_id, kept, kept_norm, theirs, their_numbers = self._texts[index]
-            jaccard = shared[index] / (len(mine) + theirs - shared[index])
-            if jaccard < _LEAST_NEAR_JACCARD:  # the word test never runs: too few shingles shared
-                continue
-            if kept_norm != norm and numbers == their_numbers and _near(text, kept, jaccard):
+        shared = np.bincount(np.concatenate(postings), minlength=len(self._texts))
+        union = len(mine) + np.frombuffer(self._sizes, dtype=np.int32) - shared
+        numbers = _number_key(norm)
+        # below the least Jaccard the word test never runs: too few shingles shared
+        for index in np.flatnonzero(shared / union >= _LEAST_NEAR_JACCARD).tolist():
+            record_id, kept, kept_norm, their_numbers = self._texts[index]
+            jaccard = int(shared[index]) / int(union[index])
+            if kept_norm != norm and numbers == their_numbers and _near(norm, kept_norm, jaccard):
                 yield Copy(NEAR_DUPLICATE, record_id, kept, jaccard)
 
     def add(self, record_id: str, text: str) -> None:
@@ -197,6 +221,7 @@ class CopyIndex:
         self._exact.setdefault(norm, []).append((record_id, text))
         grams = shingles(text)
         index = len(self._texts)
-        self._texts.append((record_id, text, norm, len(grams), _numbers(text)))
+        self._texts.append((record_id, text, norm, _number_key(norm)))
+        self._sizes.append(len(grams))
         for gram in grams:
-            self._postings.setdefault(gram, []).append(index)
+            self._postings.setdefault(gram, array("i")).append(index)

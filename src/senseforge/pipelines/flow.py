@@ -16,6 +16,12 @@ Two ways to schedule, with the same results:
   flight together and the endpoint's limiter (:mod:`senseforge.llm.limits`), not a stage's last wave,
   sets the pace. A stage sends a short batch only once every stage before it is through.
 
+A stage that decides each record from the records before it in record-id order (:class:`InOrder`: the
+copy filters) needs no barrier: it takes records in id order, one batch at a time, each once no record
+before it is still queued, in flight, held, failing or waiting for people at a stage before it (a record's
+children have ids above its own), and it recalls what it passed in earlier passes. Its verdicts are a
+barrier's.
+
 Either way each batch is stored in one transaction by this thread only (the run store is never
 written from a worker), retries wait until a stage's fresh records are through, and a stage stays
 at most one batch ahead of what is stored: a killed run loses the batches in flight, and their
@@ -42,6 +48,7 @@ from senseforge.pipelines.stage import (
     NO_OUTPUT,
     PENDING,
     Children,
+    InOrder,
     ProgressFactory,
     RunIncomplete,
     Stage,
@@ -87,6 +94,7 @@ class _Lane:
         self.held: list[StageResult] = []
         """Streaming past a stage that pauses the run: its records, handed on once none waits for people."""
         self.bars: dict[int, tuple[AbstractContextManager[Any], Callable[[int], None]]] = {}
+        self.in_order = isinstance(stage, InOrder)
 
     def offer(self, records: Sequence[StageResult]) -> None:
         """Queue the records this stage has no result for yet (a record split into children counts as done)."""
@@ -101,9 +109,13 @@ class _Lane:
         earlier = range(attempt + 1)
         return upstream_idle and not any(self.queues[a] or self.running[a] for a in earlier)
 
-    def next_batch(self, upstream_idle: bool) -> tuple[int, list[StageResult]] | None:
+    def next_batch(self, upstream_idle: bool, floor: str | None = None) -> tuple[int, list[StageResult]] | None:
         """The batch to send next, by attempt: fresh records once a batch is full (or every stage before is
-        through); a retry once the fresh records and earlier retries are through."""
+        through); a retry once the fresh records and earlier retries are through. A stage deciding records in
+        order takes them in record-id order, those below ``floor`` (the least id still on its way to it), one
+        batch at a time."""
+        if self.in_order:
+            return self._next_in_order(upstream_idle, floor)
         for attempt, queue in enumerate(self.queues):
             if not queue:
                 continue
@@ -115,6 +127,18 @@ class _Lane:
             taken, self.queues[attempt] = queue[: self.size], queue[self.size :]
             return attempt, taken
         return None
+
+    def _next_in_order(self, upstream_idle: bool, floor: str | None) -> tuple[int, list[StageResult]] | None:
+        queue = self.queues[0]
+        if not queue or self.running[0]:
+            return None
+        queue.sort(key=lambda record: record.record_id)
+        ready = next((i for i, r in enumerate(queue) if floor is not None and r.record_id >= floor), len(queue))
+        if ready == 0 or (ready < self.size and not upstream_idle):
+            return None
+        taken = min(ready, self.size)
+        batch, self.queues[0] = queue[:taken], queue[taken:]
+        return 0, batch
 
 
 def run_stages(
@@ -166,6 +190,12 @@ def run_stages(
         )
         for stage, size in zip(stages, sizes, strict=True)
     ]
+    for lane in lanes:
+        if isinstance(lane.stage, InOrder):
+            if lane.stage.specs or model is None:
+                name = lane.stage.name
+                raise SenseforgeError(f"stage {name} decides in order: it calls no model; the run gives a record model")
+            lane.stage.recall(store.results(lane.stage.name, "ok", model))
     first = lanes[0]
     first.offer(inputs)
     first.loaded = True
@@ -212,6 +242,18 @@ def run_stages(
                 lanes[index + 1].offer(lane.held)
                 lane.held = []
 
+    def floor(index: int) -> str | None:
+        """The least record id still on its way to stage ``index``: queued, in flight, held, failing, or waiting for
+        people at a stage before it (a record's children have ids above its own)."""
+        ids = [
+            record.record_id
+            for lane in lanes[:index]
+            for group in (*lane.queues, lane.held, lane.failing, lane.report.awaiting)
+            for record in group
+        ]
+        ids += [record.record_id for batch in flight.values() if batch.lane < index for record in batch.records]
+        return min(ids, default=None)
+
     def pick() -> _Batch | None:
         for index in range(len(lanes)):
             lane = lanes[index]
@@ -224,7 +266,7 @@ def run_stages(
                 assert stored_inputs is not None
                 lane.offer(stored_inputs(index))
                 lane.loaded = True
-            chosen = lane.next_batch(idle_before)
+            chosen = lane.next_batch(idle_before, floor(index) if lane.in_order and lane.queues[0] else None)
             if chosen is not None:
                 return _Batch(index, *chosen)
             if not stream and not lane.idle:

@@ -236,7 +236,15 @@ Calls = dict[str, dict[str, CallEntry]]
 
 def calls_by_stage(store: RunStore, stages: Sequence[str]) -> Calls:
     """Per LM stage, the distinct calls (by cache key) any record recorded, in every stage's results."""
-    return calls_by(store, stages, lambda _: None).get(None, {})
+    out: Calls = {}
+    for stage in stages:
+        for calls in store.recorded_calls(stage):
+            for call_stage, entries in calls.items():
+                found = out.setdefault(call_stage, {})
+                for entry in entries:
+                    if entry["key"] not in found:
+                        found[entry["key"]] = CallEntry.model_validate(entry)
+    return out
 
 
 def calls_by(

@@ -53,7 +53,7 @@ from senseforge.pipelines.rundir import (
     store_url_of,
 )
 from senseforge.pipelines.runstore import RunStore, StageResult
-from senseforge.pipelines.stage import ProgressFactory, Stage
+from senseforge.pipelines.stage import InOrder, ProgressFactory, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
 from senseforge.store.db import Store
 
@@ -309,10 +309,13 @@ def build(
         run.set_meta({"state": "running"})
         records = _source(recipe, config, run, first)
         waiting: list[StageReport] = []
+        before: Stage | None = None
         for whole in segments(stages):
+            if before is not None:  # the ok results of the segment before (read only when a segment follows)
+                records = run.results(before.name, "ok", recipe.record)
             cut = len(whole)
-            if waiting:  # a stage that needs every record, or would pause the run itself, waits for people first
-                cut = next((i for i, stage in enumerate(whole) if stage.barrier or stage.pauses_run), cut)
+            if waiting:  # a stage that needs every record (or every one before it), or would pause the run, waits
+                cut = next((i for i, stage in enumerate(whole) if _needs_all_before(stage)), cut)
                 if cut == 0:
                     break
             segment = whole[:cut]
@@ -338,7 +341,7 @@ def build(
                     paused = paused or stage.pauses_run
             if paused or cut < len(whole):
                 break
-            records = run.results(segment[-1].name, "ok", recipe.record)
+            before = segment[-1]
         if waiting:
             queued = [task for report in waiting for task in report.tasks]
             _write_queue(run_dir, queued, run)
@@ -360,6 +363,12 @@ def build(
         work.close()
         if run is not None:
             run.close()
+
+
+def _needs_all_before(stage: Stage) -> bool:
+    """Whether ``stage`` waits for people's decisions before it: it needs every record (a barrier), every record
+    before each one (it decides in order), or would pause the run itself."""
+    return stage.barrier or isinstance(stage, InOrder) or stage.pauses_run
 
 
 def _stored_inputs(run: RunStore, recipe: Recipe, segment: Sequence[Stage]) -> Callable[[int], list[StageResult]]:

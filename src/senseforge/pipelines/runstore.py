@@ -42,7 +42,10 @@ from senseforge.store.db import connect
 Status = Literal["ok", "rejected"]
 JudgementSource = Literal["human", "lm"]
 
-_CHUNK = 500
+_CHUNK = 100
+"""Rows per INSERT statement: one statement of many rows, not one step per row, since each step lets go of the
+GIL and a busy process's other threads can hold it for a switch interval each time; 100 rows of 8 columns keep
+under the 999 parameters of older SQLite builds."""
 
 
 CALLS = "calls"
@@ -298,7 +301,7 @@ class RunStore:
             for judgement, source in judgements:
                 put_judgement(conn, judgement, source, now)
             for start in range(0, len(rows), _CHUNK):
-                conn.execute(stage_results.insert(), rows[start : start + _CHUNK])
+                conn.execute(stage_results.insert().values(rows[start : start + _CHUNK]))
 
     def done_ids(self, stage: str) -> set[str]:
         """Ids of the records that already have a result in ``stage``."""
@@ -344,6 +347,14 @@ class RunStore:
                     f"(not a {model.__name__}: a run of another senseforge version or recipe?)"
                 ) from exc
         return out
+
+    def recorded_calls(self, stage: str) -> list[Mapping[str, list[Mapping[str, Any]]]]:
+        """The LM calls each result of ``stage`` recorded (its payload's ``calls``: entries as stored, per stage
+        that made them), sorted by record id: what the cost report sums, without reading the records' data."""
+        query = sa.select(stage_results.c.payload).where(stage_results.c.stage == stage)
+        with self._engine.connect() as conn:
+            rows = conn.execute(query.order_by(stage_results.c.record_id)).all()
+        return [json.loads(row[0]).get(CALLS) or {} for row in rows]
 
     def stored(self) -> int:
         """How many stage results and judgements the run holds (0: nothing was stored yet)."""

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol
+from typing import Any, Generic, Protocol, runtime_checkable
 
 from typing_extensions import TypeVar
 
@@ -183,6 +183,23 @@ class Stage(Protocol):
 
     def run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
         """One outcome per record, in order (the records' data is the recipe's record model)."""
+        ...
+
+
+@runtime_checkable
+class InOrder(Protocol):
+    """A stage deciding each record from the records before it in record-id order, and from nothing after it
+    (dropping a copy of an earlier kept question): instead of a barrier, it streams.
+
+    The runner gives it records only in record-id order, one batch at a time, each once no record before it is
+    still on its way through the stages before (or waiting for people there); before its first batch of a
+    pass it calls :meth:`recall` with what the stage passed in earlier passes. Such a stage makes no model
+    calls (a record tried again would come out of order).
+    """
+
+    def recall(self, earlier: Sequence[StageResult[Any]]) -> None:
+        """Begin a pass: forget the last one, then remember ``earlier``, the records this stage passed before,
+        in record-id order."""
         ...
 
 

@@ -8,7 +8,7 @@ then one per concept of it with the item written for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from senseforge.data.langid import detect
@@ -126,42 +126,61 @@ class Dedup:
     """Drop an item whose question and choices an earlier kept item of its language already has
     (with ``question``, also a repeated question with other options); a question that nearly repeats
     a kept one (:func:`~senseforge.pipelines.dedup.near_duplicate`) is dropped the same way. The
-    evidence names the kept item."""
+    evidence names the kept item.
+
+    "Earlier" is in record-id order: the stage decides in order
+    (:class:`~senseforge.pipelines.stage.InOrder`), remembering what it kept across batches and,
+    through :meth:`recall`, across passes.
+    """
 
     name: str
     by: Literal["item", "question"] = "item"
-    barrier = True
+    barrier = False
     people_tasks = ()
     pauses_run = False
+    _items: dict[tuple[str, str, tuple[str, ...]], str] = field(default_factory=dict, init=False, repr=False)
+    _questions: dict[str, CopyIndex] = field(default_factory=dict, init=False, repr=False)
+    _options: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def specs(self) -> tuple[str, ...]:
         return ()
 
+    def recall(self, earlier: Sequence[StageResult[CultureRecord]]) -> None:
+        self._items, self._questions, self._options = {}, {}, {}
+        for record in sorted(earlier, key=lambda r: r.record_id):
+            self._keep(record)
+
     def run(self, records: Sequence[StageResult[CultureRecord]], ctx: StageContext) -> StageOutput:
-        items: dict[tuple[str, str, tuple[str, ...]], str] = {}
-        questions: dict[str, CopyIndex] = {}
-        options: dict[str, tuple[str, ...]] = {}
         outcomes: list[StageResult[CultureRecord]] = []
         for record in records:
-            data = record.data
-            item, lang = data.raw_item(), data.lang
-            choices = tuple(sorted(fold(text) for _, text in item.choices))
-            key = (lang, fold(item.question), choices)
-            seen = questions.setdefault(lang, CopyIndex())
-            same = (c for c in seen.matches(item.question) if self.by == "question" or options[c.kept_id] == choices)
+            item, lang = record.data.raw_item(), record.data.lang
+            key = self._key(record)
+            seen = self._questions.setdefault(lang, CopyIndex())
+            same = (
+                c for c in seen.matches(item.question) if self.by == "question" or self._options[c.kept_id] == key[2]
+            )
             copy = next(same, None)
-            if key in items:
-                outcomes.append(rejected(record, DUPLICATE_ITEM, evidence={"copy_of": items[key]}))
+            if key in self._items:
+                outcomes.append(rejected(record, DUPLICATE_ITEM, evidence={"copy_of": self._items[key]}))
             elif copy is not None:
                 reason = DUPLICATE_QUESTION if copy.kind == "duplicate" else NEAR_DUPLICATE_QUESTION
                 outcomes.append(rejected(record, reason, evidence=copy.evidence()))
             else:
-                items[key] = record.record_id
-                options[record.record_id] = choices
-                seen.add(record.record_id, item.question)
+                self._keep(record)
                 outcomes.append(ok(record))
         return StageOutput(outcomes)
+
+    @staticmethod
+    def _key(record: StageResult[CultureRecord]) -> tuple[str, str, tuple[str, ...]]:
+        item = record.data.raw_item()
+        return record.data.lang, fold(item.question), tuple(sorted(fold(text) for _, text in item.choices))
+
+    def _keep(self, record: StageResult[CultureRecord]) -> None:
+        key = self._key(record)
+        self._items[key] = record.record_id
+        self._options[record.record_id] = key[2]
+        self._questions.setdefault(key[0], CopyIndex()).add(record.record_id, record.data.raw_item().question)
 
 
 @dataclass

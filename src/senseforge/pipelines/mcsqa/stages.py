@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from senseforge.data.schema import Choice, MCItem, Provenance
@@ -183,27 +183,33 @@ class Filter(_Check):
 
 @dataclass
 class FilterCopies(Filter):
-    """The rule filter after refinement, which also drops copies: a barrier, it sees every refined question.
+    """The rule filter after refinement, which also drops copies of earlier questions.
 
     In record-id order (the siblings of a question set first, then the next set), a question
     that repeats or nearly repeats an earlier kept one is rejected as
-    :data:`DUPLICATE_QUESTION` / :data:`NEAR_DUPLICATE_QUESTION`, naming it.
+    :data:`DUPLICATE_QUESTION` / :data:`NEAR_DUPLICATE_QUESTION`, naming it. The stage decides
+    records in order (:class:`~senseforge.pipelines.stage.InOrder`): it remembers the questions
+    it kept, across batches and, through :meth:`recall`, across passes.
     """
 
-    barrier = True
+    _kept: CopyIndex = field(default_factory=CopyIndex, init=False, repr=False, compare=False)
+
+    def recall(self, earlier: Sequence[StageResult[McsqaRecord]]) -> None:
+        self._kept = CopyIndex()
+        for record in sorted(earlier, key=lambda r: r.record_id):
+            self._kept.add(record.record_id, have(record.data.question, "question"))
 
     def run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
         checked = super().run(records, ctx).outcomes
         verdicts: dict[str, Outcome] = {}
-        seen = CopyIndex()
         passed = [(r, o) for r, o in zip(records, checked, strict=True) if isinstance(o, StageResult)]
         for record, outcome in sorted(passed, key=lambda pair: pair[0].record_id):
             if outcome.status != "ok":
                 continue
             question = have(record.data.question, "question")
-            copy = seen.match(question)
+            copy = self._kept.match(question)
             if copy is None:
-                seen.add(record.record_id, question)
+                self._kept.add(record.record_id, question)
                 continue
             reason = DUPLICATE_QUESTION if copy.kind == "duplicate" else NEAR_DUPLICATE_QUESTION
             verdicts[record.record_id] = rejected(record, reason, evidence=copy.evidence())
