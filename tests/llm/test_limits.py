@@ -220,3 +220,37 @@ def test_an_endpoint_that_refuses_above_twelve_settles_the_level_near_twelve(tmp
     assert None not in levels and max(levels) == 64  # the first wave went at the ceiling
     settled = sorted(levels[-150:])
     assert 8 <= settled[len(settled) // 2] <= 14, settled
+
+
+def test_the_limits_an_endpoint_announces_bound_the_budget_and_an_empty_allowance_holds_it() -> None:
+    clock = FakeTime()
+    limiter = EndpointLimiter(16, clock=clock)
+    limiter.heard({"content-type": "application/json"})  # nothing announced: nothing changes
+    assert limiter.budget is None
+    limiter.heard({"x-ratelimit-limit-requests": "500", "x-ratelimit-limit-tokens": "not a number"})
+    assert limiter.budget is not None and (limiter.budget.rpm, limiter.budget.tpm) == (500, None)
+    limiter.heard({"x-ratelimit-limit-requests": "900", "x-ratelimit-limit-tokens": "40000"})
+    assert (limiter.budget.rpm, limiter.budget.tpm) == (500, 40000)  # the lower bound holds
+
+    # none left: the next request waits for the reset, then goes
+    limiter.heard({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m30s"})
+    started = clock.now
+    asyncio.run(limiter.slot(sleep=clock.sleep))
+    limiter.release()
+    assert clock.now - started == pytest.approx(90.0)
+    limiter.heard({"x-ratelimit-remaining-tokens": "12", "x-ratelimit-reset-tokens": "20s"})  # some left: no wait
+    started = clock.now
+    asyncio.run(limiter.slot(sleep=clock.sleep))
+    limiter.release()
+    assert clock.now == started
+
+
+def test_the_provider_reads_the_limits_from_every_answer() -> None:
+    """A loopback server announcing an account's limits: after one call the endpoint's budget holds them."""
+    announced = {"x-ratelimit-limit-requests": "600", "x-ratelimit-limit-tokens": "150000"}
+    with LoopbackOpenAI(lambda body: "ok", headers=announced) as server:
+        llm = _client(server, 4)
+        assert llm._limiter.budget is None
+        assert all(result.ok for result in llm.generate([GenerateRequest.chat("hello")]))
+        budget = llm._limiter.budget
+        assert budget is not None and (budget.rpm, budget.tpm) == (600, 150000)

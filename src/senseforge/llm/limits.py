@@ -24,6 +24,12 @@ provider given a fixed limit (``adaptive`` off) keeps the level at the ceiling.
 **Request and token budgets** (:class:`Budget`): at most so many requests, and so many tokens, in any
 minute, across every stage of the process; a request waits (holding its slot) until it fits. The tokens
 of a request are estimated before it is sent and corrected by what the answer reports.
+
+**What the endpoint announces** (:meth:`EndpointLimiter.heard`): an OpenAI-style answer carries the
+account's limits in ``x-ratelimit-limit-requests`` and ``x-ratelimit-limit-tokens`` (per minute), which
+bound the budget as if asked for (the lower bound holds), and what is left of them in
+``x-ratelimit-remaining-*``: with nothing left, new requests wait for ``x-ratelimit-reset-*`` (``"1s"``,
+``"6m0s"``, ``"20ms"``), as for a ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -34,14 +40,15 @@ import contextvars
 import heapq
 import itertools
 import math
+import re
 import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-__all__ = ["RAISE_AFTER", "RANK", "Budget", "EndpointLimiter", "Slot", "limiter_for", "ranked"]
+__all__ = ["RAISE_AFTER", "RANK", "Budget", "EndpointLimiter", "Slot", "limiter_for", "ranked", "reset_seconds"]
 
 RAISE_AFTER = 25
 """Successes in a row that raise an adaptive level by one slot."""
@@ -68,6 +75,37 @@ def ranked(rank: int) -> Iterator[None]:
 
 
 _Waiter = tuple[int, int, asyncio.AbstractEventLoop, "asyncio.Future[None]"]
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def reset_seconds(text: str | None) -> float | None:
+    """Seconds in an ``x-ratelimit-reset-*`` value (``"1s"``, ``"6m0s"``, ``"20ms"``, ``"1h2m3.5s"``; a bare
+    number is seconds); ``None`` when absent or unreadable.
+
+    >>> reset_seconds("6m0s"), reset_seconds("20ms"), reset_seconds("1.5"), reset_seconds("soon")
+    (360.0, 0.02, 1.5, None)
+    """
+    if text is None:
+        return None
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(number + unit for number, unit in parts) != text:
+        return None
+    return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
+
+
+def _count(headers: Mapping[str, str], name: str) -> int | None:
+    value = headers.get(name)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 class Budget:
@@ -272,6 +310,24 @@ class EndpointLimiter:
             if self._adaptive and slot.epoch == self._epoch:
                 self._epoch += 1
                 self._set_level(max(1, math.floor(self._limit * CUT)))
+
+    def heard(self, headers: Mapping[str, str]) -> None:
+        """Read the account's limits from an answer's ``x-ratelimit-*`` headers (names in lower case, as httpx
+        gives them): the per-minute limits bound the :attr:`budget`, and with none of a kind left, new requests
+        wait for its reset (see the module notes). Headers that are absent or unreadable change nothing."""
+        rpm = _count(headers, "x-ratelimit-limit-requests")
+        tpm = _count(headers, "x-ratelimit-limit-tokens")
+        rpm, tpm = (rpm if rpm and rpm > 0 else None), (tpm if tpm and tpm > 0 else None)
+        with self._lock:
+            if rpm is not None or tpm is not None:
+                if self.budget is None:
+                    self.budget = Budget(rpm, tpm, clock=self._clock)
+                else:
+                    self.budget.tighten(rpm, tpm)
+            for kind in ("requests", "tokens"):
+                wait = reset_seconds(headers.get(f"x-ratelimit-reset-{kind}"))
+                if _count(headers, f"x-ratelimit-remaining-{kind}") == 0 and wait:
+                    self._hold_until = max(self._hold_until, self._clock() + wait)
 
     def _wake(self) -> None:
         """Grant waiting requests the slots a raised level opened."""

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -162,6 +162,8 @@ class LoopbackOpenAI:
         capacity: if set, the most completion attempts in flight at once, as an account's hidden
             concurrency limit: an attempt that finds that many is refused at once with a 429
             (counted in :attr:`over_capacity` and logged as ``over_capacity``).
+        headers: sent with every completion answer, refusals too: an account's announced limits, e.g.
+            ``{"x-ratelimit-limit-requests": "600"}``.
 
     Statistics (``requests``, ``answered_ok``, ``faults_by_kind``, ``max_in_flight``,
     ``in_flight``, ``log``) may be read while the server runs. Each request is counted
@@ -184,6 +186,7 @@ class LoopbackOpenAI:
         model: str = "loopback",
         max_consecutive_faults: int | None = None,
         capacity: int | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         if latency_s < 0 or hang_s < 0:
             raise ConfigError(f"latency_s and hang_s must be >= 0, got {latency_s} and {hang_s}")
@@ -200,6 +203,7 @@ class LoopbackOpenAI:
             raise ConfigError(f"max_consecutive_faults must be >= 0, got {max_consecutive_faults}")
         self.responder = responder
         self.capacity = capacity
+        self.headers = dict(headers or {})
         self.latency_s = latency_s
         self.fault_rate = fault_rate
         self.faults = tuple(faults)
@@ -470,7 +474,8 @@ def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             arrived, number, crowded = server._arrive()
             if crowded:  # an account's concurrency limit: refused at once, nothing counted in flight
-                self._send(429, _error(429, f"more than {server.capacity} requests at once"), {"Retry-After": "0"})
+                refusal = _error(429, f"more than {server.capacity} requests at once")
+                self._send(429, refusal, {"Retry-After": "0", **server.headers})
                 return
             outcome, status, payload = "bad_request", 400, b""
             headers: dict[str, str] = {}
@@ -489,7 +494,7 @@ def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
                 # counted as answered before the bytes go out, so that a client that sends its
                 # next request as soon as it reads this answer never sees both counted at once
                 server._record(arrived, path, outcome, attempt=True, log=not logged)
-            self._send(status, payload, headers)
+            self._send(status, payload, {**headers, **server.headers})
 
         def _answer(self, path: str, raw: bytes, number: int) -> tuple[str, int, bytes, dict[str, str]]:
             """Outcome, status, payload and extra headers for one completion attempt."""
@@ -545,6 +550,13 @@ def _load_responder(target: str) -> Responder:
     return responder
 
 
+def _header(text: str) -> tuple[str, str]:
+    name, colon, value = text.partition(":")
+    if not colon or not name.strip():
+        raise SystemExit(f"--header takes NAME:VALUE, not {text!r}")
+    return name.strip(), value.strip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve from a process of its own (so the server does not share the client's interpreter).
 
@@ -562,13 +574,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fault-rate", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--capacity", type=int, help="refuse with 429 above this many requests in flight")
+    parser.add_argument(
+        "--header", action="append", default=[], metavar="NAME:VALUE", help="send with every completion answer"
+    )
     args = parser.parse_args(argv)
+    headers = dict(_header(text) for text in args.header)
     server = LoopbackOpenAI(
         _load_responder(args.responder),
         latency_s=args.latency,
         fault_rate=args.fault_rate,
         seed=args.seed,
         capacity=args.capacity,
+        headers=headers,
     )
 
     def stats() -> str:
@@ -580,15 +597,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "max_in_flight": server.max_in_flight,
                 "in_flight": server.in_flight,
                 "over_capacity": server.over_capacity,
-                "first_arrival_monotonic": first_arrival(),
+                "first_arrival_monotonic": arrival(0),
+                "last_arrival_monotonic": arrival(-1),
             }
         )
 
-    def first_arrival() -> float | None:
-        """When the first request came, on this machine's monotonic clock (the client's too): a rate from it
-        leaves the client's start-up out."""
+    def arrival(index: int) -> float | None:
+        """When the first (``0``) or last (``-1``) request came, on this machine's monotonic clock (the client's
+        too): a rate from the first leaves the client's start-up out; the last, its finishing."""
         log = server.log
-        return server._started + log[0].arrived_s if log else None
+        return server._started + log[index].arrived_s if log else None
 
     with server:
         print(server.base_url, flush=True)

@@ -442,7 +442,7 @@ class OpenAILLM:
             base_url=self._base_url,
             timeout=self._options.timeout_s,
             max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(verify=_tls_context()),
+            http_client=openai.DefaultAsyncHttpxClient(verify=_tls_context(), event_hooks={"response": [self._heard]}),
         )
 
         async def run(index: int, request: _T) -> _R:
@@ -457,6 +457,10 @@ class OpenAILLM:
             return list(await asyncio.gather(*(run(index, request) for index, request in enumerate(requests))))
         finally:
             await client.close()
+
+    async def _heard(self, response: httpx.Response) -> None:
+        """Every answer's ``x-ratelimit-*`` headers go to the endpoint's limiter (see :mod:`senseforge.llm.limits`)."""
+        self._limiter.heard(response.headers)
 
     def _backoff(self, retry: int, problem: _Problem) -> float:
         """Seconds to wait before retry number ``retry`` (0-based)."""
