@@ -225,6 +225,13 @@ def print_summary(summary: Any) -> None:
     """The funnel, the cost and where everything is (and, first, any diagnosis of the models' replies)."""
     for diagnosis in getattr(summary, "diagnoses", []):
         err.print(f"[yellow]warning:[/] {diagnosis}")
+    if summary.state == "awaiting_batch":
+        err.print(
+            f"the run waits for {len(summary.batches)} batch(es) at the API ({', '.join(summary.batches)}), "
+            "answered within a day at half the price;\n"
+            f"collect the answers and go on:  senseforge build {summary.recipe} --out {summary.run_dir} --resume"
+        )
+        return
     if summary.state == "awaiting_review":
         tasks = ", ".join(f"{task} {n}" for task, n in summary.waiting_for.items())
         err.print(

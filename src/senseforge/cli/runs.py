@@ -28,6 +28,8 @@ def _state_line(status: Any) -> str:
         return f"state: running, or stopped before it finished (continue: {resume})"
     if state == "awaiting_review":
         return f"state: awaiting review (people work in: senseforge annotate serve {status.run_dir}; then {resume})"
+    if state == "awaiting_batch":
+        return f"state: awaiting batches at the API (collect their answers: {resume})"
     if state == "done":
         return "state: done"
     return f"state: {state} (run the same build again)"

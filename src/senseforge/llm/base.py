@@ -33,6 +33,7 @@ FailureKind = Literal[
     "not_found",  # 404: unknown model or endpoint
     "unsupported",  # the backend cannot do this kind of request
     "backend",  # anything else the backend raised
+    "awaiting_batch",  # sent in an API batch that has not finished: a later call collects it
 ]
 
 
@@ -142,6 +143,9 @@ class _Result(BaseModel):
     concurrency: int | None = None
     """The endpoint's concurrency level when the request's last attempt was sent (a provider that adapts it to
     the endpoint's limits; ``None`` elsewhere and for a cache hit). Never stored in the cache."""
+    batched: bool = False
+    """Answered through an API's batch endpoint, at its price (see :data:`senseforge.llm.prices.BATCH_SHARE`);
+    kept in the cache, so a hit still says so."""
 
     @property
     def ok(self) -> bool:

@@ -23,13 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from senseforge.llm.base import (
     LLM,
     Completion,
+    Failure,
     GenerateRequest,
     Loglikelihood,
     LoglikelihoodRequest,
@@ -38,6 +39,9 @@ from senseforge.llm.base import (
 from senseforge.llm.prices import Price, PriceTable
 from senseforge.llm.prompting import TEMPLATE_MARKERS, chat_template, diagnose, template_marker
 from senseforge.store.db import CacheRow, LedgerRow, Store
+
+if TYPE_CHECKING:
+    from senseforge.llm.providers.openai_batch import BatchClient
 
 logger = logging.getLogger(__name__)
 
@@ -288,6 +292,10 @@ class CachedLLM:
     ) -> None:
         """Send each distinct request of ``todo`` (key → its indices in ``requests``) once, storing the answers
         and filling ``results`` at every index."""
+        batches = getattr(self.inner, "batch_api", None) if kind == "generate" else None
+        if batches is not None and todo:
+            self._send_batched(batches, requests, todo, results, progress)
+            return
         missing = list(todo)
         streams = bool(getattr(self.inner, "streams_results", False))
         step = max(len(missing), 1) if streams else self.flush_every
@@ -303,6 +311,76 @@ class CachedLLM:
             for (_, indices), result in zip(answered, fresh, strict=True):
                 for index in indices:
                     results[index] = result
+
+    def _send_batched(
+        self,
+        batches: BatchClient,
+        requests: Sequence[Req],
+        todo: dict[str, list[int]],
+        results: list[Res | None],
+        progress: Progress | None,
+    ) -> None:
+        """Send ``todo`` through the endpoint's Batch API: requests in no open batch go in one new batch (never a
+        second one for the same requests: a batch is remembered in the store and, should the process die before
+        that, found by its metadata); each open batch holding some is polled once; a completed batch's answers are
+        all stored (cache and ledger, at the batch price) and it is closed. A request whose batch is still running
+        gets an ``awaiting_batch`` failure, which nothing records."""
+        endpoint = batches.endpoint
+        open_batches = self.store.batches_open(endpoint)
+        holder = {key: batch_id for batch_id, held in open_batches.items() for key in held}
+        unsent = [key for key in todo if key not in holder]
+        if unsent:
+            sent = {key: requests[todo[key][0]].model_dump_json() for key in unsent}
+            submission = hashlib.sha256("\n".join(sorted(unsent)).encode()).hexdigest()
+            asked = [requests[todo[key][0]] for key in unsent]
+            batch_id = batches.find(submission) or batches.submit(asked, unsent, submission)  # type: ignore[arg-type]
+            self.store.batch_add(batch_id, endpoint, submission, sent)
+            open_batches[batch_id] = {**open_batches.get(batch_id, {}), **sent}
+            holder.update(dict.fromkeys(unsent, batch_id))
+        for batch_id in dict.fromkeys(holder[key] for key in todo):
+            state = batches.poll(batch_id)
+            mine = [key for key in todo if holder[key] == batch_id]
+            if state.finished:
+                answers = self._collect(batch_id, open_batches[batch_id], state.results)
+            else:
+                why = f"batch {batch_id} at {endpoint} is {state.status}"
+                if state.dead:
+                    self.store.batch_close(batch_id, "failed")
+                    failure = Failure(kind="server_error", message=f"{why}: its requests go in a new batch")
+                else:
+                    failure = Failure(kind="awaiting_batch", message=f"{why}: collect it later (--resume)")
+                answers = {key: Completion(failure=failure) for key in mine}
+            for key in mine:
+                for index in todo[key]:
+                    results[index] = answers[key]  # type: ignore[call-overload]
+                if progress and answers[key].failure is None:
+                    progress(len(todo[key]))
+
+    def _collect(
+        self, batch_id: str, held: Mapping[str, str], answers: Mapping[str, Completion]
+    ) -> dict[str, Completion]:
+        """Store every answer of a completed batch and close it, in one transaction; its answer per request (a
+        failure for one the batch did not answer)."""
+        price = self.prices.lookup(self.inner.name)
+        missing = Failure(kind="server_error", message=f"batch {batch_id} holds no answer for the request")
+        out = {key: answers.get(key) or Completion(failure=missing) for key in held}
+        with self._lock:
+            now = time.time()
+            ledger = [self._ledger_row("generate", key, result, False, price, now) for key, result in out.items()]
+            cache = [
+                CacheRow(
+                    key=key,
+                    provider=self._provider,
+                    model=self.inner.name,
+                    kind="generate",
+                    request=held[key],
+                    response=_cached_json(result),
+                )
+                for key, result in out.items()
+                if result.ok
+            ]
+            self.store.batch_close(batch_id, "collected", cache=cache, ledger=ledger)
+        return out
 
     def _call_streaming(
         self,
@@ -415,7 +493,7 @@ class CachedLLM:
                             model=self.inner.name,
                             kind=kind,
                             request=requests[indices[0]].model_dump_json(),
-                            response=result.model_dump_json(exclude=_NOT_CACHED),
+                            response=_cached_json(result),
                         )
                     )
             self.store.record(cache=cache, ledger=ledger)
@@ -442,7 +520,8 @@ class CachedLLM:
             self.stats.hits += 1
         else:
             self.stats.misses += 1
-            cost = price.cost(result.tokens_in, result.tokens_out) if price is not None else None
+            batched = isinstance(result, Completion) and result.batched
+            cost = price.cost(result.tokens_in, result.tokens_out, batched=batched) if price is not None else None
             if result.failure is not None:
                 self.stats.failures += 1
         if cost is None:
@@ -467,6 +546,12 @@ class CachedLLM:
             retry_errors=() if hit else result.retry_errors,
             concurrency=None if hit else result.concurrency,
         )
+
+
+def _cached_json(result: Completion | Loglikelihood) -> str:
+    """A result as the cache keeps it: without what only one call had, and ``batched`` only when so."""
+    batched = isinstance(result, Completion) and result.batched
+    return result.model_dump_json(exclude=_NOT_CACHED if batched else _NOT_CACHED | {"batched"})
 
 
 def open_llm(

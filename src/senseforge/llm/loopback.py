@@ -1,7 +1,9 @@
 """A loopback OpenAI-compatible HTTP server, for tests, dry runs and benchmarks.
 
 :class:`LoopbackOpenAI` listens on ``127.0.0.1`` and answers the chat completions,
-legacy completions and model-list endpoints. The answer text comes from a plain
+legacy completions and model-list endpoints, and the part of the Files and Batch APIs
+that a batch client needs (``/v1/files``, ``/v1/batches``; see
+:mod:`senseforge.llm.loopback_batches`). The answer text comes from a plain
 function (the *responder*); every answer waits a fixed latency first, and a seeded share
 of attempts fail on purpose (rate limit, server error, a hang past the client's
 timeout, or a cut-off body) so that a client's retry logic can be exercised
@@ -32,6 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from senseforge.errors import ConfigError
+from senseforge.llm.loopback_batches import BatchDesk, error_payload
 
 Responder = Callable[[dict[str, Any]], str]
 """Turns a request's JSON body into the answer text; called from many threads at once."""
@@ -137,10 +140,14 @@ class LoopbackOpenAI:
     """An OpenAI-compatible server on ``127.0.0.1``, answering through ``responder``.
 
     Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions`` and
-    ``GET /v1/models``. A completions request with ``echo`` and ``logprobs`` gets its prompt
-    back with log-probabilities and the responder's first ``max_tokens`` words after it
-    (:func:`echo_logprobs`); ``max_tokens`` below 1 is refused with 400 there, as vLLM
-    refuses it (llama-cpp-python would read it as "no limit").
+    ``GET /v1/models``; for batches, ``POST /v1/files``, ``GET /v1/files/{id}``,
+    ``GET /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches``,
+    ``GET /v1/batches/{id}`` and ``POST /v1/batches/{id}/cancel`` (see
+    :class:`~senseforge.llm.loopback_batches.BatchDesk`). A completions request with
+    ``echo`` and ``logprobs`` gets its prompt back with log-probabilities and the
+    responder's first ``max_tokens`` words after it (:func:`echo_logprobs`); ``max_tokens``
+    below 1 is refused with 400 there, as vLLM refuses it (llama-cpp-python would read it
+    as "no limit").
 
     Each completion attempt waits ``latency_s`` (in its own handler thread, so many can
     wait at once), then either answers or, with probability ``fault_rate``, fails in one
@@ -164,11 +171,16 @@ class LoopbackOpenAI:
             (counted in :attr:`over_capacity` and logged as ``over_capacity``).
         headers: sent with every completion answer, refusals too: an account's announced limits, e.g.
             ``{"x-ratelimit-limit-requests": "600"}``.
+        batch_latency_s: seconds from a batch's creation until it completes (when next read), or None to
+            complete batches only when :meth:`finish_batches` is called. A batch's lines are answered as
+            online requests are, but without ``latency_s`` and without injected faults.
 
     Statistics (``requests``, ``answered_ok``, ``faults_by_kind``, ``max_in_flight``,
     ``in_flight``, ``log``) may be read while the server runs. Each request is counted
     and logged before its answer goes out, so a client that holds an answer (or has
-    given up on a ``timeout`` fault) always finds that request in them.
+    given up on a ``timeout`` fault) always finds that request in them. They count online
+    completion attempts only: Files and Batch API requests are neither counted nor logged
+    there, but in ``files_uploaded`` and ``batches_created``.
 
     Raises:
         ConfigError: a setting is out of range or names an unknown fault kind.
@@ -187,6 +199,7 @@ class LoopbackOpenAI:
         max_consecutive_faults: int | None = None,
         capacity: int | None = None,
         headers: Mapping[str, str] | None = None,
+        batch_latency_s: float | None = 0.0,
     ) -> None:
         if latency_s < 0 or hang_s < 0:
             raise ConfigError(f"latency_s and hang_s must be >= 0, got {latency_s} and {hang_s}")
@@ -224,6 +237,8 @@ class LoopbackOpenAI:
         self._started = 0.0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.batch_latency_s = batch_latency_s
+        self._desk = BatchDesk(self._answer_line, latency_s=batch_latency_s, lock=self._lock)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -297,6 +312,20 @@ class LoopbackOpenAI:
         """The most completion attempts ever received and not yet answered at once."""
         with self._lock:
             return self._max_in_flight
+
+    @property
+    def files_uploaded(self) -> int:
+        """Files uploaded through ``POST /v1/files``."""
+        return self._desk.files_uploaded
+
+    @property
+    def batches_created(self) -> int:
+        """Batches created through ``POST /v1/batches``."""
+        return self._desk.batches_created
+
+    def finish_batches(self) -> int:
+        """Complete every batch still in progress now, due or not; returns how many were completed."""
+        return self._desk.finish_batches()
 
     @property
     def log(self) -> list[LoggedRequest]:
@@ -402,6 +431,17 @@ class LoopbackOpenAI:
             "usage": usage,
         }
 
+    def _answer_line(self, path: str, body: dict[str, Any], number: int) -> tuple[int, dict[str, Any]]:
+        """Status and JSON body of one batch line: as an online attempt at ``body`` would get, less latency and
+        faults."""
+        refusal = _refusal(path, body)
+        if refusal is not None:
+            return 400, error_payload(400, refusal)
+        try:
+            return 200, self._completion(path, body, number)
+        except Exception as exc:
+            return 500, error_payload(500, f"responder failed: {type(exc).__name__}: {exc}")
+
     def _models(self) -> dict[str, Any]:
         return {
             "object": "list",
@@ -444,7 +484,7 @@ def _refusal(path: str, body: dict[str, Any]) -> str | None:
 
 
 def _error(status: int, message: str) -> bytes:
-    return json.dumps({"error": {"message": message, "type": "loopback", "code": str(status)}}).encode()
+    return json.dumps(error_payload(status, message)).encode()
 
 
 def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
@@ -455,6 +495,8 @@ def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
         disable_nagle_algorithm = True
 
         def do_GET(self) -> None:
+            if self._batch_api("GET", b""):
+                return
             arrived = server._since_start()
             if self.path.rstrip("/") == MODELS_PATH:
                 server._record(arrived, self.path, "ok", attempt=False)
@@ -466,6 +508,8 @@ def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            if self._batch_api("POST", raw):
+                return
             path = self.path.rstrip("/")
             if path not in (CHAT_PATH, COMPLETIONS_PATH):
                 arrived = server._since_start()
@@ -520,10 +564,24 @@ def _handler_for(server: LoopbackOpenAI) -> type[BaseHTTPRequestHandler]:
                 return fault, 200, payload[: len(payload) // 2], {}
             return fault or "ok", 200, payload, {}
 
-        def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        def _batch_api(self, method: str, raw: bytes) -> bool:
+            """Answer a Files or Batch API request through the batch desk; False if the path is not one."""
+            answer = server._desk.route(method, self.path, self.headers.get("Content-Type", ""), raw)
+            if answer is None:
+                return False
+            self._send(answer.status, answer.payload, content_type=answer.content_type)
+            return True
+
+        def _send(
+            self,
+            status: int,
+            payload: bytes,
+            headers: dict[str, str] | None = None,
+            content_type: str = "application/json",
+        ) -> None:
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
@@ -575,6 +633,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--capacity", type=int, help="refuse with 429 above this many requests in flight")
     parser.add_argument(
+        "--batch-latency", type=float, default=0.0, metavar="SECONDS", help="complete a batch this long after creation"
+    )
+    parser.add_argument(
         "--header", action="append", default=[], metavar="NAME:VALUE", help="send with every completion answer"
     )
     args = parser.parse_args(argv)
@@ -586,6 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         capacity=args.capacity,
         headers=headers,
+        batch_latency_s=args.batch_latency,
     )
 
     def stats() -> str:
@@ -597,6 +659,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "max_in_flight": server.max_in_flight,
                 "in_flight": server.in_flight,
                 "over_capacity": server.over_capacity,
+                "files_uploaded": server.files_uploaded,
+                "batches_created": server.batches_created,
                 "first_arrival_monotonic": arrival(0),
                 "last_arrival_monotonic": arrival(-1),
             }

@@ -13,6 +13,8 @@ File format::
     output = 0.60    # USD per 1M generated tokens
 
 Patterns use shell wildcards (``"llamacpp/*"``); the most specific (longest) match wins.
+
+A call answered through an API's batch endpoint costs :data:`BATCH_SHARE` of its listed price.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from pathlib import Path
 from senseforge.errors import ConfigError
 from senseforge.store.db import senseforge_home
 
+BATCH_SHARE = 0.5
+"""What a call answered through a batch costs, as a share of its listed price (OpenAI's Batch API: half)."""
+
 
 @dataclass(frozen=True)
 class Price:
@@ -35,15 +40,17 @@ class Price:
     input: float
     output: float
 
-    def cost(self, tokens_in: int | None, tokens_out: int | None) -> float | None:
-        """Cost of a call, or ``None`` when a token count that is charged for is unknown.
+    def cost(self, tokens_in: int | None, tokens_out: int | None, *, batched: bool = False) -> float | None:
+        """Cost of a call (at :data:`BATCH_SHARE` of it when ``batched``), or ``None`` when a token count that is
+        charged for is unknown.
 
         A count priced at zero is never needed: a local backend (``hf/``, ``llamacpp/``) costs
         $0 whether or not it reports its tokens (the ``hf`` provider's scoring reports none).
         """
         if (tokens_in is None and self.input) or (tokens_out is None and self.output):
             return None
-        return ((tokens_in or 0) * self.input + (tokens_out or 0) * self.output) / 1_000_000
+        listed = ((tokens_in or 0) * self.input + (tokens_out or 0) * self.output) / 1_000_000
+        return listed * BATCH_SHARE if batched else listed
 
 
 def _parse(text: str, origin: str) -> dict[str, Price]:

@@ -20,8 +20,8 @@ from senseforge.llm.cache import cache_key
 from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.runstore import CallEntry
 
-TRANSIENT_FAILURES = frozenset({"rate_limit", "timeout", "server_error", "truncated", "connection"})
-"""Failure kinds worth another round: the same call may well succeed later."""
+TRANSIENT_FAILURES = frozenset({"rate_limit", "timeout", "server_error", "truncated", "connection", "awaiting_batch"})
+"""Failure kinds worth another round: the same call may well succeed later (a batch at an API, once it is done)."""
 
 
 FATAL_FAILURES = frozenset({"auth", "not_found", "unsupported"})
@@ -117,6 +117,7 @@ class CallLog:
             model=self.model,
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
+            batched=isinstance(result, Completion) and result.batched,
         )
         self.entries.append(entry)
         return entry

@@ -67,6 +67,9 @@ def runs_locally(spec: str) -> bool:
     return not info.remote and not info.chat
 
 
+ONE_BATCH = 1_000_000_000
+"""Records per batch of a stage whose model answers through an API's Batch API: all of them at once."""
+
 LATER_SETTINGS: tuple[str, ...] = ("adjudicate",)
 """Settings every recipe gained after runs existed; at their default they do not enter the config hash."""
 
@@ -256,7 +259,10 @@ class RecipeConfig(BaseModel):
             spec = self.review.reviewers[0]
         if not provider_info(spec).remote:
             return 8
-        bound = int(self.options_for(spec).get("max_concurrency", 8))
+        options = self.options_for(spec)
+        if str(options.get("batch", False)).lower() in ("true", "1", "yes", "on"):
+            return ONE_BATCH  # through the endpoint's Batch API: the whole stage in one batch
+        bound = int(options.get("max_concurrency", 8))
         return max(8, bound // 4)
 
     def canonical(self) -> str:

@@ -69,6 +69,13 @@ class ModelPool:
         """``{spec: identity}`` of the given models, sorted by spec."""
         return {spec: self.get(spec).identity() for spec in sorted(set(specs))}
 
+    def awaiting_batches(self) -> list[str]:
+        """The batches at an API that the run's models sent and have not collected yet, by id."""
+        with self._lock:
+            clients = [getattr(llm.inner, "batch_api", None) for llm in self.open.values()]
+        endpoints = dict.fromkeys(client.endpoint for client in clients if client is not None)
+        return [batch_id for endpoint in endpoints for batch_id in self.store.batches_open(endpoint)]
+
     def close(self) -> None:
         for llm in self.open.values():
             llm.close()

@@ -330,7 +330,7 @@ def _priced(
             tokens_in += entry.tokens_in or 0
             tokens_out += entry.tokens_out or 0
             price = table.lookup(entry.model)
-            priced = price.cost(entry.tokens_in or 0, entry.tokens_out or 0) if price is not None else None
+            priced = price.cost(entry.tokens_in or 0, entry.tokens_out or 0, batched=entry.batched) if price else None
             if priced is None:
                 unknown.add(entry.model)
                 money = None

@@ -7,6 +7,9 @@ whole whenever the run finishes: the recipe's dataset, ``funnel.json``, ``cost.j
 ``review/queue.jsonl``, the tasks queued in the annotation app (one shape for every
 stage's: ``type``, ``id``, ``k``, ``judged_by``, ``needed``, ``eligible``, ``creator``,
 ``input``), and state ``awaiting_review``; ``--resume`` reads their judgements and goes on.
+A model that answers through an API's Batch API (``-o batch=true``) sends each stage's
+requests as one batch; until the API has answered, the run stops with state
+``awaiting_batch``, and ``--resume`` collects the answers (never submitting them twice).
 
 The runner knows people's part in a stage only by two fields every stage has:
 ``people_tasks`` (the task types whose judgements it reads) and ``pauses_run`` (a record
@@ -53,7 +56,7 @@ from senseforge.pipelines.rundir import (
     store_url_of,
 )
 from senseforge.pipelines.runstore import RunStore, StageResult
-from senseforge.pipelines.stage import InOrder, ProgressFactory, Stage
+from senseforge.pipelines.stage import InOrder, ProgressFactory, RunIncomplete, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
 from senseforge.store.db import Store
 
@@ -61,6 +64,8 @@ logger = logging.getLogger(__name__)
 
 """The manifest's name for the default run store: ``run.db`` in the run directory."""
 QUEUE = Path("review") / "queue.jsonl"
+AWAITING_BATCH = "awaiting_batch"
+"""The state of a run whose records wait for batches at an API (``-o batch=true``); ``--resume`` collects them."""
 SOURCE_FACTS = "source_facts"
 
 
@@ -70,7 +75,7 @@ class BuildSummary:
 
     run_dir: Path
     state: str
-    """``done`` or ``awaiting_review``."""
+    """``done``, ``awaiting_review`` or ``awaiting_batch``."""
     recipe: str = ""
     funnel: Funnel | None = None
     """The recipe's funnel (``funnel.json``: ``model_dump(mode="json", by_alias=True)``), once done."""
@@ -79,6 +84,8 @@ class BuildSummary:
     awaiting: int = 0
     waiting_for: dict[str, int] = field(default_factory=dict)
     """Tasks queued for people, per task type."""
+    batches: list[str] = field(default_factory=list)
+    """``awaiting_batch``: the batches at the API whose answers the run waits for, by id."""
     ledger: dict[str, Any] = field(default_factory=dict)
     diagnoses: list[str] = field(default_factory=list)
     """One line per model whose replies looked wrong as a whole (all cut at the token limit, or echoing a chat
@@ -319,19 +326,33 @@ def build(
                 if cut == 0:
                     break
             segment = whole[:cut]
-            reports = run_stages(
-                segment,
-                records,
-                run,
-                work,
-                sizes=[config.batch_for(stage.name) for stage in segment],
-                rounds=config.call_rounds,
-                width=stream_width(segment, config, streaming),
-                stored_inputs=_stored_inputs(run, recipe, segment),
-                model=recipe.record,
-                progress=progress,
-                causes=causes,
-            )
+            try:
+                reports = run_stages(
+                    segment,
+                    records,
+                    run,
+                    work,
+                    sizes=[config.batch_for(stage.name) for stage in segment],
+                    rounds=config.call_rounds,
+                    width=stream_width(segment, config, streaming),
+                    stored_inputs=_stored_inputs(run, recipe, segment),
+                    model=recipe.record,
+                    progress=progress,
+                    causes=causes,
+                )
+            except RunIncomplete:
+                batches = pool.awaiting_batches()
+                if not batches:
+                    raise
+                run.set_meta({"state": AWAITING_BATCH})  # the records wait for the API's batches: not a failure
+                return BuildSummary(
+                    run_dir,
+                    AWAITING_BATCH,
+                    recipe=recipe.name,
+                    batches=batches,
+                    ledger=dict(store.ledger_summary(run_label)),
+                    diagnoses=_diagnoses(pool),
+                )
             paused = False
             for stage, report in zip(segment, reports, strict=True):
                 if report.awaiting:

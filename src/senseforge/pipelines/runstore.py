@@ -64,6 +64,8 @@ class CallEntry(BaseModel):
     model: str
     tokens_in: int | None
     tokens_out: int | None
+    batched: bool = False
+    """Answered through an API's batch endpoint, at its price (stored only when so)."""
 
 
 class Record(BaseModel):
@@ -151,7 +153,10 @@ class StageResult(Generic[D]):
         """The stored JSON object: the data's fields and the engine's."""
         out = self.data.stored()
         if self.calls:
-            out[CALLS] = {stage: [e.model_dump(mode="json") for e in entries] for stage, entries in self.calls.items()}
+            out[CALLS] = {
+                stage: [e.model_dump(mode="json", exclude_defaults=True) for e in entries]
+                for stage, entries in self.calls.items()
+            }
         if self.review is not None:
             out[REVIEW] = self.review
         if self.evidence:

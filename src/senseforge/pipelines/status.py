@@ -54,7 +54,8 @@ class RunStatus(BaseModel):
     run_id: str | None = None
     """The run's label in the LM ledger."""
     state: str
-    """``running`` (or stopped before it finished), ``awaiting_review``, ``done``, or ``started, nothing stored``."""
+    """``running`` (or stopped before it finished), ``awaiting_review``, ``awaiting_batch``, ``done``, or
+    ``started, nothing stored``."""
     model: str | None = None
     stages: list[StageCounts] = Field(default_factory=list)
     """The funnel so far, in the recipe's order."""

@@ -71,6 +71,17 @@ file_digests = sa.Table(
     sa.Column("sha256", sa.String(64), nullable=False),
 )
 
+llm_batches = sa.Table(
+    "llm_batches",
+    metadata,
+    sa.Column("batch_id", sa.Text, primary_key=True),
+    sa.Column("endpoint", sa.Text, nullable=False),  # the base URL and served model the batch went to
+    sa.Column("submission", sa.String(64), nullable=False),  # digest of its requests' cache keys
+    sa.Column("requests", sa.Text, nullable=False),  # JSON object: cache key -> the request's JSON
+    sa.Column("status", sa.String(16), nullable=False),  # submitted, collected, failed
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
 _ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = ((llm_ledger, "retry_errors"), (llm_ledger, "concurrency"))
 """Columns added after their table first shipped; opening a store adds them where missing."""
 
@@ -259,6 +270,46 @@ class Store:
     def close(self) -> None:
         """Dispose of the connection pool."""
         self.engine.dispose()
+
+    # --- batches at an API ---------------------------------------------------------
+    def batch_add(self, batch_id: str, endpoint: str, submission: str, requests: Mapping[str, str]) -> None:
+        """Remember a batch submitted to ``endpoint``: its id, and its requests (JSON text) by cache key. A batch
+        already remembered is left as it is."""
+        with self.engine.begin() as conn:
+            known = conn.execute(sa.select(llm_batches.c.batch_id).where(llm_batches.c.batch_id == batch_id)).first()
+            if known is None:
+                row = {
+                    "batch_id": batch_id,
+                    "endpoint": endpoint,
+                    "submission": submission,
+                    "requests": json.dumps(dict(requests), sort_keys=True),
+                    "status": "submitted",
+                    "created_at": time.time(),
+                }
+                conn.execute(sa.insert(llm_batches), [row])
+
+    def batches_open(self, endpoint: str) -> dict[str, dict[str, str]]:
+        """The batches submitted to ``endpoint`` and not yet collected, oldest first: id -> requests by key."""
+        query = (
+            sa.select(llm_batches.c.batch_id, llm_batches.c.requests)
+            .where(llm_batches.c.endpoint == endpoint, llm_batches.c.status == "submitted")
+            .order_by(llm_batches.c.created_at, llm_batches.c.batch_id)
+        )
+        with self.engine.connect() as conn:
+            return {row.batch_id: json.loads(row.requests) for row in conn.execute(query)}
+
+    def batch_close(
+        self, batch_id: str, status: str, *, cache: Iterable[CacheRow] = (), ledger: Iterable[LedgerRow] = ()
+    ) -> None:
+        """Mark a batch ``collected`` (its answers stored with it, in one transaction) or ``failed``."""
+        values = [{**row.model_dump(), "created_at": time.time()} for row in cache]
+        with self.engine.begin() as conn:
+            if values:
+                self._cache_insert(conn, values)
+            ledger_values = [_ledger_values(row) for row in ledger]
+            if ledger_values:
+                conn.execute(sa.insert(llm_ledger), ledger_values)
+            conn.execute(sa.update(llm_batches).where(llm_batches.c.batch_id == batch_id).values(status=status))
 
     # --- cache -----------------------------------------------------------------
     def cache_get(self, keys: Sequence[str]) -> dict[str, str]:

@@ -580,6 +580,7 @@ OPTION_VALUES: dict[str, Any] = {
     "adaptive": False,
     "rpm": 100_000,
     "tpm": 10_000_000,
+    "batch": True,
 }
 """A value other than the default for every option (a new option must get one here)."""
 
@@ -614,7 +615,7 @@ def answers(llm: CachedLLM) -> list[dict[str, Any]]:
     """The answers to a few requests, without what describes the call (cached, latency …)."""
     results = llm.generate(CACHE_PROMPTS)
     assert all(result.ok for result in results), [result.failure for result in results]
-    described = {"cached", "latency_s", "attempts", "retry_errors", "concurrency"}
+    described = {"cached", "latency_s", "attempts", "retry_errors", "concurrency", "batched"}
     return [result.model_dump(exclude=described) for result in results]
 
 

@@ -87,6 +87,7 @@ from senseforge.llm.base import (
     options_identity,
 )
 from senseforge.llm.limits import limiter_for
+from senseforge.llm.providers.openai_batch import BatchClient
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -132,6 +133,7 @@ class Options(BaseModel):
             "adaptive",
             "rpm",
             "tpm",
+            "batch",
         }
     )
     """Options that cannot change a successful answer (failures are never cached), left out of the identity."""
@@ -160,6 +162,10 @@ class Options(BaseModel):
     """First backoff delay; it doubles on every retry."""
     backoff_max_s: float = Field(default=30.0, ge=0)
     """Longest backoff delay (``Retry-After`` from the server may ask for longer, up to a minute)."""
+    batch: bool = False
+    """Send a build's generations through the endpoint's Batch API, at half the price: one batch per stage,
+    answered within a day; the build stops as ``awaiting_batch`` and ``--resume`` collects the answers (see
+    :mod:`senseforge.llm.providers.openai_batch`). Scoring is never batched."""
     api: Literal["chat", "completions"] = "chat"
     """Endpoint used by :meth:`OpenAILLM.generate`: chat completions for an instruction-tuned model, or legacy
     completions for a base model (``-o api=completions``): such a model has no chat template, so every stage and
@@ -279,6 +285,38 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def _from_chat(response: object) -> Completion:
+    """A chat.completion answer (an SDK object, or its JSON from a batch's output file) as a completion."""
+    if isinstance(response, dict):
+        response = ChatCompletion.model_validate(response)
+    if not isinstance(response, ChatCompletion) or not getattr(response, "choices", None):
+        raise _Undecodable(f"expected a chat.completion object, got {_one_line(response)[:80]!r}")
+    choice = response.choices[0]
+    usage = response.usage
+    return Completion(
+        text=choice.message.content or "",
+        finish_reason=choice.finish_reason,
+        tokens_in=usage.prompt_tokens if usage else None,
+        tokens_out=usage.completion_tokens if usage else None,
+    )
+
+
+def _from_completion(response: object) -> Completion:
+    """A text_completion answer (an SDK object, or its JSON from a batch's output file) as a completion."""
+    if isinstance(response, dict):
+        response = SdkCompletion.model_validate(response)
+    if not isinstance(response, SdkCompletion) or not getattr(response, "choices", None):
+        raise _Undecodable(f"expected a text_completion object, got {_one_line(response)[:80]!r}")
+    choice = response.choices[0]
+    usage = response.usage
+    return Completion(
+        text=choice.text or "",
+        finish_reason=choice.finish_reason,
+        tokens_in=usage.prompt_tokens if usage else None,
+        tokens_out=usage.completion_tokens if usage else None,
+    )
+
+
 def _tokens_of(request: GenerateRequest) -> float:
     """A generation's tokens before it is sent, for a token budget: about one per four characters of its
     prompt, and its whole ``max_tokens``."""
@@ -342,6 +380,30 @@ class OpenAILLM:
             adaptive=options.adaptive,
             rpm=options.rpm,
             tpm=options.tpm,
+        )
+
+    @property
+    def batch_api(self) -> BatchClient | None:
+        """The endpoint's Batch API when ``batch`` is on, else ``None`` (the cache layer sends through it)."""
+        if not self._options.batch:
+            return None
+        chat = self._options.api == "chat"
+        return BatchClient(
+            client=self._sync_client,
+            model=self._model,
+            base_url=self._base_url,
+            url="/v1/chat/completions" if chat else "/v1/completions",
+            body=self._chat_body if chat else self._completion_body,
+            parse=_from_chat if chat else _from_completion,
+        )
+
+    def _sync_client(self) -> openai.OpenAI:
+        return openai.OpenAI(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            timeout=self._options.timeout_s,
+            max_retries=self._options.max_retries,
+            http_client=openai.DefaultHttpxClient(verify=_tls_context()),
         )
 
     def _is_openai(self) -> bool:
@@ -554,36 +616,23 @@ class OpenAILLM:
             params["stop"] = list(request.stop)
         return params
 
-    async def _chat(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
-        messages = [_message(message) for message in request.as_messages()]
+    def _chat_body(self, request: GenerateRequest) -> dict[str, Any]:
+        """A chat request's body (online, and as a line of a batch)."""
         params = self._sampling(request)
         if request.json_mode:
             params["response_format"] = {"type": "json_object"}
-        response: object = await client.chat.completions.create(messages=messages, **params)
-        if not isinstance(response, ChatCompletion) or not getattr(response, "choices", None):
-            raise _Undecodable(f"expected a chat.completion object, got {_one_line(response)[:80]!r}")
-        choice = response.choices[0]
-        usage = response.usage
-        return Completion(
-            text=choice.message.content or "",
-            finish_reason=choice.finish_reason,
-            tokens_in=usage.prompt_tokens if usage else None,
-            tokens_out=usage.completion_tokens if usage else None,
-        )
+        return {"messages": [_message(message) for message in request.as_messages()], **params}
+
+    def _completion_body(self, request: GenerateRequest) -> dict[str, Any]:
+        """A completions request's body (online, and as a line of a batch)."""
+        assert request.prompt is not None
+        return {"prompt": request.prompt, **self._sampling(request)}
+
+    async def _chat(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
+        return _from_chat(await client.chat.completions.create(**self._chat_body(request)))
 
     async def _complete(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
-        assert request.prompt is not None
-        response: object = await client.completions.create(prompt=request.prompt, **self._sampling(request))
-        if not isinstance(response, SdkCompletion) or not getattr(response, "choices", None):
-            raise _Undecodable(f"expected a text_completion object, got {_one_line(response)[:80]!r}")
-        choice = response.choices[0]
-        usage = response.usage
-        return Completion(
-            text=choice.text or "",
-            finish_reason=choice.finish_reason,
-            tokens_in=usage.prompt_tokens if usage else None,
-            tokens_out=usage.completion_tokens if usage else None,
-        )
+        return _from_completion(await client.completions.create(**self._completion_body(request)))
 
     # -- scoring -----------------------------------------------------------------------------
 
