@@ -144,3 +144,35 @@ def test_resume_with_a_changed_setting_is_refused_on_the_command_line(demo_kb: P
     )
     assert changed.returncode == 1
     assert "config differs" in changed.stderr.decode() and "seed: 0 → 7" in changed.stderr.decode()
+
+
+def test_a_build_against_an_account_refusing_above_twelve_at_once_finishes_and_settles_near_twelve(
+    demo_kb: Path, tmp_path: Path
+) -> None:
+    """`senseforge build` at -o max_concurrency=64 on a server with a hidden limit of 12 requests at once: no record
+    fails, the dataset is the unrefused one, the server never holds more than 12, and the level the ledger records
+    settles near 12."""
+    # answers slow enough that any machine keeps the level's worth in flight (a client that cannot is not refused)
+    with LoopbackOpenAI(body_reply, latency_s=0.2, capacity=12) as server:
+        reference = tmp_path / "reference"
+        build(MCSQA, _config(demo_kb, server.base_url), reference, store=Store(f"sqlite:///{tmp_path / 'ref.db'}"))
+        refused_before = server.over_capacity
+        store_url = f"sqlite:///{tmp_path / 'limited.db'}"
+        run = tmp_path / "limited"
+        args = ["--lang", "en", "--n", "10", "--kb", str(demo_kb), "--model", SPEC, "--reviewers", SPEC]
+        args += ["--lm-review-as-hard", "--base-url", server.base_url, "--store", store_url, "--out", str(run)]
+        args += ["-omax_concurrency=64", "-omax_retries=50", "-obackoff_base_s=0.01", "-obackoff_max_s=0.05"]
+        _, stderr = (process := _cli(args)).communicate(timeout=300)
+        assert process.returncode == 0, stderr.decode()
+        assert server.over_capacity > refused_before and server.max_in_flight <= 12
+    _same_outputs(reference, run)
+    engine = sa.create_engine(store_url)
+    with engine.connect() as conn:
+        levels = [
+            row[0]
+            for row in conn.execute(sa.text("SELECT concurrency FROM llm_ledger WHERE cache_hit = 0 ORDER BY id")).all()
+        ]
+        failed = conn.execute(sa.text("SELECT COUNT(*) FROM llm_ledger WHERE failure_kind IS NOT NULL")).scalar_one()
+    assert failed == 0 and max(levels) == 64  # the first requests went at the ceiling
+    settled = sorted(levels[-100:])
+    assert 8 <= settled[len(settled) // 2] <= 14, settled
