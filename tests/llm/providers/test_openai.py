@@ -21,6 +21,7 @@ from senseforge.llm.cache import CachedLLM
 from senseforge.llm.loopback import LoopbackOpenAI, request_text
 from senseforge.llm.prices import Price, PriceTable
 from senseforge.llm.providers import openai as provider
+from senseforge.llm.providers import openai_answers as reading
 from senseforge.llm.registry import get_llm
 from senseforge.store.db import Store
 
@@ -90,15 +91,15 @@ def test_retry_after_is_the_requested_delay(fake_openai: Any, settings: str, exp
 
 def test_retry_after_http_date() -> None:
     when = email.utils.formatdate(time.time() + 30, usegmt=True)
-    delay = provider._parse_retry_after({"Retry-After": when})
+    delay = reading.parse_retry_after({"Retry-After": when})
     assert delay is not None and 20 <= delay <= 31
-    assert provider._parse_retry_after({"Retry-After": "soon"}) is None
-    assert provider._parse_retry_after({}) is None
+    assert reading.parse_retry_after({"Retry-After": "soon"}) is None
+    assert reading.parse_retry_after({}) is None
 
 
 def test_backoff_grows_and_is_capped(fake_openai: Any) -> None:
     llm = make(fake_openai, backoff_base_s=0.5, backoff_max_s=2.0)
-    problem = provider._Problem("server_error", "x", 500, True)
+    problem = reading.Problem("server_error", "x", 500, True)
     first = llm._backoff(0, problem)
     assert 0.25 <= first <= 0.5
     assert all(1.0 <= llm._backoff(n, problem) <= 2.0 for n in range(2, 12))

@@ -54,31 +54,25 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import email.utils
 import functools
-import json
 import math
 import os
 import random
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import httpx
 import openai
 from openai.types import Completion as SdkCompletion
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
-from openai.types.completion_choice import Logprobs
+from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.errors import ConfigError
 from senseforge.llm.base import (
     Completion,
     Failure,
-    FailureKind,
     GenerateRequest,
     Loglikelihood,
     LoglikelihoodRequest,
@@ -87,11 +81,20 @@ from senseforge.llm.base import (
     options_identity,
 )
 from senseforge.llm.limits import limiter_for
+from senseforge.llm.providers.openai_answers import (
+    Fatal,
+    Problem,
+    Undecodable,
+    classify,
+    echoed_prompt,
+    from_chat,
+    from_completion,
+    one_line,
+    unsupported,
+)
 from senseforge.llm.providers.openai_batch import BatchClient
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from senseforge.store.db import Store
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -103,8 +106,6 @@ PLACEHOLDER_API_KEY = "not-needed"
 SCORING_MAX_TOKENS = 1
 """Tokens generated while scoring: one, left out of the score (see the module notes on why not zero)."""
 
-_MESSAGE_CHARS = 300
-_RETRY_LINE_CHARS = 160
 _RETRY_AFTER_MAX_S = 60.0
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -172,149 +173,11 @@ class Options(BaseModel):
     formulation sends it plain completion prompts, and chat turns are refused."""
 
 
-@dataclass(frozen=True)
-class _Problem:
-    """A classified failure of one attempt."""
-
-    kind: FailureKind
-    message: str
-    status: int | None = None
-    transient: bool = False
-    retry_after_s: float | None = None
-
-    def failure(self) -> Failure:
-        return Failure(kind=self.kind, message=self.message, status=self.status)
-
-    def line(self) -> str:
-        """This failed attempt in one short line: ``429 rate_limit: …``, ``timeout: …``.
-
-        An HTTP error status leads the line, and the message drops the status it repeats
-        (``HTTP 429:`` from us, ``Error code: 429 -`` from the SDK).
-        """
-        if self.status is not None and self.status >= 400:
-            detail = self.message.removeprefix(f"HTTP {self.status}: ").removeprefix(f"Error code: {self.status} - ")
-            return _one_line(f"{self.status} {self.kind}: {detail}", _RETRY_LINE_CHARS)
-        return _one_line(f"{self.kind}: {self.message}", _RETRY_LINE_CHARS)
-
-
-class _Fatal(Exception):
-    """Raised inside an attempt for an answer that retrying will not change."""
-
-    def __init__(self, problem: _Problem) -> None:
-        super().__init__(problem.message)
-        self.problem = problem
-
-
-class _Undecodable(Exception):
-    """Raised inside an attempt for a 200 answer whose body is not the expected JSON."""
-
-
-def _one_line(text: object, limit: int = _MESSAGE_CHARS) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds the server asks us to wait, from ``retry-after-ms`` or ``Retry-After``.
-
-    ``Retry-After`` may be a number of seconds or an HTTP date. Returns None when neither
-    header is present or readable.
-    """
-    lowered = {name.lower(): value for name, value in headers.items()}
-    value = lowered.get("retry-after-ms")
-    if value is not None:
-        try:
-            millis = float(value)
-        except ValueError:
-            pass
-        else:
-            if math.isfinite(millis) and millis >= 0:
-                return millis / 1000.0
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return max(0.0, (when - datetime.now(UTC)).total_seconds())
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
-def _classify(exc: BaseException) -> _Problem:
-    """Map an exception raised by one attempt to a failure kind, and whether to retry."""
-    if isinstance(exc, _Fatal):
-        return exc.problem
-    if isinstance(exc, openai.APITimeoutError):
-        return _Problem("timeout", _one_line(exc), transient=True)
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
-        detail = f"{exc} ({type(cause).__name__}: {cause})" if cause is not None else str(exc)
-        return _Problem("connection", _one_line(detail), transient=True)
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        message = _one_line(f"HTTP {status}: {exc.message}")
-        retry_after = _parse_retry_after(exc.response.headers)
-        if status == 429:
-            return _Problem("rate_limit", message, status, True, retry_after)
-        if status >= 500:
-            return _Problem("server_error", message, status, True, retry_after)
-        if status == 408:
-            return _Problem("timeout", message, status, True, retry_after)
-        if status in (401, 403):
-            return _Problem("auth", message, status)
-        if status == 404:
-            return _Problem("not_found", message, status)
-        return _Problem("bad_request", message, status)
-    if isinstance(exc, openai.APIResponseValidationError):
-        return _Problem("truncated", _one_line(f"invalid response body: {exc.message}"), exc.status_code, True)
-    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError, _Undecodable)):
-        return _Problem("truncated", _one_line(f"response body could not be decoded: {exc}"), 200, True)
-    return _Problem("backend", _one_line(f"{type(exc).__name__}: {exc}"))
-
-
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     """The process's TLS context, shared by every batch's client: each new one reads every CA certificate (about
     40 ms of CPU, which a streamed build paying it per batch of 16 requests felt)."""
     return httpx.create_ssl_context()
-
-
-def _from_chat(response: object) -> Completion:
-    """A chat.completion answer (an SDK object, or its JSON from a batch's output file) as a completion."""
-    if isinstance(response, dict):
-        response = ChatCompletion.model_validate(response)
-    if not isinstance(response, ChatCompletion) or not getattr(response, "choices", None):
-        raise _Undecodable(f"expected a chat.completion object, got {_one_line(response)[:80]!r}")
-    choice = response.choices[0]
-    usage = response.usage
-    return Completion(
-        text=choice.message.content or "",
-        finish_reason=choice.finish_reason,
-        tokens_in=usage.prompt_tokens if usage else None,
-        tokens_out=usage.completion_tokens if usage else None,
-    )
-
-
-def _from_completion(response: object) -> Completion:
-    """A text_completion answer (an SDK object, or its JSON from a batch's output file) as a completion."""
-    if isinstance(response, dict):
-        response = SdkCompletion.model_validate(response)
-    if not isinstance(response, SdkCompletion) or not getattr(response, "choices", None):
-        raise _Undecodable(f"expected a text_completion object, got {_one_line(response)[:80]!r}")
-    choice = response.choices[0]
-    usage = response.usage
-    return Completion(
-        text=choice.text or "",
-        finish_reason=choice.finish_reason,
-        tokens_in=usage.prompt_tokens if usage else None,
-        tokens_out=usage.completion_tokens if usage else None,
-    )
 
 
 def _tokens_of(request: GenerateRequest) -> float:
@@ -394,7 +257,7 @@ class OpenAILLM:
             base_url=self._base_url,
             url="/v1/chat/completions" if chat else "/v1/completions",
             body=self._chat_body if chat else self._completion_body,
-            parse=_from_chat if chat else _from_completion,
+            parse=from_chat if chat else from_completion,
         )
 
     def _sync_client(self) -> openai.OpenAI:
@@ -524,7 +387,7 @@ class OpenAILLM:
         """Every answer's ``x-ratelimit-*`` headers go to the endpoint's limiter (see :mod:`senseforge.llm.limits`)."""
         self._limiter.heard(response.headers)
 
-    def _backoff(self, retry: int, problem: _Problem) -> float:
+    def _backoff(self, retry: int, problem: Problem) -> float:
         """Seconds to wait before retry number ``retry`` (0-based)."""
         if problem.retry_after_s is not None:
             return min(problem.retry_after_s, max(self._options.backoff_max_s, _RETRY_AFTER_MAX_S))
@@ -533,7 +396,7 @@ class OpenAILLM:
 
     async def _with_retries(
         self, attempt: Callable[[], Awaitable[_R]], tokens: float = 0.0
-    ) -> tuple[_R | _Problem, int, tuple[str, ...], int]:
+    ) -> tuple[_R | Problem, int, tuple[str, ...], int]:
         """Run ``attempt`` until it succeeds, fails for good, or retries run out.
 
         Each attempt holds a slot of the endpoint's limiter while it is in flight (never while backing off), and
@@ -541,7 +404,7 @@ class OpenAILLM:
 
         Returns:
             The result (or the last problem), the number of attempts made, one line per failed attempt (see
-            :meth:`_Problem.line`), and the endpoint's concurrency level when the last attempt was sent.
+            :meth:`Problem.line`), and the endpoint's concurrency level when the last attempt was sent.
         """
         attempts = 0
         errors: list[str] = []
@@ -556,7 +419,7 @@ class OpenAILLM:
                 limiter.release()
                 raise
             except Exception as exc:
-                problem = _classify(exc)
+                problem = classify(exc)
                 if problem.status in (429, 503):
                     limiter.refused(slot, problem.retry_after_s)
                 limiter.release()
@@ -599,7 +462,7 @@ class OpenAILLM:
         outcome, attempts, errors, level = await self._with_retries(attempt, _tokens_of(request))
         latency = time.perf_counter() - started
         sent = {"latency_s": latency, "attempts": attempts, "retry_errors": errors, "concurrency": level}
-        if isinstance(outcome, _Problem):
+        if isinstance(outcome, Problem):
             return Completion(failure=outcome.failure(), **sent)
         return outcome.model_copy(update=sent)
 
@@ -629,10 +492,10 @@ class OpenAILLM:
         return {"prompt": request.prompt, **self._sampling(request)}
 
     async def _chat(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
-        return _from_chat(await client.chat.completions.create(**self._chat_body(request)))
+        return from_chat(await client.chat.completions.create(**self._chat_body(request)))
 
     async def _complete(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
-        return _from_completion(await client.completions.create(**self._completion_body(request)))
+        return from_completion(await client.completions.create(**self._completion_body(request)))
 
     # -- scoring -----------------------------------------------------------------------------
 
@@ -646,7 +509,7 @@ class OpenAILLM:
         outcome, attempts, errors, level = await self._with_retries(attempt, len(text) / 4 + SCORING_MAX_TOKENS)
         latency = time.perf_counter() - started
         sent = {"latency_s": latency, "attempts": attempts, "retry_errors": errors, "concurrency": level}
-        if isinstance(outcome, _Problem):
+        if isinstance(outcome, Problem):
             return Loglikelihood(failure=outcome.failure(), **sent)
         return outcome.model_copy(update=sent)
 
@@ -663,27 +526,27 @@ class OpenAILLM:
             )
         except openai.APIStatusError as exc:
             if exc.status_code in (400, 404, 405, 422, 501):
-                raise _Fatal(_unsupported(f"the server answered HTTP {exc.status_code}: {exc.message}", exc)) from exc
+                raise Fatal(unsupported(f"the server answered HTTP {exc.status_code}: {exc.message}", exc)) from exc
             raise
         if not isinstance(response, SdkCompletion) or not getattr(response, "choices", None):
-            raise _Undecodable(f"expected a text_completion object, got {_one_line(response)[:80]!r}")
+            raise Undecodable(f"expected a text_completion object, got {one_line(response)[:80]!r}")
         logprobs = response.choices[0].logprobs
         if logprobs is None or not logprobs.tokens or logprobs.token_logprobs is None:
-            raise _Fatal(_unsupported("the answer has no echoed log-probabilities"))
+            raise Fatal(unsupported("the answer has no echoed log-probabilities"))
         usage = response.usage
-        echoed = _echoed_prompt(logprobs, prompt)
+        echoed = echoed_prompt(logprobs, prompt)
         if not echoed:
-            raise _Fatal(_unsupported("the answer has log-probabilities of generated tokens only, none of the prompt"))
+            raise Fatal(unsupported("the answer has log-probabilities of generated tokens only, none of the prompt"))
         start = len(request.context)
         picked = [token for token in echoed if token.end > start]
         if not picked:
-            raise _Fatal(_Problem("backend", "no echoed token falls inside the continuation"))
+            raise Fatal(Problem("backend", "no echoed token falls inside the continuation"))
         total = 0.0
         greedy = True
         for token in picked:
             if token.logprob is None:
-                raise _Fatal(
-                    _Problem("bad_request", "the continuation's first token has no log-probability: give a context")
+                raise Fatal(
+                    Problem("bad_request", "the continuation's first token has no log-probability: give a context")
                 )
             total += token.logprob
             top = token.top
@@ -701,79 +564,12 @@ class OpenAILLM:
         )
 
 
-@dataclass(frozen=True)
-class _Echoed:
-    """One token of the echoed prompt: its text, the characters it covers, its log-probability."""
-
-    text: str
-    start: int
-    end: int
-    logprob: float | None
-    top: Mapping[str, float] | None
-
-
-def _echoed_prompt(logprobs: Logprobs, prompt: str) -> list[_Echoed]:
-    """The echoed tokens that belong to ``prompt``, without the generated ones that follow it.
-
-    With ``text_offset``, the prompt's tokens are those that start inside it (a generated
-    token starts at its end). Without, the echoed tokens must spell the prompt: the prompt's
-    are the fewest leading tokens that do, and their offsets are counted from their lengths.
-
-    Raises:
-        _Undecodable: the lists of the answer differ in length.
-        _Fatal: without ``text_offset``, the echoed tokens do not spell the prompt.
-    """
-    tokens = logprobs.tokens or []
-    values = logprobs.token_logprobs or []
-    tops: list[dict[str, float] | None] = [*logprobs.top_logprobs] if logprobs.top_logprobs else [None] * len(tokens)
-    given = logprobs.text_offset
-    if not len(tokens) == len(values) == len(tops) == len(given if given else tokens):
-        raise _Undecodable("tokens, offsets and log-probabilities differ in length")
-    if given:
-        offsets = list(given)
-        keep = next((i for i, offset in enumerate(offsets) if offset >= len(prompt)), len(offsets))
-    else:
-        offsets = _offsets(tokens)
-        keep = next((i + 1 for i, token in enumerate(tokens) if offsets[i] + len(token) >= len(prompt)), 0)
-        if "".join(tokens[:keep]) != prompt:
-            raise _Fatal(
-                _Problem(
-                    "backend",
-                    "the echoed tokens do not spell the prompt and the answer has no text_offset: "
-                    "the continuation's tokens cannot be found",
-                )
-            )
-    ends = [*offsets[1:keep], len(prompt)]
-    return [_Echoed(tokens[i], offsets[i], ends[i], values[i], tops[i]) for i in range(keep)]
-
-
-def _unsupported(detail: str, exc: openai.APIStatusError | None = None) -> _Problem:
-    return _Problem(
-        "unsupported",
-        _one_line(
-            "log-likelihood scoring needs a completions endpoint that echoes prompt log-probabilities "
-            "(echo=True, logprobs=1), as vLLM and llama-cpp-python's server (python -m llama_cpp.server) offer; "
-            f"chat-only endpoints cannot score: {detail}"
-        ),
-        exc.status_code if exc is not None else None,
-    )
-
-
 def _message(message: Message) -> ChatCompletionMessageParam:
     if message.role == "system":
         return {"role": "system", "content": message.content}
     if message.role == "assistant":
         return {"role": "assistant", "content": message.content}
     return {"role": "user", "content": message.content}
-
-
-def _offsets(tokens: Sequence[str]) -> list[int]:
-    """Character offsets of ``tokens``, for servers that echo tokens but no ``text_offset``."""
-    offsets, position = [], 0
-    for token in tokens:
-        offsets.append(position)
-        position += len(token)
-    return offsets
 
 
 def chat_template_of(model: str, options: Options) -> str | None:
