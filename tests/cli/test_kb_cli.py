@@ -143,3 +143,47 @@ def test_ctrl_c_during_an_import_leaves_the_old_store(senseforge_home: Path, tmp
     assert child.returncode == 130, stderr
     assert "interrupted — the store was left as it was" in stderr and "Traceback" not in stderr
     assert snapshot(store) == before  # the scan's temporary file is gone too
+
+
+def test_question_sets_for_several_languages_in_one_run_are_each_ones_own(
+    senseforge_home: Path, tmp_path: Path
+) -> None:
+    assert run_cli("import", "demo", home=senseforge_home).returncode == 0
+    alone = {}
+    for lang in ("en", "ja"):
+        out = tmp_path / f"alone-{lang}.jsonl"
+        result = run_cli(
+            "question-sets", "--lang", lang, "--n", "30", "--seed", "2", "--out", str(out), home=senseforge_home
+        )
+        assert result.returncode == 0, result.stderr
+        alone[lang] = out.read_bytes()
+    folder = tmp_path / "sets"
+    together = run_cli(
+        "question-sets", "--lang", "en,ja", "--n", "30", "--seed", "2", "--out", str(folder), home=senseforge_home
+    )
+    assert together.returncode == 0, together.stderr
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == {
+        "en.jsonl": alone["en"],
+        "ja.jsonl": alone["ja"],
+    }
+    named = run_cli(
+        "question-sets",
+        "--lang",
+        "ja,en",
+        "--n",
+        "30",
+        "--seed",
+        "2",
+        "--out",
+        str(tmp_path / "qs-{lang}.jsonl"),
+        home=senseforge_home,
+    )
+    assert named.returncode == 0, named.stderr
+    assert (tmp_path / "qs-ja.jsonl").read_bytes() == alone["ja"] and (tmp_path / "qs-en.jsonl").read_bytes() == alone[
+        "en"
+    ]
+    assert "question sets for en" in named.stderr and "question sets for ja" in named.stderr
+    mixed = run_cli(
+        "question-sets", "--lang", "en,ja", "--source-lang", "ms", "--out", str(folder), home=senseforge_home
+    )
+    assert mixed.returncode != 0 and "TAG=CODE" in mixed.stderr

@@ -17,7 +17,7 @@ from senseforge.data.io import write_jsonl
 from senseforge.data.schema import QuestionSet
 from senseforge.errors import ConfigError
 from senseforge.kb.conceptnet import bundled_dump, import_dump
-from senseforge.kb.question_sets import DEFAULT_RELATIONS, extract_question_sets
+from senseforge.kb.question_sets import DEFAULT_RELATIONS, extract_many, extract_question_sets
 from senseforge.kb.words import count_words
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "conceptnet" / "rules.csv"
@@ -180,6 +180,39 @@ def test_same_seed_same_bytes_other_seed_other_sample(tmp_path: Path) -> None:
         write_jsonl(files[-1], sets)
     assert files[0].read_bytes() == files[1].read_bytes()
     assert files[0].read_bytes() != files[2].read_bytes()
+
+
+def test_one_pass_over_several_languages_gives_each_what_its_own_pass_gives(tmp_path: Path) -> None:
+    """Seeded, sampled and whole: every language's sets and funnel from one scan equal its single-language run's, in
+    the order the languages were given (a repeat once), with another seed as well."""
+    store = tmp_path / "kb"
+    import_dump("sample", store)
+    lines = bundled_dump("sample").read_text(encoding="utf-8").splitlines()
+    relations = sorted({line.split("\t")[1].split("/")[2] for line in lines})
+    langs = ["fr", "en", "ja", "zh", "en"]
+    for seed, n in ((0, None), (5, 7)):
+        together = extract_many(store, langs, n, seed, relations=relations)
+        assert list(together) == ["fr", "en", "ja", "zh"]
+        for lang, (sets, funnel) in together.items():
+            alone, alone_funnel = extract_question_sets(store, lang, n, seed, relations=relations)
+            assert as_dicts(sets) == as_dicts(alone) and funnel == alone_funnel, lang
+        assert sum(len(sets) for sets, _ in together.values()) > 10
+
+
+def test_one_pass_names_a_language_without_edges_and_reads_a_source_code(tmp_path: Path) -> None:
+    dump = tmp_path / "ms.csv"
+    info = '{"weight": 1.0}'
+    rows = [
+        f"/a/[{i}]\t/r/AtLocation\t/c/ms/{t}\t/c/ms/dapur\t{info}" for i, t in enumerate(["pisau", "periuk", "kuali"])
+    ]
+    dump.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    store = tmp_path / "kb"
+    import_dump(dump, store)
+    with pytest.raises(ConfigError, match="--source-lang ms"):
+        extract_many(store, ["ms", "id"], None)
+    found = extract_many(store, ["ms", "id"], None, source_langs={"id": "ms"})
+    assert [s.id[:6] for s in found["id"][0]] == ["qs-id-"] and found["id"][1].source_lang == "ms"
+    assert as_dicts(found["ms"][0]) == as_dicts(extract_question_sets(store, "ms", None)[0])
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])

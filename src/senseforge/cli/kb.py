@@ -102,39 +102,80 @@ def stats_(
 
 @app.command("question-sets")
 def question_sets(
-    lang: str = typer.Option(..., "--lang", help="BCP-47 tag of the question sets, e.g. en, ja, id."),
+    lang: str = typer.Option(
+        ..., "--lang", help="BCP-47 tag of the question sets, e.g. en, ja, id; several (en,ja,zh) in one pass."
+    ),
     n: int | None = typer.Option(None, "--n", min=1, help="How many to sample (paper: 6000; default: all)."),
     seed: int = typer.Option(0, "--seed", help="Seed for shuffling targets and sampling."),
-    out_file: Path = typer.Option(..., "--out", help="JSONL file to write (atomically)."),
+    out_file: Path = typer.Option(
+        ...,
+        "--out",
+        help="JSONL file to write (atomically); for several languages a folder (one LANG.jsonl each) or a name "
+        "with {lang} in it.",
+    ),
     source_lang: str | None = typer.Option(
-        None, "--source-lang", help="Store language code to read, e.g. ms for Indonesian in ConceptNet 5.7."
+        None,
+        "--source-lang",
+        help="Store language code to read, e.g. ms for Indonesian in ConceptNet 5.7; for several languages "
+        "TAG=CODE pairs, e.g. id=ms.",
     ),
     relations: list[str] | None = typer.Option(
         None, "--relation", "-r", help="Relations that count (default: the 22 documented in kb.question_sets)."
     ),
     store: Path | None = KbStoreOption,
 ) -> None:
-    """Extract mCSQA question sets for one language, with a per-rule funnel."""
+    """Extract mCSQA question sets for one language or several (one scan of the store), with a per-rule funnel."""
     from senseforge.data.io import write_jsonl
-    from senseforge.kb.question_sets import DEFAULT_RELATIONS, extract_question_sets
+    from senseforge.kb.question_sets import DEFAULT_RELATIONS, extract_many
 
-    with err.status(f"extracting question sets for {lang} …", spinner="dots"):
-        sets, funnel = extract_question_sets(
-            store, lang, n, seed, relations=_split(relations) or DEFAULT_RELATIONS, source_lang=source_lang
-        )
-        write_jsonl(out_file, sets)
-    table = Table(title=f"question sets for {funnel.lang} (store code {funnel.source_lang})")
-    table.add_column("step")
-    table.add_column("count", justify="right")
-    for step, count in funnel.rows():
-        table.add_row(step.replace("_", " "), f"{count:,}")
-    err.print(table)
-    if n is not None and len(sets) < n:
-        err.print(
-            f"asked for {n:,} question sets; the store holds only {funnel.question_sets:,} for {funnel.lang}",
-            soft_wrap=True,
-        )
-    err.print(f"wrote {len(sets):,} question sets to {out_file}")
+    langs = _split([lang]) or []
+    codes = _source_langs(source_lang, langs)
+    relations_used = _split(relations) or DEFAULT_RELATIONS
+    with err.status(f"extracting question sets for {', '.join(langs)} …", spinner="dots"):
+        found = extract_many(store, langs, n, seed, relations=relations_used, source_langs=codes)
+    for tag, (sets, funnel) in found.items():
+        path = _out_for(out_file, tag, several=len(langs) > 1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(path, sets)
+        table = Table(title=f"question sets for {funnel.lang} (store code {funnel.source_lang})")
+        table.add_column("step")
+        table.add_column("count", justify="right")
+        for step, count in funnel.rows():
+            table.add_row(step.replace("_", " "), f"{count:,}")
+        err.print(table)
+        if n is not None and len(sets) < n:
+            err.print(
+                f"asked for {n:,} question sets; the store holds only {funnel.question_sets:,} for {funnel.lang}",
+                soft_wrap=True,
+            )
+        err.print(f"wrote {len(sets):,} question sets to {path}")
+
+
+def _source_langs(text: str | None, langs: list[str]) -> dict[str, str]:
+    """``--source-lang``: one code for one language, or TAG=CODE pairs."""
+    if not text:
+        return {}
+    pairs: dict[str, str] = {}
+    for part in _split([text]) or []:
+        tag, sep, code = part.partition("=")
+        if not sep:
+            if len(langs) != 1:
+                raise typer.BadParameter(f"{part!r}: with several languages write TAG=CODE", param_hint="--source-lang")
+            tag, code = langs[0], part
+        if not tag.strip() or not code.strip():
+            raise typer.BadParameter(f"{part!r}: write TAG=CODE", param_hint="--source-lang")
+        pairs[tag.strip()] = code.strip()
+    return pairs
+
+
+def _out_for(out: Path, tag: str, *, several: bool) -> Path:
+    """Where a language's question sets go: ``--out`` itself for one language; for several, ``--out`` with its
+    ``{lang}`` filled in, or ``LANG.jsonl`` in the folder ``--out``."""
+    if not several:
+        return out
+    if "{lang}" in str(out):
+        return Path(str(out).replace("{lang}", tag))
+    return out / f"{tag}.jsonl"
 
 
 def _split(values: list[str] | None) -> list[str] | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,123 +159,175 @@ def extract_question_sets(
     """
     tag = normalize_tag(lang)
     code = source_lang or primary_language(tag)
-    funnel = Funnel(lang=tag, source_lang=code)
-    count_words = word_counter(code)
     with open_edges(store) as con:
         con.execute(
             "CREATE TEMP TABLE e AS SELECT uri, relation, start_text AS s, end_text AS t FROM edges "
             "WHERE start_lang = $1 AND end_lang = $1",
             [code],
         )
-        funnel.edges_in_language = _int(con, "SELECT count(*) FROM e")
-        if funnel.edges_in_language == 0:
-            hint = ""
-            if code == "id":
-                hint = " ConceptNet 5.7 files Indonesian under 'ms': pass --source-lang ms to use those edges"
-            raise ConfigError(f"the knowledge store has no edges for language '{code}'.{hint}")
-        con.execute("CREATE TEMP TABLE r AS SELECT * FROM e WHERE list_contains($1, relation)", [list(relations)])
-        funnel.edges_kept = _int(con, "SELECT count(*) FROM r")
-        funnel.edges_other_relation = funnel.edges_in_language - funnel.edges_kept
+        return _from_edges(con, tag, code, n, seed, relations)
 
-        # per-concept rules, computed in Python once per distinct concept
-        concepts = [row[0] for row in con.execute("SELECT s FROM r UNION SELECT t FROM r ORDER BY 1").fetchall()]
-        failing: list[str] = []
-        for text in concepts:
-            ok, rule = concept_passes(text, count_words(text))
-            if ok:
-                continue
-            failing.append(text)
-            if rule == "too_many_words":
-                funnel.concepts_too_many_words += 1
-            else:
-                funnel.concepts_single_character += 1
-        funnel.concepts_checked = len(concepts)
-        _load_strings(con, "bad", failing)
 
+def extract_many(
+    store: Path | None,
+    langs: Sequence[str],
+    n: int | None,
+    seed: int = 0,
+    *,
+    relations: Sequence[str] = DEFAULT_RELATIONS,
+    source_langs: Mapping[str, str] | None = None,
+) -> dict[str, tuple[list[QuestionSet], Funnel]]:
+    """Question sets of several languages in one scan of the knowledge store, each language's exactly what
+    :func:`extract_question_sets` gives it with the same seed.
+
+    The one scan keeps every edge within one of the languages; each language's sets are then drawn from its
+    share of those, in turn. Args as :func:`extract_question_sets`, with ``source_langs``: a language's store
+    code when it is not its primary subtag, by tag.
+
+    Returns:
+        Per language tag, in the order given (a repeated one once): its sets and funnel.
+
+    Raises:
+        ConfigError: no edges for one of the languages.
+    """
+    codes = {normalize_tag(lang): "" for lang in langs}
+    given = {normalize_tag(tag): code for tag, code in (source_langs or {}).items()}
+    for tag in codes:
+        codes[tag] = given.get(tag) or primary_language(tag)
+    out: dict[str, tuple[list[QuestionSet], Funnel]] = {}
+    with open_edges(store) as con:
         con.execute(
-            "CREATE TEMP TABLE g AS "
-            "SELECT DISTINCT s AS anchor, relation, 'forward' AS direction, t AS target FROM r "
-            "UNION ALL "
-            "SELECT DISTINCT t AS anchor, relation, 'backward' AS direction, s AS target FROM r"
+            "CREATE TEMP TABLE scanned AS SELECT start_lang AS code, uri, relation, start_text AS s, end_text AS t "
+            "FROM edges WHERE start_lang = end_lang AND list_contains($1, start_lang)",
+            [sorted(set(codes.values()))],
         )
-        funnel.groups, funnel.groups_anchor_failed = _ints(
-            con,
-            "SELECT count(*), count(*) FILTER (WHERE anchor IN (SELECT c FROM bad)) FROM "
-            "(SELECT DISTINCT anchor, relation, direction FROM g)",
-        )
-        funnel.targets_failed_rules, funnel.targets_equal_anchor = _ints(
-            con,
-            "SELECT count(*) FILTER (WHERE target IN (SELECT c FROM bad)), "
-            "count(*) FILTER (WHERE target = anchor AND target NOT IN (SELECT c FROM bad)) "
-            "FROM g WHERE anchor NOT IN (SELECT c FROM bad)",
-        )
-        con.execute(
-            "CREATE TEMP TABLE v AS "
-            "SELECT *, md5(concat_ws(chr(31), $1, $2, anchor, relation, direction, target)) AS k FROM g "
-            "WHERE anchor NOT IN (SELECT c FROM bad) AND target NOT IN (SELECT c FROM bad) AND target <> anchor",
-            [str(seed), code],
-        )
-        con.execute(
-            "CREATE TEMP TABLE ranked AS SELECT *, "
-            "row_number() OVER (PARTITION BY anchor, relation, direction ORDER BY k) AS rn, "
-            "count(*) OVER (PARTITION BY anchor, relation, direction) AS size FROM v"
-        )
-        funnel.groups_under_three_targets, funnel.targets_remainder = _ints(
-            con,
-            "SELECT count(DISTINCT (anchor, relation, direction)) FILTER (WHERE size < 3), "
-            "count(*) FILTER (WHERE size >= 3 AND rn > size - size % 3) FROM ranked",
-        )
-        con.execute(
-            "CREATE TEMP TABLE syn AS SELECT s AS a, t AS b FROM e WHERE relation = 'Synonym' "
-            "UNION SELECT t AS a, s AS b FROM e WHERE relation = 'Synonym'"
-        )
-        con.execute(
-            "CREATE TEMP TABLE tri AS SELECT anchor, relation, direction, (rn - 1) // 3 AS slot, "
-            "list(target ORDER BY rn) AS targets "
-            "FROM ranked WHERE rn <= size - size % 3 GROUP BY anchor, relation, direction, slot"
-        )
-        # Synonym pairs inside a triple, by a plain equi-join on the three pairs (syn is symmetric)
-        con.execute(
-            "CREATE TEMP TABLE synflag AS SELECT DISTINCT anchor, relation, direction, slot FROM ("
-            "SELECT anchor, relation, direction, slot, targets[1] AS a, targets[2] AS b FROM tri UNION ALL "
-            "SELECT anchor, relation, direction, slot, targets[1] AS a, targets[3] AS b FROM tri UNION ALL "
-            "SELECT anchor, relation, direction, slot, targets[2] AS a, targets[3] AS b FROM tri"
-            ") AS p SEMI JOIN syn USING (a, b)"
-        )
-        con.execute(
-            "CREATE TEMP TABLE checked AS SELECT tri.*, synflag.slot IS NOT NULL AS synonym, "
-            "contains(targets[1], targets[2]) OR contains(targets[2], targets[1]) "
-            "OR contains(targets[1], targets[3]) OR contains(targets[3], targets[1]) "
-            "OR contains(targets[2], targets[3]) OR contains(targets[3], targets[2]) AS substring "
-            "FROM tri LEFT JOIN synflag USING (anchor, relation, direction, slot)"
-        )
-        funnel.triples, funnel.triples_synonym, funnel.triples_substring = _ints(
-            con,
-            "SELECT count(*), count(*) FILTER (WHERE synonym), count(*) FILTER (WHERE substring AND NOT synonym) "
-            "FROM checked",
-        )
-        # ids and the seeded sample in SQL (the same MD5s as question_set_id), then sources for the sample only
-        con.execute(
-            "CREATE TEMP TABLE survivors AS SELECT *, md5(concat($2, chr(31), id)) AS sample_key FROM ("
-            "SELECT anchor, relation, direction, targets, 'qs-' || $1 || '-' || "
-            "md5(concat_ws(chr(31), $1, anchor, relation, direction, targets[1], targets[2], targets[3]))[1:16] AS id "
-            "FROM checked WHERE NOT synonym AND NOT substring)",
-            [tag, str(seed)],
-        )
-        funnel.question_sets = _int(con, "SELECT count(*) FROM survivors")
-        limit = "" if n is None else f" LIMIT {int(n)}"
-        con.execute(f"CREATE TEMP TABLE picked AS SELECT * FROM survivors ORDER BY sample_key{limit}")
-        rows = con.execute(
-            "WITH pairs AS (SELECT id, anchor, relation, direction, unnest(targets) AS target FROM picked), "
-            "sources AS ("
-            "SELECT p.id, r.uri FROM pairs p JOIN r ON r.s = p.anchor AND r.t = p.target AND r.relation = p.relation "
-            "WHERE p.direction = 'forward' UNION ALL "
-            "SELECT p.id, r.uri FROM pairs p JOIN r ON r.t = p.anchor AND r.s = p.target AND r.relation = p.relation "
-            "WHERE p.direction = 'backward'), "
-            "grouped AS (SELECT id, list(DISTINCT uri ORDER BY uri) AS uris FROM sources GROUP BY id) "
-            "SELECT p.id, p.anchor, p.relation, p.direction, p.targets, g.uris, p.sample_key "
-            "FROM picked p JOIN grouped g USING (id) ORDER BY p.sample_key"
-        ).fetchall()
+        for tag, code in codes.items():
+            con.execute("CREATE TEMP TABLE e AS SELECT uri, relation, s, t FROM scanned WHERE code = $1", [code])
+            out[tag] = _from_edges(con, tag, code, n, seed, relations)
+            for table in _PER_LANGUAGE:
+                con.execute(f"DROP TABLE IF EXISTS {table}")
+    return out
+
+
+_PER_LANGUAGE = ("e", "r", "bad", "g", "v", "ranked", "syn", "tri", "synflag", "checked", "survivors", "picked")
+"""The temporary tables one language's extraction makes (dropped before the next language's)."""
+
+
+def _from_edges(
+    con: Any, tag: str, code: str, n: int | None, seed: int, relations: Sequence[str]
+) -> tuple[list[QuestionSet], Funnel]:
+    """The question sets of ``tag`` from the edges in table ``e`` (its language's, store code ``code``)."""
+    funnel = Funnel(lang=tag, source_lang=code)
+    count_words = word_counter(code)
+    funnel.edges_in_language = _int(con, "SELECT count(*) FROM e")
+    if funnel.edges_in_language == 0:
+        hint = ""
+        if code == "id":
+            hint = " ConceptNet 5.7 files Indonesian under 'ms': pass --source-lang ms to use those edges"
+        raise ConfigError(f"the knowledge store has no edges for language '{code}'.{hint}")
+    con.execute("CREATE TEMP TABLE r AS SELECT * FROM e WHERE list_contains($1, relation)", [list(relations)])
+    funnel.edges_kept = _int(con, "SELECT count(*) FROM r")
+    funnel.edges_other_relation = funnel.edges_in_language - funnel.edges_kept
+
+    # per-concept rules, computed in Python once per distinct concept
+    concepts = [row[0] for row in con.execute("SELECT s FROM r UNION SELECT t FROM r ORDER BY 1").fetchall()]
+    failing: list[str] = []
+    for text in concepts:
+        ok, rule = concept_passes(text, count_words(text))
+        if ok:
+            continue
+        failing.append(text)
+        if rule == "too_many_words":
+            funnel.concepts_too_many_words += 1
+        else:
+            funnel.concepts_single_character += 1
+    funnel.concepts_checked = len(concepts)
+    _load_strings(con, "bad", failing)
+
+    con.execute(
+        "CREATE TEMP TABLE g AS "
+        "SELECT DISTINCT s AS anchor, relation, 'forward' AS direction, t AS target FROM r "
+        "UNION ALL "
+        "SELECT DISTINCT t AS anchor, relation, 'backward' AS direction, s AS target FROM r"
+    )
+    funnel.groups, funnel.groups_anchor_failed = _ints(
+        con,
+        "SELECT count(*), count(*) FILTER (WHERE anchor IN (SELECT c FROM bad)) FROM "
+        "(SELECT DISTINCT anchor, relation, direction FROM g)",
+    )
+    funnel.targets_failed_rules, funnel.targets_equal_anchor = _ints(
+        con,
+        "SELECT count(*) FILTER (WHERE target IN (SELECT c FROM bad)), "
+        "count(*) FILTER (WHERE target = anchor AND target NOT IN (SELECT c FROM bad)) "
+        "FROM g WHERE anchor NOT IN (SELECT c FROM bad)",
+    )
+    con.execute(
+        "CREATE TEMP TABLE v AS "
+        "SELECT *, md5(concat_ws(chr(31), $1, $2, anchor, relation, direction, target)) AS k FROM g "
+        "WHERE anchor NOT IN (SELECT c FROM bad) AND target NOT IN (SELECT c FROM bad) AND target <> anchor",
+        [str(seed), code],
+    )
+    con.execute(
+        "CREATE TEMP TABLE ranked AS SELECT *, "
+        "row_number() OVER (PARTITION BY anchor, relation, direction ORDER BY k) AS rn, "
+        "count(*) OVER (PARTITION BY anchor, relation, direction) AS size FROM v"
+    )
+    funnel.groups_under_three_targets, funnel.targets_remainder = _ints(
+        con,
+        "SELECT count(DISTINCT (anchor, relation, direction)) FILTER (WHERE size < 3), "
+        "count(*) FILTER (WHERE size >= 3 AND rn > size - size % 3) FROM ranked",
+    )
+    con.execute(
+        "CREATE TEMP TABLE syn AS SELECT s AS a, t AS b FROM e WHERE relation = 'Synonym' "
+        "UNION SELECT t AS a, s AS b FROM e WHERE relation = 'Synonym'"
+    )
+    con.execute(
+        "CREATE TEMP TABLE tri AS SELECT anchor, relation, direction, (rn - 1) // 3 AS slot, "
+        "list(target ORDER BY rn) AS targets "
+        "FROM ranked WHERE rn <= size - size % 3 GROUP BY anchor, relation, direction, slot"
+    )
+    # Synonym pairs inside a triple, by a plain equi-join on the three pairs (syn is symmetric)
+    con.execute(
+        "CREATE TEMP TABLE synflag AS SELECT DISTINCT anchor, relation, direction, slot FROM ("
+        "SELECT anchor, relation, direction, slot, targets[1] AS a, targets[2] AS b FROM tri UNION ALL "
+        "SELECT anchor, relation, direction, slot, targets[1] AS a, targets[3] AS b FROM tri UNION ALL "
+        "SELECT anchor, relation, direction, slot, targets[2] AS a, targets[3] AS b FROM tri"
+        ") AS p SEMI JOIN syn USING (a, b)"
+    )
+    con.execute(
+        "CREATE TEMP TABLE checked AS SELECT tri.*, synflag.slot IS NOT NULL AS synonym, "
+        "contains(targets[1], targets[2]) OR contains(targets[2], targets[1]) "
+        "OR contains(targets[1], targets[3]) OR contains(targets[3], targets[1]) "
+        "OR contains(targets[2], targets[3]) OR contains(targets[3], targets[2]) AS substring "
+        "FROM tri LEFT JOIN synflag USING (anchor, relation, direction, slot)"
+    )
+    funnel.triples, funnel.triples_synonym, funnel.triples_substring = _ints(
+        con,
+        "SELECT count(*), count(*) FILTER (WHERE synonym), count(*) FILTER (WHERE substring AND NOT synonym) "
+        "FROM checked",
+    )
+    # ids and the seeded sample in SQL (the same MD5s as question_set_id), then sources for the sample only
+    con.execute(
+        "CREATE TEMP TABLE survivors AS SELECT *, md5(concat($2, chr(31), id)) AS sample_key FROM ("
+        "SELECT anchor, relation, direction, targets, 'qs-' || $1 || '-' || "
+        "md5(concat_ws(chr(31), $1, anchor, relation, direction, targets[1], targets[2], targets[3]))[1:16] AS id "
+        "FROM checked WHERE NOT synonym AND NOT substring)",
+        [tag, str(seed)],
+    )
+    funnel.question_sets = _int(con, "SELECT count(*) FROM survivors")
+    limit = "" if n is None else f" LIMIT {int(n)}"
+    con.execute(f"CREATE TEMP TABLE picked AS SELECT * FROM survivors ORDER BY sample_key{limit}")
+    rows = con.execute(
+        "WITH pairs AS (SELECT id, anchor, relation, direction, unnest(targets) AS target FROM picked), "
+        "sources AS ("
+        "SELECT p.id, r.uri FROM pairs p JOIN r ON r.s = p.anchor AND r.t = p.target AND r.relation = p.relation "
+        "WHERE p.direction = 'forward' UNION ALL "
+        "SELECT p.id, r.uri FROM pairs p JOIN r ON r.t = p.anchor AND r.s = p.target AND r.relation = p.relation "
+        "WHERE p.direction = 'backward'), "
+        "grouped AS (SELECT id, list(DISTINCT uri ORDER BY uri) AS uris FROM sources GROUP BY id) "
+        "SELECT p.id, p.anchor, p.relation, p.direction, p.targets, g.uris, p.sample_key "
+        "FROM picked p JOIN grouped g USING (id) ORDER BY p.sample_key"
+    ).fetchall()
 
     sampled = [
         QuestionSet(
