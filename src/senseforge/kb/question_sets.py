@@ -180,8 +180,9 @@ def extract_many(
     """Question sets of several languages in one scan of the knowledge store, each language's exactly what
     :func:`extract_question_sets` gives it with the same seed.
 
-    The one scan keeps every edge within one of the languages; each language's sets are then drawn from its
-    share of those, in turn. Args as :func:`extract_question_sets`, with ``source_langs``: a language's store
+    The one scan keeps the edges within one of the languages that the extraction reads (the relations that
+    count, and ``Synonym``), and counts all of them per language (for the funnel); each language's sets are
+    then drawn from its share, in turn. Args as :func:`extract_question_sets`, with ``source_langs``: a language's store
     code when it is not its primary subtag, by tag.
 
     Returns:
@@ -195,15 +196,23 @@ def extract_many(
     for tag in codes:
         codes[tag] = given.get(tag) or primary_language(tag)
     out: dict[str, tuple[list[QuestionSet], Funnel]] = {}
+    wanted = sorted(set(codes.values()))
     with open_edges(store) as con:
+        counted = con.execute(
+            "SELECT start_lang, count(*) FROM edges WHERE start_lang = end_lang AND list_contains($1, start_lang) "
+            "GROUP BY 1",
+            [wanted],
+        ).fetchall()
+        in_language = {str(code): int(count) for code, count in counted}
         con.execute(
             "CREATE TEMP TABLE scanned AS SELECT start_lang AS code, uri, relation, start_text AS s, end_text AS t "
-            "FROM edges WHERE start_lang = end_lang AND list_contains($1, start_lang)",
-            [sorted(set(codes.values()))],
+            "FROM edges WHERE start_lang = end_lang AND list_contains($1, start_lang) "
+            "AND list_contains($2, relation)",
+            [wanted, sorted({*relations, "Synonym"})],
         )
         for tag, code in codes.items():
             con.execute("CREATE TEMP TABLE e AS SELECT uri, relation, s, t FROM scanned WHERE code = $1", [code])
-            out[tag] = _from_edges(con, tag, code, n, seed, relations)
+            out[tag] = _from_edges(con, tag, code, n, seed, relations, in_language.get(code, 0))
             for table in _PER_LANGUAGE:
                 con.execute(f"DROP TABLE IF EXISTS {table}")
     return out
@@ -214,12 +223,19 @@ _PER_LANGUAGE = ("e", "r", "bad", "g", "v", "ranked", "syn", "tri", "synflag", "
 
 
 def _from_edges(
-    con: Any, tag: str, code: str, n: int | None, seed: int, relations: Sequence[str]
+    con: Any,
+    tag: str,
+    code: str,
+    n: int | None,
+    seed: int,
+    relations: Sequence[str],
+    in_language: int | None = None,
 ) -> tuple[list[QuestionSet], Funnel]:
-    """The question sets of ``tag`` from the edges in table ``e`` (its language's, store code ``code``)."""
+    """The question sets of ``tag`` from the edges in table ``e`` (its language's, store code ``code``: all of them,
+    or at least those of ``relations`` and ``Synonym`` when ``in_language`` gives the count of all)."""
     funnel = Funnel(lang=tag, source_lang=code)
     count_words = word_counter(code)
-    funnel.edges_in_language = _int(con, "SELECT count(*) FROM e")
+    funnel.edges_in_language = _int(con, "SELECT count(*) FROM e") if in_language is None else in_language
     if funnel.edges_in_language == 0:
         hint = ""
         if code == "id":
