@@ -200,14 +200,7 @@ def test_one_pass_over_several_languages_gives_each_what_its_own_pass_gives(tmp_
 
 
 def test_one_pass_names_a_language_without_edges_and_reads_a_source_code(tmp_path: Path) -> None:
-    dump = tmp_path / "ms.csv"
-    info = '{"weight": 1.0}'
-    rows = [
-        f"/a/[{i}]\t/r/AtLocation\t/c/ms/{t}\t/c/ms/dapur\t{info}" for i, t in enumerate(["pisau", "periuk", "kuali"])
-    ]
-    dump.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    store = tmp_path / "kb"
-    import_dump(dump, store)
+    store = _malay_store(tmp_path)
     with pytest.raises(ConfigError, match="--source-lang ms"):
         extract_many(store, ["ms", "id"], None)
     found = extract_many(store, ["ms", "id"], None, source_langs={"id": "ms"})
@@ -224,7 +217,8 @@ def test_demo_kb_gives_at_least_forty_sets(tmp_path: Path, lang: str) -> None:
     assert all(q.relation in DEFAULT_RELATIONS for q in sets)
 
 
-def test_indonesian_on_a_57_dump_needs_source_lang(tmp_path: Path) -> None:
+def _malay_store(tmp_path: Path) -> Path:
+    """A store of three Malay edges (how ConceptNet 5.7 files Indonesian)."""
     dump = tmp_path / "ms.csv"
     info = '{"weight": 1.0}'
     rows = [
@@ -233,6 +227,11 @@ def test_indonesian_on_a_57_dump_needs_source_lang(tmp_path: Path) -> None:
     dump.write_text("\n".join(rows) + "\n", encoding="utf-8")
     store = tmp_path / "kb"
     import_dump(dump, store)
+    return store
+
+
+def test_indonesian_on_a_57_dump_needs_source_lang(tmp_path: Path) -> None:
+    store = _malay_store(tmp_path)
     with pytest.raises(ConfigError, match="--source-lang ms"):
         extract_question_sets(store, "id", None)
     sets, funnel = extract_question_sets(store, "id", None, source_lang="ms")

@@ -15,13 +15,6 @@ from senseforge.llm.loopback import LoopbackOpenAI
 from senseforge.llm.registry import get_llm
 
 
-@pytest.fixture(autouse=True)
-def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-
-
 def _client(server: LoopbackOpenAI, concurrency: int) -> Any:
     pytest.importorskip("openai")
     options = {"base_url": server.base_url, "max_concurrency": concurrency, "timeout_s": 30.0, "max_retries": 0}

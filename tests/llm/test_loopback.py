@@ -20,14 +20,6 @@ FAULTY_SEED = 0
 """A seed under which the 40-request run below meets every fault kind at least once."""
 
 
-@pytest.fixture(autouse=True)
-def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-
-
 def shout(body: dict[str, Any]) -> str:
     return f"answer: {request_text(body).upper()}"
 

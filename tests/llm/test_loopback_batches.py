@@ -23,14 +23,6 @@ CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 
 
-@pytest.fixture(autouse=True)
-def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-
-
 def shout(body: dict[str, Any]) -> str:
     text = request_text(body)
     if text == "boom":

@@ -21,13 +21,6 @@ openai = pytest.importorskip("openai")
 PRICES = PriceTable({"openai/loopback": Price(input=2.0, output=8.0)})
 
 
-@pytest.fixture(autouse=True)
-def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-
-
 def _reply(body: dict[str, Any]) -> str:
     return f"answer to: {body['messages'][-1]['content']}"
 

@@ -11,9 +11,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import openai
 from openai.types import Completion as SdkCompletion
+from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion
 from openai.types.completion_choice import Logprobs
 
@@ -148,31 +150,34 @@ def classify(exc: BaseException) -> Problem:
 
 def from_chat(response: object) -> Completion:
     """A chat.completion answer (an SDK object, or its JSON from a batch's output file) as a completion."""
-    if isinstance(response, dict):
-        response = ChatCompletion.model_validate(response)
-    if not isinstance(response, ChatCompletion) or not getattr(response, "choices", None):
-        raise Undecodable(f"expected a chat.completion object, got {one_line(response)[:80]!r}")
-    choice = response.choices[0]
-    usage = response.usage
-    return Completion(
-        text=choice.message.content or "",
-        finish_reason=choice.finish_reason,
-        tokens_in=usage.prompt_tokens if usage else None,
-        tokens_out=usage.completion_tokens if usage else None,
-    )
+    chat = _answer(response, ChatCompletion, "chat.completion")
+    choice = chat.choices[0]
+    return _completion(choice.message.content, choice.finish_reason, chat.usage)
 
 
 def from_completion(response: object) -> Completion:
     """A text_completion answer (an SDK object, or its JSON from a batch's output file) as a completion."""
+    completion = _answer(response, SdkCompletion, "text_completion")
+    choice = completion.choices[0]
+    return _completion(choice.text, choice.finish_reason, completion.usage)
+
+
+_A = TypeVar("_A", ChatCompletion, SdkCompletion)
+
+
+def _answer(response: object, kind: type[_A], name: str) -> _A:
+    """``response`` as ``kind`` (validated first when it is JSON), with at least one choice."""
     if isinstance(response, dict):
-        response = SdkCompletion.model_validate(response)
-    if not isinstance(response, SdkCompletion) or not getattr(response, "choices", None):
-        raise Undecodable(f"expected a text_completion object, got {one_line(response)[:80]!r}")
-    choice = response.choices[0]
-    usage = response.usage
+        response = kind.model_validate(response)
+    if not isinstance(response, kind) or not getattr(response, "choices", None):
+        raise Undecodable(f"expected a {name} object, got {one_line(response)[:80]!r}")
+    return response
+
+
+def _completion(text: str | None, finish_reason: str | None, usage: CompletionUsage | None) -> Completion:
     return Completion(
-        text=choice.text or "",
-        finish_reason=choice.finish_reason,
+        text=text or "",
+        finish_reason=finish_reason,
         tokens_in=usage.prompt_tokens if usage else None,
         tokens_out=usage.completion_tokens if usage else None,
     )
