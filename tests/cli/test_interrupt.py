@@ -55,7 +55,14 @@ def _start(args: list[str], home: Path, mark: Path) -> subprocess.Popen[str]:
         text=True,
         env=env,
         start_new_session=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    """The child takes SIGINT as a terminal's foreground command does, also when this test run inherited it ignored
+    (a script's background job ignores SIGINT, and so would every process it starts)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _signal_at_mark(process: subprocess.Popen[str], mark: Path, signum: int) -> tuple[int, str]:

@@ -133,6 +133,8 @@ def test_ctrl_c_during_an_import_leaves_the_old_store(senseforge_home: Path, tmp
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # SIGINT as in a terminal, also when this test run inherited it ignored (a script's background job)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120  # a bound for a hang, not a pace: the test goes on at the mark
     while not mark.exists() and child.poll() is None and time.monotonic() < deadline:
