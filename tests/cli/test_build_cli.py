@@ -251,3 +251,36 @@ def _assert_error_line(result: subprocess.CompletedProcess[str], needle: str) ->
     lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("run: ")]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ") and needle in lines[0]
+
+
+def test_build_for_several_languages_makes_one_run_each_as_built_alone(
+    kb: Path, tmp_path: Path, senseforge_home: Path
+) -> None:
+    common = ["--n", "5", "--seed", "4", "--kb", str(kb), "-m", AUTHOR, "--reviewers", AUTHOR, "--lm-review-as-hard"]
+    for lang in ("en", "ja"):
+        alone = run_cli(
+            "build", "mcsqa", "--lang", lang, *common, "--out", str(tmp_path / f"alone-{lang}"), home=senseforge_home
+        )
+        assert alone.returncode == 0, alone.stderr
+    runs = tmp_path / "runs"
+    together = run_cli("build", "mcsqa", "--lang", "en,ja", *common, "--out", str(runs), home=senseforge_home)
+    assert together.returncode == 0, together.stderr
+    assert "mCSQA funnel (en)" in together.stdout and "mCSQA funnel (ja)" in together.stdout
+    assert sorted(path.name for path in runs.iterdir()) == ["mcsqa-en", "mcsqa-ja"]
+    for lang in ("en", "ja"):
+        for name in ("dataset/train.jsonl", "dataset/test.jsonl", "funnel.json"):
+            assert (runs / f"mcsqa-{lang}" / name).read_bytes() == (tmp_path / f"alone-{lang}" / name).read_bytes()
+    again = run_cli("build", "mcsqa", "--lang", "en,ja", *common, "--out", str(runs), "--resume", home=senseforge_home)
+    assert again.returncode == 0, again.stderr
+    named = run_cli(
+        "build", "mcsqa", "--lang", "ja,en", *common, "--out", str(tmp_path / "b-{lang}"), home=senseforge_home
+    )
+    assert named.returncode == 0, named.stderr
+    assert (tmp_path / "b-ja" / "dataset" / "train.jsonl").read_bytes() == (
+        tmp_path / "alone-ja" / "dataset" / "train.jsonl"
+    ).read_bytes()
+    bare = run_cli("build", "mcsqa", "--lang", "en,ja", "--source-lang", "ms", *common, home=senseforge_home)
+    assert_one_line_error(bare, "TAG=CODE")
+    missing = run_cli("build", "mcsqa", "--lang", "en,xx", *common, "--out", str(tmp_path / "c"), home=senseforge_home)
+    assert_one_line_error(missing, "xx")
+    assert not (tmp_path / "c").exists()  # refused before any run started

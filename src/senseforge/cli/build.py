@@ -33,7 +33,7 @@ from senseforge.cli._common import (
 from senseforge.cli._options import Fields, config_params, given
 from senseforge.errors import ConfigError
 from senseforge.pipelines.config import ReviewedConfig
-from senseforge.pipelines.recipe import Flag, Recipe
+from senseforge.pipelines.recipe import Flag, ReadsTogether, Recipe
 from senseforge.pipelines.registry import dry_run_authors, recipes
 
 app = typer.Typer(help="Build a benchmark with a recipe (resumable).", no_args_is_help=True)
@@ -86,7 +86,7 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
         ),
         ("option", list[str] | None, ProviderOptions),
         ("base_url", str | None, BaseUrlOption),
-        ("out_dir", Path | None, typer.Option(None, "--out", help=f"Run directory (default: runs/{recipe.name}-…).")),
+        ("out_dir", Path | None, typer.Option(None, "--out", help=_out_help(recipe))),
         (
             "resume",
             bool,
@@ -131,13 +131,20 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
     return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a) for n, a, d in common]
 
 
+def _out_help(recipe: Recipe) -> str:
+    text = f"Run directory (default: runs/{recipe.name}-…)."
+    if "lang" in recipe.config_model.model_fields:
+        text += f" With several --lang, a name with {{lang}} in it, or a folder holding {recipe.name}-LANG runs."
+    return text
+
+
 def recipe_command(recipe: Recipe) -> Callable[..., None]:
     """The ``build <recipe>`` command, its options generated from the recipe's config."""
     field_params, fields = _field_params(recipe)
 
     def command(**values: Any) -> None:
-        from senseforge.pipelines.runner import build, check_resume, resolve_run
-        from senseforge.store.db import Store
+        from senseforge.pipelines.runner import check_resume, resolve_run
+        from senseforge.pipelines.stage import RunIncomplete
 
         flags = given(values, fields)
         stage_models = _pairs(values.get("stage_model"), "--stage-model")
@@ -146,38 +153,40 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
         options = parse_options(values.get("option"), values.get("base_url"))
         if options:
             flags["model_options"] = options
-        config, run_dir = resolve_run(
-            recipe,
-            flags=flags,
-            out=values.get("out_dir"),
-            resume=bool(values.get("resume")),
-            config_file=values.get("config_file"),
-            sets=values.get("sets") or [],
-        )
-        judges = isinstance(config, ReviewedConfig) and config.review.reviewers
-        calls = bool(type(config).lm_stages or judges)  # human-gen calls no model
-        check_resume(run_dir, config, resume=bool(values.get("resume")))  # a refusal comes before the header
-        err.print(f"run: {run_dir} · recipe: {recipe.name}" + (f" · model: {config.model}" if calls else ""))
-
-        def resume_hint() -> str:
-            if (run_dir / "manifest.json").is_file():
-                return f"continue with `senseforge build {recipe.name} --out {run_dir} --resume`"
-            return "nothing was stored yet: run the same command again"
-
-        on_interrupt(resume_hint)
-        summary = build(
-            recipe,
-            config,
-            run_dir,
-            resume=bool(values.get("resume")),
-            store=Store(values.get("store")),
-            run_store_url=values.get("run_store"),
-            decisions=values.get("decisions") or [],
-            human_rate=human_rate(values.get("human_rate")),
-            progress=progress_bar,
-            responders=dry_run_authors(),
-        )
-        print_summary(summary)
+        resume = bool(values.get("resume"))
+        runs: list[tuple[Any, Path]] = []
+        for each, out_dir in _each_language(recipe, flags, values.get("out_dir")):
+            config, run_dir = resolve_run(
+                recipe,
+                flags=each,
+                out=out_dir,
+                resume=resume,
+                config_file=values.get("config_file"),
+                sets=values.get("sets") or [],
+            )
+            check_resume(run_dir, config, resume=resume)  # a refusal comes before the header, for every run
+            runs.append((config, run_dir))
+        if len({run_dir.resolve() for _, run_dir in runs}) < len(runs):
+            raise ConfigError("two languages would share one run folder: give --out a name with {lang} in it")
+        chosen = recipe
+        fresh = [config for config, run_dir in runs if not (resume and (run_dir / "manifest.json").is_file())]
+        if len(fresh) > 1 and isinstance(recipe, ReadsTogether):
+            with err.status(f"reading the inputs of {len(fresh)} runs in one pass …", spinner="dots"):
+                chosen = recipe.together(fresh)
+        unfinished: list[str] = []
+        for config, run_dir in runs:
+            try:
+                _build_one(chosen, config, run_dir, values)
+            except RunIncomplete as exc:
+                if len(runs) == 1:
+                    raise
+                err.print(f"error: {run_dir}: {exc}", markup=False, soft_wrap=True)  # the other languages go on
+                unfinished.append(str(run_dir))
+        if unfinished:
+            raise RunIncomplete(
+                f"{len(unfinished)} of {len(runs)} runs stopped with calls still failing ({', '.join(unfinished)}); "
+                "run the same command with --resume"
+            )
 
     params = field_params + _common_params(recipe)
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -185,6 +194,80 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
     command.__doc__ = recipe.summary
     command.__name__ = recipe.name.replace("-", "_")
     return command
+
+
+def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any]) -> None:
+    """Build (or resume) one run and print its summary."""
+    from senseforge.pipelines.runner import build
+    from senseforge.store.db import Store
+
+    judges = isinstance(config, ReviewedConfig) and config.review.reviewers
+    calls = bool(type(config).lm_stages or judges)  # human-gen calls no model
+    err.print(f"run: {run_dir} · recipe: {recipe.name}" + (f" · model: {config.model}" if calls else ""))
+
+    def resume_hint() -> str:
+        if (run_dir / "manifest.json").is_file():
+            return f"continue with `senseforge build {recipe.name} --out {run_dir} --resume`"
+        return "nothing was stored yet: run the same command again"
+
+    on_interrupt(resume_hint)
+    summary = build(
+        recipe,
+        config,
+        run_dir,
+        resume=bool(values.get("resume")),
+        store=Store(values.get("store")),
+        run_store_url=values.get("run_store"),
+        decisions=values.get("decisions") or [],
+        human_rate=human_rate(values.get("human_rate")),
+        progress=progress_bar,
+        responders=dry_run_authors(),
+    )
+    print_summary(summary)
+
+
+def _each_language(
+    recipe: Recipe, flags: dict[str, Any], out_dir: Path | None
+) -> list[tuple[dict[str, Any], Path | None]]:
+    """The flags and ``--out`` of each run the command line asks for: one, or one per language of
+    ``--lang a,b`` (``--out`` then a name with ``{lang}`` in it, or a folder holding ``RECIPE-LANG``;
+    ``--source-lang`` then ``TAG=CODE`` pairs)."""
+    lang = flags.get("lang")
+    langs = [part.strip() for part in str(lang).split(",") if part.strip()] if isinstance(lang, str) else []
+    if len(langs) < 2 or "lang" not in recipe.config_model.model_fields:
+        return [(flags, out_dir)]
+    codes = _language_codes(flags.get("source_lang"), langs)
+    runs: list[tuple[dict[str, Any], Path | None]] = []
+    for tag in dict.fromkeys(langs):
+        each = {**flags, "lang": tag}
+        if "source_lang" in flags:
+            each["source_lang"] = codes.get(tag)
+        if out_dir is None:
+            runs.append((each, None))
+        elif "{lang}" in str(out_dir):
+            runs.append((each, Path(str(out_dir).replace("{lang}", tag))))
+        else:
+            runs.append((each, out_dir / f"{recipe.name}-{tag}"))
+    return runs
+
+
+def _language_codes(text: Any, langs: list[str]) -> dict[str, str]:
+    """``--source-lang`` with several languages: ``TAG=CODE`` pairs, each tag one of ``--lang``'s."""
+    if not text:
+        return {}
+    codes: dict[str, str] = {}
+    for part in str(text).split(","):
+        tag, sep, code = part.strip().partition("=")
+        if not sep or not tag.strip() or not code.strip():
+            raise typer.BadParameter(
+                f"{part.strip()!r}: with several languages write TAG=CODE, e.g. id=ms", param_hint="--source-lang"
+            )
+        if tag.strip() not in langs:
+            raise typer.BadParameter(
+                f"{tag.strip()!r} is not one of --lang {','.join(langs)}", param_hint="--source-lang"
+            )
+        codes[tag.strip()] = code.strip()
+    return codes
 
 
 for _recipe in recipes().values():

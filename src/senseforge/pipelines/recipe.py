@@ -16,10 +16,10 @@ Built-in recipes are listed in :mod:`senseforge.pipelines.registry`, the way a p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from senseforge.llm.mock import AnyResponder
 from senseforge.pipelines.config import RecipeConfig
@@ -115,4 +115,15 @@ class Recipe(Protocol):
         self, config: Any, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
     ) -> Funnel:
         """Write the dataset (atomically) and return the funnel (its rows given, its own figures added)."""
+        ...
+
+
+@runtime_checkable
+class ReadsTogether(Protocol):
+    """A recipe whose source can read the inputs of several runs in one pass (``build mcsqa --lang en,ja``:
+    every language's question sets from one scan of the knowledge store)."""
+
+    def together(self, configs: Sequence[Any]) -> Recipe:
+        """The recipe with the inputs of every config read at once; each run's first records are then exactly
+        those the recipe would make for that config alone."""
         ...

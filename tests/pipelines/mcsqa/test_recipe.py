@@ -122,3 +122,29 @@ def test_unpriced_model_cost_is_null_not_zero(demo_kb: Path, tmp_path: Path, cap
     assert cost["total_usd"] is None and cost["cost_per_kept_question_usd"] is None
     assert cost["unpriced_models"] == [AUTHOR]
     assert "no price for scripted/mcsqa-author" in caplog.text
+
+
+def test_runs_drawn_together_start_from_the_records_each_draws_alone(
+    demo_kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configs = [config(demo_kb, lang=lang, n=12, seed=5) for lang in ("en", "ja")]
+    alone = {c.lang: MCSQA.source(c).records(c) for c in configs}
+    together = MCSQA.together(configs)
+    import senseforge.pipelines.mcsqa.recipe as recipe_module
+
+    def no_second_scan(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the store was scanned again for one language")
+
+    monkeypatch.setattr(recipe_module, "extract_question_sets", no_second_scan)
+    for c in configs:
+        records, facts = together.source(c).records(c)
+        assert records == alone[c.lang][0] and records
+        assert facts == alone[c.lang][1]
+    other = config(demo_kb, lang="en", n=12, seed=6)  # not drawn together: drawn alone, as before
+    with pytest.raises(AssertionError, match="scanned again"):
+        together.source(other).records(other)
+
+
+def test_runs_drawn_together_refuse_a_language_without_edges_before_any_run(demo_kb: Path) -> None:
+    with pytest.raises(ConfigError, match="xx"):
+        MCSQA.together([config(demo_kb, lang="en"), config(demo_kb, lang="xx")])

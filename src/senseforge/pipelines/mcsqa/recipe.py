@@ -9,12 +9,14 @@ with ``review/queue.jsonl`` and state ``awaiting_review``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from senseforge.kb.question_sets import extract_question_sets
+from senseforge.data.schema import QuestionSet
+from senseforge.kb.question_sets import Funnel as DrawFunnel
+from senseforge.kb.question_sets import extract_many, extract_question_sets
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
@@ -37,15 +39,27 @@ def mcsqa_author(request: GenerateRequest | LoglikelihoodRequest) -> str | float
     return author_reply(request.as_messages(), request.tag)
 
 
+Drawn = Mapping[tuple[Any, ...], tuple[list[QuestionSet], DrawFunnel]]
+"""Question sets already drawn from the store, by :func:`drawing` of the config they are for."""
+
+
+def drawing(config: McsqaConfig) -> tuple[Any, ...]:
+    """What decides the question sets a config draws: store, language, its store code, count, seed, relations."""
+    return (config.kb, config.lang, config.source_lang, config.n, config.seed, tuple(config.relations))
+
+
 @dataclass(frozen=True)
 class QuestionSets:
     """The source: (question set, answer) records from the knowledge store, one per question to write."""
 
     name: str = "select"
+    drawn: Drawn = field(default_factory=dict)
+    """Sets drawn beforehand for several runs in one pass (:meth:`Mcsqa.together`); others are drawn here."""
 
     def records(self, config: McsqaConfig) -> tuple[list[StageResult], dict[str, Any]]:
         kb = Path(config.kb) if config.kb else None
-        sets, qs_funnel = extract_question_sets(
+        found = self.drawn.get(drawing(config))
+        sets, qs_funnel = found or extract_question_sets(
             kb, config.lang, config.n, config.seed, relations=config.relations, source_lang=config.source_lang
         )
         records: list[StageResult] = [
@@ -69,7 +83,11 @@ class Mcsqa:
     record: type[Record] = McsqaRecord
     flags: Mapping[str, Flag] = field(
         default_factory=lambda: {
-            "lang": Flag(short="-l", help="Language of the questions (BCP-47), e.g. ja."),
+            "lang": Flag(
+                short="-l",
+                help="Language of the questions (BCP-47), e.g. ja; several (en,ja,zh) make one run each, their "
+                "question sets drawn in one pass over the store.",
+            ),
             "kb": Flag(path=True, help="Knowledge store folder (default: $SENSEFORGE_HOME/kb)."),
             "n": Flag(none_flag="--all", none_help="Use every question set instead of sampling --n."),
             "lm_review_final": Flag(
@@ -78,13 +96,36 @@ class Mcsqa:
         }
     )
     authors: Mapping[str, Any] = field(default_factory=lambda: {"mcsqa-author": mcsqa_author})
+    drawn: Drawn = field(default_factory=dict)
+    """Question sets drawn for several runs at once (see :meth:`together`)."""
 
     def default_run_dir(self, config: McsqaConfig) -> Path:
         """``runs/mcsqa-<lang>``."""
         return Path("runs") / f"{config.recipe}-{config.lang}"
 
     def source(self, config: McsqaConfig) -> QuestionSets:
-        return QuestionSets()
+        return QuestionSets(drawn=self.drawn)
+
+    def together(self, configs: Sequence[McsqaConfig]) -> Mcsqa:
+        """This recipe with the question sets of every config drawn in one scan per knowledge store
+        (:func:`~senseforge.kb.question_sets.extract_many`): the same sets each config draws alone.
+
+        Raises:
+            ConfigError: a language without edges in its store (before any run starts).
+        """
+        groups: dict[tuple[Any, ...], dict[str, McsqaConfig]] = {}
+        for config in configs:
+            key = (config.kb, config.n, config.seed, tuple(config.relations))
+            groups.setdefault(key, {})[config.lang] = config
+        drawn = dict(self.drawn)
+        for (kb, n, seed, relations), by_lang in groups.items():
+            codes = {lang: config.source_lang for lang, config in by_lang.items() if config.source_lang}
+            found = extract_many(
+                Path(kb) if kb else None, list(by_lang), n, seed, relations=relations, source_langs=codes
+            )
+            for lang, config in by_lang.items():
+                drawn[drawing(config)] = found[lang]
+        return replace(self, drawn=drawn)
 
     def stages(self, config: McsqaConfig) -> list[Stage]:
         moderator = self.moderator
