@@ -22,6 +22,7 @@ from senseforge.cli import export as export_cli
 from senseforge.cli import finetune as finetune_cli
 from senseforge.cli import kb as kb_cli
 from senseforge.cli import llm as llm_cli
+from senseforge.cli import registry as registry_cli
 from senseforge.cli import report as report_cli
 from senseforge.cli import runs as runs_cli
 from senseforge.cli._common import err, interrupt_hint
@@ -69,6 +70,7 @@ app.add_typer(build_cli.app, name="build", cls=_Group)
 app.add_typer(annotate_cli.app, name="annotate", cls=_Group)
 app.add_typer(analyze_cli.app, name="analyze", cls=_Group)
 app.add_typer(runs_cli.app, name="runs", cls=_Group)
+app.add_typer(registry_cli.app, name="registry", cls=_Group)
 app.command("demo")(demo_cli.demo)
 app.command("finetune")(finetune_cli.finetune)
 app.command("transfer")(finetune_cli.transfer)

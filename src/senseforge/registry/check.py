@@ -1,0 +1,237 @@
+"""Checking items against the registry: is an item a copy of a registered benchmark's?
+
+Four kinds of match, strongest first (each names the entry, the source item's id, and a score):
+
+* ``exact`` — the same text as written (score 1);
+* ``normal`` — the same normal form: re-cased, re-punctuated (score 1);
+* ``near`` — MinHash Jaccard of the character shingles at least ``near`` (default
+  :data:`NEAR_THRESHOLD`): a word or two changed. Candidates come from a banded LSH index
+  (datasketch) and are confirmed on the whole signature;
+* ``cross_lingual`` — in another language than the item, an embedding cosine at least ``cross``
+  (default :data:`CROSS_THRESHOLD`) among the top :data:`TOP_K` by cosine, and the same numbers in
+  both texts (the verifier): a translation.
+
+The first three are copies (a gate rejects them: ``contaminated`` for exact and normal,
+``near_duplicate`` for near); a cross-lingual match is a flag for people to look at, since an
+adaptation is related to its source by design. The defaults are fitted and measured by
+``benchmarks/contamination.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Final, Literal
+
+import numpy as np
+
+from senseforge.registry.fingerprint import SETTINGS, exact_key, jaccard, normal_key, numbers_key, signatures
+from senseforge.registry.store import Entry, Registry, Unit
+
+MatchKind = Literal["exact", "normal", "near", "cross_lingual"]
+KINDS: Final[tuple[MatchKind, ...]] = ("exact", "normal", "near", "cross_lingual")
+
+NEAR_THRESHOLD: Final = 0.5
+"""Estimated Jaccard of character 5-gram sets at or above which two texts are near-duplicates."""
+CROSS_THRESHOLD: Final = 0.88
+"""Embedding cosine at or above which a text in another language is flagged as a translation."""
+TOP_K: Final = 5
+"""Registered items retrieved by embedding per checked item."""
+_LSH_MARGIN: Final = 0.15  # the LSH bands are set below the threshold, so candidates near it are not missed
+
+
+@dataclass(frozen=True)
+class Match:
+    """One registered item an item matches."""
+
+    kind: MatchKind
+    entry: str
+    source_id: str
+    score: float
+    licence: str | None = None
+    same_answer: bool | None = None
+    """Whether the gold answers have one normal form (``None``: either has none)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    @property
+    def rejects(self) -> bool:
+        """A copy (exact, normal or near), not a flag."""
+        return self.kind != "cross_lingual"
+
+    @property
+    def reason(self) -> str:
+        """The rejection (or flag) reason: ``contaminated``, ``near_duplicate`` or ``cross_lingual``."""
+        return {"exact": "contaminated", "normal": "contaminated", "near": "near_duplicate"}.get(
+            self.kind, "cross_lingual"
+        )
+
+
+class Checker:
+    """Checks items against every entry of a registry (the fingerprints read once, held in memory)."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        near: float = NEAR_THRESHOLD,
+        cross: float | None = CROSS_THRESHOLD,
+        top_k: int = TOP_K,
+    ) -> None:
+        """``cross=None`` leaves the cross-lingual check out (no embedding model is loaded)."""
+        from datasketch import LeanMinHash, MinHashLSH
+
+        self.registry = registry
+        self.near = near
+        self.cross = cross
+        self.top_k = top_k
+        self._entries: list[Entry] = list(registry.entries)
+        prints = [registry.fingerprints(entry) for entry in self._entries]
+        self._owner = np.concatenate(
+            [np.full(len(p), i, dtype=np.int32) for i, p in enumerate(prints)] or [np.zeros(0, np.int32)]
+        )
+        self._ids = np.concatenate([p.ids for p in prints] or [np.array([], dtype=str)])
+        self._langs = np.concatenate([p.langs for p in prints] or [np.array([], dtype=str)])
+        self._answer = np.concatenate([p.answer for p in prints] or [np.array([], dtype=np.uint64)])
+        self._numbers = np.concatenate([p.numbers for p in prints] or [np.array([], dtype=np.uint64)])
+        self._minhash = (
+            np.concatenate([p.minhash for p in prints]) if prints else np.zeros((0, SETTINGS.num_perm), dtype=np.uint64)
+        )
+        self._exact: dict[int, list[int]] = {}
+        self._normal: dict[int, list[int]] = {}
+        row = 0
+        for p in prints:
+            for key_e, key_n in zip(p.exact.tolist(), p.normal.tolist(), strict=True):
+                self._exact.setdefault(key_e, []).append(row)
+                self._normal.setdefault(key_n, []).append(row)
+                row += 1
+        self._lsh = MinHashLSH(threshold=max(0.05, near - _LSH_MARGIN), num_perm=SETTINGS.num_perm)
+        empty = np.iinfo(np.uint64).max
+        with self._lsh.insertion_session() as session:
+            for index in range(len(self._minhash)):
+                if not np.all(self._minhash[index] == empty):
+                    session.insert(index, LeanMinHash(seed=SETTINGS.seed, hashvalues=self._minhash[index]))
+        self._vectors: np.ndarray | None = None
+        if cross is not None and prints and all(p.embedding.shape[1] > 0 for p in prints):  # else: none
+            self._vectors = np.concatenate([p.embedding for p in prints]).astype(np.float32)
+
+    @property
+    def cross_checked(self) -> bool:
+        """Whether cross-lingual matches are looked for (every entry has embeddings and ``cross`` is set)."""
+        return self.cross is not None and self._vectors is not None
+
+    def _match(self, kind: MatchKind, row: int, score: float, answer: str | None) -> Match:
+        entry = self._entries[int(self._owner[row])]
+        stored = int(self._answer[row])
+        same = None if not answer or stored == 0 else stored == normal_key(answer)
+        return Match(kind, entry.name, str(self._ids[row]), round(float(score), 4), entry.licence, same)
+
+    def check(self, units: Sequence[Unit]) -> list[list[Match]]:
+        """Each unit's matches, strongest kind first, then by score; at most one per registered item."""
+        from datasketch import LeanMinHash
+
+        results: list[list[Match]] = [[] for _ in units]
+        if not units or not len(self._ids):
+            return results
+        sigs = signatures([u.text for u in units])
+        for index, unit in enumerate(units):
+            found: dict[int, Match] = {}
+            for row in self._exact.get(exact_key(unit.text), []):
+                found[row] = self._match("exact", row, 1.0, unit.answer)
+            for row in self._normal.get(normal_key(unit.text), []):
+                found.setdefault(row, self._match("normal", row, 1.0, unit.answer))
+            if unit.text.strip():
+                candidates = [int(r) for r in self._lsh.query(LeanMinHash(seed=SETTINGS.seed, hashvalues=sigs[index]))]
+                candidates = [r for r in candidates if r not in found]
+                if candidates:
+                    scores = jaccard(sigs[index], self._minhash[candidates])
+                    for row, score in zip(candidates, scores.tolist(), strict=True):
+                        if score >= self.near:
+                            found[row] = self._match("near", row, score, unit.answer)
+            results[index] = list(found.values())
+        if self.cross_checked:
+            self._cross(units, results)
+        for matches in results:
+            matches.sort(key=lambda m: (KINDS.index(m.kind), -m.score, m.entry, m.source_id))
+        return results
+
+    def _cross(self, units: Sequence[Unit], results: list[list[Match]]) -> None:
+        from senseforge.data.embeddings import embed_passages
+
+        assert self._vectors is not None and self.cross is not None
+        wanted = [i for i, u in enumerate(units) if u.text.strip()]
+        if not wanted:
+            return
+        queries = embed_passages([units[i].text for i in wanted])
+        cosines = queries @ self._vectors.T
+        k = min(self.top_k, cosines.shape[1])
+        top = np.argpartition(-cosines, k - 1, axis=1)[:, :k]
+        for q, index in enumerate(wanted):
+            unit = units[index]
+            taken = {(m.entry, m.source_id) for m in results[index]}
+            numbers = numbers_key(unit.text)
+            for row in top[q].tolist():
+                score = float(cosines[q, row])
+                lang = str(self._langs[row])
+                if score < self.cross or not lang or not unit.lang or lang == unit.lang:
+                    continue
+                if numbers != int(self._numbers[row]):  # the verifier: a translation keeps the numbers
+                    continue
+                match = self._match("cross_lingual", row, score, None)
+                if (match.entry, match.source_id) not in taken:
+                    results[index].append(match)
+
+
+def checked_against(registry: Registry) -> list[dict[str, Any]]:
+    """The entries a check ran against, for cards and manifests: name, source, licence, items."""
+    return [
+        {"name": e.name, "source": e.source, "licence": e.licence, "items": e.items, "sha256": e.sha256}
+        for e in registry.entries
+    ]
+
+
+@dataclass(frozen=True)
+class Copy:
+    """An item that repeats an earlier item of the same set (in the order given)."""
+
+    index: int
+    earlier: int
+    kind: MatchKind
+    score: float
+
+
+def copies_within(units: Sequence[Unit], *, near: float = NEAR_THRESHOLD) -> list[Copy]:
+    """Items that repeat an earlier one of ``units`` (exactly, in normal form, or near), each named once with
+    the first earlier item it repeats: what a dataset holds twice, or in two of its splits."""
+    from datasketch import LeanMinHash, MinHashLSH
+
+    sigs = signatures([u.text for u in units])
+    lsh = MinHashLSH(threshold=max(0.05, near - _LSH_MARGIN), num_perm=SETTINGS.num_perm)
+    exact: dict[int, int] = {}
+    normal: dict[int, int] = {}
+    found: list[Copy] = []
+    for index, unit in enumerate(units):
+        if not unit.text.strip():
+            continue
+        key_e, key_n = exact_key(unit.text), normal_key(unit.text)
+        sketch = LeanMinHash(seed=SETTINGS.seed, hashvalues=sigs[index])
+        copy: Copy | None = None
+        if key_e in exact:
+            copy = Copy(index, exact[key_e], "exact", 1.0)
+        elif key_n in normal:
+            copy = Copy(index, normal[key_n], "normal", 1.0)
+        else:
+            candidates = sorted(int(r) for r in lsh.query(sketch))
+            if candidates:
+                scores = jaccard(sigs[index], sigs[candidates])
+                best = int(np.argmax(scores))
+                if scores[best] >= near:
+                    copy = Copy(index, candidates[best], "near", round(float(scores[best]), 4))
+        if copy is not None:
+            found.append(copy)
+            continue
+        exact[key_e] = index
+        normal.setdefault(key_n, index)
+        lsh.insert(index, sketch)
+    return found
