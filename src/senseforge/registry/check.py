@@ -5,8 +5,11 @@ Four kinds of match, strongest first (each names the entry, the source item's id
 * ``exact`` — the same text as written (score 1);
 * ``normal`` — the same normal form: re-cased, re-punctuated (score 1);
 * ``near`` — MinHash Jaccard of the character shingles at least ``near`` (default
-  :data:`NEAR_THRESHOLD`): a word or two changed. Candidates come from a banded LSH index
-  (datasketch) and are confirmed on the whole signature;
+  :data:`NEAR_THRESHOLD`) and, where both items have a gold answer, the same answer: a word or
+  two changed. Two questions on one frame with another concept ("Where would you get wood …" /
+  "… jewelry …") share as many shingles as a copy with a word changed; their answers tell them
+  apart. Candidates come from a banded LSH index (datasketch) and are confirmed on the whole
+  signature;
 * ``cross_lingual`` — in another language than the item, an embedding cosine at least ``cross``
   (default :data:`CROSS_THRESHOLD`) among the top :data:`TOP_K` by cosine, and the same numbers in
   both texts (the verifier): a translation.
@@ -147,8 +150,9 @@ class Checker:
                 if candidates:
                     scores = jaccard(sigs[index], self._minhash[candidates])
                     for row, score in zip(candidates, scores.tolist(), strict=True):
-                        if score >= self.near:
-                            found[row] = self._match("near", row, score, unit.answer)
+                        match = self._match("near", row, score, unit.answer)
+                        if score >= self.near and match.same_answer is not False:
+                            found[row] = match
             results[index] = list(found.values())
         if self.cross_checked:
             self._cross(units, results)

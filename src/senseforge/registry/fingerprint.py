@@ -4,10 +4,10 @@ character shingles, and (separately, :mod:`senseforge.data.embeddings`) a senten
 * the **exact key** hashes the text as written (Unicode NFC, outer whitespace dropped);
 * the **normal key** hashes its normal form (:func:`normal`: NFKC, case-folded, punctuation and
   symbols dropped, whitespace collapsed), so a re-cased or re-punctuated copy has the same key;
-* the **signature** is a MinHash (datasketch) over the normal form's character n-grams
-  (:data:`SHINGLE` characters, spaces included), so scripts written without spaces are compared
-  like any other; the share of equal slots of two signatures estimates the Jaccard similarity of
-  their shingle sets.
+* the **signature** is a MinHash (datasketch) over the normal form's character n-grams —
+  :data:`SHINGLE` characters, spaces included, or :data:`SHINGLE_UNSPACED` for a text written
+  without spaces (Chinese, Japanese, Thai), whose characters carry more each; the share of equal
+  slots of two signatures estimates the Jaccard similarity of their shingle sets.
 
 Signatures are only comparable when made with the same settings (:class:`MinHashSettings`): an
 index records its settings and refuses to load under others.
@@ -29,7 +29,9 @@ from typing import Any, Final
 import numpy as np
 
 SHINGLE: Final = 5
-"""Characters per shingle of the normal form."""
+"""Characters per shingle of a normal form with spaces."""
+SHINGLE_UNSPACED: Final = 3
+"""Characters per shingle of a normal form without spaces."""
 
 _DROP: Final = frozenset("PS")  # Unicode categories removed by the normal form: punctuation, symbols
 
@@ -41,6 +43,7 @@ class MinHashSettings:
     num_perm: int = 128
     seed: int = 1
     shingle: int = SHINGLE
+    shingle_unspaced: int = SHINGLE_UNSPACED
     normal: str = "nfkc-casefold-nopunct-v1"
     hash: str = "datasketch-sha1_hash32"
 
@@ -86,11 +89,13 @@ def numbers_key(text: str) -> int:
     return _key(" ".join(found)) if found else 0
 
 
-def shingles(text: str, size: int = SHINGLE) -> set[bytes]:
-    """The character ``size``-grams of the normal form (the whole form when shorter; none when empty)."""
+def shingles(text: str, settings: MinHashSettings | None = None) -> set[bytes]:
+    """The character n-grams of the normal form (the whole form when shorter; none when empty)."""
+    settings = settings or SETTINGS
     form = normal(text)
     if not form:
         return set()
+    size = settings.shingle if " " in form else settings.shingle_unspaced
     if len(form) <= size:
         return {form.encode("utf-8")}
     return {form[i : i + size].encode("utf-8") for i in range(len(form) - size + 1)}
@@ -110,7 +115,7 @@ def signatures(texts: list[str], settings: MinHashSettings = SETTINGS) -> np.nda
     out = np.empty((len(texts), settings.num_perm), dtype=np.uint64)
     for row, text in enumerate(texts):
         sketch = MinHash(num_perm=settings.num_perm, seed=settings.seed, permutations=permutations)
-        sketch.update_batch(sorted(shingles(text, settings.shingle)))
+        sketch.update_batch(sorted(shingles(text, settings)))
         out[row] = sketch.hashvalues
     return out
 

@@ -1,0 +1,81 @@
+"""Checks against the registry: copies caught with their source id, unrelated items left alone, translations
+flagged, and a dataset's own repeats found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from senseforge.registry.check import Checker, copies_within
+from senseforge.registry.store import Registry, Unit, read_units
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+CSQA = FIXTURES / "csqa" / "dev_sample.jsonl"
+
+
+@pytest.fixture
+def csqa_registry(tmp_path: Path) -> Registry:
+    registry = Registry.open(tmp_path / "reg")
+    registry.add(CSQA, "csqa-dev", licence="MIT", embed=False)
+    return registry
+
+
+def test_verbatim_recased_and_one_word_changed_copies_are_caught_with_their_source(csqa_registry: Registry) -> None:
+    sources, _ = read_units(CSQA)
+    checker = Checker(csqa_registry, cross=None)
+    copies = [
+        Unit("verbatim", "en", sources[0].text, sources[0].answer),
+        Unit("recased", "en", sources[1].text.upper() + "  "),
+        Unit("one-word", "en", sources[2].text.replace("magazines", "newspapers"), sources[2].answer),
+        Unit("unrelated", "en", "Where do you keep the milk cold at home?"),
+        Unit("same-frame", "en", "What do people aim to eat at work?", "lunch"),  # another question on one frame
+    ]
+    found = checker.check(copies)
+    assert [(m.kind, m.source_id, m.entry, m.licence) for m in found[0]] == [
+        ("exact", sources[0].id, "csqa-dev", "MIT")
+    ]
+    assert found[0][0].same_answer is True and found[0][0].reason == "contaminated"
+    assert [(m.kind, m.source_id) for m in found[1]] == [("normal", sources[1].id)]
+    assert [(m.kind, m.source_id) for m in found[2]] == [("near", sources[2].id)]
+    assert found[2][0].reason == "near_duplicate" and 0.5 <= found[2][0].score < 1.0
+    assert found[3] == [] and found[4] == []
+    answerless = checker.check([Unit("same-frame", "en", "What do people aim to eat at work?")])
+    assert [m.kind for m in answerless[0]] == ["near"]  # without an answer to tell them apart, the frame decides
+    assert not checker.cross_checked  # no embeddings asked for: no cross-lingual check
+
+
+def test_an_empty_registry_matches_nothing(tmp_path: Path) -> None:
+    assert Checker(Registry.open(tmp_path), cross=None).check([Unit("a", "en", "anything")]) == [[]]
+
+
+def test_a_dataset_repeating_itself_names_the_first_item_it_repeats() -> None:
+    units = [
+        Unit("a", "en", "Where would you find magazines along side many other printed works?"),
+        Unit("b", "en", "What do people aim to do at work?"),
+        Unit("c", "en", "what do people AIM to do at work"),
+        Unit("d", "en", "Where would you find newspapers along side many other printed works?"),
+        Unit("e", "en", "Where would you find magazines along side many other printed works?"),
+    ]
+    assert [(c.index, c.earlier, c.kind) for c in copies_within(units)] == [
+        (2, 1, "normal"),
+        (3, 0, "near"),
+        (4, 0, "exact"),
+    ]
+
+
+@pytest.mark.slow
+def test_a_translation_is_flagged_not_rejected_and_names_its_parallel_item(tmp_path: Path) -> None:
+    registry = Registry.open(tmp_path)
+    registry.add(FIXTURES / "xcopa" / "et", "xcopa-et", licence="CC BY 4.0")  # validation items 0–7
+    checker = Checker(registry)
+    assert checker.cross_checked
+    thai, _ = read_units(FIXTURES / "xcopa" / "th")  # the same validation items 0–2, in Thai
+    found = checker.check(thai)
+    flagged = [
+        (u.id.rsplit("-", 1)[1], m[0].source_id.rsplit("-", 1)[1]) for u, m in zip(thai, found, strict=True) if m
+    ]
+    assert flagged and all(mine == theirs for mine, theirs in flagged)
+    assert all(m.kind == "cross_lingual" and not m.rejects for matches in found for m in matches)
+    same_language = checker.check([Unit("x", "et", read_units(FIXTURES / "xcopa" / "et")[0][0].text + " Jah.")])
+    assert all(m.kind != "cross_lingual" for m in same_language[0])  # within one language only copies count
