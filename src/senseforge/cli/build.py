@@ -72,7 +72,13 @@ def _field_params(recipe: Recipe) -> tuple[list[inspect.Parameter], Fields]:
     settings = model.settings()
     shared = list(ReviewedConfig.settings())  # the shared settings in their one order (human-gen's adjudicate too)
     ordered = [n for n in settings if n not in shared] + [n for n in shared if n in settings]
-    flags = {"model": Flag(short="-m"), **recipe.flags}
+    flags = {
+        "model": Flag(short="-m"),
+        "registry": Flag(
+            path=True, help="A contamination registry folder (`senseforge registry`) to check items against."
+        ),
+        **recipe.flags,
+    }
     return config_params(settings, flags, ordered, skip=_SKIPPED | set(model.unused))
 
 

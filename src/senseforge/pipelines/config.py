@@ -41,6 +41,7 @@ from senseforge.llm.base import PromptStyle
 from senseforge.llm.registry import DEFAULT_MODEL, chat_template_for, parse_spec, provider_info
 
 StyleChoice = Literal["auto", PromptStyle]
+ContaminationMode = Literal["auto", "reject", "flag", "off"]
 """The ``style`` setting: a :data:`~senseforge.llm.base.PromptStyle`, or ``auto`` (by the model: :func:`is_chat`)."""
 
 
@@ -70,7 +71,7 @@ def runs_locally(spec: str) -> bool:
 ONE_BATCH = 1_000_000_000
 """Records per batch of a stage whose model answers through an API's Batch API: all of them at once."""
 
-LATER_SETTINGS: tuple[str, ...] = ("adjudicate",)
+LATER_SETTINGS: tuple[str, ...] = ("adjudicate", "registry", "contamination")
 """Settings every recipe gained after runs existed; at their default they do not enter the config hash."""
 
 
@@ -161,6 +162,13 @@ class RecipeConfig(BaseModel):
     cache answers the calls in them that had finished."""
     call_rounds: int = Field(default=3, ge=1)
     """Passes over records whose calls failed transiently before the run stops as incomplete."""
+    registry: str | None = None
+    """A contamination registry folder (``senseforge registry``): items are checked against the benchmarks in it
+    before any model judges them or people review them; ``None``: no check."""
+    contamination: ContaminationMode = "auto"
+    """What the check does with a copy of a registered item: ``reject`` it, ``flag`` it (it goes on, marked), or
+    ``off``; ``auto``: the recipe's own default (reject where items are written anew, flag where they adapt
+    existing ones). Cross-lingual matches are only ever flagged."""
 
     @field_validator("stage_models")
     @classmethod
@@ -221,8 +229,16 @@ class RecipeConfig(BaseModel):
 
     def input_changes(self, manifest: Mapping[str, Any]) -> list[str]:
         """What changed, since the run of ``manifest`` started, in inputs outside the config that decide what the
-        run makes (mCSQA: its knowledge store), one phrase each; a resume is refused when any did. None here."""
-        del manifest
+        run makes (the contamination registry; mCSQA: its knowledge store), one phrase each; a resume is refused
+        when any did."""
+        recorded = manifest.get("contamination")
+        if not isinstance(recorded, Mapping) or not self.registry:
+            return []
+        from senseforge.registry.store import Registry
+
+        now = Registry.open(Path(self.registry)).content_hash()
+        if recorded.get("registry_hash") != now:
+            return [f"the contamination registry {self.registry} changed (benchmarks added, removed or re-added)"]
         return []
 
     def model_for(self, stage: str) -> str:

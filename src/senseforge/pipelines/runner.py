@@ -40,6 +40,7 @@ from senseforge.llm.base import LLM
 from senseforge.llm.prices import PriceTable
 from senseforge.llm.registry import provider_info
 from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.contamination import GATE, registry_of
 from senseforge.pipelines.executor import Executor, ModelPool, make_executor
 from senseforge.pipelines.flow import StageReport, run_stages
 from senseforge.pipelines.recipe import Recipe
@@ -279,6 +280,13 @@ def build(
     store = store or Store()
     run_label = (manifest or {}).get("run_id") or f"{config.recipe}-{_label(config)}-{uuid.uuid4().hex[:12]}"
     stages = recipe.stages(config)
+    if config.registry and config.contamination != "off":  # checked before a run folder is made
+        if not any(stage.name == GATE for stage in stages):
+            raise ConfigError(
+                f"{recipe.name} has no contamination gate yet: leave --registry out, and check its dataset once "
+                "built with `senseforge analyze contamination RUN_DIR`"
+            )
+        registry_of(config.registry)
     pool = ModelPool(config, store, run_label, llms, {**recipe.authors, **(responders or {})})
     causes = _failure_hint(store, run_label, run_dir, store.ledger_last_id())
     work = make_executor(executor, pool)

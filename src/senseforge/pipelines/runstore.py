@@ -79,6 +79,10 @@ class Record(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    contamination: list[dict[str, Any]] | None = None
+    """What the contamination check found and let the record pass with (a flag for people: a cross-lingual
+    match, or any match under ``--contamination flag``), each a registry match; unset when nothing was found."""
+
     def stored(self) -> dict[str, Any]:
         """The fields that were set, as JSON values (nested models whole)."""
         return self.model_dump(mode="json", include=set(self.model_fields_set), by_alias=True)

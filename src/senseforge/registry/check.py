@@ -10,9 +10,12 @@ Four kinds of match, strongest first (each names the entry, the source item's id
   "… jewelry …") share as many shingles as a copy with a word changed; their answers tell them
   apart. Candidates come from a banded LSH index (datasketch) and are confirmed on the whole
   signature;
-* ``cross_lingual`` — in another language than the item, an embedding cosine at least ``cross``
-  (default :data:`CROSS_THRESHOLD`) among the top :data:`TOP_K` by cosine, and the same numbers in
-  both texts (the verifier): a translation.
+* ``cross_lingual`` — in another language than the item: the registered item closest by embedding
+  cosine (of the text with its gold answer) among the top :data:`TOP_K`, when its cosine is at least
+  ``cross`` (default :data:`CROSS_THRESHOLD`), it leads the next closest by at least ``margin``
+  (default :data:`CROSS_MARGIN`), and both texts write the same numbers — the verifier: a
+  translation. Short items in one style all sit close together in e5's space, so the lead over the
+  next item tells a translation from a neighbour better than the cosine alone.
 
 The first three are copies (a gate rejects them: ``contaminated`` for exact and normal,
 ``near_duplicate`` for near); a cross-lingual match is a flag for people to look at, since an
@@ -23,21 +26,23 @@ adaptation is related to its source by design. The defaults are fitted and measu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Final, Literal
 
 import numpy as np
 
 from senseforge.registry.fingerprint import SETTINGS, exact_key, jaccard, normal_key, numbers_key, signatures
-from senseforge.registry.store import Entry, Registry, Unit
+from senseforge.registry.store import Entry, Registry, Unit, embedded_text
 
 MatchKind = Literal["exact", "normal", "near", "cross_lingual"]
 KINDS: Final[tuple[MatchKind, ...]] = ("exact", "normal", "near", "cross_lingual")
 
 NEAR_THRESHOLD: Final = 0.5
 """Estimated Jaccard of character 5-gram sets at or above which two texts are near-duplicates."""
-CROSS_THRESHOLD: Final = 0.88
-"""Embedding cosine at or above which a text in another language is flagged as a translation."""
+CROSS_THRESHOLD: Final = 0.8
+"""Embedding cosine at or above which a text in another language may be flagged as a translation."""
+CROSS_MARGIN: Final = 0.02
+"""How far the closest registered item must lead the next one to be flagged."""
 TOP_K: Final = 5
 """Registered items retrieved by embedding per checked item."""
 _LSH_MARGIN: Final = 0.15  # the LSH bands are set below the threshold, so candidates near it are not missed
@@ -54,6 +59,8 @@ class Match:
     licence: str | None = None
     same_answer: bool | None = None
     """Whether the gold answers have one normal form (``None``: either has none)."""
+    lead: float | None = None
+    """Cross-lingual: the cosine's lead over the next closest registered item."""
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
@@ -80,6 +87,7 @@ class Checker:
         *,
         near: float = NEAR_THRESHOLD,
         cross: float | None = CROSS_THRESHOLD,
+        margin: float = CROSS_MARGIN,
         top_k: int = TOP_K,
     ) -> None:
         """``cross=None`` leaves the cross-lingual check out (no embedding model is loaded)."""
@@ -88,6 +96,7 @@ class Checker:
         self.registry = registry
         self.near = near
         self.cross = cross
+        self.margin = margin
         self.top_k = top_k
         self._entries: list[Entry] = list(registry.entries)
         prints = [registry.fingerprints(entry) for entry in self._entries]
@@ -167,24 +176,24 @@ class Checker:
         wanted = [i for i, u in enumerate(units) if u.text.strip()]
         if not wanted:
             return
-        queries = embed_passages([units[i].text for i in wanted])
+        queries = embed_passages([embedded_text(units[i]) for i in wanted])
         cosines = queries @ self._vectors.T
         k = min(self.top_k, cosines.shape[1])
         top = np.argpartition(-cosines, k - 1, axis=1)[:, :k]
         for q, index in enumerate(wanted):
             unit = units[index]
-            taken = {(m.entry, m.source_id) for m in results[index]}
-            numbers = numbers_key(unit.text)
-            for row in top[q].tolist():
-                score = float(cosines[q, row])
-                lang = str(self._langs[row])
-                if score < self.cross or not lang or not unit.lang or lang == unit.lang:
-                    continue
-                if numbers != int(self._numbers[row]):  # the verifier: a translation keeps the numbers
-                    continue
-                match = self._match("cross_lingual", row, score, None)
-                if (match.entry, match.source_id) not in taken:
-                    results[index].append(match)
+            ranked = sorted(top[q].tolist(), key=lambda r: -float(cosines[q, r]))
+            best = ranked[0]
+            score = float(cosines[q, best])
+            lead = score - float(cosines[q, ranked[1]]) if len(ranked) > 1 else 1.0
+            lang = str(self._langs[best])
+            if score < self.cross or lead < self.margin or not lang or not unit.lang or lang == unit.lang:
+                continue
+            if numbers_key(unit.text) != int(self._numbers[best]):  # a translation keeps the numbers
+                continue
+            match = replace(self._match("cross_lingual", best, score, None), lead=round(lead, 4))
+            if all((m.entry, m.source_id) != (match.entry, match.source_id) for m in results[index]):
+                results[index].append(match)
 
 
 def checked_against(registry: Registry) -> list[dict[str, Any]]:

@@ -57,6 +57,11 @@ class Unit:
     answer: str | None = None
 
 
+def embedded_text(unit: Unit) -> str:
+    """What is embedded of an item: its text, then its gold answer (a translation keeps both)."""
+    return f"{unit.text} {unit.answer}" if unit.answer else unit.text
+
+
 def units_of(items: Sequence[MCItem], examples: Sequence[BinaryExample] = ()) -> list[Unit]:
     """The units of multiple-choice items (question, gold answer) and binary examples (each context once)."""
     out: list[Unit] = []
@@ -126,7 +131,7 @@ def fingerprint(units: Sequence[Unit], *, embed: bool = True, settings: MinHashS
     if embed:
         from senseforge.data.embeddings import embed_passages
 
-        vectors = embed_passages([u.text for u in units]).astype(np.float16)
+        vectors = embed_passages([embedded_text(u) for u in units]).astype(np.float16)
     else:
         vectors = np.zeros((len(units), 0), dtype=np.float16)
     return Fingerprints(

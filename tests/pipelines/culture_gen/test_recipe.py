@@ -144,3 +144,19 @@ def test_review_by_lm_judges_is_there_when_asked_for(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in (run_dir / "id" / "items" / "test.jsonl").read_text().splitlines()]
     assert sorted(row["question_concept"] for row in rows) == ["extra-1", "ok-1", "ok-1"]
     assert all(row["metadata"]["review"] == "lm" and len(row["metadata"]["template_sha256"]) == 64 for row in rows)
+
+
+def test_items_a_registered_benchmark_holds_are_rejected_at_the_gate(tmp_path: Path) -> None:
+    from senseforge.pipelines.contamination import GATE
+    from senseforge.registry.store import Registry
+
+    (tmp_path / "first").mkdir()
+    (tmp_path / "again").mkdir()
+    first = _run(tmp_path / "first")
+    registry = Registry.open(tmp_path / "reg")
+    registry.add(first / "id" / "items" / "test.jsonl", "earlier-build", embed=False)  # our own items, as a benchmark
+    again = _run(tmp_path / "again", registry=str(tmp_path / "reg"))
+    funnel = json.loads((again / "funnel.json").read_text())
+    gate = next(row for row in funnel["stages"] if row["stage"] == GATE)
+    assert gate["rejected"] == {"contaminated": 4} and gate["out"] == 0
+    assert not (again / "id" / "dataset" / "test.jsonl").read_text().strip()

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field, field_validator, model_validator
 from rich.console import RenderableType
@@ -32,6 +32,8 @@ from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.data.text import plural
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.config import ReviewedConfig, runs_locally
+from senseforge.pipelines.contamination import gate
+from senseforge.pipelines.contamination import manifest_facts as contamination_facts
 from senseforge.pipelines.culture_gen.concepts import batches
 from senseforge.pipelines.culture_gen.dryrun import author_reply
 from senseforge.pipelines.culture_gen.records import CultureRecord
@@ -59,6 +61,7 @@ from senseforge.pipelines.report import (
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.split import Ratios, split
 from senseforge.pipelines.stage import Stage
+from senseforge.registry.store import Unit
 
 logger = logging.getLogger(__name__)
 
@@ -194,8 +197,20 @@ def to_item(record: StageResult[CultureRecord], model: str, template: str | None
             "batch_concepts": data.batch_concepts,
             "template_sha256": template,
             "review": record.review,
+            **({"contamination": data.contamination} if data.contamination else {}),
         },
     )
+
+
+CONTAMINATION_DEFAULT: Final = "reject"
+"""culture-gen writes its items anew: a copy of a registered benchmark's is rejected (see ``--contamination``)."""
+
+
+def culture_unit(record_id: str, data: CultureRecord) -> Unit:
+    """An item as the contamination check sees it: its question, in its language, with its gold answer's text."""
+    raw = data.raw_item()
+    gold = {label.strip().upper(): text for label, text in raw.choices}.get(raw.answer.strip().upper())
+    return Unit(record_id, data.lang, raw.question, gold)
 
 
 def released_row(item: MCItem) -> dict[str, Any]:
@@ -262,6 +277,7 @@ class CultureGen:
             ),
             Check("check", match=config.concept_match, worked_example=config.style_for("generate") == "completion"),
             Dedup("dedup", by=config.dedup),
+            *gate(config, culture_unit, CONTAMINATION_DEFAULT),
             FlagLanguage("language"),
             Moderate("moderate", moderator=self.moderator),
             *self._review(config),
@@ -283,6 +299,7 @@ class CultureGen:
             "seeds": {"split": config.seed, "sampling.generate": config.seed},
             "sampling": {"generate": {"temperature": config.temperature, "max_tokens": config.max_tokens}},
             "templates": template_hashes(config.langs, style, config.prompt_language),
+            **contamination_facts(config, CONTAMINATION_DEFAULT),
         }
 
     def finish(

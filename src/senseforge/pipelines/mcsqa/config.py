@@ -74,12 +74,13 @@ class McsqaConfig(ReviewedConfig):
         return self.review.lm_review_final
 
     def input_changes(self, manifest: Mapping[str, Any]) -> list[str]:
-        """How the inputs outside the config differ from those the run's manifest records (the knowledge
-        store, see :func:`knowledge`); empty when they are the same or the manifest predates the record."""
+        """How the inputs outside the config differ from those the run's manifest records (the registry, and the
+        knowledge store, see :func:`knowledge`); empty when they are the same or the manifest predates the record."""
+        changed = super().input_changes(manifest)
         recorded = manifest.get("knowledge")
         if not isinstance(recorded, Mapping):
-            return []
-        return knowledge_changes(recorded, self)
+            return changed
+        return [*changed, *knowledge_changes(recorded, self)]
 
     def verify_method(self) -> Literal["loglik", "generate"]:
         """How the verifier answers: generation for chat models, log-likelihood for base models (unless set)."""

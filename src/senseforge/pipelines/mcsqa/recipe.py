@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from senseforge.data.schema import QuestionSet
 from senseforge.kb.question_sets import Funnel as DrawFunnel
 from senseforge.kb.question_sets import extract_many, extract_question_sets
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.pipelines.contamination import gate
+from senseforge.pipelines.contamination import manifest_facts as contamination_facts
 from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
 from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, LMVerify, McsqaReview, McsqaSplit
-from senseforge.pipelines.mcsqa.records import McsqaRecord
+from senseforge.pipelines.mcsqa.records import McsqaRecord, have
 from senseforge.pipelines.mcsqa.report import final_items, funnel, released_row
 from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies, Generate, Moderate, Refine, Shuffle
 from senseforge.pipelines.moderation import Moderator, default_moderator
@@ -30,6 +33,7 @@ from senseforge.pipelines.report import Funnel, StageFunnel, write_splits
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.split import Ratios
 from senseforge.pipelines.stage import Stage
+from senseforge.registry.store import Unit
 
 
 def mcsqa_author(request: GenerateRequest | LoglikelihoodRequest) -> str | float:
@@ -68,6 +72,15 @@ class QuestionSets:
             for index in range(config.answers_per_set)
         ]
         return records, {"funnel": [list(row) for row in qs_funnel.rows()], "sampled": len(sets)}
+
+
+CONTAMINATION_DEFAULT: Final = "reject"
+"""mCSQA writes its questions anew: a copy of a registered benchmark's is rejected (see ``--contamination``)."""
+
+
+def question_unit(lang: str, record_id: str, data: McsqaRecord) -> Unit:
+    """A question as the contamination check sees it: its text and its answer (the target it was written for)."""
+    return Unit(record_id, lang, have(data.question, "question"), data.answer)
 
 
 @dataclass
@@ -134,6 +147,7 @@ class Mcsqa:
             Filter("filter", config, moderator),
             Refine("refine", config.model_for("refine"), config),
             FilterCopies("filter_refined", config, moderator),
+            *gate(config, partial(question_unit, config.lang), CONTAMINATION_DEFAULT),
             Distractors("distractors", config.model_for("distractors"), config, moderator),
             Shuffle("shuffle", config),
             LMVerify("verify", config.model_for("verify"), config),
@@ -146,7 +160,7 @@ class Mcsqa:
         return frozenset()
 
     def manifest(self, config: McsqaConfig) -> dict[str, Any]:
-        return manifest_facts(config)
+        return {**manifest_facts(config), **contamination_facts(config, CONTAMINATION_DEFAULT)}
 
     def finish(
         self, config: McsqaConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]

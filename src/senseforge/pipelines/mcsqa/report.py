@@ -105,7 +105,10 @@ def final_items(store: RunStore) -> dict[str, list[MCItem]]:
     """The kept items per split, sorted by id."""
     out: dict[str, list[MCItem]] = {name: [] for name in SPLIT_NAMES}
     for record in store.results("split", "ok", McsqaRecord):
-        out[have(record.data.split, "split")].append(have(record.data.item, "item"))
+        item = have(record.data.item, "item")
+        if record.data.contamination:  # what the contamination check flagged, for people to see
+            item = item.model_copy(update={"metadata": {**item.metadata, "contamination": record.data.contamination}})
+        out[have(record.data.split, "split")].append(item)
     return out
 
 

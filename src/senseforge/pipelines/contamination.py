@@ -1,0 +1,117 @@
+"""The contamination gate: a stage any recipe places before models judge its items and people review them,
+checking each against the benchmarks of a registry (:mod:`senseforge.registry`).
+
+It is there only when the config names a registry (``--registry``) and the mode is not ``off``, so a build
+without one makes exactly what it made before. Under ``reject`` an exact or normal-form copy is rejected as
+``contaminated`` and a near copy as ``near_duplicate``, the evidence naming the registry entry, the source
+item's id, the kind and the score; a cross-lingual match is only flagged. Under ``flag`` every match is a
+flag: the record goes on with the matches in :attr:`~senseforge.pipelines.runstore.Record.contamination`,
+and the recipe writes them into ``items/``.
+
+The registry's content hash is recorded in the manifest (:func:`manifest_facts`); a resume after it changed
+is refused (:meth:`~senseforge.pipelines.config.RecipeConfig.input_changes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from senseforge.errors import ConfigError
+from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.runstore import Record, StageResult
+from senseforge.pipelines.stage import Outcome, RuleStage, StageContext, StageOutput, ok, rejected
+from senseforge.registry.check import Checker, checked_against
+from senseforge.registry.store import Registry, Unit
+
+GATE = "contamination"
+"""The stage's name in the funnel."""
+
+UnitOf = Callable[[str, Any], Unit]
+"""What a recipe's record is, for the check: ``(record id, data) -> Unit`` (text, language, gold answer)."""
+
+
+def mode_of(config: RecipeConfig, default: Literal["reject", "flag"]) -> Literal["reject", "flag"] | None:
+    """What the gate does for ``config`` (``None``: no gate — no registry, or ``off``)."""
+    if not config.registry or config.contamination == "off":
+        return None
+    return default if config.contamination == "auto" else config.contamination
+
+
+@dataclass
+class ContaminationGate(RuleStage[Record]):
+    """Checks each record against the registry; rejects copies (``reject``) or flags them (``flag``)."""
+
+    registry: Path
+    unit_of: UnitOf = field(repr=False)
+    mode: Literal["reject", "flag"] = "reject"
+
+    @cached_property
+    def checker(self) -> Checker:
+        """The registry's fingerprints, read once per build."""
+        return Checker(Registry.open(self.registry))
+
+    def rule(self, records: Sequence[StageResult[Record]], ctx: StageContext) -> StageOutput:
+        found = self.checker.check([self.unit_of(r.record_id, r.data) for r in records])
+        outcomes: list[Outcome] = []
+        for record, matches in zip(records, found, strict=True):
+            copies = [m for m in matches if m.rejects]
+            if self.mode == "reject" and copies:
+                best = copies[0]
+                evidence = {"registry": best.entry, "source_id": best.source_id, "kind": best.kind, "score": best.score}
+                if best.licence:
+                    evidence["licence"] = best.licence
+                outcomes.append(rejected(record, best.reason, evidence=evidence))
+            elif matches:
+                outcomes.append(ok(record, record.data.with_(contamination=[m.to_json() for m in matches])))
+            else:
+                outcomes.append(ok(record))
+        return StageOutput(outcomes)
+
+
+def gate(config: RecipeConfig, unit_of: UnitOf, default: Literal["reject", "flag"]) -> list[ContaminationGate]:
+    """The gate a recipe puts in its stages: one stage, or none when the config asks for no check."""
+    mode = mode_of(config, default)
+    if mode is None or config.registry is None:
+        return []
+    return [ContaminationGate(GATE, Path(config.registry), unit_of, mode)]
+
+
+def registry_of(folder: str) -> Registry:
+    """The registry a config names, refused when it holds no benchmark.
+
+    Raises:
+        ConfigError: no benchmark registered there.
+        StoreError: an unreadable registry, or one made with other MinHash settings.
+    """
+    registry = Registry.open(Path(folder))
+    if not registry.entries:
+        raise ConfigError(
+            f"--registry {folder}: no benchmark registered there; add one with "
+            "`senseforge registry add FILE --name NAME --registry ...`, or leave --registry out"
+        )
+    return registry
+
+
+def manifest_facts(config: RecipeConfig, default: Literal["reject", "flag"]) -> dict[str, Any]:
+    """``{"contamination": …}`` for the manifest: the registry, its content hash, its entries and the mode; empty
+    when there is no gate (a manifest as before).
+
+    Raises:
+        ConfigError: the registry holds no benchmark.
+    """
+    mode = mode_of(config, default)
+    if mode is None or config.registry is None:
+        return {}
+    registry = registry_of(config.registry)
+    return {
+        "contamination": {
+            "registry": str(registry.folder),
+            "registry_hash": registry.content_hash(),
+            "mode": mode,
+            "checked_against": checked_against(registry),
+        }
+    }
