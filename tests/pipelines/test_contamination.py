@@ -16,7 +16,7 @@ from senseforge.pipelines.runner import build
 from senseforge.registry.store import Registry
 from senseforge.store.db import Store
 
-AUTHOR = "scripted/mcsqa-author"
+from .mcsqa.test_recipe import config as mcsqa_config
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +27,7 @@ def demo_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def config(kb: Path, **overrides: object) -> McsqaConfig:
-    settings: dict[str, object] = {
-        "lang": "en",
-        "n": 12,
-        "kb": str(kb),
-        "model": AUTHOR,
-        "reviewers": (AUTHOR,),
-        "lm_review_as_hard": True,
-    }
-    settings.update(overrides)
-    return McsqaConfig.model_validate(settings)
+    return mcsqa_config(kb, **{"n": 12, **overrides})
 
 
 def register_questions(folder: Path, rows: list[dict[str, object]], source: Path) -> Registry:
