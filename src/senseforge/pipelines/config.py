@@ -74,6 +74,14 @@ ONE_BATCH = 1_000_000_000
 LATER_SETTINGS: tuple[str, ...] = ("adjudicate", "registry", "contamination")
 """Settings every recipe gained after runs existed; at their default they do not enter the config hash."""
 
+UNSTORED_AT_DEFAULT: dict[str, Any] = {"registry": None, "contamination": "auto"}
+"""Later settings also left out of the stored form (the manifest's ``config``) while at their default, so a run
+that does not use them records its config as before."""
+
+
+def _stored(dumped: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in dumped.items() if UNSTORED_AT_DEFAULT.get(key, dumped) != value}
+
 
 class ReviewSettings(BaseModel):
     """The review panel of a recipe whose stages include the engine's review (:class:`ReviewedConfig`).
@@ -227,6 +235,11 @@ class RecipeConfig(BaseModel):
                 )
         return self
 
+    @model_serializer(mode="wrap")
+    def _without_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The stored form: :data:`UNSTORED_AT_DEFAULT` settings only when set."""
+        return _stored(handler(self))
+
     def input_changes(self, manifest: Mapping[str, Any]) -> list[str]:
         """What changed, since the run of ``manifest`` started, in inputs outside the config that decide what the
         run makes (the contamination registry; mCSQA: its knowledge store), one phrase each; a resume is refused
@@ -294,8 +307,8 @@ class RecipeConfig(BaseModel):
                 dumped.setdefault(name, default)
         for name in LATER_SETTINGS:
             field = type(self).settings().get(name)
-            if field is not None and dumped.get(name) == field.default:
-                dumped.pop(name)
+            if field is not None and dumped.get(name, field.default) == field.default:
+                dumped.pop(name, None)
         return json.dumps(dumped, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
     def hash(self) -> str:
@@ -315,8 +328,9 @@ class ReviewedConfig(RecipeConfig):
 
     @model_serializer(mode="wrap")
     def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """The review settings flat, after ``style``, where manifests have always held them."""
-        dumped: dict[str, Any] = handler(self)
+        """The review settings flat, after ``style``, where manifests have always held them (and
+        :data:`UNSTORED_AT_DEFAULT` settings only when set)."""
+        dumped: dict[str, Any] = _stored(handler(self))
         review = dumped.pop("review", {})
         out: dict[str, Any] = {}
         for key, value in dumped.items():
