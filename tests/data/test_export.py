@@ -381,7 +381,12 @@ def test_the_card_of_a_run_says_how_it_was_built_what_it_cost_and_its_licences(t
         "Cost: $0.004000, $0.002000 per kept item.",
         "ConceptNet 5 assertions (CC BY-SA 4.0",
         "## Intended use and known limits",
+        "- checked against: no contamination registry",
     ):
         assert needle in card, needle
+    gate = {"mode": "reject", "checked_against": [{"name": "csqa-dev", "items": 1221, "licence": "MIT"}]}
+    (run / "manifest.json").write_text(json.dumps(manifest | {"contamination": gate}))
+    gated = (export_hf(run / "items", tmp_path / "hf-gated") / "README.md").read_text(encoding="utf-8")
+    assert "- checked against: `csqa-dev` (1221 items, licence MIT); copies rejected" in gated
     alone = (export_hf({"test": [plain]}, tmp_path / "alone") / "README.md").read_text(encoding="utf-8")
     assert "## How it was built" not in alone  # items given in memory: no run to describe

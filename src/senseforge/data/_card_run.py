@@ -39,6 +39,18 @@ def run_facts(folder: Path) -> dict[str, Any] | None:
     return None
 
 
+def checked_against(manifest: Mapping[str, Any]) -> str:
+    """What the run's contamination gate checked items against, as the card says it (or that nothing was)."""
+    gate = manifest.get("contamination")
+    if not isinstance(gate, Mapping):
+        return "no contamination registry (`senseforge analyze contamination` checks a dataset afterwards)"
+    entries = ", ".join(
+        f"`{e.get('name')}` ({e.get('items', '?')} items, licence {e.get('licence') or 'not given'})"
+        for e in gate.get("checked_against") or []
+    )
+    return f"{entries or 'an empty registry'}; copies {'rejected' if gate.get('mode') == 'reject' else 'flagged'}"
+
+
 def built_lines(facts: Mapping[str, Any], human_share: float | None) -> list[str]:
     """The card's sections on how the data was built, its sources and licences, and its use."""
     manifest = facts.get("manifest") or {}
@@ -53,6 +65,7 @@ def built_lines(facts: Mapping[str, Any], human_share: float | None) -> list[str
     if templates:
         lines.append("- prompt templates (SHA-256): " + ", ".join(f"`{k}` {str(v)[:12]}" for k, v in templates.items()))
     lines.append(f"- seeds: `{json.dumps(manifest.get('seeds'), sort_keys=True)}`")
+    lines.append(f"- checked against: {checked_against(manifest)}")
     if human_share is not None:
         lines.append(f"- reviewed by people: {human_share:.1%} of the items")
     funnel = facts.get("funnel") or {}
