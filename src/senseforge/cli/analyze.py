@@ -14,7 +14,7 @@ import typer
 
 app = typer.Typer(
     help="The papers' studies on any dataset, run directory or released file: lexical, errors, conflicts, "
-    "concepts, language, stats.",
+    "concepts, language, stats; and contamination against the registry.",
     no_args_is_help=True,
 )
 
