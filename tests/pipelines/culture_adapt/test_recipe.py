@@ -281,3 +281,24 @@ def test_adapted_items_are_queued_for_the_adapt_check_task(tmp_path: Path) -> No
         assert sorted(annotation.judgements("adapt-check")) == ["adapt_id_t-name", "adapt_id_v-snow"]
     finally:
         annotation.close()
+
+
+def test_items_a_registered_benchmark_holds_are_flagged_not_rejected(tmp_path: Path, built: Path) -> None:
+    from senseforge.pipelines.contamination import GATE
+    from senseforge.registry.store import Registry
+
+    registry = Registry.open(tmp_path / "reg")
+    registry.add(_write(tmp_path / "public.jsonl", [*TRAIN, *VALIDATION, *TEST]), "csqa-like", embed=False)
+    run_dir = tmp_path / "gated"
+    summary = build(CULTURE_ADAPT, _config(tmp_path, registry=str(tmp_path / "reg")), run_dir, store=Store())
+    assert summary.state == "done"
+    funnel = json.loads((run_dir / "funnel.json").read_text())
+    gate = next(row for row in funnel["stages"] if row["stage"] == GATE)
+    assert gate["rejected"] == {} and gate["out"] == gate["in"]  # adaptations are related by design: flagged
+    items = [item for path in sorted((run_dir / "id" / "items").glob("*.jsonl")) for item in _lines(path)]
+    flagged = [item for item in items if "contamination" in item["metadata"]]
+    assert flagged, "an item kept unadapted is a copy of its registered source"
+    for item in flagged:
+        assert item["metadata"]["contamination"][0]["source_id"] == item["provenance"]["source_ids"][0]
+    plain = {path.name: path.read_bytes() for path in (built / "id" / "dataset").glob("*.jsonl")}
+    assert {path.name: path.read_bytes() for path in (run_dir / "id" / "dataset").glob("*.jsonl")} == plain

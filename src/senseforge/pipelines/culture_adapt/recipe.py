@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from rich.console import RenderableType
 
@@ -31,6 +31,8 @@ from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.data.splits import SPLIT_NAMES
 from senseforge.data.text import plural
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.pipelines.contamination import gate
+from senseforge.pipelines.contamination import manifest_facts as contamination_facts
 from senseforge.pipelines.culture_adapt import templates
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.dryrun import author_loglikelihood, author_reply
@@ -57,6 +59,7 @@ from senseforge.pipelines.report import Funnel, StageFunnel, write_json, write_s
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stored
 from senseforge.pipelines.stage import Stage
 from senseforge.pipelines.taskqueue import QueuedTask, creator_of
+from senseforge.registry.store import Unit
 
 ADAPT_CHECK_TASK = "adapt-check"
 """The annotation task adapted items are queued for (the source beside the adapted item)."""
@@ -124,6 +127,7 @@ def to_items(config: CultureAdaptConfig, record: StageResult[AdaptRecord]) -> di
         "lang_detected": as_stored(data.lang_detected),
         "source": {"lang": data.source_lang, **data.source.to_json()},
         "templates": _templates(config, data),
+        **({"contamination": data.contamination} if data.contamination else {}),
     }
     models = _models(config, data)
     out: dict[str, MCItem] = {}
@@ -140,6 +144,17 @@ def to_items(config: CultureAdaptConfig, record: StageResult[AdaptRecord]) -> di
             metadata=meta,
         )
     return out
+
+
+CONTAMINATION_DEFAULT: Final = "flag"
+"""culture-adapt rewrites existing items, related to their source by design: a match is flagged for people to
+see, not rejected (``--contamination reject`` rejects)."""
+
+
+def draft_unit(record_id: str, data: AdaptRecord) -> Unit:
+    """An adapted item as the contamination check sees it: the draft's question, in its language, with its answer."""
+    draft = data.draft or data.source
+    return Unit(record_id, data.draft_lang or data.source_lang, draft.question, draft.answer_text())
 
 
 def adapt_check(config: CultureAdaptConfig, record: StageResult[AdaptRecord]) -> QueuedTask | None:
@@ -252,6 +267,7 @@ class CultureAdapt:
             ),
             adapt("adapt", full=rewrite("full", "adapt"), names=rewrite("names", "rename")),
             Check("check"),
+            *gate(config, draft_unit, CONTAMINATION_DEFAULT),
             Localize("localize", translate, style=style, seed=config.seed, target=first),
             Translate(
                 "translate", translate, style=style, seed=config.seed, source=first, targets=config.further_langs
@@ -281,6 +297,7 @@ class CultureAdapt:
             "culture": culture_of(config),
             "similarity": similarity_for(config.similarity).identity(),
             "templates": stage_hashes(config),
+            **contamination_facts(config, CONTAMINATION_DEFAULT),
         }
 
     def finish(
