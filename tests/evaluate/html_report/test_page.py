@@ -162,6 +162,25 @@ def test_a_fresh_run_gets_its_page_with_the_empty_sections_named(tmp_path: Path)
     assert "No funnel yet" in text and "No evaluations yet" in text and "No cost yet" in text
 
 
+def test_a_gated_run_says_what_it_was_checked_against_and_what_was_rejected(tmp_path: Path) -> None:
+    run = tmp_path / "gated"
+    run.mkdir()
+    gate = {"mode": "reject", "checked_against": [{"name": "csqa-dev", "items": 1221, "licence": "MIT"}]}
+    (run / "manifest.json").write_text(json.dumps({"recipe": "mcsqa", "models": {}, "contamination": gate}))
+    stages = [{"stage": "contamination", "in": 30, "out": 27, "rejected": {"contaminated": 2, "near_duplicate": 1}}]
+    (run / "funnel.json").write_text(json.dumps({"stages": stages, "kept": 20}))
+    text = write_report(run / "report.html", [run]).read_text(encoding="utf-8")
+    assert "<h3>Contamination</h3>" in text and "<td>csqa-dev</td><td>1221</td><td>MIT</td>" in text
+    assert (
+        "copies rejected; cross-lingual matches flagged · 30 items checked, rejected: contaminated 2, near_duplicate 1"
+        in text
+    )
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "manifest.json").write_text(json.dumps({"recipe": "mcsqa", "models": {}}))
+    assert "Contamination" not in write_report(plain / "report.html", [plain]).read_text(encoding="utf-8")
+
+
 def test_a_second_page_leaves_no_figure_of_the_first(inputs: Inputs, tmp_path: Path) -> None:
     page = write_all(inputs, tmp_path / "report.html")
     folder = page.with_name("report_figures")

@@ -41,8 +41,25 @@ def run_section(run: Run, figures: fig.Figures) -> str:
     out += agreement_part(run, figures)
     out += evaluations_part(run.heading, run.evaluations, figures, run)
     out += human_baseline_part(run, figures)
+    out += contamination_part(run)
     out += manifest_part(run.manifest)
     return out + "</section>"
+
+
+def contamination_part(run: Run) -> str:
+    """What the run's contamination gate checked its items against and what it found; nothing for a run without one."""
+    gate = run.manifest.get("contamination")
+    if not isinstance(gate, Mapping):
+        return ""
+    rows = [(x.get("name"), x.get("items"), x.get("licence") or "not given") for x in gate.get("checked_against") or []]
+    stage = next((r for r in (run.funnel or {}).get("stages") or [] if r.get("stage") == "contamination"), None)
+    found = "not run yet"
+    if isinstance(stage, Mapping):
+        rejected = ", ".join(f"{reason} {n}" for reason, n in (stage.get("rejected") or {}).items()) or "none"
+        found = f"{stage.get('in', 0)} items checked, rejected: {rejected}"
+    mode = "copies rejected" if gate.get("mode") == "reject" else "copies flagged in items/"
+    out = "<h3>Contamination</h3>" + table(("registered benchmark", "items", "licence"), rows)
+    return out + f"<p>{e(mode)}; cross-lingual matches flagged · {e(found)}</p>"
 
 
 def manifest_part(manifest: Mapping[str, Any] | None) -> str:
