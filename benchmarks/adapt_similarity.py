@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 from pathlib import Path
+
+from machine import cpu_name  # benchmarks/machine.py: the scripts run from benchmarks/
 
 from senseforge.pipelines.culture_adapt.item import Fields
 from senseforge.pipelines.culture_adapt.similarity import ChrfSimilarity, EmbeddingSimilarity, Similarity
@@ -42,17 +43,6 @@ def _texts(path: Path) -> dict[str, str]:
         item = Fields(row["question"], row["question_concept"], choices, row["answer_creator"])
         out[row["id"].split("_", 2)[2]] = item.display()
     return out
-
-
-def cpu_name() -> str:
-    """The CPU model, as the kernel names it."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _summary(scores: list[float], threshold: float) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import random
 import re
 import sys
@@ -36,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from machine import cpu_name  # benchmarks/machine.py: the scripts run from benchmarks/
 
 from senseforge.data.loaders import load_dataset
 from senseforge.registry.check import CROSS_MARGIN, CROSS_THRESHOLD, NEAR_THRESHOLD, Checker
@@ -43,16 +43,6 @@ from senseforge.registry.store import Registry, Unit, units_of
 
 ROOT = Path(__file__).resolve().parent.parent
 XCOPA_LANGS = ("et", "ht", "id", "it", "qu", "sw", "ta", "th", "tr", "vi", "zh")
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def read(path: Path, **kwargs: str) -> list[Unit]:
