@@ -29,12 +29,22 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import numpy as np
-from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict
 
 from senseforge.errors import ConfigError
 from senseforge.evaluate import metrics
-from senseforge.evaluate.bootstrap import MIN_UNITS, percentile_interval, resampled_means, resampled_sums, units_of
+from senseforge.evaluate.bootstrap import MIN_UNITS, units_of
+from senseforge.evaluate.compare_records import CONFIDENCE as CONFIDENCE
+from senseforge.evaluate.compare_records import Comparison, Estimate, McNemar, PairedDifference, Row, Side
+from senseforge.evaluate.compare_stats import (
+    _binary_pairs,
+    _BinaryPairs,
+    _crow_paired,
+    _interval,
+    _mcnemar,
+    _paired_mean,
+    _pooled_estimate,
+    mcnemar_exact,
+)
 from senseforge.evaluate.records import (
     BinaryMetrics,
     BinarySample,
@@ -65,9 +75,6 @@ __all__ = [
 
 K = TypeVar("K", bound=Hashable)
 
-CONFIDENCE = 0.95
-"""The level of every interval here."""
-
 MC_ACCURACIES: tuple[tuple[str, str], ...] = (
     ("acc", "correct"),
     ("acc_norm", "correct_norm"),
@@ -81,106 +88,6 @@ MC_GROUP_FIELDS: tuple[str, ...] = ("lang", "difficulty", "category", "recipe", 
 
 OVERALL = "crow"
 """The task name of the rows over all binary tasks (as in ``results.json``)."""
-
-
-# --------------------------------------------------------------------------- result records
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class McNemar(_Model):
-    """McNemar's exact test of one accuracy on the shared pairs."""
-
-    a_only: int
-    """Pairs A got right and B wrong."""
-    b_only: int
-    """Pairs B got right and A wrong."""
-    p_value: float
-    """Two-sided exact p-value (:func:`mcnemar_p_value`)."""
-    unit: str
-    """What a pair is: ``item``, ``example`` or ``context``."""
-
-
-class Estimate(_Model):
-    """One side's number as its ``results.json`` reports it, with its intervals."""
-
-    value: float
-    ci95: list[float] | None = None
-    """Percentile bootstrap interval; ``None`` with fewer than two resampling units (or none reported)."""
-    wilson95: list[float] | None = None
-    """Wilson score interval, for a proportion."""
-    ci_unit: str | None = None
-    """What the bootstrap resamples: ``item`` or ``context``."""
-    units: int | None = None
-    """How many of them there are."""
-
-
-class PairedDifference(_Model):
-    """B − A on the shared items, with its paired bootstrap interval."""
-
-    a: float
-    """A's number on the shared items."""
-    b: float
-    """B's number on the shared items."""
-    diff: float
-    """``b - a``."""
-    ci95: list[float] | None
-    """Percentile bootstrap interval of the difference; ``None`` with fewer than two units."""
-    ci_unit: str
-    """What the bootstrap resamples: ``item`` or ``context``."""
-    units: int
-    """Shared units resampled."""
-
-
-class Row(_Model):
-    """One metric of one task (or group): each side's number and the paired comparison."""
-
-    task: str
-    metric: str
-    a: Estimate | None
-    b: Estimate | None
-    paired: PairedDifference | None = None
-    mcnemar: McNemar | None = None
-
-
-class Side(_Model):
-    """Which evaluation one side is."""
-
-    path: str
-    """Its ``results.json``."""
-    label: str
-    """Model, formulation and ``n`` in one line (:meth:`EvalResults.label`)."""
-    model: str
-    setting: str
-    n: int | None
-    data_name: str
-    data_path: str
-    data_split: str | None
-    data_sha256: str | None
-    """The hash of the evaluated data where ``results.json`` records one."""
-    scored: int | None
-    """Items (or examples) with a gold answer in ``samples.jsonl``; ``None`` without that file."""
-
-
-class Comparison(_Model):
-    """Everything ``senseforge eval compare`` shows, as data (``--json`` prints it)."""
-
-    a: Side
-    b: Side
-    kind: Literal["mc", "binary"]
-    unit: str
-    """What :attr:`shared` counts: ``item`` (multiple choice) or ``example`` (binary)."""
-    shared: int
-    """Items scored by both sides (the pairs)."""
-    only_a: int
-    only_b: int
-    n_resamples: int
-    seed: int
-    confidence: float = CONFIDENCE
-    warnings: list[str]
-    rows: list[Row]
 
 
 # --------------------------------------------------------------------------- loading
@@ -291,122 +198,6 @@ def _estimate(found: MCMetrics | BinaryMetrics | None, name: str) -> Estimate | 
         wilson95=list(wilson) if wilson else None,
         ci_unit=found.ci_unit or ("context" if binary else "item"),
         units=found.resampling_units(),
-    )
-
-
-# --------------------------------------------------------------------------- paired statistics
-
-
-def _interval(stats: NDArray[np.float64] | None) -> list[float] | None:
-    return list(percentile_interval(stats, CONFIDENCE)) if stats is not None else None
-
-
-def _paired_mean(
-    a: NDArray[np.float64],
-    b: NDArray[np.float64],
-    units: list[list[int]],
-    unit: str,
-    n_resamples: int,
-    seed: int,
-) -> PairedDifference:
-    """B − A of a mean of 0/1 outcomes over paired records, bootstrapped over units."""
-    stats = resampled_means(b - a, units, n_resamples=n_resamples, seed=seed) if len(units) >= MIN_UNITS else None
-    mean_a, mean_b = float(np.mean(a)), float(np.mean(b))
-    return PairedDifference(
-        a=mean_a,
-        b=mean_b,
-        diff=mean_b - mean_a,
-        ci95=_interval(stats),
-        ci_unit=unit,
-        units=len(units),
-    )
-
-
-def _mcnemar(a: NDArray[np.float64], b: NDArray[np.float64], unit: str) -> McNemar:
-    a_only = int(np.count_nonzero((a == 1) & (b == 0)))
-    b_only = int(np.count_nonzero((a == 0) & (b == 1)))
-    return McNemar(a_only=a_only, b_only=b_only, p_value=mcnemar_p_value(a_only, b_only), unit=unit)
-
-
-def mcnemar_exact(a_correct: Sequence[bool], b_correct: Sequence[bool], *, unit: str = "item") -> McNemar:
-    """McNemar's exact test of two paired sequences of right/wrong outcomes.
-
-    >>> mcnemar_exact([True, True, False, False], [True, False, True, True]).p_value
-    1.0
-    """
-    a = np.asarray(a_correct, dtype=np.float64)
-    b = np.asarray(b_correct, dtype=np.float64)
-    if a.shape != b.shape:
-        raise ValueError(f"the two sequences differ in length: {len(a)} != {len(b)}")
-    return _mcnemar(a, b, unit)
-
-
-def _confusion(gold: NDArray[np.bool_], pred: NDArray[np.bool_]) -> NDArray[np.float64]:
-    """One row per example: its ``(tp, fp, fn, tn)`` indicators."""
-    return np.stack([gold & pred, ~gold & pred, gold & ~pred, ~gold & ~pred], axis=1).astype(np.float64)
-
-
-def _macro_f1_of_counts(counts: NDArray[np.float64]) -> NDArray[np.float64]:
-    """:func:`metrics.macro_f1` of rows of ``(tp, fp, fn, tn)`` counts."""
-    tp, fp, fn, tn = counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3]
-
-    def f1(hit: NDArray[np.float64], false_pos: NDArray[np.float64], miss: NDArray[np.float64]) -> NDArray[np.float64]:
-        denominator = 2 * hit + false_pos + miss
-        return np.where(denominator == 0, 1.0, 2 * hit / np.maximum(denominator, 1.0))
-
-    result: NDArray[np.float64] = (f1(tp, fp, fn) + f1(tn, fn, fp)) / 2
-    return result
-
-
-@dataclass(frozen=True)
-class _BinaryPairs:
-    """The shared examples of one task, as arrays (A's and B's own golds and predictions)."""
-
-    gold_a: NDArray[np.bool_]
-    pred_a: NDArray[np.bool_]
-    gold_b: NDArray[np.bool_]
-    pred_b: NDArray[np.bool_]
-    contexts: list[Hashable]
-
-    def correct(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        return (self.gold_a == self.pred_a).astype(np.float64), (self.gold_b == self.pred_b).astype(np.float64)
-
-    def units(self) -> list[list[int]]:
-        return units_of(self.contexts, lambda c: c)
-
-    def macro_f1_stats(self, n_resamples: int, seed: int) -> NDArray[np.float64]:
-        """B − A Macro-F1 on each resample of contexts."""
-        table = np.hstack([_confusion(self.gold_a, self.pred_a), _confusion(self.gold_b, self.pred_b)])
-        sums = resampled_sums(table, self.units(), n_resamples=n_resamples, seed=seed)
-        return _macro_f1_of_counts(sums[:, 4:]) - _macro_f1_of_counts(sums[:, :4])
-
-    def macro_f1(self) -> tuple[float, float]:
-        return (
-            metrics.macro_f1(self.gold_a.tolist(), self.pred_a.tolist()),
-            metrics.macro_f1(self.gold_b.tolist(), self.pred_b.tolist()),
-        )
-
-    def context_outcomes(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Per context (first appearance order): whether all its shared targets are right, for A and B."""
-        right_a, right_b = self.correct()
-        groups = self.units()
-        a = np.asarray([all(right_a[i] for i in g) for g in groups], dtype=np.float64)
-        b = np.asarray([all(right_b[i] for i in g) for g in groups], dtype=np.float64)
-        return a, b
-
-
-def _binary_prediction(sample: BinarySample) -> bool:
-    """The prediction, an unparsed or failed answer counting as wrong (as ``eval run`` counts it)."""
-    return bool(sample.prediction) if sample.prediction is not None else not sample.gold
-
-
-def _binary_pairs(pairs: Sequence[tuple[BinarySample, BinarySample]]) -> _BinaryPairs:
-    return _BinaryPairs(
-        gold_a=np.asarray([a.gold for a, _ in pairs], dtype=np.bool_),
-        pred_a=np.asarray([_binary_prediction(a) for a, _ in pairs], dtype=np.bool_),
-        gold_b=np.asarray([b.gold for _, b in pairs], dtype=np.bool_),
-        pred_b=np.asarray([_binary_prediction(b) for _, b in pairs], dtype=np.bool_),
-        contexts=[(a.task, a.context_id) for a, _ in pairs],
     )
 
 
@@ -558,62 +349,6 @@ def _binary_paired(
         return _paired_mean(out_a, out_b, singletons, "context", n_resamples, seed), _mcnemar(out_a, out_b, "context")
     right_a, right_b = pairs.correct()
     return _paired_mean(right_a, right_b, units, "context", n_resamples, seed), _mcnemar(right_a, right_b, "example")
-
-
-def _task_seeds(seed: int, count: int) -> list[int]:
-    """Independent seeds for the tasks of a stratified bootstrap (the same for the same ``seed``)."""
-    return [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(count)]
-
-
-def _crow_paired(name: str, per_task: dict[str, _BinaryPairs], n_resamples: int, seed: int) -> PairedDifference | None:
-    """B − A of a CRoW score (the plain mean over tasks), resampling contexts within each task."""
-    if not per_task:
-        return None
-    seeds = _task_seeds(seed, len(per_task))
-    a_scores, b_scores, stats, units = [], [], [], []
-    for (_task, pairs), task_seed in zip(per_task.items(), seeds, strict=True):
-        n_units = len(pairs.units())
-        units.append(n_units)
-        if name == "crow_score_macro_f1":
-            f1_a, f1_b = pairs.macro_f1()
-            a_scores.append(f1_a)
-            b_scores.append(f1_b)
-            stats.append(pairs.macro_f1_stats(n_resamples, task_seed) if n_units >= MIN_UNITS else None)
-        else:
-            out_a, out_b = pairs.context_outcomes()
-            a_scores.append(float(np.mean(out_a)))
-            b_scores.append(float(np.mean(out_b)))
-            singletons = [[i] for i in range(len(out_a))]
-            stats.append(
-                resampled_means(out_b - out_a, singletons, n_resamples=n_resamples, seed=task_seed)
-                if n_units >= MIN_UNITS
-                else None
-            )
-    mean_a, mean_b = float(np.mean(a_scores)), float(np.mean(b_scores))
-    ci = None
-    if any(s is not None for s in stats):
-        point = [b_ - a_ for a_, b_ in zip(a_scores, b_scores, strict=True)]
-        columns = [s if s is not None else np.full(n_resamples, p) for s, p in zip(stats, point, strict=True)]
-        ci = list(percentile_interval(np.mean(np.stack(columns, axis=1), axis=1), CONFIDENCE))
-    return PairedDifference(a=mean_a, b=mean_b, diff=mean_b - mean_a, ci95=ci, ci_unit="context", units=sum(units))
-
-
-def _pooled_estimate(samples: Sequence[BinarySample], n_resamples: int, seed: int) -> Estimate | None:
-    """Accuracy over every example of every task, bootstrapped over contexts, with its Wilson interval."""
-    if not samples:
-        return None
-    right = np.asarray([_binary_prediction(s) == s.gold for s in samples], dtype=np.float64)
-    units = units_of([(s.task, s.context_id) for s in samples], lambda c: c)
-    ci = None
-    if len(units) >= MIN_UNITS:
-        ci = list(percentile_interval(resampled_means(right, units, n_resamples=n_resamples, seed=seed), CONFIDENCE))
-    return Estimate(
-        value=float(np.mean(right)),
-        ci95=ci,
-        wilson95=list(metrics.wilson_interval(float(right.sum()), len(right))),
-        ci_unit="context",
-        units=len(units),
-    )
 
 
 def _binary_rows(
