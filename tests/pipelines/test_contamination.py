@@ -10,10 +10,12 @@ import pytest
 
 from senseforge.errors import ConfigError
 from senseforge.kb.conceptnet import import_dump
-from senseforge.pipelines.contamination import GATE
+from senseforge.pipelines.contamination import CROSS_SPLIT, GATE, SELF_CHECK, SELF_DUPLICATE, SelfDuplicates
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.runner import build
-from senseforge.registry.store import Registry
+from senseforge.pipelines.runstore import Record, StageResult
+from senseforge.pipelines.stage import StageContext
+from senseforge.registry.store import Registry, Unit
 from senseforge.store.db import Store
 
 from .mcsqa.test_recipe import config as mcsqa_config
@@ -94,11 +96,52 @@ def test_no_gate_without_a_registry_or_when_off(demo_kb: Path, tmp_path: Path) -
 
 
 def test_a_recipe_without_a_gate_refuses_a_registry_before_it_starts(tmp_path: Path) -> None:
-    from senseforge.pipelines.human_gen.recipe import HUMAN_GEN, HumanGenConfig
+    from .engine.tiny import Tiny
+    from .engine.tiny import config as tiny_config
 
-    table = tmp_path / "concepts.csv"
-    table.write_text("category,concept\nculinary,rendang\n", encoding="utf-8")
-    settings = {"concepts": str(table), "pool": ("a", "b"), "registry": str(tmp_path / "reg")}
-    with pytest.raises(ConfigError, match=r"human-gen has no contamination gate yet.*analyze contamination"):
-        build(HUMAN_GEN, HumanGenConfig.model_validate(settings), tmp_path / "run", store=Store())
+    with pytest.raises(ConfigError, match=r"tiny has no contamination gate yet.*analyze contamination"):
+        build(Tiny(), tiny_config(registry=str(tmp_path / "reg")), tmp_path / "run", store=Store())
     assert not (tmp_path / "run").exists()
+
+
+class _Written(Record):
+    text: str
+    lang: str = "id"
+    split: str = "test"
+
+
+def _unit(record_id: str, data: _Written) -> Unit:
+    return Unit(record_id, data.lang, data.text)
+
+
+def _split(data: _Written) -> str:
+    return data.split
+
+
+def test_the_final_barrier_keeps_the_first_record_id_of_each_copy_whatever_the_order() -> None:
+    written = {
+        "b": _Written(text="Di mana orang menyimpan uang?"),
+        "a": _Written(text="di mana orang menyimpan uang"),  # b's normal form: b is the later id
+        "c": _Written(text="Di mana orang menyimpan uang?", lang="su"),  # another language: not a copy
+        "d": _Written(text="Di mana orang menyimpan uang?", split="train"),  # a's copy in another split
+        "e": _Written(text="Apa yang dimakan saat sarapan?"),
+    }
+    records = [StageResult(key, "ok", data) for key, data in written.items()]
+    stage = SelfDuplicates(SELF_CHECK, _unit, "reject", _split)
+    verdicts = []
+    for order in (records, records[::-1]):
+        outcomes = stage.run(order, StageContext.__new__(StageContext)).outcomes
+        verdicts.append({o.record_id: (o.status, o.reason, o.evidence) for o in outcomes if isinstance(o, StageResult)})
+    assert verdicts[0] == verdicts[1]
+    assert verdicts[0]["a"][0] == verdicts[0]["c"][0] == verdicts[0]["e"][0] == "ok"
+    assert verdicts[0]["b"] == ("rejected", SELF_DUPLICATE, {"copy_of": "a", "kind": "normal", "score": 1.0})
+    assert verdicts[0]["d"] == (
+        "rejected",
+        CROSS_SPLIT,
+        {"copy_of": "a", "kind": "normal", "score": 1.0, "splits": ["test", "train"]},
+    )
+    flagged = SelfDuplicates(SELF_CHECK, _unit, "flag", _split).run(records, StageContext.__new__(StageContext))
+    marks = {o.record_id: o.data.contamination for o in flagged.outcomes if isinstance(o, StageResult)}
+    assert all(o.status == "ok" for o in flagged.outcomes if isinstance(o, StageResult))
+    assert marks["b"] == [{"copy_of": "a", "kind": "normal", "score": 1.0, "reason": SELF_DUPLICATE}]
+    assert marks["a"] is None and marks["e"] is None

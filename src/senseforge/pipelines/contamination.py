@@ -8,6 +8,12 @@ item's id, the kind and the score; a cross-lingual match is only flagged. Under 
 flag: the record goes on with the matches in :attr:`~senseforge.pipelines.runstore.Record.contamination`,
 and the recipe writes them into ``items/``.
 
+A recipe without a copy filter of its own (culture-adapt, human-gen) also ends with :class:`SelfDuplicates`
+when the gate is on: at that final barrier its kept items are checked against each other in record-id order
+(so the verdict does not depend on the order they arrived in), and a later copy of an earlier item is
+``self_duplicate`` — or ``cross_split`` when the two sit in different splits (the same item in train and test),
+rejected or flagged as the gate's mode says.
+
 The registry's content hash is recorded in the manifest (:func:`manifest_facts`); a resume after it changed
 is refused (:meth:`~senseforge.pipelines.config.RecipeConfig.input_changes`).
 """
@@ -24,11 +30,17 @@ from senseforge.errors import ConfigError
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.runstore import Record, StageResult
 from senseforge.pipelines.stage import Outcome, RuleStage, StageContext, StageOutput, ok, rejected
-from senseforge.registry.check import Checker, checked_against
+from senseforge.registry.check import Checker, checked_against, copies_within
 from senseforge.registry.store import Registry, Unit
 
 GATE = "contamination"
 """The stage's name in the funnel."""
+SELF_CHECK = "self_duplicates"
+"""The final barrier's name in the funnel (:class:`SelfDuplicates`)."""
+SELF_DUPLICATE = "self_duplicate"
+"""Rejection (or flag) reason: the item copies an earlier item of the same build, in the same split."""
+CROSS_SPLIT = "cross_split"
+"""Rejection (or flag) reason: the item copies an earlier item of the same build that sits in another split."""
 
 UnitOf = Callable[[str, Any], Unit]
 """What a recipe's record is, for the check: ``(record id, data) -> Unit`` (text, language, gold answer)."""
@@ -70,6 +82,77 @@ class ContaminationGate(RuleStage[Record]):
             else:
                 outcomes.append(ok(record))
         return StageOutput(outcomes)
+
+
+SplitOf = Callable[[Any], str | None]
+"""Which split a record's data sits in (``None``: the build has one)."""
+
+
+@dataclass
+class SelfDuplicates:
+    """The final barrier: items that copy an earlier item of the build (by record id), rejected or flagged.
+
+    Items are compared within a language, exactly, in normal form and near (MinHash Jaccard of the shingles,
+    with the same gold answer), as against the registry
+    (:func:`~senseforge.registry.check.copies_within`). The evidence names the earlier record, the kind and
+    the score, and for ``cross_split`` both splits.
+    """
+
+    name: str
+    unit_of: UnitOf = field(repr=False)
+    mode: Literal["reject", "flag"] = "reject"
+    split_of: SplitOf | None = field(default=None, repr=False)
+    barrier = True
+    people_tasks = ()
+    pauses_run = False
+    specs: tuple[str, ...] = ()
+
+    def run(self, records: Sequence[StageResult[Record]], ctx: StageContext) -> StageOutput:
+        ordered = sorted(records, key=lambda r: r.record_id)
+        copies: dict[str, dict[str, Any]] = {}
+        by_lang: dict[str | None, list[tuple[StageResult[Record], Unit]]] = {}
+        for record in ordered:
+            unit = self.unit_of(record.record_id, record.data)
+            by_lang.setdefault(unit.lang, []).append((record, unit))
+        for members in by_lang.values():
+            for copy in copies_within([unit for _, unit in members]):
+                record, earlier = members[copy.index][0], members[copy.earlier][0]
+                found: dict[str, Any] = {"copy_of": earlier.record_id, "kind": copy.kind, "score": copy.score}
+                mine, theirs = self._split(record), self._split(earlier)
+                found["reason"] = CROSS_SPLIT if mine != theirs else SELF_DUPLICATE
+                if mine != theirs:
+                    found["splits"] = [theirs, mine]
+                copies[record.record_id] = found
+        outcomes: list[Outcome] = []
+        for record in records:
+            copy_of = copies.get(record.record_id)
+            if copy_of is None:
+                outcomes.append(ok(record))
+            elif self.mode == "reject":
+                evidence = {key: value for key, value in copy_of.items() if key != "reason"}
+                outcomes.append(rejected(record, copy_of["reason"], evidence=evidence))
+            else:
+                flags = [*(record.data.contamination or []), copy_of]
+                outcomes.append(ok(record, record.data.with_(contamination=flags)))
+        return StageOutput(outcomes)
+
+    def _split(self, record: StageResult[Record]) -> str | None:
+        return self.split_of(record.data) if self.split_of is not None else None
+
+
+def self_check(
+    config: RecipeConfig, unit_of: UnitOf, default: Literal["reject", "flag"], split_of: SplitOf | None = None
+) -> list[SelfDuplicates]:
+    """The final barrier a recipe without a copy filter of its own ends with: one stage, or none when the config
+    asks for no check (no registry, or ``--contamination off``)."""
+    mode = mode_of(config, default)
+    return [] if mode is None else [SelfDuplicates(SELF_CHECK, unit_of, mode, split_of)]
+
+
+def kept_stage(config: RecipeConfig, last: str) -> str:
+    """The stage whose kept records are the build's items: :data:`SELF_CHECK` when the recipe ends with it,
+    else ``last``."""
+    return last if mode_of(config, "reject") is None else SELF_CHECK
 
 
 def gate(config: RecipeConfig, unit_of: UnitOf, default: Literal["reject", "flag"]) -> list[ContaminationGate]:

@@ -216,10 +216,14 @@ class Copy:
 
 def copies_within(units: Sequence[Unit], *, near: float = NEAR_THRESHOLD) -> list[Copy]:
     """Items that repeat an earlier one of ``units`` (exactly, in normal form, or near), each named once with
-    the first earlier item it repeats: what a dataset holds twice, or in two of its splits."""
+    the first earlier item it repeats: what a dataset holds twice, or in two of its splits.
+
+    As against the registry, a near copy needs the same gold answer where both items have one (two questions on
+    one frame asking for different things are not copies)."""
     from datasketch import LeanMinHash, MinHashLSH
 
     sigs = signatures([u.text for u in units])
+    answers = [normal_key(u.answer) if u.answer else 0 for u in units]
     lsh = MinHashLSH(threshold=max(0.05, near - _LSH_MARGIN), num_perm=SETTINGS.num_perm)
     exact: dict[int, int] = {}
     normal: dict[int, int] = {}
@@ -235,7 +239,10 @@ def copies_within(units: Sequence[Unit], *, near: float = NEAR_THRESHOLD) -> lis
         elif key_n in normal:
             copy = Copy(index, normal[key_n], "normal", 1.0)
         else:
-            candidates = sorted(int(r) for r in lsh.query(sketch))
+            mine = normal_key(unit.answer) if unit.answer else 0
+            candidates = [
+                r for r in sorted(int(r) for r in lsh.query(sketch)) if not mine or not answers[r] or answers[r] == mine
+            ]
             if candidates:
                 scores = jaccard(sigs[index], sigs[candidates])
                 best = int(np.argmax(scores))

@@ -175,6 +175,10 @@ def test_a_gated_run_says_what_it_was_checked_against_and_what_was_rejected(tmp_
         "copies rejected; cross-lingual matches flagged · 30 items checked, rejected: contaminated 2, near_duplicate 1"
         in text
     )
+    stages.append({"stage": "self_duplicates", "in": 20, "out": 19, "rejected": {"cross_split": 1}})
+    (run / "funnel.json").write_text(json.dumps({"stages": stages, "kept": 19}))
+    text = write_report(run / "report.html", [run]).read_text(encoding="utf-8")
+    assert "; 20 kept items checked against each other, rejected: cross_split 1" in text
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "manifest.json").write_text(json.dumps({"recipe": "mcsqa", "models": {}}))

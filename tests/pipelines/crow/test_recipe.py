@@ -417,3 +417,44 @@ def test_decisions_files_reach_both_reviews_by_their_task(tmp_path: Path) -> Non
     assert {r["stage"]: r["out"] for r in funnel["stages"]}["wsv"] == len(HEADS)
     cost = json.loads((run_dir / "cost.json").read_text())
     assert cost["human"]["judgements"] == 2 * 3 * len(HEADS)  # every decision of both reviews counted
+
+
+def test_contexts_a_registered_benchmark_holds_are_flagged_or_else_rejected(shots_run: Path, tmp_path: Path) -> None:
+    from senseforge.pipelines.contamination import GATE
+    from senseforge.registry.store import Registry
+
+    Registry.open(tmp_path / "reg").add(shots_run / "dataset" / "safety.jsonl", "crow-safety", embed=False)
+    plain = {path.name: _rows(path) for path in sorted((shots_run / "dataset").glob("*.jsonl"))}
+    safety_ids = {row["context_id"] for row in plain["safety.jsonl"]}
+
+    flagged = _build(tmp_path, "flagged", source=(str(SHOTS),), registry=str(tmp_path / "reg"))
+    funnel = json.loads((flagged / "funnel.json").read_text())
+    _adds_up(funnel)
+    gate = next(row for row in funnel["stages"] if row["stage"] == GATE)
+    assert gate["rejected"] == {} and gate["in"] == gate["out"]  # CRoW's sources are public sets: flagged
+    assert [row["stage"] for row in funnel["by_task"]["safety"]["stages"]][:3] == ["contexts", GATE, "cka"]
+    for name, rows in plain.items():
+        mine = _rows(flagged / "dataset" / name)
+        marks = [row.pop("contamination", None) for row in mine]
+        assert mine == rows  # the flags are all that changed
+        if name == "safety.jsonl":
+            assert all(m and m[0]["entry"] == "crow-safety" and m[0]["source_id"] == f"safety/{row['context_id']}"
+                       for m, row in zip(marks, mine, strict=True))  # fmt: skip
+        else:
+            assert marks == [None] * len(mine)
+    assert all("contamination" not in row for row in _rows(flagged / "release" / "public.jsonl"))
+    assert json.loads((flagged / "manifest.json").read_text())["contamination"]["mode"] == "flag"
+
+    rejected = _build(
+        tmp_path, "rejected", source=(str(SHOTS),), registry=str(tmp_path / "reg"), contamination="reject"
+    )
+    funnel = json.loads((rejected / "funnel.json").read_text())
+    _adds_up(funnel)
+    safety = funnel["by_task"]["safety"]
+    assert safety["contexts"]["left_out"] == {"contaminated": len(safety_ids)} and safety["contexts"]["kept"] == 0
+    assert not (rejected / "dataset" / "safety.jsonl").exists()
+    for name, rows in plain.items():
+        if name != "safety.jsonl":
+            assert _rows(rejected / "dataset" / name) == rows
+    cost = json.loads((rejected / "cost_by_task.json").read_text())
+    assert sum(stage.get("calls", 0) for stage in cost["safety"]["stages"].values()) == 0  # none spent on a copy

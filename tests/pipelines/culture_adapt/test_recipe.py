@@ -302,3 +302,35 @@ def test_items_a_registered_benchmark_holds_are_flagged_not_rejected(tmp_path: P
         assert item["metadata"]["contamination"][0]["source_id"] == item["provenance"]["source_ids"][0]
     plain = {path.name: path.read_bytes() for path in (built / "id" / "dataset").glob("*.jsonl")}
     assert {path.name: path.read_bytes() for path in (run_dir / "id" / "dataset").glob("*.jsonl")} == plain
+
+
+def test_an_item_in_two_splits_is_caught_at_the_final_barrier(tmp_path: Path) -> None:
+    from senseforge.pipelines.contamination import CROSS_SPLIT, SELF_CHECK
+    from senseforge.registry.store import Registry
+
+    unrelated = _row(
+        "pub-1", "Which planet is closest to the sun?", "planet", ["Mercury", "Mars", "Venus", "Moon", "Io"]
+    )
+    Registry.open(tmp_path / "reg").add(_write(tmp_path / "public.jsonl", [unrelated]), "other-set", embed=False)
+    umbrella = next(row for row in TRAIN if row["id"] == "t-relevant")
+    sources = (
+        f"train={_write(tmp_path / 'train.jsonl', TRAIN)}",
+        f"validation={_write(tmp_path / 'validation.jsonl', VALIDATION)}",
+        str(_write(tmp_path / "test.jsonl", [*TEST, {**umbrella, "id": "x-umbrella"}])),  # train's item, in test too
+    )
+    config = _config(tmp_path, source=sources, registry=str(tmp_path / "reg"), contamination="reject")
+    run_dir = tmp_path / "run"
+    assert build(CULTURE_ADAPT, config, run_dir, store=Store()).state == "done"
+    funnel = json.loads((run_dir / "funnel.json").read_text())
+    assert funnel["stages"][-1]["stage"] == SELF_CHECK and funnel["stages"][-1]["rejected"] == {CROSS_SPLIT: 1}
+    (leak,) = [row for row in _lines(run_dir / "rejects.jsonl") if row["stage"] == SELF_CHECK]
+    # the later record id goes: culture-adapt's ids begin with the split, so the test copy stays, train's goes
+    assert leak["id"] == "train:t-relevant" and leak["reason"] == CROSS_SPLIT
+    assert leak["evidence"] == {
+        "copy_of": "test:x-umbrella",
+        "kind": "exact",
+        "score": 1.0,
+        "splits": ["test", "train"],
+    }
+    assert [r["id"] for r in _lines(run_dir / "id" / "dataset" / "train.jsonl")] == ["adapt_id_t-name"]
+    assert [r["id"] for r in _lines(run_dir / "id" / "dataset" / "test.jsonl")] == ["adapt_id_x-umbrella"]

@@ -163,3 +163,60 @@ def test_with_adjudicate_a_tied_majority_waits_for_a_ruling(tmp_path: Path) -> N
     assert done.state == "done"
     row = next(iter((tmp_path / "run" / "id" / "dataset" / "test.jsonl").read_text().splitlines()))
     assert '"answer_majority": "B"' in row and "adjudicator" not in row  # the ruling decides; answers are the four
+
+
+def test_a_copy_of_a_registered_item_or_of_another_creators_is_rejected(tmp_path: Path) -> None:
+    import json
+
+    from senseforge.pipelines.contamination import GATE, SELF_CHECK, SELF_DUPLICATE
+    from senseforge.registry.store import Registry
+
+    public = tmp_path / "public.jsonl"
+    public.write_text(
+        json.dumps(_row_of("pub-7", "Di mana orang biasanya makan rendang?", ["rumah", "kantor", "pasar malam"]))
+        + "\n",
+        encoding="utf-8",
+    )
+    Registry.open(tmp_path / "reg").add(public, "public-id", licence="CC BY-SA 4.0", embed=False)
+    table = tmp_path / "concepts.csv"
+    table.write_text("category,concept\nculinary,rendang\nplace,pasar\nculinary,sate\n", encoding="utf-8")
+    config = HumanGenConfig(
+        concepts=str(table), assignment="one", pool=("a", "b", "c"), answers=2, registry=str(tmp_path / "reg")
+    )
+    asked: list[str] = []
+
+    def fields(who: str, task: str, given: Any) -> dict[str, Any] | None:
+        if task == "create":
+            written = _write(given)  # rendang: the registered question; pasar and sate: one question twice
+            if given.concept in ("pasar", "sate"):
+                written["question"] = "Apa yang biasanya dibeli orang di pasar bersama sate?"
+            return written
+        if task == "qc":
+            asked.append(given.concept)
+            return {"verdict": "complete"}
+        return {"choice": "A", "certain": "yes"}
+
+    summary = _drive(config, tmp_path / "run", fields)
+    assert "rendang" not in asked  # no checker was asked about the copy
+    funnel = summary.funnel.model_dump(mode="json", by_alias=True)
+    rows = {row["stage"]: row for row in funnel["stages"]}
+    assert list(rows) == ["slots", "create", GATE, "qc", "answer", SELF_CHECK]
+    assert rows[GATE]["rejected"] == {"contaminated": 1} and rows[SELF_CHECK]["rejected"] == {SELF_DUPLICATE: 1}
+    run = RunStore(sqlite_url(tmp_path / "run" / "run.db"))
+    (copy,) = run.results(GATE, "rejected", HumanGenRecord)
+    assert copy.data.concept == "rendang"
+    assert copy.evidence == {"registry": "public-id", "source_id": "pub-7", "kind": "exact", "score": 1.0,
+                             "licence": "CC BY-SA 4.0"}  # fmt: skip
+    (twice,) = run.results(SELF_CHECK, "rejected", HumanGenRecord)
+    (kept,) = run.results(SELF_CHECK, "ok", HumanGenRecord)
+    assert twice.record_id > kept.record_id  # the later id goes, whichever arrived first
+    assert twice.evidence == {"copy_of": kept.record_id, "kind": "exact", "score": 1.0}
+    run.close()
+    released = (tmp_path / "run" / "id" / "dataset" / "test.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in released] == [kept.record_id]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["contamination"]["mode"] == "reject"
+
+
+def _row_of(id_: str, question: str, options: list[str]) -> dict[str, Any]:
+    return {"id": id_, "question": question, "choices": {"label": list("ABC"), "text": options}, "answerKey": "A"}

@@ -52,11 +52,16 @@ def contamination_part(run: Run) -> str:
     if not isinstance(gate, Mapping):
         return ""
     rows = [(x.get("name"), x.get("items"), x.get("licence") or "not given") for x in gate.get("checked_against") or []]
-    stage = next((r for r in (run.funnel or {}).get("stages") or [] if r.get("stage") == "contamination"), None)
+    stages = {r.get("stage"): r for r in (run.funnel or {}).get("stages") or [] if isinstance(r, Mapping)}
+    stage = stages.get("contamination")
     found = "not run yet"
     if isinstance(stage, Mapping):
         rejected = ", ".join(f"{reason} {n}" for reason, n in (stage.get("rejected") or {}).items()) or "none"
         found = f"{stage.get('in', 0)} items checked, rejected: {rejected}"
+    own = stages.get("self_duplicates")  # the final barrier of a recipe without a copy filter of its own
+    if isinstance(own, Mapping):
+        copies = ", ".join(f"{reason} {n}" for reason, n in (own.get("rejected") or {}).items()) or "none"
+        found += f"; {own.get('in', 0)} kept items checked against each other, rejected: {copies}"
     mode = "copies rejected" if gate.get("mode") == "reject" else "copies flagged in items/"
     out = "<h3>Contamination</h3>" + table(("registered benchmark", "items", "licence"), rows)
     return out + f"<p>{e(mode)}; cross-lingual matches flagged · {e(found)}</p>"

@@ -32,6 +32,7 @@ from typing import Any
 
 from senseforge.data.crow import CROW_TASKS
 from senseforge.evaluate.policies import ACCEPT, agreement, votes_of
+from senseforge.pipelines.contamination import GATE
 from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, required
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.report import write_jsonl
@@ -102,6 +103,8 @@ def _row(
         row["source_lang"], row["target_lang"] = spec.source_lang, spec.target_lang
     if spec.name not in CROW_TASKS:  # a task of the user's own: the generic fields too, so that eval reads it
         row["context"], row["target"] = data.context, text
+    if data.contamination:  # what the contamination check flagged of the context, for people to see
+        row["contamination"] = data.contamination
     return {**row, **extra, "source_id": source.record_id}
 
 
@@ -117,7 +120,9 @@ def assemble(
         final_stage: the last stage (its kept records are accepted rewrites, or a translation's kept triples).
         kept_stage: the stage whose kept records are a context's kept triples (CKV).
     """
-    sources = run.results("contexts", "ok", CrowRecord)
+    gated = {r.record_id: r for r in run.results(GATE, "rejected", CrowRecord)}
+    flagged = {r.record_id: r for r in run.results(GATE, "ok", CrowRecord) if r.data.contamination}
+    sources = [gated.get(r.record_id) or flagged.get(r.record_id, r) for r in run.results("contexts", "ok", CrowRecord)]
     finals: dict[str, list[StageResult[CrowRecord]]] = {}
     for record in run.results(final_stage, "ok", CrowRecord):
         finals.setdefault(_source_of(record.record_id), []).append(record)
@@ -131,6 +136,9 @@ def assemble(
     for (task, _context_id), members in sorted(groups.items()):
         spec, out = specs[task], outputs[task]
         out.contexts += 1
+        if all(m.record_id in gated for m in members):  # a copy of a registered benchmark's context
+            out.dropped[str(gated[members[0].record_id].reason)] += 1
+            continue
         if not any(kept_triples.get(m.record_id) for m in members):
             out.dropped[NO_KEPT_KNOWLEDGE] += 1
             continue

@@ -20,10 +20,11 @@ import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from rich.console import RenderableType
 from rich.table import Table
@@ -31,6 +32,8 @@ from rich.table import Table
 from senseforge.data.text import plural
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
+from senseforge.pipelines.contamination import GATE, gate
+from senseforge.pipelines.contamination import manifest_facts as contamination_facts
 from senseforge.pipelines.crow.assemble import assemble, dimension_counts, validation_figures, write_outputs
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.crow.dryrun import crow_author
@@ -53,9 +56,11 @@ from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Funnel, StageFunnel, cost_by, funnel_rows_by, write_json
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
+from senseforge.registry.store import Unit
 
 _TASK_STAGES = {
     "contexts": None,
+    GATE: None,
     "cka": None,
     "ckv": "ckv",
     "wsg": "wsg",
@@ -132,6 +137,19 @@ class Contexts:
         made, facts = source_records(contexts, specs, tasks, n=config.n, seed=config.seed)
         records: list[StageResult] = list(made)
         return records, {**facts, "sources": [str(p) for p in paths], "task_order": tasks}
+
+
+CONTAMINATION_DEFAULT: Final = "flag"
+"""CRoW perturbs real task examples, often of public sets (CommonMT, the task datasets CRoW itself drew on): a
+context a registered benchmark holds is flagged, not rejected (``--contamination reject`` rejects)."""
+
+
+def context_unit(specs: Mapping[str, TaskSpec], record_id: str, data: CrowRecord) -> Unit:
+    """A source record as the contamination check sees it: its context, in the task's language (a translation
+    task's source language), as a registered binary benchmark keeps its contexts."""
+    spec = specs.get(data.task)
+    lang = None if spec is None else (spec.source_lang if spec.translation else spec.lang)
+    return Unit(record_id, lang, data.context)
 
 
 def _task(record: StageResult[CrowRecord]) -> str:
@@ -217,6 +235,7 @@ class Crow:
             )
         )
         return [
+            *gate(config, partial(context_unit, tasks), CONTAMINATION_DEFAULT),
             annotate,
             ValidateKnowledge(
                 "ckv",
@@ -255,6 +274,7 @@ class Crow:
             "panel": [f"lm:{spec}#{i}" for i, spec in enumerate(config.panel)],
             "templates": template_hashes(styles),
             "task_specs": {name: spec.model_dump(mode="json") for name, spec in sorted(specs.items())},
+            **contamination_facts(config, CONTAMINATION_DEFAULT),
         }
 
     def finish(

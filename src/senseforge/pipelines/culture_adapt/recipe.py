@@ -31,7 +31,7 @@ from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.data.splits import SPLIT_NAMES
 from senseforge.data.text import plural
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
-from senseforge.pipelines.contamination import gate
+from senseforge.pipelines.contamination import gate, kept_stage, self_check
 from senseforge.pipelines.contamination import manifest_facts as contamination_facts
 from senseforge.pipelines.culture_adapt import templates
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
@@ -155,6 +155,10 @@ def draft_unit(record_id: str, data: AdaptRecord) -> Unit:
     """An adapted item as the contamination check sees it: the draft's question, in its language, with its answer."""
     draft = data.draft or data.source
     return Unit(record_id, data.draft_lang or data.source_lang, draft.question, draft.answer_text())
+
+
+def _split_of(data: AdaptRecord) -> str | None:
+    return data.split
 
 
 def adapt_check(config: CultureAdaptConfig, record: StageResult[AdaptRecord]) -> QueuedTask | None:
@@ -285,6 +289,7 @@ class CultureAdapt:
                 untranslated="flag" if translate.startswith("scripted/") else "reject",
                 check=partial(adapt_check, config) if config.adapt_check_k is not None else None,
             ),
+            *self_check(config, draft_unit, CONTAMINATION_DEFAULT, split_of=_split_of),
         ]
 
     def splitting(self) -> frozenset[str]:
@@ -303,7 +308,7 @@ class CultureAdapt:
     def finish(
         self, config: CultureAdaptConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
     ) -> Funnel:
-        kept = sorted(run.results("keep", "ok", AdaptRecord), key=lambda r: r.record_id)
+        kept = sorted(run.results(kept_stage(config, "keep"), "ok", AdaptRecord), key=lambda r: r.record_id)
         per_lang: dict[str, list[MCItem]] = {lang: [] for lang in config.langs}
         adapted = {"full": 0, "names": 0, "none": 0}
         for record in kept:

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from rich.console import RenderableType
 
@@ -34,6 +34,8 @@ from senseforge.data.concepts import Concept, example_table, read_concepts
 from senseforge.data.schema import MCItem, Provenance
 from senseforge.errors import ConfigError
 from senseforge.evaluate import policies
+from senseforge.pipelines.contamination import gate, kept_stage, self_check
+from senseforge.pipelines.contamination import manifest_facts as contamination_facts
 from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.human_gen.records import HumanGenRecord
 from senseforge.pipelines.human_gen.stages import BlindAnswers, CreateByPeople, QualityControl, assign, slot_id
@@ -41,8 +43,21 @@ from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.report import Funnel, StageFunnel, write_splits
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stored
 from senseforge.pipelines.stage import Stage
+from senseforge.registry.store import Unit
 
 logger = logging.getLogger(__name__)
+
+
+CONTAMINATION_DEFAULT: Final = "reject"
+"""People write human-gen's items anew: a copy of a registered benchmark's item, or of another item of the
+build, is rejected (see ``--contamination``)."""
+
+
+def draft_unit(record_id: str, data: HumanGenRecord) -> Unit:
+    """An item as the contamination check sees it: the question as written (or revised), with its answer."""
+    draft = data.current_draft()
+    gold = next((c.text for c in draft.choices if c.label == draft.answer), None)
+    return Unit(record_id, data.lang, draft.question, gold)
 
 
 class Slots:
@@ -103,6 +118,7 @@ def to_item(record: StageResult[HumanGenRecord]) -> MCItem:
             "answer_majority": data.answer_majority,
             "answers": as_stored([a.model_dump(mode="json") for a in data.answers or ()]),
             "qc_history": as_stored([e.model_dump(mode="json") for e in data.qc_history or ()]),
+            **({"contamination": data.contamination} if data.contamination else {}),
         },
     )
 
@@ -186,6 +202,7 @@ class HumanGen:
     def stages(self, config: HumanGenConfig) -> list[Stage]:
         return [
             CreateByPeople("create", options=config.options),
+            *gate(config, draft_unit, CONTAMINATION_DEFAULT),
             QualityControl("qc", pool=config.pool, checkers=config.checkers, max_rounds=config.max_qc_rounds),
             BlindAnswers(
                 "answer",
@@ -194,21 +211,25 @@ class HumanGen:
                 max_flags=config.max_ambiguity_flags,
                 adjudicate=config.adjudicate,
             ),
+            *self_check(config, draft_unit, CONTAMINATION_DEFAULT),
         ]
 
     def splitting(self) -> frozenset[str]:
         return frozenset()
 
     def manifest(self, config: HumanGenConfig) -> dict[str, Any]:
-        return {"people": {"pool": list(config.pool), "checkers": list(config.checkers), "answers_per_item": config.k}}
+        return {
+            "people": {"pool": list(config.pool), "checkers": list(config.checkers), "answers_per_item": config.k},
+            **contamination_facts(config, CONTAMINATION_DEFAULT),
+        }
 
     def finish(
         self, config: HumanGenConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
     ) -> Funnel:
-        kept = sorted(run.results("answer", "ok", HumanGenRecord), key=lambda r: r.record_id)
+        kept = sorted(run.results(kept_stage(config, "answer"), "ok", HumanGenRecord), key=lambda r: r.record_id)
         items = [to_item(r) for r in kept]
         write_splits(run_dir / config.lang, {"test": items}, released_row)
-        answered = [*kept, *run.results("answer", "rejected", HumanGenRecord)]
+        answered = [*run.results("answer", "ok", HumanGenRecord), *run.results("answer", "rejected", HumanGenRecord)]
         return HumanGenFunnel(
             lang=config.lang,
             pool=list(config.pool),
