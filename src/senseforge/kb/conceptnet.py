@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -230,30 +231,33 @@ def import_dump(
     import_id = f"{int(time.time() * 1000):x}-{os.getpid()}"
     target = store / f"edges-{import_id}.parquet"
     tmp = store / f".edges-{import_id}.parquet.tmp"
-    scanned = store / f".scan-{import_id}.parquet.tmp"
-    # One scan of the dump: every parsed line with the reason it is left out (or kept); the fields
-    # are filled in for kept lines only, so the rest costs little more than its reason.
+    scanned = store / f".scan-{import_id}.tmp"
+    # One scan of the dump, written as one folder of Parquet files per reason: every parsed line with
+    # the reason it is left out (or kept); the fields are filled in for kept lines only, so the rest
+    # costs little more than its reason, and the kept lines' files are already the edges file.
+    scan_query = _scan_query(source, langs, relations)
     con = connect(memory_limit, store / ".duckdb-tmp")
     try:
         _run_with_progress(
             con,
-            f"COPY ({_scan_query(source, langs, relations)}) TO '{_sql_str(str(scanned))}' "
-            "(FORMAT parquet, COMPRESSION zstd)",
+            f"COPY ({scan_query}) TO '{_sql_str(str(scanned))}' "
+            "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (reason))",
             progress,
         )
-        scan = f"read_parquet('{_sql_str(str(scanned))}')"
-        counts = {
-            str(reason): int(n)
-            for reason, n in con.execute(f"SELECT reason, count(*) FROM {scan} GROUP BY 1").fetchall()
-        }
-        first_bad = f"(list(uri ORDER BY uri) FILTER (WHERE reason = '{_MALFORMED}'))[1:{_MAX_REPORTED}]"
-        bad_uris = _one(con, f"SELECT {first_bad} FROM {scan}")[0]
-        report.by_language = {
-            str(lang): int(count)
-            for lang, count in con.execute(
-                f"SELECT start_lang, count(*) FROM {scan} WHERE reason = '{_KEPT}' GROUP BY 1 ORDER BY 2 DESC, 1"
-            ).fetchall()
-        }
+        parts = _partitions(scanned)
+        counts = _row_counts(con, parts)
+        if parts.get(_MALFORMED):
+            first_bad = f"(list(uri ORDER BY uri))[1:{_MAX_REPORTED}]"
+            bad_uris = _one(con, f"SELECT {first_bad} FROM {_parquet(parts[_MALFORMED])}")[0]
+        else:
+            bad_uris = None
+        if parts.get(_KEPT):
+            report.by_language = {
+                str(lang): int(count)
+                for lang, count in con.execute(
+                    f"SELECT start_lang, count(*) FROM {_parquet(parts[_KEPT])} GROUP BY 1 ORDER BY 2 DESC, 1"
+                ).fetchall()
+            }
         rejects = con.execute(
             "SELECT line, string_agg(DISTINCT error_type, ', ') FROM reject_errors GROUP BY line ORDER BY line"
         ).fetchall()
@@ -270,11 +274,13 @@ def import_dump(
             raise DataValidationError(f"{source}:{first.line}: {first.reason} (a strict import stops at a bad line)")
         if not report.rows_kept and not allow_empty:
             raise DataValidationError(_nothing_kept(report))
-        con.execute(
-            f"COPY (SELECT * EXCLUDE (reason), true AS ok FROM {scan} WHERE reason = '{_KEPT}') "
-            f"TO '{_sql_str(str(tmp))}' (FORMAT parquet, COMPRESSION zstd)"
-        )
-        os.replace(tmp, target)
+        kept = parts.get(_KEPT, [])
+        if len(kept) == 1:
+            os.replace(kept[0], target)  # the kept lines' file is the edges file: uri, the fields, ok
+        else:  # no kept line (an empty store, with the same columns) or, should DuckDB split them, several files
+            rows = _parquet(kept) if kept else f"(SELECT * EXCLUDE (reason) FROM ({scan_query}) LIMIT 0)"
+            con.execute(f"COPY (SELECT * FROM {rows}) TO '{_sql_str(str(tmp))}' (FORMAT parquet, COMPRESSION zstd)")
+            os.replace(tmp, target)
         report.seconds = time.perf_counter() - started
         report.imported_at = time.time()
         _write_pointer(store, target, report)
@@ -289,13 +295,40 @@ def import_dump(
         raise
     finally:
         con.close()
-        with contextlib.suppress(FileNotFoundError):
-            scanned.unlink()
+        shutil.rmtree(scanned, ignore_errors=True)
     for old in store.glob("edges-*.parquet"):
         if old.name != target.name:
             with contextlib.suppress(FileNotFoundError):
                 old.unlink()
     return report
+
+
+def _partitions(folder: Path) -> dict[str, list[Path]]:
+    """The Parquet files of a scan written with ``PARTITION_BY (reason)``, by reason (none for a reason no line has)."""
+    parts: dict[str, list[Path]] = {}
+    for path in sorted(folder.glob("reason=*/*.parquet")):
+        parts.setdefault(path.parent.name.removeprefix("reason="), []).append(path)
+    return parts
+
+
+def _parquet(files: Sequence[Path]) -> str:
+    """SQL reading Parquet files as they are (the folder names add no column)."""
+    return f"read_parquet({_sql_list([str(f) for f in files])}, hive_partitioning=false)"
+
+
+def _row_counts(con: duckdb.DuckDBPyConnection, parts: dict[str, list[Path]]) -> dict[str, int]:
+    """Lines by reason, from the row counts in the Parquet files' footers (no data is read)."""
+    files = [f for paths in parts.values() for f in paths]
+    if not files:
+        return {}
+    reason_of = {str(f): reason for reason, paths in parts.items() for f in paths}
+    counts: dict[str, int] = {}
+    for name, rows in con.execute(
+        f"SELECT file_name, num_rows FROM parquet_file_metadata({_sql_list([str(f) for f in files])})"
+    ).fetchall():
+        reason = reason_of[str(name)]
+        counts[reason] = counts.get(reason, 0) + int(rows)
+    return counts
 
 
 def _scan_query(source: Path, langs: Sequence[str] | None, relations: Sequence[str] | None) -> str:
@@ -326,7 +359,7 @@ def _scan_query(source: Path, langs: Sequence[str] | None, relations: Sequence[s
     ]
     columns = ", ".join(f"CASE WHEN {kept} THEN {expr} END AS {name}" for expr, name in fields)
     return (
-        f"SELECT CASE WHEN {kept} OR reason = '{_MALFORMED}' THEN uri END AS uri, reason, {columns} "
+        f"SELECT CASE WHEN {kept} OR reason = '{_MALFORMED}' THEN uri END AS uri, reason, {columns}, {kept} AS ok "
         f"FROM (SELECT *, {reason} AS reason FROM {_read_csv(source)})"
     )
 
