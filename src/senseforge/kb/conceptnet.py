@@ -51,6 +51,7 @@ BUNDLED_DUMPS = {
 _MAX_REPORTED = 5
 _KEPT = "kept"
 _MALFORMED = "malformed"
+_TALLY = "left_out_"
 LEFT_OUT: dict[str, str] = {
     "non_concept": "non-concept nodes",
     "cross_lingual": "cross-lingual",
@@ -232,20 +233,22 @@ def import_dump(
     target = store / f"edges-{import_id}.parquet"
     tmp = store / f".edges-{import_id}.parquet.tmp"
     scanned = store / f".scan-{import_id}.tmp"
-    # One scan of the dump, written as one folder of Parquet files per reason: every parsed line with
-    # the reason it is left out (or kept); the fields are filled in for kept lines only, so the rest
-    # costs little more than its reason, and the kept lines' files are already the edges file.
+    # One scan of the dump: each parsed line gets the reason it is left out (or kept); the kept and the
+    # malformed lines are written as one folder of Parquet files per reason (the kept lines' file is
+    # already the edges file), and the lines left out on purpose are only counted, by _tallied.
     scan_query = _scan_query(source, langs, relations)
     con = connect(memory_limit, store / ".duckdb-tmp")
     try:
+        for reason in LEFT_OUT:
+            con.execute(f"CREATE TEMP SEQUENCE {_TALLY}{reason}")
         _run_with_progress(
             con,
-            f"COPY ({scan_query}) TO '{_sql_str(str(scanned))}' "
+            f"COPY ({_tallied(scan_query)}) TO '{_sql_str(str(scanned))}' "
             "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (reason))",
             progress,
         )
         parts = _partitions(scanned)
-        counts = _row_counts(con, parts)
+        counts = {**_row_counts(con, parts), **_tallies(con)}
         if parts.get(_MALFORMED):
             first_bad = f"(list(uri ORDER BY uri))[1:{_MAX_REPORTED}]"
             bad_uris = _one(con, f"SELECT {first_bad} FROM {_parquet(parts[_MALFORMED])}")[0]
@@ -301,6 +304,25 @@ def import_dump(
             with contextlib.suppress(FileNotFoundError):
                 old.unlink()
     return report
+
+
+def _tallied(scan: str) -> str:
+    """SQL keeping a scan's kept and malformed lines and counting each other line in its reason's sequence.
+
+    A line left out on purpose only needs counting: it takes one value of the sequence
+    ``<_TALLY><reason>`` (``nextval`` is volatile, so it runs once for each line that reaches it)
+    instead of a row of nulls in the scan's files, which is cheaper to do than to write.
+    """
+    tally = "CASE reason " + " ".join(f"WHEN '{r}' THEN nextval('{_TALLY}{r}')" for r in LEFT_OUT) + " END"
+    return f"SELECT * FROM ({scan}) WHERE reason IN ('{_KEPT}', '{_MALFORMED}') OR {tally} < 0"
+
+
+def _tallies(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Lines left out on purpose, by reason, from the sequences of :func:`_tallied` (reasons with none are absent)."""
+    rows = con.execute(
+        "SELECT sequence_name, last_value FROM duckdb_sequences() WHERE starts_with(sequence_name, $1)", [_TALLY]
+    ).fetchall()
+    return {str(name).removeprefix(_TALLY): int(last) for name, last in rows if last}
 
 
 def _partitions(folder: Path) -> dict[str, list[Path]]:
