@@ -231,3 +231,21 @@ def test_identity_names_the_edges_file_by_its_sha256(tmp_path: Path) -> None:
     assert (
         conceptnet.identity(store, digest=lambda path: f"digest of {path.name}")["sha256"] == f"digest of {edges.name}"
     )
+
+
+def test_counts_by_reason_hold_over_a_dump_read_in_many_chunks(tmp_path: Path) -> None:
+    lines = REASONS.read_bytes().splitlines()
+    dump = write_dump(tmp_path / "many.csv.gz", lines * 20_000)  # 140,000 lines: many chunks, every thread
+    report = import_dump(dump, tmp_path / "kb", langs=["en"], relations=["AtLocation"])
+    assert report.lines_read == 140_000 and report.rows_kept == 20_000 and report.malformed == 40_000
+    assert report.left_out == {reason: 20_000 for reason in conceptnet.LEFT_OUT}
+    assert report.by_language == {"en": 20_000}
+    with open_edges(tmp_path / "kb") as con:
+        described = con.execute(f"DESCRIBE SELECT * FROM '{conceptnet.edges_path(tmp_path / 'kb')}'").fetchall()
+        assert con.execute("SELECT count(*) FROM edges").fetchone() == (20_000,)
+    assert [row[0] for row in described] == [
+        "uri", "relation", "start_lang", "start_text", "start_pos", "start_sense",
+        "end_lang", "end_text", "end_pos", "end_sense", "weight", "dataset", "ok",
+    ]  # fmt: skip
+    names = {p.name for p in (tmp_path / "kb").iterdir()}
+    assert names == {".duckdb-tmp", "kb.json", conceptnet.edges_path(tmp_path / "kb").name}  # no scan left behind
