@@ -117,12 +117,10 @@ class SelfDuplicates:
         for members in by_lang.values():
             for copy in copies_within([unit for _, unit in members]):
                 record, earlier = members[copy.index][0], members[copy.earlier][0]
-                found: dict[str, Any] = {"copy_of": earlier.record_id, "kind": copy.kind, "score": copy.score}
                 mine, theirs = self._split(record), self._split(earlier)
-                found["reason"] = CROSS_SPLIT if mine != theirs else SELF_DUPLICATE
-                if mine != theirs:
-                    found["splits"] = [theirs, mine]
-                copies[record.record_id] = found
+                found: dict[str, Any] = {"copy_of": earlier.record_id, "kind": copy.kind, "score": copy.score}
+                found.update({"splits": [theirs, mine], "reason": CROSS_SPLIT} if mine != theirs else {})
+                copies[record.record_id] = {"reason": SELF_DUPLICATE, **found}
         outcomes: list[Outcome] = []
         for record in records:
             copy_of = copies.get(record.record_id)
@@ -150,9 +148,10 @@ def self_check(
 
 
 def kept_stage(config: RecipeConfig, last: str) -> str:
-    """The stage whose kept records are the build's items: :data:`SELF_CHECK` when the recipe ends with it,
-    else ``last``."""
-    return last if mode_of(config, "reject") is None else SELF_CHECK
+    """The stage whose kept records are the build's items: :data:`SELF_CHECK` when the recipe ends with it
+    (:func:`self_check` made one), else ``last``."""
+    checked = mode_of(config, "reject") is not None  # the mode itself does not matter here, only that there is one
+    return SELF_CHECK if checked else last
 
 
 def gate(config: RecipeConfig, unit_of: UnitOf, default: Literal["reject", "flag"]) -> list[ContaminationGate]:

@@ -239,7 +239,7 @@ def copies_within(units: Sequence[Unit], *, near: float = NEAR_THRESHOLD) -> lis
         elif key_n in normal:
             copy = Copy(index, normal[key_n], "normal", 1.0)
         else:
-            mine = normal_key(unit.answer) if unit.answer else 0
+            mine = answers[index]
             candidates = [
                 r for r in sorted(int(r) for r in lsh.query(sketch)) if not mine or not answers[r] or answers[r] == mine
             ]
