@@ -244,3 +244,86 @@ def test_bad_settings_are_refused() -> None:
         LoopbackOpenAI(shout, fault_rate=1.5)
     with pytest.raises(RuntimeError, match="not started"):
         _ = LoopbackOpenAI(shout).base_url
+
+
+def _line(stream: Any, within_s: float = 60.0) -> str:
+    """The next line of a child's stdout, failing (not hanging) when none comes in time."""
+    import select
+
+    ready, _, _ = select.select([stream], [], [], within_s)
+    assert ready, f"no line from the server within {within_s} s"
+    line: str = stream.readline()
+    return line.strip()
+
+
+def test_until_signal_serves_with_stdin_closed_and_stops_cleanly_on_sigterm() -> None:
+    """Started as ``nohup … &`` starts it (stdin closed at once), it serves until SIGTERM, then prints its
+    statistics and exits 0."""
+    import signal
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "senseforge.llm.loopback", "--responder", "senseforge.llm.loopback:request_text"]
+    child = subprocess.Popen(
+        [*command, "--until-signal"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        base_url = _line(child.stdout)
+        assert base_url.startswith("http://127.0.0.1:"), base_url
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "still there?"}]}).encode()
+        request = urllib.request.Request(
+            f"{base_url}/chat/completions", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:  # stdin closed long before: still serving
+            reply = json.loads(answer.read())
+        assert reply["choices"][0]["message"]["content"] == "still there?"
+        assert child.poll() is None
+        child.send_signal(signal.SIGTERM)
+        out, errors = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, errors
+    assert "Traceback" not in errors
+    stats = json.loads(out.strip().splitlines()[-1])
+    assert stats["requests"] == 1 and stats["answered_ok"] == 1
+
+
+def test_without_until_signal_a_closed_stdin_still_stops_it() -> None:
+    """The benchmarks' way: the server stops when its standard input closes, its statistics last."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "senseforge.llm.loopback", "--responder", "senseforge.llm.loopback:request_text"]
+    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    base_url, stats = done.stdout.splitlines()
+    assert base_url.startswith("http://127.0.0.1:") and json.loads(stats)["requests"] == 0
+
+
+def test_a_port_can_be_chosen_and_a_taken_one_is_refused() -> None:
+    with LoopbackOpenAI(shout) as first:
+        port = int(first.base_url.rsplit(":", 1)[1].split("/")[0])
+        with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
+            LoopbackOpenAI(shout, port=port).start()
+    with LoopbackOpenAI(shout, port=port) as second:  # free again once the first has stopped
+        assert second.base_url == f"http://127.0.0.1:{port}/v1"
+    with pytest.raises(ConfigError, match="port must lie between"):
+        LoopbackOpenAI(shout, port=70000)
+
+
+def test_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    from senseforge.llm.loopback import main
+
+    with pytest.raises(SystemExit) as leaving:
+        main(["--help"])
+    assert leaving.value.code == 0
+    page = capsys.readouterr().out
+    assert "--until-signal" in page and "--port" in page and "--responder MODULE:FUNCTION" in page
+    for markup in ("``", ":func:", ":mod:", ":class:", ":data:", "::"):
+        assert markup not in page, markup

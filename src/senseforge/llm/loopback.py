@@ -131,6 +131,7 @@ class LoopbackOpenAI:
         batch_latency_s: seconds from a batch's creation until it completes (when next read), or None to
             complete batches only when :meth:`finish_batches` is called. A batch's lines are answered as
             online requests are, but without ``latency_s`` and without injected faults.
+        port: the port to listen on; 0 (the default) takes a free one.
 
     Statistics (``requests``, ``answered_ok``, ``faults_by_kind``, ``max_in_flight``,
     ``in_flight``, ``log``) may be read while the server runs. Each request is counted
@@ -157,6 +158,7 @@ class LoopbackOpenAI:
         capacity: int | None = None,
         headers: Mapping[str, str] | None = None,
         batch_latency_s: float | None = 0.0,
+        port: int = 0,
     ) -> None:
         if latency_s < 0 or hang_s < 0:
             raise ConfigError(f"latency_s and hang_s must be >= 0, got {latency_s} and {hang_s}")
@@ -169,9 +171,12 @@ class LoopbackOpenAI:
             raise ConfigError("fault_rate > 0 needs at least one fault kind in faults")
         if capacity is not None and capacity < 1:
             raise ConfigError(f"capacity must be >= 1, got {capacity}")
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"port must lie between 0 (a free one) and 65535, got {port}")
         if max_consecutive_faults is not None and max_consecutive_faults < 0:
             raise ConfigError(f"max_consecutive_faults must be >= 0, got {max_consecutive_faults}")
         self.responder = responder
+        self.port = port
         self.capacity = capacity
         self.headers = dict(headers or {})
         self.latency_s = latency_s
@@ -200,10 +205,17 @@ class LoopbackOpenAI:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> LoopbackOpenAI:
-        """Bind a free port and serve in a daemon thread; returns ``self``."""
+        """Bind ``port`` (a free one when 0) and serve in a daemon thread; returns ``self``.
+
+        Raises:
+            ConfigError: the port is taken.
+        """
         if self._httpd is not None:
             raise RuntimeError("the loopback server is already started")
-        self._httpd = LoopbackHTTPServer(("127.0.0.1", 0), handler_for(self))
+        try:
+            self._httpd = LoopbackHTTPServer(("127.0.0.1", self.port), handler_for(self))
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on 127.0.0.1:{self.port}: {exc.strerror or exc}") from exc
         self._started = time.monotonic()
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": _POLL_S}, name="loopback-openai", daemon=True
@@ -413,7 +425,10 @@ def _load_responder(target: str) -> Responder:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise ConfigError(f"responder {target!r}: write module:function")
-    responder: Responder = getattr(importlib.import_module(module_name), attribute)
+    try:
+        responder: Responder = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"responder {target!r}: {exc}") from exc
     return responder
 
 
@@ -424,22 +439,59 @@ def _header(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Serve from a process of its own (so the server does not share the client's interpreter).
+USAGE = """\
+An OpenAI-compatible server on 127.0.0.1 for offline first runs, tests and benchmarks:
+no key, no network. It answers chat and legacy completions, the model list, and the
+Files and Batch APIs; the answer text comes from a Python function (the responder).
 
-    Prints the base URL on the first line of stdout, then serves; each line read from
-    stdin prints the statistics so far as one JSON line; when stdin closes it prints them
-    once more and exits::
+It prints its base URL on the first line of standard output, then serves. By default
+each line read from standard input prints the statistics so far as one JSON line, and
+when standard input closes it prints them once more and stops (how the benchmarks
+drive it). With --until-signal it leaves standard input alone and serves until it gets
+SIGTERM or SIGINT (Ctrl-C), then prints the statistics and stops: for a server started
+in the background, where standard input is closed at once.
+"""
 
-        python -m senseforge.llm.loopback --responder senseforge.pipelines.mcsqa.dryrun:body_reply --latency 0.5
-    """
+EXAMPLES = """\
+responders:
+  senseforge.pipelines.mcsqa.dryrun:body_reply   answers every mCSQA stage, as the
+                                                 scripted/mcsqa-author model does
+  senseforge.llm.loopback:request_text           echoes the request's last message
+
+example:
+  nohup python -m senseforge.llm.loopback --port 8765 --until-signal \\
+      --responder senseforge.pipelines.mcsqa.dryrun:body_reply > loopback.log &
+  senseforge build mcsqa --lang en --n 20 --model openai/loopback \\
+      --base-url http://127.0.0.1:8765/v1
+  kill %1     # or: kill PID; the statistics are the last line of loopback.log
+"""
+
+
+def _parser() -> Any:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m senseforge.llm.loopback", description=main.__doc__)
-    parser.add_argument("--responder", required=True, help="module:function taking the request body")
-    parser.add_argument("--latency", type=float, default=0.0)
-    parser.add_argument("--fault-rate", type=float, default=0.0)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = argparse.ArgumentParser(
+        prog="python -m senseforge.llm.loopback",
+        description=USAGE,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--responder", required=True, metavar="MODULE:FUNCTION", help="the function that writes each answer's text"
+    )
+    parser.add_argument("--port", type=int, default=0, help="the port to listen on (default: a free one)")
+    parser.add_argument(
+        "--until-signal",
+        action="store_true",
+        help="serve until SIGTERM or SIGINT, whatever standard input does (for nohup ... &)",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.0, metavar="SECONDS", help="wait this long before each answer"
+    )
+    parser.add_argument(
+        "--fault-rate", type=float, default=0.0, metavar="SHARE", help="the share of attempts that fail on purpose"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the seed of the failures drawn")
     parser.add_argument("--capacity", type=int, help="refuse with 429 above this many requests in flight")
     parser.add_argument(
         "--batch-latency", type=float, default=0.0, metavar="SECONDS", help="complete a batch this long after creation"
@@ -447,17 +499,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--header", action="append", default=[], metavar="NAME:VALUE", help="send with every completion answer"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _wait_for_signal() -> int:
+    """Block until SIGTERM or SIGINT comes; the signal's number."""
+    import signal
+
+    wanted = {signal.SIGTERM, signal.SIGINT}
+    if hasattr(signal, "sigwait"):  # blocked before the server's threads start, so it comes here, never lost
+        return signal.sigwait(wanted)
+    try:  # Windows: no sigwait; Ctrl-C (and a terminate) end the sleep
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return int(signal.SIGINT)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve from a process of its own (so the server does not share the client's interpreter).
+
+    Prints the base URL on the first line of stdout, then serves: until stdin closes (each
+    line read prints the statistics so far as one JSON line), or with ``--until-signal``
+    until SIGTERM or SIGINT; either way it prints the statistics once more and exits 0.
+    ``python -m senseforge.llm.loopback --help`` says the rest.
+    """
+    import signal
+
+    args = _parser().parse_args(argv)
     headers = dict(_header(text) for text in args.header)
-    server = LoopbackOpenAI(
-        _load_responder(args.responder),
-        latency_s=args.latency,
-        fault_rate=args.fault_rate,
-        seed=args.seed,
-        capacity=args.capacity,
-        headers=headers,
-        batch_latency_s=args.batch_latency,
-    )
+    if args.until_signal and hasattr(signal, "pthread_sigmask"):  # before any thread starts: they inherit the mask
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        server = LoopbackOpenAI(
+            _load_responder(args.responder),
+            latency_s=args.latency,
+            fault_rate=args.fault_rate,
+            seed=args.seed,
+            capacity=args.capacity,
+            headers=headers,
+            batch_latency_s=args.batch_latency,
+            port=args.port,
+        ).start()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     def stats() -> str:
         return json.dumps(
@@ -483,8 +569,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with server:
         print(server.base_url, flush=True)
-        for _line in sys.stdin:
-            print(stats(), flush=True)
+        try:
+            if args.until_signal:
+                _wait_for_signal()
+            else:
+                for _line in sys.stdin:
+                    print(stats(), flush=True)
+        except KeyboardInterrupt:
+            pass
         print(stats(), flush=True)
     return 0
 
