@@ -49,3 +49,31 @@ def test_every_help_fits_80_columns_and_cuts_nothing(
         assert "\x1b[" not in page
         pages += 1
     assert pages > 40  # the walk reached every subcommand
+
+
+MARKUP = re.compile(r":(?:mod|class|func|meth|data|attr|obj|exc):`|``|\bNone\b")
+"""What a docstring says to its readers in the code, not to a user: Sphinx roles, literals, Python's None."""
+
+
+def test_every_help_is_plain_text(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every page (each command, every recipe's ``build RECIPE``, the loopback server's) in words, no markup."""
+    from senseforge.llm import loopback
+
+    monkeypatch.setenv("COLUMNS", "200")  # whole lines: a marked-up word is never split over two
+    root = typer.main.get_command(app)
+    pages: dict[str, str] = {}
+    for path, _command in _commands(root):
+        root.main([*path, "--help"], prog_name="senseforge", standalone_mode=False, terminal_width=200)
+        pages[" ".join(("senseforge", *path))] = capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        loopback.main(["--help"])
+    pages["python -m senseforge.llm.loopback"] = capsys.readouterr().out
+    marked = {
+        where: sorted({line.strip() for line in page.splitlines() if MARKUP.search(line)})
+        for where, page in pages.items()
+    }
+    marked = {where: lines for where, lines in marked.items() if lines}
+    assert not marked, "\n".join(f"{where} --help: {line}" for where, lines in marked.items() for line in lines)
+    recipes = [where for where in pages if where.startswith("senseforge build ")]
+    assert {"senseforge build mcsqa", "senseforge build crow", "senseforge build human-gen"} <= set(recipes)
+    assert "--until-signal" in pages["python -m senseforge.llm.loopback"]

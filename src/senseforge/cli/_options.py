@@ -10,6 +10,7 @@ comma-separated (or repeated); a switch is ``--x/--no-x``. Every option defaults
 from __future__ import annotations
 
 import inspect
+import re
 import types
 import typing
 from collections.abc import Collection, Mapping, Sequence
@@ -53,8 +54,30 @@ def _kind(annotation: Any) -> tuple[str, type]:
     return "skip", str
 
 
+_SEE = re.compile(r"\s*\(see\s+:\w+:`[^`]+`\)|[:;,]?\s*\bsee\s+:\w+:`[^`]+`")
+"""A pointer into the code for its readers ("see :mod:`x`"): nothing a user of the command line can follow."""
+_ROLE = re.compile(r":\w+:`(~?)([^`<]*?)(?:\s*<[^>]*>)?`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def plain(text: str) -> str:
+    """A docstring's Sphinx markup as the plain text a ``--help`` page shows.
+
+    Pointers into the code ("see :mod:`x`") go; any other role keeps its text (the last
+    part of a ``~`` name); double backquotes go, their contents stay.
+
+    >>> plain("Records per batch (they stream: see :mod:`senseforge.pipelines.flow`).")
+    'Records per batch (they stream).'
+    >>> plain("Read by :func:`~senseforge.data.io.read_jsonl`, ``base_url`` included.")
+    'Read by read_jsonl, base_url included.'
+    """
+    text = _SEE.sub("", text)
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
+    return " ".join(_LITERAL.sub(r"\1", text).split())
+
+
 def _describe(name: str, info: FieldInfo, flag: Flag, kind: str) -> str:
-    text = flag.help or " ".join((info.description or name.replace("_", " ")).split()).replace("``", "")
+    text = plain(flag.help or info.description or name.replace("_", " "))
     if kind == "choice" and not flag.help:
         text += " One of: " + ", ".join(map(str, _literals(info.annotation) or ())) + "."
     if kind == "list":

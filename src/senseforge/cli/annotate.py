@@ -179,10 +179,9 @@ def status(
     """Progress per task type and per annotator, agreement per task type, and the QC queue when there is one.
 
     Agreement (Fleiss' kappa, Krippendorff's nominal alpha) is over the items with two or
-    more human votes; ``n/a`` where it is undefined, and for create and revise, whose
-    judgements cast no vote. With ``--json``: ``tasks``, ``annotators``, ``agreement``
-    (``null`` for a type that casts no vote) and ``qc`` (``null`` without qc tasks; else its
-    ``counts`` and ``items``).
+    more human votes; "n/a" where it is undefined, and for create and revise, whose
+    judgements cast no vote. With --json: the keys tasks, annotators, agreement (null for a
+    type that casts no vote) and qc (null without qc tasks; else its counts and items).
     """
     from dataclasses import asdict
 

@@ -95,7 +95,7 @@ class ReviewSettings(BaseModel):
     reviewers: tuple[str, ...] = ()
     """LM judges (model specs; repeat one to ask it several times, each with its own seed); empty: people."""
     lm_review_policy: str | None = None
-    """How the LM judges' votes decide (``unanimous``, ``at-least:2/3`` …); ``None``: all must accept."""
+    """How the LM judges' votes decide (``unanimous``, ``at-least:2/3`` …); by default all must accept."""
     lm_review_final: bool = False
     """Items the LM judges accept are accepted without people (labelled ``review: lm``); else people follow."""
     review_policy: str = "unanimous"
@@ -163,7 +163,7 @@ class RecipeConfig(BaseModel):
     style: StyleChoice = "auto"
     """Prompt style: chat templates, few-shot completion templates, or by provider."""
     batch_size: int | None = Field(default=None, ge=1)
-    """Records per stored batch; ``None``: 8 for local models (the progress bar moves per
+    """Records per stored batch; by default 8 for local models (the progress bar moves per
     batch), a quarter of the concurrency bound for APIs, at least 8 (records stream on to
     their next stage batch by batch, several batches in flight at once: see
     :mod:`senseforge.pipelines.flow`). A killed run redoes its unstored batches, and the

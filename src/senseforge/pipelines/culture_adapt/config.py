@@ -70,7 +70,7 @@ class CultureAdaptConfig(RecipeConfig):
     langs: tuple[str, ...] = ("id", "su")
     """The adaptation language first, then the languages it is translated into."""
     target_culture: str | None = None
-    """The culture items are adapted to; ``None``: the culture of the first language (Indonesia for ``id``)."""
+    """The culture items are adapted to; by default the culture of the first language (Indonesia for ``id``)."""
     extractor: Literal["lm", "spacy"] = "lm"
     """How person names and places are found: an LM (JSON list of spans) or an installed spaCy pipeline."""
     spacy_model: str | None = None
@@ -92,7 +92,7 @@ class CultureAdaptConfig(RecipeConfig):
     min_chrf: float = Field(default=CHRF_THRESHOLD, ge=0.0, le=1.0)
     """Least chrF (share of one) of a faithful translation when chrF is the measure."""
     adapt_check_k: int | None = Field(default=None, ge=1)
-    """Queue every adapted item for the ``adapt-check`` task with this many people; ``None``: no queue."""
+    """Queue every adapted item for the ``adapt-check`` task with this many people; by default none is queued."""
 
     @field_validator("source")
     @classmethod

@@ -96,7 +96,7 @@ class CultureGenConfig(ReviewedConfig):
     dedup: Literal["item", "question"] = "item"
     """Drop repeated items (same question and options), or also a repeated question with other options."""
     split: str | None = None
-    """Train/validation/test shares such as ``80/10/10``; ``None``: every item in test (the paper's release)."""
+    """Train/validation/test shares such as ``80/10/10``; by default every item in test (the paper's release)."""
 
     @field_validator("langs")
     @classmethod

@@ -38,7 +38,7 @@ class HumanGenConfig(RecipeConfig):
     lang: str = "id"
     """The language people write and answer in (BCP-47)."""
     concepts: str | None = None
-    """The concept table (CSV or JSONL: category, concept[, lang]); ``None``: our bundled example table.
+    """The concept table (CSV or JSONL: category, concept[, lang]); by default our bundled example table.
     A row given twice counts once."""
     pool: tuple[str, ...] = DEFAULT_POOL
     """The annotators who write and answer (invite each with ``senseforge annotate invite``)."""
@@ -49,7 +49,7 @@ class HumanGenConfig(RecipeConfig):
     checkers: tuple[str, ...] = ()
     """Who does quality control; empty: any pool member but the item's creator."""
     answers: int | None = Field(default=None, ge=1)
-    """Blind answers per item; ``None``: every pool member but the creator (pool − 1; Putri et al.: 5)."""
+    """Blind answers per item; by default every pool member but the creator (pool − 1; Putri et al.: 5)."""
     max_ambiguity_flags: int = Field(default=3, ge=0)
     """Exclude an item more than this many answerers flag as ambiguous (question or any option)."""
     max_qc_rounds: int = Field(default=3, ge=1)

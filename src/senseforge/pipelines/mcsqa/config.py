@@ -41,7 +41,7 @@ class McsqaConfig(ReviewedConfig):
     lang: str
     """BCP-47 tag of the questions."""
     n: int | None = Field(default=6000, ge=1)
-    """Question sets to sample (paper: 6,000); ``None`` takes every one."""
+    """Question sets to sample (paper: 6,000), or every one when unset (``--all``)."""
     answers_per_set: int = Field(default=3, ge=1, le=3)
     """Questions per question set, each with another target as the answer (paper: all three)."""
     kb: str | None = None
