@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,63 @@ def test_an_unpriced_model_is_warned_about_once(tmp_path: Path, caplog: pytest.L
         "no price for openai/a-model-nobody-priced: its cost is recorded as unknown; add it to the price table "
         "($SENSEFORGE_HOME/prices.toml)"
     ) == 1
+
+
+def test_a_json_syntax_error_says_where_and_what_in_our_words(tmp_path: Path, senseforge_home: Path) -> None:
+    """Not the parser's "Invalid control character at at column 32": the file, line and column, and the fix."""
+    lines = tmp_path / "items.jsonl"
+    choices = [{"label": "A", "text": "yes"}, {"label": "B", "text": "no"}]
+    first = {"id": "q1", "lang": "en", "question": "Fine?", "choices": choices, "answer": "A"}
+    lines.write_text(json.dumps(first) + '\n{"id": "q2", "question": "a\ttab"}\n', encoding="utf-8")
+    evaluate = ("eval", "run", "-m", "scripted/echo", "--format", "senseforge", "-d")
+    line = _error(run_cli(*evaluate, str(lines), home=senseforge_home).stderr)
+    assert (
+        line == f"error: {lines}:2: invalid JSON at column 28: a tab (U+0009) inside a string: write it escaped, as \\t"
+    )
+
+
+def test_a_language_the_knowledge_store_lacks_names_the_import_that_adds_it(
+    kb: Path, tmp_path: Path, senseforge_home: Path
+) -> None:
+    built = run_cli(
+        "build", "mcsqa", "--lang", "zh", "--n", "2", "--kb", str(kb), "-m", AUTHOR, "--out", str(tmp_path / "r"),
+        home=senseforge_home,
+    )  # fmt: skip
+    line = _error(built.stderr)
+    assert f"no ConceptNet edges for 'zh' in the knowledge store {kb} (it has: en, ja)" in line
+    assert f"'senseforge kb import conceptnet-assertions-5.7.0.csv.gz --lang en,ja,zh --store {kb}'" in line
+    assert "or choose a language the store has" in line
+
+
+def test_a_queued_task_anyone_may_take_lists_no_empty_eligible(kb: Path, tmp_path: Path, senseforge_home: Path) -> None:
+    """``"eligible": []`` read as "no one may take it": the key is only there when some people only may."""
+    run = tmp_path / "run"
+    built = run_cli(
+        "build", "mcsqa", "--lang", "en", "--n", "2", "--kb", str(kb), "-m", AUTHOR, "--out", str(run),
+        home=senseforge_home,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    queued = [json.loads(line) for line in (run / "review" / "queue.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert queued and all(row["type"] == "verify" and row["needed"] == 2 for row in queued)
+    assert all("eligible" not in row for row in queued)
+
+
+def test_the_ledger_piped_keeps_each_call_on_one_line(tmp_path: Path, senseforge_home: Path) -> None:
+    """Rich draws a table as wide as the terminal, 80 columns when there is none: piped, a row is never wrapped."""
+    import os
+    import subprocess
+    import sys
+
+    message = "the endpoint took longer than the client would wait for it, " * 3
+    failing = tmp_path / "a-script-whose-name-alone-is-wider-than-half-of-an-eighty-column-line.jsonl"
+    failing.write_text(json.dumps({"failure": {"kind": "timeout", "message": message}}) + "\n", encoding="utf-8")
+    assert run_cli("llm", "generate", "-m", f"scripted/{failing}", "q", home=senseforge_home).returncode != 0
+    env = {**os.environ, "SENSEFORGE_HOME": str(senseforge_home), "HF_HUB_OFFLINE": "1", "COLUMNS": "80"}
+    piped = subprocess.run(
+        [sys.executable, "-m", "senseforge", "llm", "ledger"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert piped.returncode == 0, piped.stderr
+    rows = [line for line in piped.stdout.splitlines() if failing.name in line]
+    assert len(rows) == 1, piped.stdout
+    assert f"timeout: {message.strip()}" in rows[0] and f"scripted/{failing}" in rows[0]
+    assert max(len(line) for line in piped.stdout.splitlines()) > 80

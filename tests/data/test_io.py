@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -297,7 +298,7 @@ def test_error_counts_further_problems(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("bad_line", "pattern"),
     [
-        ('{"id": "x", ', r"file\.jsonl:3: invalid JSON: .* at column \d+"),
+        ('{"id": "x", ', r"file\.jsonl:3: invalid JSON at column 13: a key in double quotes was expected here"),
         (b'{"id": "caf\xe9"}', r"file\.jsonl:3: not UTF-8"),
         (b"\xff\xfe{}", r"file\.jsonl:3: not UTF-8"),
         ("[1, 2, 3]", r"file\.jsonl:3: expected a JSON object, got list"),
@@ -387,3 +388,27 @@ def test_round_trip_property(property_dir: Path, items: list[MCItem]) -> None:
     write_jsonl(again, back)
     assert again.read_bytes() == path.read_bytes()
     assert sorted(p.name for p in property_dir.iterdir()) == ["again.jsonl", "items.jsonl"]  # no temp files
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"q": "a\tb"}', r"column 9: a tab \(U\+0009\) inside a string: write it escaped, as \\t"),
+        ('{"q": "a\x01b"}', r"column 9: a control character \(U\+0001\) inside a string: write it escaped, as \\u0001"),
+        ('{"q": "ab}', "column 7: a string starts here and is never closed"),
+        ('{"q": 1,}', r"column 9: a key in double quotes was expected here \(a comma ends no object\)"),
+        ('{"q" 1}', "column 6: a colon after the key was expected here"),
+        ('{"q": }', "column 7: a value was expected here"),
+        ('{"q": 1} x', "column 10: more text after the JSON value ends"),
+    ],
+    ids=["tab", "control", "unclosed", "trailing-comma", "colon", "value", "extra"],
+)
+def test_a_json_syntax_error_is_said_in_words_with_its_column(tmp_path: Path, text: str, said: str) -> None:
+    """The parser's own message ("Invalid control character at") never shows, nor a doubled "at"."""
+    path = _write_lines(tmp_path / "file.jsonl", [_good_row(), text])
+    with pytest.raises(DataValidationError) as raised:
+        read_jsonl(path, MCItem)
+    message = str(raised.value)
+    assert message.startswith(f"{path}:2: invalid JSON at column ")
+    assert re.search(said, message), message
+    assert " at at " not in message and "Expecting" not in message and "Invalid" not in message

@@ -183,3 +183,8 @@ def test_a_file_that_is_not_utf8_is_located_to_its_line(tmp_path: Path) -> None:
     document.write_bytes(b'[\n{"a": 1},\n{"b": "\xff"}\n]\n')
     with pytest.raises(DataValidationError, match=r"items\.json:3: not UTF-8"):
         _rows.read_json_document(document)
+    document.write_text('[\n  {"id": "q1",\n   "question": "open}\n]\n', encoding="utf-8")
+    with pytest.raises(
+        DataValidationError, match=r"items\.json:3: invalid JSON at column 22: a line break \(U\+000A\)"
+    ):
+        _rows.read_json_document(document)  # the line and column of the document, not the parser's words

@@ -226,6 +226,24 @@ def ledger(
         tokens = "cache" if row.cache_hit else f"{row.tokens_in or 0}+{row.tokens_out or 0}"
         cost = "–" if row.cost_usd is None else money(row.cost_usd)
         failure = f"{row.failure_kind}: {row.failure_message or ''}".rstrip(": ") if row.failure_kind else ""
+        failure = " ".join(failure.split())  # one line per call, whatever the error said
         stamp = datetime.fromtimestamp(row.ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
         table.add_row(stamp, escape(row.model), row.kind, tokens, cost, str(row.attempts), escape(failure))
-    out.print(table)
+    _print_whole(table)
+
+
+def _print_whole(table: Table) -> None:
+    """On a terminal, the table fits its width; piped or redirected, it is as wide as its longest row, so each
+    row stays on one line for ``grep``, ``sort`` or a file."""
+    if out.is_terminal:
+        out.print(table)
+        return
+    from rich.measure import Measurement
+
+    natural = Measurement.get(out, out.options.update(width=1_000_000), table).maximum
+    narrow = out.width
+    out.width = max(natural, narrow)  # print(width=) cannot go past the console's own width
+    try:
+        out.print(table)
+    finally:
+        out.width = narrow

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from senseforge.data.io import format_validation_error, iter_json_rows
+from senseforge.data.io import format_validation_error, iter_json_rows, json_problem
 from senseforge.errors import DataValidationError
 
 T = TypeVar("T")
@@ -144,7 +144,7 @@ def read_json_document(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DataValidationError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
+        raise DataValidationError(f"{path}:{exc.lineno}: invalid JSON at {json_problem(exc)}") from exc
 
 
 def first_line_object(path: Path) -> dict[str, Any] | None:

@@ -42,6 +42,50 @@ def _new_sibling(dest: Path) -> tuple[int, Path]:
     raise FileExistsError(f"{dest.parent}: no free name for a temporary file beside {dest.name}")
 
 
+_JSON_PROBLEMS = (
+    ("Expecting value", "a value was expected here (a string, number, object, array, true, false or null)"),
+    ("Expecting ',' delimiter", "a comma or a closing bracket was expected here"),
+    ("Expecting ':' delimiter", "a colon after the key was expected here"),
+    ("Expecting property name", "a key in double quotes was expected here (a comma ends no object)"),
+    ("Illegal trailing comma", "a comma before the closing bracket (JSON allows none)"),
+    ("Unterminated string", "a string starts here and is never closed"),
+    ("Invalid \\escape", "a backslash escape JSON does not know, inside a string"),
+    ("Invalid \\uXXXX escape", "a \\u escape without four hex digits, inside a string"),
+    ("Extra data", "more text after the JSON value ends"),
+)
+"""The parser's messages (their first words), each in our words."""
+
+_CONTROL_NAMES = {"\t": "a tab", "\n": "a line break", "\r": "a carriage return"}
+
+
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """Where and what a JSON syntax error is, in words: ``column 32: a tab inside a string …``.
+
+    The column counts characters from 1 on the error's line; the line itself is for the
+    caller to name (a file's line, or a record's).
+
+    >>> import json
+    >>> try:
+    ...     json.loads('{"q": "a' + chr(9) + 'b"}')
+    ... except json.JSONDecodeError as exc:
+    ...     print(json_problem(exc))
+    column 9: a tab (U+0009) inside a string: write it escaped, as \\t
+    """
+    if exc.msg.startswith("Invalid control character"):
+        char = exc.doc[exc.pos : exc.pos + 1]
+        if char:
+            name = _CONTROL_NAMES.get(char, "a control character")
+            problem = f"{name} (U+{ord(char):04X}) inside a string: write it escaped, as {json.dumps(char)[1:-1]}"
+        else:
+            problem = "a control character inside a string: write it escaped"
+    else:
+        problem = next(
+            (words for start, words in _JSON_PROBLEMS if exc.msg.startswith(start)),
+            exc.msg.removesuffix(" at").lower(),
+        )
+    return f"column {exc.colno}: {problem}"
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
     """Open ``path`` for writing so that it appears complete or not at all.
@@ -105,9 +149,9 @@ def iter_json_rows(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line.rstrip("\r\n"))  # a string left open ends with its line, not at a line break
             except json.JSONDecodeError as exc:
-                raise DataValidationError(f"{where}:{number}: invalid JSON: {exc.msg} at column {exc.colno}") from exc
+                raise DataValidationError(f"{where}:{number}: invalid JSON at {json_problem(exc)}") from exc
             if not isinstance(row, dict):
                 raise DataValidationError(f"{where}:{number}: expected a JSON object, got {type(row).__name__}")
             yield number, row

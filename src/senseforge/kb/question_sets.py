@@ -36,7 +36,7 @@ from typing import Any
 from senseforge.data.lang import normalize_tag, primary_language
 from senseforge.data.schema import QuestionSet
 from senseforge.errors import ConfigError
-from senseforge.kb.conceptnet import open_edges
+from senseforge.kb.conceptnet import default_kb_dir, open_edges
 from senseforge.kb.words import word_counter
 
 DEFAULT_RELATIONS: tuple[str, ...] = (
@@ -165,7 +165,7 @@ def extract_question_sets(
             "WHERE start_lang = $1 AND end_lang = $1",
             [code],
         )
-        return _from_edges(con, tag, code, n, seed, relations)
+        return _from_edges(con, tag, code, n, seed, relations, store=store)
 
 
 def extract_many(
@@ -212,10 +212,31 @@ def extract_many(
         )
         for tag, code in codes.items():
             con.execute("CREATE TEMP TABLE e AS SELECT uri, relation, s, t FROM scanned WHERE code = $1", [code])
-            out[tag] = _from_edges(con, tag, code, n, seed, relations, in_language.get(code, 0))
+            out[tag] = _from_edges(con, tag, code, n, seed, relations, in_language.get(code, 0), store=store)
             for table in _PER_LANGUAGE:
                 con.execute(f"DROP TABLE IF EXISTS {table}")
     return out
+
+
+def _no_edges(con: Any, code: str, store: Path | None) -> str:
+    """Why a language has no question sets, and how to get its edges: the store's folder, the languages it has,
+    and the import that adds the missing one (``ms`` for ``id``: ConceptNet 5.7 files Indonesian under it)."""
+    folder = (store or default_kb_dir()).expanduser()
+    rows = con.execute("SELECT DISTINCT start_lang FROM edges WHERE start_lang = end_lang ORDER BY 1").fetchall()
+    langs = [str(row[0]) for row in rows]
+    missing = f"no ConceptNet edges for '{code}' in the knowledge store {folder} (it has: {', '.join(langs) or 'none'})"
+    indonesian = "ConceptNet 5.7 files Indonesian under 'ms'"
+    if code == "id" and "ms" in langs:
+        return f"{missing}; {indonesian}: pass --source-lang ms to use those edges"
+    wanted = "ms" if code == "id" else code
+    keep = ",".join(sorted({*langs, wanted}))
+    where = "" if folder == default_kb_dir().expanduser() else f" --store {folder}"
+    then = f"; {indonesian}: import it and pass --source-lang ms" if code == "id" else ""
+    return (
+        f"{missing}: import them with 'senseforge kb import conceptnet-assertions-5.7.0.csv.gz --lang {keep}{where}' "
+        "(the dump is on ConceptNet's Downloads page; an import replaces the store, so name every language to keep)"
+        f"{then}, or choose a language the store has"
+    )
 
 
 _PER_LANGUAGE = ("e", "r", "bad", "g", "v", "ranked", "syn", "tri", "synflag", "checked", "survivors", "picked")
@@ -230,17 +251,17 @@ def _from_edges(
     seed: int,
     relations: Sequence[str],
     in_language: int | None = None,
+    *,
+    store: Path | None = None,
 ) -> tuple[list[QuestionSet], Funnel]:
     """The question sets of ``tag`` from the edges in table ``e`` (its language's, store code ``code``: all of them,
-    or at least those of ``relations`` and ``Synonym`` when ``in_language`` gives the count of all)."""
+    or at least those of ``relations`` and ``Synonym`` when ``in_language`` gives the count of all), read from the
+    knowledge store ``store`` (named in the error when it has no edges in the language)."""
     funnel = Funnel(lang=tag, source_lang=code)
     count_words = word_counter(code)
     funnel.edges_in_language = _int(con, "SELECT count(*) FROM e") if in_language is None else in_language
     if funnel.edges_in_language == 0:
-        hint = ""
-        if code == "id":
-            hint = " ConceptNet 5.7 files Indonesian under 'ms': pass --source-lang ms to use those edges"
-        raise ConfigError(f"the knowledge store has no edges for language '{code}'.{hint}")
+        raise ConfigError(_no_edges(con, code, store))
     con.execute("CREATE TEMP TABLE r AS SELECT * FROM e WHERE list_contains($1, relation)", [list(relations)])
     funnel.edges_kept = _int(con, "SELECT count(*) FROM r")
     funnel.edges_other_relation = funnel.edges_in_language - funnel.edges_kept

@@ -5,8 +5,9 @@ store), the run store (``run.db`` unless a URL is given), and the outputs, rewri
 whole whenever the run finishes: the recipe's dataset, ``funnel.json``, ``cost.json``,
 ``rejects.jsonl`` and ``ledger.json``. While items wait for people the run stops with
 ``review/queue.jsonl``, the tasks queued in the annotation app (one shape for every
-stage's: ``type``, ``id``, ``k``, ``judged_by``, ``needed``, ``eligible``, ``creator``,
-``input``), and state ``awaiting_review``; ``--resume`` reads their judgements and goes on.
+stage's: ``type``, ``id``, ``k``, ``judged_by``, ``needed``, ``eligible`` (only on a task
+that only some people may take), ``creator``, ``input``), and state ``awaiting_review``;
+``--resume`` reads their judgements and goes on.
 A model that answers through an API's Batch API (``-o batch=true``) sends each stage's
 requests as one batch; until the API has answered, the run stops with state
 ``awaiting_batch``, and ``--resume`` collects the answers (never submitting them twice).
@@ -226,6 +227,8 @@ def _write_queue(run_dir: Path, queued: Sequence[QueuedTask], run: RunStore) -> 
                 "creator": task.creator,
                 "input": task.input.model_dump(mode="json"),
             }
+            if not task.eligible:  # anyone may take it: an empty list would read as "no one"
+                del row["eligible"]
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 

@@ -25,6 +25,7 @@ from senseforge.annotate.tasktypes import (
     InvalidSubmission,
     TaskType,
 )
+from senseforge.data.io import json_problem
 from senseforge.data.schema import Judgement, MCItem
 from senseforge.errors import ConfigError, DataValidationError, MissingDependencyError
 
@@ -510,7 +511,7 @@ def read_export(path: str | Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as whole:
         if whole.lineno == 1:  # one JSON document that does not parse
-            raise DataValidationError(f"{source}:1: not JSON: {whole.msg}") from whole
+            raise DataValidationError(f"{source}:1: not JSON at {json_problem(whole)}") from whole
         rows: list[Any] = []
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
@@ -518,7 +519,9 @@ def read_export(path: str | Path) -> Any:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise DataValidationError(f"{source}:{number}: not JSON (nor JSON Lines): {exc.msg}") from exc
+                raise DataValidationError(
+                    f"{source}:{number}: not JSON (nor JSON Lines) at {json_problem(exc)}"
+                ) from exc
         return rows
 
 
