@@ -112,6 +112,7 @@ def test_unknown_format_lists_the_formats() -> None:
         load_dataset(FIXTURES / "csqa" / "dev_sample.jsonl", "parquet")
     for key in FORMATS:
         assert key in str(info.value)
+    assert "senseforge.data" not in str(info.value)  # a message names what to type, not where the code is
 
 
 def test_undetectable_files(tmp_path: Path) -> None:

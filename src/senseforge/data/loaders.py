@@ -221,7 +221,7 @@ FORMATS: dict[str, FormatInfo] = {
 
 
 def _format_list() -> str:
-    return ", ".join(FORMATS) + " (see senseforge.data.loaders.FORMATS)"
+    return ", ".join(FORMATS)  # the keys a user types; the module they are defined in is no help to them
 
 
 def detect_row_format(row: Mapping[str, Any]) -> str | None:
