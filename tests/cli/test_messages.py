@@ -131,7 +131,12 @@ def test_the_ledger_piped_keeps_each_call_on_one_line(tmp_path: Path, senseforge
     message = "the endpoint took longer than the client would wait for it, " * 3
     failing = tmp_path / "a-script-whose-name-alone-is-wider-than-half-of-an-eighty-column-line.jsonl"
     failing.write_text(json.dumps({"failure": {"kind": "timeout", "message": message}}) + "\n", encoding="utf-8")
-    assert run_cli("llm", "generate", "-m", f"scripted/{failing}", "q", home=senseforge_home).returncode != 0
+    from senseforge.llm.base import GenerateRequest
+    from senseforge.llm.cache import open_llm
+
+    llm = open_llm(f"scripted/{failing}")  # the test's own default store, which the command reads
+    assert llm.generate([GenerateRequest(prompt="q")])[0].failure is not None
+    llm.close()
     env = {**os.environ, "SENSEFORGE_HOME": str(senseforge_home), "HF_HUB_OFFLINE": "1", "COLUMNS": "80"}
     piped = subprocess.run(
         [sys.executable, "-m", "senseforge", "llm", "ledger"], capture_output=True, text=True, env=env, timeout=120
