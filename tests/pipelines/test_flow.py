@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -263,3 +264,46 @@ def test_segments_stand_a_barrier_alone_and_stream_only_behind_an_api() -> None:
     local = _mcsqa("scripted/echo")
     assert stream_width(segments(MCSQA.stages(local))[0], local) == 1  # one at a time, as always
     assert stream_width(segments(MCSQA.stages(local))[0], local, streaming=True) > 1
+
+
+@pytest.mark.parametrize("batch_open", [True, False])
+@pytest.mark.parametrize("width", [1, 3])
+def test_records_waiting_for_a_batch_at_an_api_get_no_retry_round(tmp_path: Path, width: int, batch_open: bool) -> None:
+    """Their calls answered ``awaiting_batch``: another round would only find the batch still running (and show a
+    retry that nothing needed), so they wait for the resume; records whose calls failed otherwise get their rounds."""
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    log: list[tuple[str, tuple[str, ...]]] = []
+    bars: list[tuple[str, int]] = []
+    asked: list[bool] = []
+
+    @contextlib.contextmanager
+    def bar(name: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        counted = [0]
+        yield lambda n: counted.__setitem__(0, counted[0] + n)
+        bars.append((name, counted[0]))
+
+    def awaiting() -> bool:
+        asked.append(batch_open)
+        return batch_open
+
+    step = Step("ask", log, fails={"r0": 5, "r2": 5})
+    with pytest.raises(RunIncomplete):
+        run_stages(
+            [step],
+            _records("r0", "r1", "r2", "r3"),
+            store,
+            Direct(),  # type: ignore[arg-type]
+            sizes=[8],
+            rounds=3,
+            width=width,
+            model=Row,
+            progress=bar,
+            awaiting_batches=awaiting,
+        )
+    assert [r.record_id for r in store.results("ask", "ok", Row)] == ["r1", "r3"]  # type: ignore[arg-type]
+    if batch_open:
+        assert log == [("ask", ("r0", "r1", "r2", "r3"))] and asked == [True]
+        assert bars == [("ask", 2)]  # the two waiting for the batch are not done
+    else:
+        assert log == [("ask", ("r0", "r1", "r2", "r3")), ("ask", ("r0", "r2")), ("ask", ("r0", "r2"))]
+        assert [name for name, _ in bars] == ["ask", "ask (retry 1)", "ask (retry 2)"] and len(asked) == 3

@@ -168,3 +168,40 @@ def test_ledger_summary_counts_one_run(tmp_path: Path) -> None:
     }
     assert store.ledger_summary("b")["cost_usd"] is None
     assert store.ledger_summary()["tokens_in"] == 105
+
+
+def test_batches_remember_their_run_stage_size_and_last_status_also_in_an_old_table(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:  # the batches table as it first shipped, with a batch submitted then
+        conn.execute(
+            sa.text(
+                "CREATE TABLE llm_batches (batch_id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, "
+                "submission VARCHAR(64) NOT NULL, requests TEXT NOT NULL, status VARCHAR(16) NOT NULL, "
+                "created_at FLOAT NOT NULL)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO llm_batches VALUES ('old', 'http://x/v1 m', 's0', '{\"k1\": \"{}\", \"k2\": \"{}\"}', "
+                "'submitted', 1.0)"
+            )
+        )
+    engine.dispose()
+
+    store = Store(f"sqlite:///{path}")
+    store.batch_add("b1", "http://x/v1 m", "s1", {"k3": "{}", "k4": "{}", "k5": "{}"}, run="r", stage="distractors")
+    store.batch_add("b2", "http://x/v1 m", "s2", {"k6": "{}"}, run="other", stage="verify")
+    store.batch_polled("b1", "in_progress")
+    (mine,) = store.batches(run="r")
+    assert (mine.batch_id, mine.run, mine.stage, mine.requests) == ("b1", "r", "distractors", 3)
+    assert mine.status == "submitted" and mine.api_status == "in_progress" and mine.polled_at is not None
+    assert mine.submitted_at > 1.0
+    old, also = store.batches(run="r", ids=["old"])  # oldest first; an old row's requests counted from its JSON
+    assert (old.batch_id, old.run, old.stage, old.requests, old.api_status) == ("old", None, None, 2, None)
+    assert also == mine
+    assert store.batches() == []
+    store.batch_close("b1", "collected")
+    assert store.batches(run="r") == []  # collected: no longer open
+    (closed,) = store.batches(run="r", open_only=False)
+    assert closed.status == "collected"

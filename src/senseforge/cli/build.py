@@ -4,15 +4,18 @@ Every field of a recipe's config model becomes ``--field-name`` (type, default a
 from the field); lists are comma-separated. Every recipe also takes ``--model/-m``,
 ``--stage-model STAGE=SPEC``, ``--option/-o KEY=VALUE``, ``--base-url``, ``--out``,
 ``--resume``, ``--config run.toml``, ``--set key=value``, ``--decisions``,
-``--human-rate``, ``--store`` and ``--run-store``. The command only gathers what was
+``--human-rate``, ``--store``, ``--run-store``, ``--wait`` and ``--poll``. The command only gathers what was
 given; the library resolves the config (:func:`senseforge.pipelines.runner.resolve_run`)
 and runs the recipe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ from senseforge.cli._common import (
 )
 from senseforge.cli._options import Fields, config_params, given
 from senseforge.errors import ConfigError
+from senseforge.pipelines.batchwait import POLL_S
 from senseforge.pipelines.config import ReviewedConfig
 from senseforge.pipelines.recipe import Flag, ReadsTogether, Recipe
 from senseforge.pipelines.registry import dry_run_authors, recipes
@@ -125,6 +129,27 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
         ),
         ("store", str | None, StoreOption),
         (
+            "wait",
+            bool,
+            typer.Option(
+                False,
+                "--wait",
+                help="With a Batch API (-o batch=true): wait for each stage's batch and go on by itself until the run "
+                "is done or needs people (Ctrl-C stops waiting; --resume --wait goes on).",
+            ),
+        ),
+        (
+            "poll",
+            float,
+            typer.Option(
+                POLL_S,
+                "--poll",
+                min=0.001,
+                metavar="SECONDS",
+                help="With --wait: seconds between checks of the batches (growing to ten times that while they run).",
+            ),
+        ),
+        (
             "run_store",
             str | None,
             typer.Option(
@@ -133,7 +158,8 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
         ),
     ]
     if "model" in recipe.config_model.unused:  # a recipe that calls no model offers no model options
-        common = [entry for entry in common if entry[0] not in ("stage_model", "option", "base_url", "store")]
+        skipped = ("stage_model", "option", "base_url", "store", "wait", "poll")
+        common = [entry for entry in common if entry[0] not in skipped]
     return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a) for n, a, d in common]
 
 
@@ -180,14 +206,20 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
             with err.status(f"reading the inputs of {len(fresh)} runs in one pass …", spinner="dots"):
                 chosen = recipe.together(fresh)
         unfinished: list[str] = []
+        waiting: list[tuple[Any, Path, Any]] = []
         for config, run_dir in runs:
             try:
-                _build_one(chosen, config, run_dir, values)
+                summary = _build_one(chosen, config, run_dir, values)
             except RunIncomplete as exc:
                 if len(runs) == 1:
                     raise
                 err.print(f"error: {run_dir}: {exc}", markup=False, soft_wrap=True)  # the other languages go on
                 unfinished.append(str(run_dir))
+                continue
+            if values.get("wait") and summary.state == "awaiting_batch":
+                waiting.append((config, run_dir, summary))
+        if waiting:
+            unfinished += _wait(chosen, waiting, values, alone=len(runs) == 1)
         if unfinished:
             raise RunIncomplete(
                 f"{len(unfinished)} of {len(runs)} runs stopped with calls still failing ({', '.join(unfinished)}); "
@@ -202,34 +234,107 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
     return command
 
 
-def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any]) -> None:
-    """Build (or resume) one run and print its summary."""
+def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any], *, polled: bool = False) -> Any:
+    """Build (or resume) one run and print its summary; how it ended.
+
+    ``polled``: a resume of ``--wait``, silent until it gets somewhere (answers come, or the run stops waiting).
+    With ``--wait``, a run that waits for batches prints no summary: :func:`_wait` says what it waits for.
+    """
     from senseforge.pipelines.runner import build
     from senseforge.store.db import Store
 
     judges = isinstance(config, ReviewedConfig) and config.review.reviewers
     calls = bool(type(config).lm_stages or judges)  # human-gen calls no model
-    err.print(f"run: {run_dir} · recipe: {recipe.name}" + (f" · model: {config.model}" if calls else ""))
+    header = f"run: {run_dir} · recipe: {recipe.name}" + (f" · model: {config.model}" if calls else "")
+    if not polled:
+        err.print(header)
 
     def resume_hint() -> str:
         if (run_dir / "manifest.json").is_file():
             return f"continue with `senseforge build {recipe.name} --out {run_dir} --resume`"
         return "nothing was stored yet: run the same command again"
 
-    on_interrupt(resume_hint)
+    def waiting_hint() -> str:
+        hint = resume_hint()
+        return f"{hint} (add --wait to go on waiting for the batches)" if "--resume" in hint else hint
+
+    on_interrupt(waiting_hint if values.get("wait") else resume_hint)
     summary = build(
         recipe,
         config,
         run_dir,
-        resume=bool(values.get("resume")),
+        resume=polled or bool(values.get("resume")),
         store=Store(values.get("store")),
         run_store_url=values.get("run_store"),
-        decisions=values.get("decisions") or [],
+        decisions=[] if polled else values.get("decisions") or [],
         human_rate=human_rate(values.get("human_rate")),
-        progress=progress_bar,
+        progress=_when_used(progress_bar) if polled else progress_bar,
         responders=dry_run_authors(),
     )
+    if values.get("wait") and summary.state == "awaiting_batch":
+        return summary
+    if polled:
+        err.print(header)
     print_summary(summary)
+    return summary
+
+
+def _wait(recipe: Recipe, waiting: list[tuple[Any, Path, Any]], values: dict[str, Any], *, alone: bool) -> list[str]:
+    """``--wait``: resume the runs that wait for batches at the API, each time their batches may have been
+    answered, until none does (see :mod:`senseforge.pipelines.batchwait`); the runs that stopped with calls still
+    failing (one alone raises)."""
+    from senseforge.pipelines.batchwait import wait_for_batches
+    from senseforge.pipelines.runner import BuildSummary
+    from senseforge.pipelines.stage import RunIncomplete
+
+    unfinished: list[str] = []
+
+    def resume(index: int) -> Any:
+        config, run_dir, _ = waiting[index]
+        try:
+            return _build_one(recipe, config, run_dir, values, polled=True)
+        except RunIncomplete as exc:
+            if alone:
+                raise
+            err.print(f"error: {run_dir}: {exc}", markup=False, soft_wrap=True)  # the other languages go on
+            unfinished.append(str(run_dir))
+            return BuildSummary(run_dir, "incomplete", recipe=recipe.name)
+
+    def say(line: str) -> None:
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    wait_for_batches(
+        [summary for _, _, summary in waiting], resume, poll_s=float(values["poll"]), say=say, sleep=_sleep
+    )
+    return unfinished
+
+
+def _sleep(seconds: float) -> None:
+    """How ``--wait`` waits between two checks (a test puts one here that finishes the batches instead)."""
+    time.sleep(seconds)
+
+
+def _when_used(factory: Callable[[str, int | None], Any]) -> Callable[[str, int | None], Any]:
+    """A progress factory whose bars show only once something is counted: a ``--wait`` check that finds the batch
+    still running prints nothing."""
+
+    @contextlib.contextmanager
+    def lazy(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        lock = threading.Lock()
+        shown: list[Callable[[int], None]] = []
+        with contextlib.ExitStack() as stack:
+
+            def advance(n: int) -> None:
+                with lock:
+                    if not shown and n <= 0:
+                        return
+                    if not shown:
+                        shown.append(stack.enter_context(factory(description, total)))
+                    shown[0](n)
+
+            yield advance
+
+    return lazy
 
 
 def _each_language(
@@ -315,11 +420,17 @@ def print_summary(summary: Any) -> None:
     for diagnosis in getattr(summary, "diagnoses", []):
         err.print(f"[yellow]warning:[/] {diagnosis}")
     if summary.state == "awaiting_batch":
+        from senseforge.pipelines.batchwait import described
+
         err.print(
             f"the run waits for {len(summary.batches)} batch(es) at the API ({', '.join(summary.batches)}), "
             "answered within a day at half the price;\n"
-            f"collect the answers and go on:  senseforge build {summary.recipe} --out {summary.run_dir} --resume"
+            f"collect the answers and go on:  senseforge build {summary.recipe} --out {summary.run_dir} --resume\n"
+            "(add --wait to keep checking and go on through every stage by itself)",
+            markup=False,
         )
+        for batch in getattr(summary, "open_batches", []):
+            err.print(f"  {described(batch)}", markup=False, highlight=False)
         return
     if summary.state == "awaiting_review":
         tasks = ", ".join(f"{task} {n}" for task, n in summary.waiting_for.items())

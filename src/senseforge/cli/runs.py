@@ -29,7 +29,9 @@ def _state_line(status: Any) -> str:
     if state == "awaiting_review":
         return f"state: awaiting review (people work in: senseforge annotate serve {status.run_dir}; then {resume})"
     if state == "awaiting_batch":
-        return f"state: awaiting batches at the API (collect their answers: {resume})"
+        return (
+            f"state: awaiting batches at the API (collect their answers: {resume}; or wait for them: {resume} --wait)"
+        )
     if state == "done":
         return "state: done"
     return f"state: {state} (run the same build again)"
@@ -42,6 +44,18 @@ def _funnel(status: Any) -> Table:
     for row in status.stages:
         reasons = ", ".join(f"{reason} {n}" for reason, n in row.rejected.items())
         table.add_row(escape(row.stage), str(row.total), str(row.ok), escape(reasons))
+    return table
+
+
+def _batches(status: Any) -> Table:
+    table = Table(title="open batches at the API")
+    for column in ("batch", "stage", "requests", "submitted", "status"):
+        table.add_column(column, justify="right" if column == "requests" else "left")
+    for batch in status.batches:
+        seen = f"{batch.api_status} (polled {when(batch.polled_at)})" if batch.api_status and batch.polled_at else "–"
+        table.add_row(
+            escape(batch.batch_id), escape(batch.stage or "–"), str(batch.requests), when(batch.submitted_at), seen
+        )
     return table
 
 
@@ -65,7 +79,8 @@ def show(
         None, "--run-store", help="SQLAlchemy URL of the run store (default: run.db in the run)."
     ),
 ) -> None:
-    """Show a run's recipe, state, funnel so far, failed calls with their causes, and cost so far.
+    """Show a run's recipe, state, funnel so far, open batches at an API, failed calls with their causes, and cost
+    so far.
 
     Reads what the run keeps as it goes (its manifest, run store and the LM ledger), so it
     works on a run that is running or stopped incomplete. The ledger is the store the
@@ -82,6 +97,8 @@ def show(
     out.print(_state_line(status), markup=False)
     if status.stages:
         out.print(_funnel(status))
+    if status.batches:
+        out.print(_batches(status))
     if status.causes:
         out.print("failed calls by cause, commonest first:")
         for cause in status.causes:

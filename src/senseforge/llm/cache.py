@@ -179,6 +179,8 @@ class CachedLLM:
         self._provider = inner.name.split("/", 1)[0]
         self._identity: dict[str, str] | None = None
         self._lock = threading.Lock()  # results may be written from a backend's worker thread
+        self._awaited: dict[str, None] = {}
+        """The batches at an API whose answers this wrapper's calls found not ready yet, oldest first."""
 
     @property
     def name(self) -> str:
@@ -195,6 +197,12 @@ class CachedLLM:
 
     def close(self) -> None:
         self.inner.close()
+
+    def awaited_batches(self) -> list[str]:
+        """The batches at an API (``-o batch=true``) that this wrapper's calls last found still running, by id:
+        what the requests answered ``awaiting_batch`` wait for."""
+        with self._lock:
+            return list(self._awaited)
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
         results = self._through(requests, "generate", Completion, self.inner.generate, progress)
@@ -324,7 +332,8 @@ class CachedLLM:
         second one for the same requests: a batch is remembered in the store and, should the process die before
         that, found by its metadata); each open batch holding some is polled once; a completed batch's answers are
         all stored (cache and ledger, at the batch price) and it is closed. A request whose batch is still running
-        gets an ``awaiting_batch`` failure, which nothing records."""
+        gets an ``awaiting_batch`` failure, which nothing records. A new batch is remembered with the run and the
+        stage (the requests' ``tag``) that asked, and every poll with the status the API gave."""
         endpoint = batches.endpoint
         open_batches = self.store.batches_open(endpoint)
         holder = {key: batch_id for batch_id, held in open_batches.items() for key in held}
@@ -334,11 +343,16 @@ class CachedLLM:
             submission = hashlib.sha256("\n".join(sorted(unsent)).encode()).hexdigest()
             asked = [requests[todo[key][0]] for key in unsent]
             batch_id = batches.find(submission) or batches.submit(asked, unsent, submission)  # type: ignore[arg-type]
-            self.store.batch_add(batch_id, endpoint, submission, sent)
+            stage = ", ".join(sorted({request.tag for request in asked if request.tag})) or None
+            self.store.batch_add(batch_id, endpoint, submission, sent, run=self.run, stage=stage)
             open_batches[batch_id] = {**open_batches.get(batch_id, {}), **sent}
             holder.update(dict.fromkeys(unsent, batch_id))
         for batch_id in dict.fromkeys(holder[key] for key in todo):
             state = batches.poll(batch_id)
+            with self._lock:
+                self._awaited.pop(batch_id, None)
+                if not state.finished and not state.dead:
+                    self._awaited[batch_id] = None
             mine = [key for key in todo if holder[key] == batch_id]
             if state.finished:
                 answers = self._collect(batch_id, open_batches[batch_id], state.results)
@@ -348,6 +362,7 @@ class CachedLLM:
                     self.store.batch_close(batch_id, "failed")
                     failure = Failure(kind="server_error", message=f"{why}: its requests go in a new batch")
                 else:
+                    self.store.batch_polled(batch_id, state.status)
                     failure = Failure(kind="awaiting_batch", message=f"{why}: collect it later (--resume)")
                 answers = {key: Completion(failure=failure) for key in mine}
             for key in mine:

@@ -70,11 +70,11 @@ class ModelPool:
         return {spec: self.get(spec).identity() for spec in sorted(set(specs))}
 
     def awaiting_batches(self) -> list[str]:
-        """The batches at an API that the run's models sent and have not collected yet, by id."""
+        """The batches at an API whose answers the run's models last found not ready yet, by id: what its records
+        answered ``awaiting_batch`` wait for."""
         with self._lock:
-            clients = [getattr(llm.inner, "batch_api", None) for llm in self.open.values()]
-        endpoints = dict.fromkeys(client.endpoint for client in clients if client is not None)
-        return [batch_id for endpoint in endpoints for batch_id in self.store.batches_open(endpoint)]
+            llms = list(self.open.values())
+        return list(dict.fromkeys(batch_id for llm in llms for batch_id in llm.awaited_batches()))
 
     def close(self) -> None:
         for llm in self.open.values():

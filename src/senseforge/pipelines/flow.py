@@ -89,6 +89,8 @@ class _Lane:
         self.queues: list[list[StageResult]] = [[] for _ in range(rounds)]
         self.running = [0] * rounds
         self.failing: list[StageResult] = []
+        self.parked = 0
+        """Of :attr:`failing`, the records left for a resume while their calls wait for batches at an API."""
         self.report = StageReport()
         self.loaded = False
         self.held: list[StageResult] = []
@@ -154,6 +156,7 @@ def run_stages(
     model: type[Record] | None = None,
     progress: ProgressFactory | None = None,
     causes: Callable[[], str] | None = None,
+    awaiting_batches: Callable[[], bool] | None = None,
 ) -> list[StageReport]:
     """Run the segment ``stages`` over ``inputs`` (the first stage's records), skipping what is stored.
 
@@ -170,6 +173,9 @@ def run_stages(
         model: the recipe's record model (a streamed record goes on as the run store would read it back).
         progress: a factory of progress callbacks; a stage's bar opens with its first batch.
         causes: why calls kept failing, appended to :class:`RunIncomplete` (default: where to look).
+        awaiting_batches: whether the models wait for batches at an API (``-o batch=true``) that are not answered
+            yet: a batch's pending records then wait for the run to be resumed, as the records that keep failing
+            do, without another round (which would only find the batch still running).
 
     Raises:
         RunIncomplete: records whose calls kept failing transiently after ``rounds`` passes (streaming: once
@@ -302,11 +308,13 @@ def run_stages(
     def settle(batch: _Batch, output: StageOutput) -> None:
         lane = lanes[batch.lane]
         lane.running[batch.attempt] -= 1
-        results = _stored_results(lane, batch, output)
+        before = lane.parked
+        results = _stored_results(lane, batch, output, awaiting_batches)
+        parked = lane.parked - before  # not done: they wait for an API's batch
         store.put(lane.stage.name, results, judgements=output.judgements)
         queue_tasks(store.engine, output.tasks)
         lane.report.stored += len(results)
-        lane.bars[batch.attempt][1](len(batch.records))
+        lane.bars[batch.attempt][1](len(batch.records) - parked)
         if stream:
             hand_on(batch.lane, results)
             release_held()
@@ -366,20 +374,26 @@ def _judgements(stage: Stage, store: RunStore, ids: list[str]) -> Mapping[str, S
     return store.judgements_of_records(stage.people_tasks, ids) if stage.people_tasks else {}
 
 
-def _stored_results(lane: _Lane, batch: _Batch, output: StageOutput) -> list[StageResult]:
-    """What the batch stores; its pending records queued for their next round (or failing), the waiting ones
-    reported."""
+def _stored_results(
+    lane: _Lane, batch: _Batch, output: StageOutput, awaiting_batches: Callable[[], bool] | None = None
+) -> list[StageResult]:
+    """What the batch stores; its pending records queued for their next round (or failing: after the last round,
+    or while the models wait for batches at an API), the waiting ones reported."""
     stage = lane.stage
     lane.report.tasks += output.tasks
     if len(output.outcomes) != len(batch.records):
         raise SenseforgeError(f"stage {stage.name}: {len(output.outcomes)} outcomes for {len(batch.records)} records")
     results: list[StageResult] = []
+    parked: bool | None = None
     for record, outcome in zip(batch.records, output.outcomes, strict=True):
         if outcome is PENDING:
-            if batch.attempt + 1 < len(lane.queues):
+            if parked is None:  # asked once per batch, and only for one with pending records
+                parked = awaiting_batches is not None and awaiting_batches()
+            if batch.attempt + 1 < len(lane.queues) and not parked:
                 lane.queues[batch.attempt + 1].append(record)
             else:
                 lane.failing.append(record)
+                lane.parked += bool(parked)
         elif outcome is AWAITING:
             lane.report.awaiting.append(record)
         elif isinstance(outcome, Children):

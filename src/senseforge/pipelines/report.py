@@ -193,6 +193,15 @@ class StageCost(BaseModel):
     tokens_in: int
     tokens_out: int
     cost_usd: float | None
+    batched_calls: int = 0
+    """Of ``calls``, those answered through an API's Batch API, at its price (written only when some were)."""
+
+    @model_serializer(mode="wrap")
+    def _batched_when_some(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if not dumped.get("batched_calls"):
+            dumped.pop("batched_calls", None)
+        return dumped
 
 
 class HumanCost(BaseModel):
@@ -342,6 +351,7 @@ def _priced(
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost_usd=None if money is None else round(money, 8),
+            batched_calls=sum(entry.batched for entry in entries.values()),
         )
         total = None if total is None or money is None else total + money
     per_stage = {stage: per_stage[stage] for stage in stages if stage in per_stage}

@@ -10,7 +10,9 @@ that only some people may take), ``creator``, ``input``), and state ``awaiting_r
 ``--resume`` reads their judgements and goes on.
 A model that answers through an API's Batch API (``-o batch=true``) sends each stage's
 requests as one batch; until the API has answered, the run stops with state
-``awaiting_batch``, and ``--resume`` collects the answers (never submitting them twice).
+``awaiting_batch``, and ``--resume`` collects the answers (never submitting them twice);
+:func:`senseforge.pipelines.batchwait.wait_for_batches` (``build --wait``) does those resumes by itself.
+Records whose calls wait for a batch get no further call round: polling again at once would only find it running.
 
 The runner knows people's part in a stage only by two fields every stage has:
 ``people_tasks`` (the task types whose judgements it reads) and ``pauses_run`` (a record
@@ -60,7 +62,7 @@ from senseforge.pipelines.rundir import (
 from senseforge.pipelines.runstore import RunStore, StageResult
 from senseforge.pipelines.stage import InOrder, ProgressFactory, RunIncomplete, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
-from senseforge.store.db import Store
+from senseforge.store.db import BatchRow, Store
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,8 @@ logger = logging.getLogger(__name__)
 QUEUE = Path("review") / "queue.jsonl"
 AWAITING_BATCH = "awaiting_batch"
 """The state of a run whose records wait for batches at an API (``-o batch=true``); ``--resume`` collects them."""
+BATCHES = "awaiting_batches"
+"""The run store's note of the batches an ``awaiting_batch`` run waits for (a JSON list of ids)."""
 SOURCE_FACTS = "source_facts"
 
 
@@ -88,6 +92,8 @@ class BuildSummary:
     """Tasks queued for people, per task type."""
     batches: list[str] = field(default_factory=list)
     """``awaiting_batch``: the batches at the API whose answers the run waits for, by id."""
+    open_batches: list[BatchRow] = field(default_factory=list)
+    """``awaiting_batch``: those batches as the store remembers them (stage, requests, when submitted, status)."""
     ledger: dict[str, Any] = field(default_factory=dict)
     diagnoses: list[str] = field(default_factory=list)
     """One line per model whose replies looked wrong as a whole (all cut at the token limit, or echoing a chat
@@ -350,17 +356,20 @@ def build(
                     model=recipe.record,
                     progress=progress,
                     causes=causes,
+                    awaiting_batches=lambda: bool(pool.awaiting_batches()),
                 )
             except RunIncomplete:
                 batches = pool.awaiting_batches()
                 if not batches:
                     raise
-                run.set_meta({"state": AWAITING_BATCH})  # the records wait for the API's batches: not a failure
+                # the records wait for the API's batches: not a failure
+                run.set_meta({"state": AWAITING_BATCH, BATCHES: json.dumps(batches)})
                 return BuildSummary(
                     run_dir,
                     AWAITING_BATCH,
                     recipe=recipe.name,
                     batches=batches,
+                    open_batches=store.batches(ids=batches),
                     ledger=dict(store.ledger_summary(run_label)),
                     diagnoses=_diagnoses(pool),
                 )

@@ -7,6 +7,7 @@ is still running shows why and how far it got (``senseforge runs show RUN_DIR``)
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,10 +17,10 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.errors import ConfigError
-from senseforge.pipelines.runner import DEFAULT_RUN_STORE, MANIFEST, read_manifest, store_url_of
+from senseforge.pipelines.runner import BATCHES, DEFAULT_RUN_STORE, MANIFEST, read_manifest, store_url_of
 from senseforge.pipelines.runstore import RunStore
 from senseforge.pipelines.tables import stage_results
-from senseforge.store.db import FailureCause, LedgerRow, Store
+from senseforge.store.db import BatchRow, FailureCause, LedgerRow, Store
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ class RunStatus(BaseModel):
     """Totals of the run's calls so far (:class:`senseforge.store.db.LedgerSummary`): tokens, cost, failures."""
     store_url: str | None = None
     """Where the LM cache and ledger were read (``None``: no ledger read)."""
+    batches: list[BatchRow] = Field(default_factory=list)
+    """The batches at an API (``-o batch=true``) the run submitted or waits for whose answers are not collected
+    yet, oldest first: id, stage, requests, when submitted, status as last polled."""
 
 
 def _stage_names(manifest: Mapping[str, Any], run: RunStore) -> list[str]:
@@ -136,9 +140,11 @@ def run_status(
     )
     url = store_url_of(run_dir, run_store_url, manifest)
     local = run_store_url is None and manifest.get("run_store_url") in (None, DEFAULT_RUN_STORE)
+    awaited: list[str] = []
     if not local or (run_dir / DEFAULT_RUN_STORE).is_file():
         run = RunStore(url)
         try:
+            awaited = json.loads(run.meta(BATCHES) or "[]")
             state = run.meta("state")
             if state is not None and run.stored():
                 status.state = state
@@ -154,6 +160,7 @@ def run_status(
         status.causes = ledger.failure_causes(status.run_id, limit=failures)
         status.last_failures = ledger.ledger_recent(run=status.run_id, failed=True, limit=failures)
         status.ledger = dict(ledger.ledger_summary(status.run_id))
+        status.batches = ledger.batches(run=status.run_id, ids=awaited)
     finally:
         ledger.close()
     return status

@@ -80,10 +80,20 @@ llm_batches = sa.Table(
     sa.Column("requests", sa.Text, nullable=False),  # JSON object: cache key -> the request's JSON
     sa.Column("status", sa.String(16), nullable=False),  # submitted, collected, failed
     sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("run", sa.Text, nullable=True),  # the ledger's name for the run that submitted it
+    sa.Column("stage", sa.Text, nullable=True),  # the stage(s) whose requests it holds
+    sa.Column("n_requests", sa.Integer, nullable=True),
+    sa.Column("api_status", sa.String(32), nullable=True),  # as the API last reported it
+    sa.Column("polled_at", sa.Float, nullable=True),
 )
 
 _ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = ((llm_ledger, "retry_errors"), (llm_ledger, "concurrency"))
 """Columns added after their table first shipped; opening a store adds them where missing."""
+
+_ADDED_BATCH_COLUMNS: tuple[tuple[sa.Table, str], ...] = tuple(
+    (llm_batches, name) for name in ("run", "stage", "n_requests", "api_status", "polled_at")
+)
+"""What a batch's row says of it for ``senseforge runs show``, added after the table first shipped."""
 
 _CHUNK = 500
 
@@ -183,6 +193,29 @@ def retry_error_kind(line: str) -> str:
     return head[0] if head else "?"
 
 
+class BatchRow(BaseModel):
+    """A batch submitted to an API's Batch API, as the store remembers it (:meth:`Store.batches`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    batch_id: str
+    endpoint: str
+    """The base URL and served model it went to."""
+    run: str | None = None
+    """The ledger's name for the run that submitted it (``None``: submitted by an older version)."""
+    stage: str | None = None
+    """The stage whose requests it holds (several, comma-separated; ``None``: not known)."""
+    requests: int
+    submitted_at: float
+    """When it was submitted (Unix time)."""
+    status: str
+    """``submitted`` (its answers not collected yet), ``collected`` or ``failed``."""
+    api_status: str | None = None
+    """Its status as the API last reported it (``validating``, ``in_progress``, ``finalizing`` …)."""
+    polled_at: float | None = None
+    """When the API last reported it (Unix time)."""
+
+
 class CacheRow(BaseModel):
     """One cached response."""
 
@@ -252,7 +285,7 @@ class Store:
 
     def _add_missing_columns(self) -> None:
         """Bring tables that an older version created up to date (``ALTER TABLE … ADD COLUMN``)."""
-        for table, name in _ADDED_COLUMNS:
+        for table, name in (*_ADDED_COLUMNS, *_ADDED_BATCH_COLUMNS):
             if self._has_column(table, name):
                 continue
             column = table.c[name]
@@ -272,9 +305,18 @@ class Store:
         self.engine.dispose()
 
     # --- batches at an API ---------------------------------------------------------
-    def batch_add(self, batch_id: str, endpoint: str, submission: str, requests: Mapping[str, str]) -> None:
-        """Remember a batch submitted to ``endpoint``: its id, and its requests (JSON text) by cache key. A batch
-        already remembered is left as it is."""
+    def batch_add(
+        self,
+        batch_id: str,
+        endpoint: str,
+        submission: str,
+        requests: Mapping[str, str],
+        *,
+        run: str | None = None,
+        stage: str | None = None,
+    ) -> None:
+        """Remember a batch submitted to ``endpoint``: its id, and its requests (JSON text) by cache key, for the
+        run and stage that asked. A batch already remembered is left as it is."""
         with self.engine.begin() as conn:
             known = conn.execute(sa.select(llm_batches.c.batch_id).where(llm_batches.c.batch_id == batch_id)).first()
             if known is None:
@@ -285,6 +327,9 @@ class Store:
                     "requests": json.dumps(dict(requests), sort_keys=True),
                     "status": "submitted",
                     "created_at": time.time(),
+                    "run": run,
+                    "stage": stage,
+                    "n_requests": len(requests),
                 }
                 conn.execute(sa.insert(llm_batches), [row])
 
@@ -297,6 +342,40 @@ class Store:
         )
         with self.engine.connect() as conn:
             return {row.batch_id: json.loads(row.requests) for row in conn.execute(query)}
+
+    def batch_polled(self, batch_id: str, api_status: str) -> None:
+        """Note a batch's status as the API just reported it."""
+        values = {"api_status": api_status[:32], "polled_at": time.time()}
+        with self.engine.begin() as conn:
+            conn.execute(sa.update(llm_batches).where(llm_batches.c.batch_id == batch_id).values(**values))
+
+    def batches(self, *, run: str | None = None, ids: Iterable[str] = (), open_only: bool = True) -> list[BatchRow]:
+        """The batches ``run`` submitted and those of ``ids``, oldest first; ``open_only``: only those whose answers
+        are not collected yet."""
+        wanted = sorted(set(ids))
+        if run is None and not wanted:
+            return []
+        column = llm_batches.c
+        chosen = sa.or_(column.run == run if run is not None else sa.false(), column.batch_id.in_(wanted))
+        query = sa.select(llm_batches).where(chosen).order_by(column.created_at, column.batch_id)
+        if open_only:
+            query = query.where(column.status == "submitted")
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [
+            BatchRow(
+                batch_id=row["batch_id"],
+                endpoint=row["endpoint"],
+                run=row["run"],
+                stage=row["stage"],
+                requests=row["n_requests"] if row["n_requests"] is not None else len(json.loads(row["requests"])),
+                submitted_at=row["created_at"],
+                status=row["status"],
+                api_status=row["api_status"],
+                polled_at=row["polled_at"],
+            )
+            for row in rows
+        ]
 
     def batch_close(
         self, batch_id: str, status: str, *, cache: Iterable[CacheRow] = (), ledger: Iterable[LedgerRow] = ()

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -48,21 +50,41 @@ def test_a_batched_build_waits_for_each_stage_batch_and_ends_as_the_online_one(
 
     store = Store(f"sqlite:///{tmp_path / 'b.db'}")
     run_dir = tmp_path / "batched"
+    bars: list[str] = []
+
+    @contextlib.contextmanager
+    def bar(name: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        bars.append(name)
+        yield lambda n: None
+
     with LoopbackOpenAI(body_reply, batch_latency_s=None) as server:
         config = _config(demo_kb, server.base_url, batch=True)
-        summary = build(MCSQA, config, run_dir, store=store, prices=PRICES)
+        summary = build(MCSQA, config, run_dir, store=store, prices=PRICES, progress=bar)
         assert summary.state == "awaiting_batch" and len(summary.batches) == 1
-        assert run_status(run_dir, store=store.url).state == "awaiting_batch"
+        (submitted,) = summary.open_batches
+        assert (submitted.batch_id, submitted.stage, submitted.api_status) == (
+            summary.batches[0],
+            "generate",
+            "in_progress",
+        )
+        status = run_status(run_dir, store=store.url)
+        assert status.state == "awaiting_batch" and status.batches == [submitted]
         # a resume before the API has answered polls the batch and waits again: no second submission
-        assert build(MCSQA, config, run_dir, store=store, resume=True).state == "awaiting_batch"
+        assert build(MCSQA, config, run_dir, store=store, resume=True, progress=bar).state == "awaiting_batch"
         assert server.batches_created == 1
         resumes = 0
+        stages = []
         while summary.state == "awaiting_batch":
+            stages += [batch.stage for batch in summary.open_batches]
             server.finish_batches()
-            summary = build(MCSQA, config, run_dir, store=store, resume=True, prices=PRICES)
+            summary = build(MCSQA, config, run_dir, store=store, resume=True, prices=PRICES, progress=bar)
             resumes += 1
             assert resumes <= LM_STAGES
         assert summary.state == "done"
+        assert stages == ["generate", "refine", "distractors", "verify", "review"]
+        assert run_status(run_dir, store=store.url).batches == []  # every one collected
+        # a stage whose batch is running waits for the resume: no retry rounds, which would only poll it again
+        assert bars and not [name for name in bars if "retry" in name]
         assert server.batches_created == LM_STAGES and server.requests == 0  # one batch per stage, nothing online
     for name in OUTPUTS:
         assert (run_dir / name).read_bytes() == (tmp_path / "online" / name).read_bytes(), name
@@ -71,3 +93,6 @@ def test_a_batched_build_waits_for_each_stage_batch_and_ends_as_the_online_one(
     batched_cost = json.loads((run_dir / "cost.json").read_text())
     assert online_cost["total_usd"] > 0
     assert batched_cost["total_usd"] == pytest.approx(online_cost["total_usd"] / 2)
+    for stage, spent in batched_cost["stages"].items():  # cost.json says which calls were batch calls
+        assert spent["batched_calls"] == spent["calls"] > 0, stage
+        assert "batched_calls" not in online_cost["stages"][stage]

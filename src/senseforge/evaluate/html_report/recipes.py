@@ -49,7 +49,9 @@ def cost_part(run: Run, figures: fig.Figures) -> str:
         chart = fig.bars(list(stages), {unit: values}, xlabel=unit)
         caption = "Cost per step (mCSQA's Figure 4)" if run.recipe == "mcsqa" else "Cost per stage"
         caption += "" if priced else ": tokens, since no stage has a known price above zero (a local model is free)"
-        rows = [(n, s["calls"], s["tokens_in"], s["tokens_out"], s.get("cost_usd")) for n, s in stages.items()]
+        rows = [(n, _calls(s), s["tokens_in"], s["tokens_out"], s.get("cost_usd")) for n, s in stages.items()]
+        if any(s.get("batched_calls") for s in stages.values()):
+            caption += "; calls marked batch went through the API's Batch API, at its price"
         out += show(
             figures,
             f"{run.heading}-cost",
@@ -74,6 +76,14 @@ def cost_part(run: Run, figures: fig.Figures) -> str:
         "rate missing)</p>"
     )
     return out
+
+
+def _calls(stage: dict[str, Any]) -> object:
+    """A stage's calls, marked ``batch`` where they went through an API's Batch API (some of them: how many)."""
+    calls, batched = stage["calls"], stage.get("batched_calls") or 0
+    if not batched:
+        return calls
+    return f"{calls} batch" if batched == calls else f"{calls} ({batched} batch)"
 
 
 def mcsqa_parts(run: Run, figures: fig.Figures) -> str:

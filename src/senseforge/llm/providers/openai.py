@@ -165,7 +165,8 @@ class Options(BaseModel):
     """Longest backoff delay (``Retry-After`` from the server may ask for longer, up to a minute)."""
     batch: bool = False
     """Send a build's generations through the endpoint's Batch API, at half the price: one batch per stage,
-    answered within a day; the build stops as ``awaiting_batch`` and ``--resume`` collects the answers (see
+    answered within a day; the build stops as ``awaiting_batch`` and ``--resume`` collects the answers, or
+    ``--wait`` keeps checking and goes on through every stage by itself (see
     :mod:`senseforge.llm.providers.openai_batch`). Scoring is never batched."""
     api: Literal["chat", "completions"] = "chat"
     """Endpoint used by :meth:`OpenAILLM.generate`: chat completions for an instruction-tuned model, or legacy
