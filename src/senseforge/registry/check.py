@@ -10,7 +10,8 @@ Four kinds of match, strongest first (each names the entry, the source item's id
   "… jewelry …") share as many shingles as a copy with a word changed; their answers tell them
   apart. Candidates come from a banded LSH index (datasketch) and are confirmed on the whole
   signature;
-* ``cross_lingual`` — in another language than the item: the registered item closest by embedding
+* ``cross_lingual`` — in another language than the item: among the registered items in other languages
+  than the item's (an item without a language is not compared), the closest by embedding
   cosine (of the text with its gold answer) among the top :data:`TOP_K`, when its cosine is at least
   ``cross`` (default :data:`CROSS_THRESHOLD`), it leads the next closest by at least ``margin``
   (default :data:`CROSS_MARGIN`), and both texts write the same numbers — the verifier: a
@@ -124,7 +125,9 @@ class Checker:
             for index in range(len(self._minhash)):
                 if not np.all(self._minhash[index] == empty):
                     session.insert(index, LeanMinHash(seed=SETTINGS.seed, hashvalues=self._minhash[index]))
+        self._primary = np.array([_primary(str(lang)) for lang in self._langs.tolist()], dtype=str)
         self._vectors: np.ndarray | None = None
+        self._prints_dims = [int(p.embedding.shape[1]) for p in prints]
         if cross is not None and prints and all(p.embedding.shape[1] > 0 for p in prints):  # else: none
             self._vectors = np.concatenate([p.embedding for p in prints]).astype(np.float32)
 
@@ -132,6 +135,26 @@ class Checker:
     def cross_checked(self) -> bool:
         """Whether cross-lingual matches are looked for (every entry has embeddings and ``cross`` is set)."""
         return self.cross is not None and self._vectors is not None
+
+    @property
+    def cross_skipped(self) -> str | None:
+        """Why no cross-lingual match can be looked for at all (``None`` when one can)."""
+        if self.cross is None:
+            return "not asked for"
+        if self._vectors is None:
+            bare = [e.name for e, p in zip(self._entries, self._prints_dims, strict=True) if p == 0]
+            if bare:
+                return f"no embeddings in the registry for {', '.join(bare)} (registered with --no-embeddings)"
+            return "nothing registered"
+        return None
+
+    def cross_comparable(self, units: Sequence[Unit]) -> list[int]:
+        """The indices of ``units`` the cross-lingual check compares: with a text, a language, and registered
+        items in another language (none when the check is off)."""
+        if not self.cross_checked:
+            return []
+        registered = set(self._primary.tolist()) - {""}
+        return [i for i, u in enumerate(units) if u.text.strip() and u.lang and registered - {_primary(u.lang)}]
 
     def _match(self, kind: MatchKind, row: int, score: float, answer: str | None) -> Match:
         entry = self._entries[int(self._owner[row])]
@@ -173,27 +196,35 @@ class Checker:
         from senseforge.data.embeddings import embed_passages
 
         assert self._vectors is not None and self.cross is not None
-        wanted = [i for i, u in enumerate(units) if u.text.strip()]
+        wanted = self.cross_comparable(units)
         if not wanted:
             return
         queries = embed_passages([embedded_text(units[i]) for i in wanted])
         cosines = queries @ self._vectors.T
+        for q, index in enumerate(wanted):  # only registered items in another language than the unit's
+            cosines[q, (self._primary == _primary(units[index].lang or "")) | (self._primary == "")] = -np.inf
         k = min(self.top_k, cosines.shape[1])
         top = np.argpartition(-cosines, k - 1, axis=1)[:, :k]
         for q, index in enumerate(wanted):
             unit = units[index]
-            ranked = sorted(top[q].tolist(), key=lambda r: -float(cosines[q, r]))
+            ranked = [
+                r for r in sorted(top[q].tolist(), key=lambda r: -float(cosines[q, r])) if np.isfinite(cosines[q, r])
+            ]
             best = ranked[0]
             score = float(cosines[q, best])
             lead = score - float(cosines[q, ranked[1]]) if len(ranked) > 1 else 1.0
-            lang = str(self._langs[best])
-            if score < self.cross or lead < self.margin or not lang or not unit.lang or lang == unit.lang:
+            if score < self.cross or lead < self.margin:
                 continue
             if numbers_key(unit.text) != int(self._numbers[best]):  # a translation keeps the numbers
                 continue
             match = replace(self._match("cross_lingual", best, score, None), lead=round(lead, 4))
             if all((m.entry, m.source_id) != (match.entry, match.source_id) for m in results[index]):
                 results[index].append(match)
+
+
+def _primary(tag: str) -> str:
+    """The primary language subtag, lower-cased (``""`` for none): ``zh-Hant`` and ``zh`` are one language."""
+    return tag.split("-", 1)[0].strip().lower()
 
 
 def checked_against(registry: Registry) -> list[dict[str, Any]]:
