@@ -9,8 +9,7 @@ match of a rejecting kind there is a false positive.
 
 Cross-lingual kind: XCOPA's parallel items (one item translated by people into 11 languages). One
 language's test items are registered; the others' are the queries, and a query's parallel item is
-the one with the same ``idx``. The threshold is fitted on the even ``idx`` (the lowest cosine
-with at most ``--max-false-flags`` of queries flagging a wrong item) and reported on the odd.
+the one with the same ``idx``; the even ``idx`` fit the cut-offs, the odd are held out.
 
 Cultural adaptations: Putri et al.'s Indonesian and Sundanese adaptations of CommonsenseQA (id-csqa
 ``llm_adapt``: names, places and foods changed as well as the language) whose source is in CommonsenseQA
@@ -212,8 +211,9 @@ def translations(data: Path, anchor: str, langs: list[str]) -> tuple[list[Probe]
         def idx(item_id: str) -> str:
             return item_id.rsplit("-", 1)[1]
 
-        sources = [f"xcopa-{anchor}-{idx(q.id)}" for q in queries]
-        return probes(checker, queries, list(sources), [int(idx(q.id)) % 2 for q in queries]), embed_rate
+        registered = {idx(str(i)): str(i) for i in registry.fingerprints(registry.entries[0]).ids.tolist()}
+        sources: list[str | None] = [registered[idx(q.id)] for q in queries]  # the parallel item: the same idx
+        return probes(checker, queries, sources, [int(idx(q.id)) % 2 for q in queries]), embed_rate
 
 
 def _half(source_id: str) -> int:
@@ -251,7 +251,7 @@ def adaptations(data: Path, seed: int, unrelated_per_lang: int) -> tuple[list[Pr
 def _fit(sets: dict[str, list[Probe]], max_false: float) -> tuple[float, float]:
     """The cut-offs with the highest mean recall over ``sets`` on their fitting halves, at most ``max_false``
     false flags on each (ties: the higher cut-offs)."""
-    grid = [(round(t, 3), round(g, 3)) for t in np.arange(0.70, 0.96, 0.01) for g in np.arange(0.0, 0.06, 0.005)]
+    grid = [(round(t, 3), round(g, 3)) for t in np.arange(0.20, 0.70, 0.01) for g in np.arange(0.0, 0.15, 0.005)]
     scored = {tg: [rates(found, tg[0], tg[1], 0) for found in sets.values()] for tg in grid}
     allowed = [tg for tg in grid if all(r.false_flags <= max_false for r in scored[tg])]
     if not allowed:
@@ -349,7 +349,7 @@ def main() -> int:
     ap.add_argument("--near", type=float, default=NEAR_THRESHOLD, help="near-duplicate Jaccard threshold")
     ap.add_argument("--anchor", default="it", help="the XCOPA language registered for the cross-lingual check")
     ap.add_argument("--langs", default="et,id,sw,th,tr,vi,zh", help="XCOPA languages checked against the anchor")
-    ap.add_argument("--max-false-flags", type=float, default=0.02)
+    ap.add_argument("--max-false-flags", type=float, default=0.03)
     ap.add_argument(
         "--unrelated-per-lang", type=int, default=300, help="people's own id-csqa questions per language (unrelated)"
     )
