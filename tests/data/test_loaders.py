@@ -189,3 +189,69 @@ def test_a_file_that_is_not_utf8_is_located_to_its_line(tmp_path: Path) -> None:
         DataValidationError, match=r"items\.json:3: invalid JSON at column 22: a line break \(U\+000A\)"
     ):
         _rows.read_json_document(document)  # the line and column of the document, not the parser's words
+
+
+LANG_FROM = [
+    # path, where each record's language came from when no lang= is given
+    ("csqa/dev_sample.jsonl", {"format"}),
+    ("jcommonsenseqa/valid_sample.jsonl", {"format"}),
+    ("id-csqa/human_gen/ind/filtered_test.json", {"path"}),
+    ("xcopa/et/val.et.jsonl", {"path"}),
+    ("copal-id/test_copal.csv", {"format"}),
+    ("commonmt/lexical ambiguity.csv", {"none"}),
+    ("crow/released_handwritten.jsonl", {"format", "none"}),
+]
+
+
+@pytest.mark.parametrize(("rel", "origins"), LANG_FROM)
+def test_every_record_says_where_its_language_came_from(rel: str, origins: set[str]) -> None:
+    data = load_dataset(FIXTURES / rel)
+    assert len(data.lang_from) == len(data) and set(data.lang_from) == origins
+    flagged = load_dataset(FIXTURES / rel, lang="id") if rel.startswith(("csqa", "copal")) else None
+    if flagged is not None:
+        assert set(flagged.lang_from) == {"flag"} and {i.lang for i in flagged.items} == {"id"}
+
+
+def _csqa_rows(count: int) -> list[dict[str, object]]:
+    lines = (FIXTURES / "csqa" / "dev_sample.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines[:count]]
+
+
+def test_a_csqa_rows_lang_field_is_read(tmp_path: Path) -> None:
+    """A CommonsenseQA-format row's ``lang`` is its language; a row without one takes lang=, else en."""
+    rows = _csqa_rows(3)
+    rows[0]["lang"], rows[1]["lang"] = "ID", "su"
+    path = tmp_path / "adapted.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    data = load_dataset(path)
+    assert [i.lang for i in data.items] == ["id", "su", "en"] and data.lang_from == ["row", "row", "format"]
+    assert data.name == "commonsenseqa"  # several languages: the format's name
+    path.write_text("".join(json.dumps(dict(r, lang="su")) + "\n" for r in rows), encoding="utf-8")
+    one = load_dataset(path)
+    assert one.name == "csqa-su" and {i.lang for i in one.items} == {"su"}
+    assert load_dataset(path, lang="su").lang_from == ["row"] * 3
+
+
+def test_a_row_lang_that_contradicts_lang_or_is_no_tag_is_located(tmp_path: Path) -> None:
+    rows = _csqa_rows(2)
+    path = tmp_path / "mixed.jsonl"
+    rows[1]["lang"] = "id"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    data = load_dataset(path, lang="id")
+    assert [i.lang for i in data.items] == ["id", "id"] and data.lang_from == ["flag", "row"]
+    with pytest.raises(DataValidationError, match=r"mixed\.jsonl:2: lang: is 'id', but lang='su' was asked for"):
+        load_dataset(path, lang="su")
+    rows[1]["lang"] = "not a tag!"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(DataValidationError, match=r"mixed\.jsonl:2: lang: .*not a BCP-47"):
+        load_dataset(path)
+
+
+def test_a_jcommonsenseqa_rows_lang_field_is_read(tmp_path: Path) -> None:
+    lines = (FIXTURES / "jcommonsenseqa" / "valid_sample.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines[:2]]
+    rows[0]["lang"] = "zh"
+    path = tmp_path / "j.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    data = load_dataset(path)
+    assert [i.lang for i in data.items] == ["zh", "ja"] and data.lang_from == ["row", "format"]

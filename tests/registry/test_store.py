@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from senseforge.errors import ConfigError, StoreError
-from senseforge.registry.store import REGISTRY_FILE, Registry, read_units
+from senseforge.registry.store import REGISTRY_FILE, Registry, Unit, identify_langs, read_units
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 CSQA = FIXTURES / "csqa" / "dev_sample.jsonl"
@@ -77,3 +78,64 @@ def test_a_folder_of_files_is_read_recursively_and_a_missing_path_is_named(tmp_p
     assert formats == ["xcopa"] and len(units) == 19 and {u.lang for u in units} == {"et", "qu", "th", "zh"}
     with pytest.raises(ConfigError, match="no such file or folder"):
         read_units(tmp_path / "nope")
+
+
+ENGLISH = [
+    "Where would you keep the milk so that it stays cold at home?",
+    "What do people usually do when they are tired after a long day at work?",
+    "Where would you find a lot of books that you can borrow for free?",
+    "What might happen to someone who forgets to water the plants for a month?",
+    "Why would a child cry after falling off a bicycle in the park?",
+]
+
+
+def test_languages_the_file_does_not_say_are_identified_or_assumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from senseforge.data import langid
+
+    units = [
+        Unit("said", "id", "Di mana Anda menyimpan susu?", lang_from="row"),
+        Unit("su", "en", "Naon anu biasana dianggo ku urang Sunda pikeun ngadamel sangu liwet?", lang_from="format"),
+        *(Unit(f"en{i}", "en", text, lang_from="format") for i, text in enumerate(ENGLISH)),
+        Unit("short", "en", "Ok?", lang_from="format"),  # CLD3 alone: Polish, at 0.66
+        Unit("unclear", "en", "A revolving door?", "bank", lang_from="format"),  # CLD3 cannot tell
+        Unit("bilingual", None, "   ", lang_from="none"),
+    ]
+    found, said = identify_langs(units)
+    assert [(u.lang, u.lang_from) for u in found] == [
+        ("id", "row"),
+        ("su", "identified"),  # rare in the set, but CLD3 is sure
+        *[("en", "identified")] * 5,
+        ("en", "identified"),  # the one language of the set: a doubtful rare one is taken for it
+        ("en", "assumed"),  # nothing could tell: the format's default stays, and says so
+        (None, "none"),
+    ]
+    assert said.counts == {
+        "en": {"assumed": 1, "identified": 6},
+        "id": {"row": 1},
+        "su": {"identified": 1},
+        "unknown": {"none": 1},
+    }
+    assert said.note is None
+    kept, not_asked = identify_langs(units, identify=False)
+    assert [u.lang_from for u in kept] == ["row", *["assumed"] * 8, "none"]
+    assert not_asked.note == "items whose file does not say their language are assumed to be in en"
+
+    langid._identifier.cache_clear()
+    monkeypatch.setitem(sys.modules, "gcld3", None)  # the langid extra not installed
+    try:
+        missing, note = identify_langs(units)
+    finally:
+        langid._identifier.cache_clear()
+    assert [u.lang_from for u in missing] == ["row", *["assumed"] * 8, "none"]
+    assert note.note is not None and note.note.startswith("language identification is not available (")
+    assert "pip install 'senseforge[langid]'" in note.note and "8 item(s)" in note.note
+    assert note.note.endswith("are assumed to be in en (their format's default): give --lang if they are not")
+
+
+def test_registering_a_file_identifies_its_items_languages(tmp_path: Path) -> None:
+    registry = Registry.open(tmp_path / "reg")
+    entry = registry.add(CSQA, "csqa-dev", embed=False)
+    assert entry.langs == ["en"]
+    assert registry.last_languages is not None and registry.last_languages.counts["en"].get("identified", 0) >= 8
+    flagged = registry.add(CSQA, "csqa-en", lang="en", embed=False)
+    assert flagged.langs == ["en"] and registry.last_languages.counts == {"en": {"flag": 10}}

@@ -45,6 +45,12 @@ def add(
         f"{', '.join(entry.formats)}) in {store.folder}",
         markup=False,
     )
+    said = store.last_languages
+    if said is not None:
+        parts = [f"{lang} {', '.join(f'{n:,} {how}' for how, n in per.items())}" for lang, per in said.counts.items()]
+        err.print(f"item languages (and where they came from): {'; '.join(parts)}", markup=False)
+        if said.note:
+            err.print(f"note: {said.note}", markup=False)
 
 
 @app.command("list")

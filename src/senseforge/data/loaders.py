@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from senseforge.data import _rows
-from senseforge.data.adapters import read_items
+from senseforge.data.adapters import csqa_row_to_item, jcsqa_row_to_item
 from senseforge.data.commonmt import COMMONMT_COLUMNS, commonmt_slug, read_commonmt
 from senseforge.data.copa import COPAL_COLUMNS, copal_variant, read_copal, read_xcopa, xcopa_lang_from_path
 from senseforge.data.crow import read_crow
@@ -32,6 +32,10 @@ from senseforge.data.schema import BinaryExample, MCItem
 from senseforge.errors import ConfigError, DataValidationError
 
 Kind = Literal["mc", "binary"]
+LangFrom = Literal["row", "flag", "path", "format", "none"]
+"""Where a record's language came from: a field of its row (or its id), the ``lang`` argument, the file's
+path (``xcopa/et/…``, ``…/sun/…``), the format's default (CommonsenseQA's ``en``: an assumption the file does
+not state), or nowhere (``none``: no language, e.g. a bilingual pair)."""
 _DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv")
 
 
@@ -53,6 +57,8 @@ class LoadedDataset:
     """``train``/``validation``/``test`` when given or named by the file, else ``None``."""
     path: Path | None = None
     """The file the records came from."""
+    lang_from: list[LangFrom] = field(default_factory=list)
+    """Per record (in :attr:`items` or :attr:`examples` order), where its ``lang`` came from."""
 
     def __len__(self) -> int:
         return len(self.items) if self.kind == "mc" else len(self.examples)
@@ -108,15 +114,65 @@ def _with_split(items: list[MCItem], split: str | None) -> list[MCItem]:
     return items
 
 
+def row_lang(row: Mapping[str, Any]) -> str | None:
+    """A raw row's own language field (``lang``), normalised; ``None`` when the row has none.
+
+    Raises:
+        RowError: the field is there but is not a language tag.
+    """
+    value = row.get("lang")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _rows.RowError(f"lang: expected a language tag, got {value!r}")
+    try:
+        return normalize_tag(value)
+    except ValueError as exc:
+        raise _rows.RowError(f"lang: {exc}") from exc
+
+
+def _read_raw_mc(
+    path: Path, lang: str | None, fmt: Literal["csqa", "jcommonsenseqa"], default: str
+) -> tuple[list[MCItem], list[LangFrom]]:
+    """The items of a CommonsenseQA- or JCommonsenseQA-format file, each in its row's ``lang`` when it has one
+    (one that contradicts ``lang`` is a located error), else in ``lang``, else in the format's ``default``."""
+    adapter = csqa_row_to_item if fmt == "csqa" else jcsqa_row_to_item
+    items: list[MCItem] = []
+    origins: list[LangFrom] = []
+
+    def convert(row: Mapping[str, Any]) -> tuple[MCItem, LangFrom]:
+        own = row_lang(row)
+        if own is not None and lang is not None and own != lang:
+            raise _rows.RowError(f"lang: is {own!r}, but lang={lang!r} was asked for")
+        origin: LangFrom = "row" if own is not None else "flag" if lang is not None else "format"
+        return adapter(row, own or lang or default, recipe=fmt), origin
+
+    for number, row in iter_json_rows(path):
+        item, origin = _rows.convert(path, number, partial(convert, row))
+        items.append(item)
+        origins.append(origin)
+    return items, origins
+
+
+def _one_lang(items: list[MCItem], lang: str | None, default: str) -> str:
+    langs = {item.lang for item in items}
+    return lang or (langs.pop() if len(langs) == 1 else default)
+
+
 def _read_csqa(path: Path, lang: str | None, split: str | None) -> LoadedDataset:
-    tag = lang or "en"
+    items, origins = _read_raw_mc(path, lang, "csqa", "en")
+    tag = _one_lang(items, lang, "en")
     name = "commonsenseqa" if tag == "en" else f"csqa-{tag}"
-    return _mc(name, "csqa", _with_split(read_items(path, tag, "csqa"), split), split, path)
+    loaded = _mc(name, "csqa", _with_split(items, split), split, path)
+    loaded.lang_from = origins
+    return loaded
 
 
 def _read_jcsqa(path: Path, lang: str | None, split: str | None) -> LoadedDataset:
-    items = _with_split(read_items(path, lang or "ja", "jcommonsenseqa"), split)
-    return _mc("jcommonsenseqa", "jcommonsenseqa", items, split, path)
+    items, origins = _read_raw_mc(path, lang, "jcommonsenseqa", "ja")
+    loaded = _mc("jcommonsenseqa", "jcommonsenseqa", _with_split(items, split), split, path)
+    loaded.lang_from = origins
+    return loaded
 
 
 def _read_putri(path: Path, lang: str | None, split: str | None) -> LoadedDataset:
@@ -171,13 +227,14 @@ FORMATS: dict[str, FormatInfo] = {
     "csqa": FormatInfo(
         ("mc",),
         "CommonsenseQA / mCSQA flat schema: id, question, question_concept, choices{label,text}, answerKey",
-        "JSON Lines whose first row has `question` and an object `choices`; lang defaults to en",
+        "JSON Lines whose first row has `question` and an object `choices`; lang from a row's `lang`, else en",
         _read_csqa,
     ),
     "jcommonsenseqa": FormatInfo(
         ("mc",),
         "JGLUE JCommonsenseQA: q_id, question, choice0..choice4, label",
-        "JSON Lines (even when named .json) whose first row has `q_id` and `choice0`; lang defaults to ja",
+        "JSON Lines (even when named .json) whose first row has `q_id` and `choice0`; lang from a row's `lang`, "
+        "else ja",
         _read_jcsqa,
     ),
     "putri": FormatInfo(
@@ -321,7 +378,9 @@ def load_dataset(
             picks the file, e.g. ``xcopa/et`` with ``split="validation"``).
         fmt: a key of :data:`FORMATS`; ``None`` detects it (:func:`detect_format`).
         lang: BCP-47 tag of the records, overriding what the format or path implies
-            (for ``senseforge`` files it is a check: every record must have it).
+            (for ``senseforge`` files, and rows of CommonsenseQA or JCommonsenseQA files that
+            carry a ``lang`` field, it is a check: every such record must have it).
+            :attr:`LoadedDataset.lang_from` says, per record, where its language came from.
         split: ``train``, ``validation`` (or ``val``/``dev``) or ``test``; recorded on
             the dataset and in the metadata of records converted from a raw format;
             ``None`` takes it from the file name when the name says one.
@@ -345,4 +404,22 @@ def load_dataset(
     if wanted is not None and named is not None and named != wanted:
         raise ConfigError(f"{where}: the file name says split {named!r}, but split={split!r} was asked for")
     key = fmt or detect_format(where)
-    return FORMATS[key].read(where, tag, wanted or named)
+    loaded = FORMATS[key].read(where, tag, wanted or named)
+    if not loaded.lang_from:
+        loaded.lang_from = _lang_origins(loaded, tag)
+    return loaded
+
+
+_FORMAT_LANG_FROM: dict[str, LangFrom] = {"senseforge": "row", "xcopa": "path", "putri": "row"}
+"""Where a format's records get their language when ``lang`` is not given (else: the format's default)."""
+
+
+def _lang_origins(loaded: LoadedDataset, tag: str | None) -> list[LangFrom]:
+    """Where each record's language came from, for the formats whose readers do not say."""
+    given: LangFrom = _FORMAT_LANG_FROM.get(loaded.fmt, "format")
+    if loaded.fmt == "senseforge":
+        tag = None  # the rows carry it; lang= only checks it
+    elif loaded.fmt == "putri" and loaded.path is not None and putri_lang_from_path(loaded.path):
+        given = "path"
+    records: list[MCItem] | list[BinaryExample] = loaded.items if loaded.kind == "mc" else loaded.examples
+    return [("none" if record.lang is None else "flag" if tag is not None else given) for record in records]

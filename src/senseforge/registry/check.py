@@ -10,12 +10,17 @@ Four kinds of match, strongest first (each names the entry, the source item's id
   "… jewelry …") share as many shingles as a copy with a word changed; their answers tell them
   apart. Candidates come from a banded LSH index (datasketch) and are confirmed on the whole
   signature;
-* ``cross_lingual`` — in another language than the item: the registered item closest by embedding
+* ``cross_lingual`` — in another language than the item: among the registered items in other languages
+  than the item's (an item without a language is not compared), the closest by embedding
   cosine (of the text with its gold answer) among the top :data:`TOP_K`, when its cosine is at least
   ``cross`` (default :data:`CROSS_THRESHOLD`), it leads the next closest by at least ``margin``
   (default :data:`CROSS_MARGIN`), and both texts write the same numbers — the verifier: a
-  translation. Short items in one style all sit close together in e5's space, so the lead over the
-  next item tells a translation from a neighbour better than the cosine alone.
+  translation, or a cultural adaptation (names, places and foods changed too). Short items in one
+  style all sit close together in e5's space, and each language has a direction of its own: the
+  cosine is taken between embeddings less their language's centre (the mean of the checked items of
+  that language when there are :data:`CENTRE_MIN`, else of the registered ones, else of the whole
+  registry), and the lead over the next item tells a translation from a neighbour better than the
+  cosine alone.
 
 The first three are copies (a gate rejects them: ``contaminated`` for exact and normal,
 ``near_duplicate`` for near); a cross-lingual match is a flag for people to look at, since an
@@ -39,10 +44,14 @@ KINDS: Final[tuple[MatchKind, ...]] = ("exact", "normal", "near", "cross_lingual
 
 NEAR_THRESHOLD: Final = 0.5
 """Estimated Jaccard of character 5-gram sets at or above which two texts are near-duplicates."""
-CROSS_THRESHOLD: Final = 0.8
-"""Embedding cosine at or above which a text in another language may be flagged as a translation."""
-CROSS_MARGIN: Final = 0.02
-"""How far the closest registered item must lead the next one to be flagged."""
+CROSS_THRESHOLD: Final = 0.35
+"""Cosine of the centred embeddings (each less its language's centre) at or above which a text in another language
+may be flagged as a translation or an adaptation (until issue 44: 0.8, on raw embeddings)."""
+CROSS_MARGIN: Final = 0.095
+"""How far the closest registered item must lead the next one to be flagged (until issue 44: 0.02, raw)."""
+CENTRE_MIN: Final = 20
+"""Items of one language from which its centre (mean embedding) is taken: the checked items of a language, when
+there are this many, else the registered ones, else the mean of every registered item."""
 TOP_K: Final = 5
 """Registered items retrieved by embedding per checked item."""
 _LSH_MARGIN: Final = 0.15  # the LSH bands are set below the threshold, so candidates near it are not missed
@@ -124,14 +133,48 @@ class Checker:
             for index in range(len(self._minhash)):
                 if not np.all(self._minhash[index] == empty):
                     session.insert(index, LeanMinHash(seed=SETTINGS.seed, hashvalues=self._minhash[index]))
+        self._primary = np.array([_primary(str(lang)) for lang in self._langs.tolist()], dtype=str)
         self._vectors: np.ndarray | None = None
+        """The registered embeddings, each less its language's centre, unit length."""
+        self._centres: dict[str, np.ndarray] = {}
+        self._centre_all: np.ndarray | None = None
+        self._prints_dims = [int(p.embedding.shape[1]) for p in prints]
         if cross is not None and prints and all(p.embedding.shape[1] > 0 for p in prints):  # else: none
-            self._vectors = np.concatenate([p.embedding for p in prints]).astype(np.float32)
+            vectors = np.concatenate([p.embedding for p in prints]).astype(np.float32)
+            self._centre_all = vectors.mean(axis=0)
+            self._centres = {
+                lang: vectors[self._primary == lang].mean(axis=0)
+                for lang in set(self._primary.tolist()) - {""}
+                if int(np.sum(self._primary == lang)) >= CENTRE_MIN
+            }
+            every = self._centre_all
+            centres = np.stack([self._centres.get(str(lang), every) for lang in self._primary.tolist()])
+            self._vectors = _unit(vectors - centres)
 
     @property
     def cross_checked(self) -> bool:
         """Whether cross-lingual matches are looked for (every entry has embeddings and ``cross`` is set)."""
         return self.cross is not None and self._vectors is not None
+
+    @property
+    def cross_skipped(self) -> str | None:
+        """Why no cross-lingual match can be looked for at all (``None`` when one can)."""
+        if self.cross is None:
+            return "not asked for"
+        if self._vectors is None:
+            bare = [e.name for e, p in zip(self._entries, self._prints_dims, strict=True) if p == 0]
+            if bare:
+                return f"no embeddings in the registry for {', '.join(bare)} (registered with --no-embeddings)"
+            return "nothing registered"
+        return None
+
+    def cross_comparable(self, units: Sequence[Unit]) -> list[int]:
+        """The indices of ``units`` the cross-lingual check compares: with a text, a language, and registered
+        items in another language (none when the check is off)."""
+        if not self.cross_checked:
+            return []
+        registered = set(self._primary.tolist()) - {""}
+        return [i for i, u in enumerate(units) if u.text.strip() and u.lang and registered - {_primary(u.lang)}]
 
     def _match(self, kind: MatchKind, row: int, score: float, answer: str | None) -> Match:
         entry = self._entries[int(self._owner[row])]
@@ -172,28 +215,49 @@ class Checker:
     def _cross(self, units: Sequence[Unit], results: list[list[Match]]) -> None:
         from senseforge.data.embeddings import embed_passages
 
-        assert self._vectors is not None and self.cross is not None
-        wanted = [i for i, u in enumerate(units) if u.text.strip()]
+        assert self._vectors is not None and self.cross is not None and self._centre_all is not None
+        wanted = self.cross_comparable(units)
         if not wanted:
             return
         queries = embed_passages([embedded_text(units[i]) for i in wanted])
-        cosines = queries @ self._vectors.T
+        langs = [_primary(units[i].lang or "") for i in wanted]
+        for lang in set(langs):  # each language's centre taken out: what is left is what the item says
+            rows = np.array([q for q, mine in enumerate(langs) if mine == lang])
+            if len(rows) >= CENTRE_MIN:
+                centre = queries[rows].mean(axis=0)
+            else:
+                centre = self._centres.get(lang, self._centre_all)
+            queries[rows] = queries[rows] - centre
+        cosines = _unit(queries) @ self._vectors.T
+        for q, index in enumerate(wanted):  # only registered items in another language than the unit's
+            cosines[q, (self._primary == _primary(units[index].lang or "")) | (self._primary == "")] = -np.inf
         k = min(self.top_k, cosines.shape[1])
         top = np.argpartition(-cosines, k - 1, axis=1)[:, :k]
         for q, index in enumerate(wanted):
             unit = units[index]
-            ranked = sorted(top[q].tolist(), key=lambda r: -float(cosines[q, r]))
+            ranked = [
+                r for r in sorted(top[q].tolist(), key=lambda r: -float(cosines[q, r])) if np.isfinite(cosines[q, r])
+            ]
             best = ranked[0]
             score = float(cosines[q, best])
             lead = score - float(cosines[q, ranked[1]]) if len(ranked) > 1 else 1.0
-            lang = str(self._langs[best])
-            if score < self.cross or lead < self.margin or not lang or not unit.lang or lang == unit.lang:
+            if score < self.cross or lead < self.margin:
                 continue
             if numbers_key(unit.text) != int(self._numbers[best]):  # a translation keeps the numbers
                 continue
             match = replace(self._match("cross_lingual", best, score, None), lead=round(lead, 4))
             if all((m.entry, m.source_id) != (match.entry, match.source_id) for m in results[index]):
                 results[index].append(match)
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.asarray(vectors / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+def _primary(tag: str) -> str:
+    """The primary language subtag, lower-cased (``""`` for none): ``zh-Hant`` and ``zh`` are one language."""
+    return tag.split("-", 1)[0].strip().lower()
 
 
 def checked_against(registry: Registry) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,6 +55,10 @@ class Unit:
     lang: str | None
     text: str
     answer: str | None = None
+    lang_from: str | None = None
+    """Where :attr:`lang` came from: a :data:`~senseforge.data.loaders.LangFrom` of the file read, then
+    ``identified`` (by :func:`identify_langs`) or ``assumed`` (the format's default, nothing said otherwise);
+    ``None`` when not tracked."""
 
 
 def embedded_text(unit: Unit) -> str:
@@ -74,6 +78,84 @@ def units_of(items: Sequence[MCItem], examples: Sequence[BinaryExample] = ()) ->
             seen.add(example.context_id)
             out.append(Unit(example.context_id, example.lang, example.context))
     return out
+
+
+def dataset_units(dataset: LoadedDataset) -> list[Unit]:
+    """:func:`units_of` a loaded file, each unit saying where its language came from (``lang_from``)."""
+    origins = dataset.lang_from
+    records = len(dataset.items) + len(dataset.examples)
+    if len(origins) != records:  # a reader that does not say: nothing claimed
+        origins = ["none"] * records
+    units = [
+        replace(unit, lang_from=origin)
+        for unit, origin in zip(units_of(dataset.items), origins[: len(dataset.items)], strict=True)
+    ]
+    seen: set[str] = set()
+    for example, origin in zip(dataset.examples, origins[len(dataset.items) :], strict=True):
+        if example.context_id not in seen:
+            seen.add(example.context_id)
+            units.append(Unit(example.context_id, example.lang, example.context, lang_from=origin))
+    return units
+
+
+@dataclass(frozen=True)
+class LangReport:
+    """How the units' languages were settled (:func:`identify_langs`)."""
+
+    counts: dict[str, dict[str, int]]
+    """Units per language (``unknown`` for none) and per ``lang_from``."""
+    note: str | None = None
+    """What could not be done and what was assumed instead (identification unavailable), else ``None``."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"by_lang": self.counts, "note": self.note}
+
+
+def identify_langs(units: Sequence[Unit], *, identify: bool = True) -> tuple[list[Unit], LangReport]:
+    """Units whose language the file did not state (``lang_from`` ``format`` or ``none``), identified.
+
+    Each such unit's text (with its gold answer) goes to the ``langid`` extra's identifier, the units read as
+    one set (:func:`senseforge.data.langid.detect_set`): a language found is kept (``identified``); where it
+    cannot tell,
+    or ``identify`` is false, or the extra is not installed, a format's default stays (``assumed``) and a unit
+    without one stays without (``none``). A row's field, a ``lang`` given, or the file's path are kept as they
+    are.
+    """
+    missing: str | None = None
+    unsaid = [i for i, u in enumerate(units) if u.lang_from in ("format", "none")]
+    identified: dict[int, str | None] = {}
+    if identify and unsaid:
+        from senseforge.data.langid import detect_set
+        from senseforge.errors import MissingDependencyError
+
+        try:
+            identified = dict(zip(unsaid, detect_set([embedded_text(units[i]) for i in unsaid]), strict=True))
+        except MissingDependencyError as exc:
+            missing = str(exc)
+    out: list[Unit] = []
+    for index, unit in enumerate(units):
+        if unit.lang_from in ("format", "none"):
+            found = identified.get(index)
+            if found is not None:
+                unit = replace(unit, lang=found, lang_from="identified")
+            elif unit.lang_from == "format":
+                unit = replace(unit, lang_from="assumed")
+        out.append(unit)
+    counts: dict[str, dict[str, int]] = {}
+    for unit in out:
+        per = counts.setdefault(unit.lang or "unknown", {})
+        per[unit.lang_from or "none"] = per.get(unit.lang_from or "none", 0) + 1
+    assumed = sorted({u.lang for u in out if u.lang_from == "assumed" and u.lang})
+    note = None
+    if missing is not None and assumed:
+        note = (
+            f"language identification is not available ({missing}); "
+            f"{sum(1 for u in out if u.lang_from == 'assumed'):,} item(s) whose file does not say their language "
+            f"are assumed to be in {', '.join(assumed)} (their format's default): give --lang if they are not"
+        )
+    elif not identify and assumed:
+        note = f"items whose file does not say their language are assumed to be in {', '.join(assumed)}"
+    return out, LangReport({lang: dict(sorted(per.items())) for lang, per in sorted(counts.items())}, note)
 
 
 @dataclass
@@ -163,7 +245,7 @@ def read_units(path: Path, *, fmt: str | None = None, lang: str | None = None) -
     for file in files:
         dataset: LoadedDataset = load_dataset(file, fmt, lang=lang)
         formats.append(dataset.fmt)
-        units.extend(units_of(dataset.items, dataset.examples))
+        units.extend(dataset_units(dataset))
     seen: set[str] = set()
     for unit in units:
         if unit.id in seen:
@@ -179,6 +261,8 @@ class Registry:
     folder: Path
     entries: list[Entry] = field(default_factory=list)
     settings: MinHashSettings = SETTINGS
+    last_languages: LangReport | None = None
+    """How the languages of the last benchmark added were settled."""
 
     @classmethod
     def open(cls, folder: Path | None = None) -> Registry:
@@ -227,8 +311,13 @@ class Registry:
         licence: str | None = None,
         embed: bool = True,
         replace: bool = False,
+        identify: bool = True,
     ) -> Entry:
         """Register the benchmark at ``path`` (any format ``eval run`` reads, or a folder of them) as ``name``.
+
+        Items whose file does not say their language, and ``lang`` is not given, are identified
+        (:func:`identify_langs`; ``identify=False`` keeps their format's default); how is kept in
+        :attr:`last_languages`.
 
         Raises:
             ConfigError: a bad name, a name taken (without ``replace``), nothing to read.
@@ -241,6 +330,7 @@ class Registry:
         units, formats = read_units(path, fmt=fmt, lang=lang)
         if not units:
             raise DataValidationError(f"{path}: no item to register")
+        units, self.last_languages = identify_langs(units, identify=identify)
         prints = fingerprint(units, embed=embed)
         self.folder.mkdir(parents=True, exist_ok=True)
         with atomic_open(self.folder / f"{name}.npz", "wb") as handle:
