@@ -110,3 +110,18 @@ def test_only_items_of_another_language_are_compared_and_a_tag_is_its_primary_la
     assert checker.cross_comparable(units) == [0, 1, 2]  # et-EE is Estonian, as registered; no language: not compared
     found = checker.check(units)
     assert all(m.kind != "cross_lingual" for m in found[3] + found[4])
+
+
+@pytest.mark.slow
+def test_without_the_units_centres_a_verdict_does_not_depend_on_what_is_checked_with_it(tmp_path: Path) -> None:
+    """A build's gate checks batch by batch (``centres_from_units=False``): a unit's matches are the same checked
+    alone or among more than CENTRE_MIN others of its language, where the checked units' own centre would count."""
+    registry = Registry.open(tmp_path)
+    registry.add(FIXTURES / "xcopa" / "et", "xcopa-et", licence="CC BY 4.0")
+    thai, _ = read_units(FIXTURES / "xcopa" / "th")
+    units = [Unit(f"{u.id}#{n}", u.lang, u.text, u.answer) for n in range(7) for u in thai]  # 21 Thai units
+    checker = Checker(registry, cross=0.15, margin=0.05)
+    together = checker.check(units, centres_from_units=False)
+    alone = [checker.check([u], centres_from_units=False)[0] for u in units]
+    assert together == alone
+    assert any(m.kind == "cross_lingual" for matches in together for m in matches)  # the check found something

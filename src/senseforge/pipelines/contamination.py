@@ -67,7 +67,8 @@ class ContaminationGate(RuleStage[Record]):
         return Checker(Registry.open(self.registry))
 
     def rule(self, records: Sequence[StageResult[Record]], ctx: StageContext) -> StageOutput:
-        found = self.checker.check([self.unit_of(r.record_id, r.data) for r in records])
+        units = [self.unit_of(r.record_id, r.data) for r in records]
+        found = self.checker.check(units, centres_from_units=False)  # a verdict independent of the batching
         outcomes: list[Outcome] = []
         for record, matches in zip(records, found, strict=True):
             copies = [m for m in matches if m.rejects]

@@ -182,8 +182,13 @@ class Checker:
         same = None if not answer or stored == 0 else stored == normal_key(answer)
         return Match(kind, entry.name, str(self._ids[row]), round(float(score), 4), entry.licence, same)
 
-    def check(self, units: Sequence[Unit]) -> list[list[Match]]:
-        """Each unit's matches, strongest kind first, then by score; at most one per registered item."""
+    def check(self, units: Sequence[Unit], *, centres_from_units: bool = True) -> list[list[Match]]:
+        """Each unit's matches, strongest kind first, then by score; at most one per registered item.
+
+        ``centres_from_units=False`` takes each language's centre from the registry alone, so a unit's verdict
+        does not depend on which other units are checked with it (a build's gate checks batch by batch, and a
+        resume may batch differently); ``analyze contamination`` checks a whole file at once and keeps the default.
+        """
         from datasketch import LeanMinHash
 
         results: list[list[Match]] = [[] for _ in units]
@@ -207,12 +212,12 @@ class Checker:
                             found[row] = match
             results[index] = list(found.values())
         if self.cross_checked:
-            self._cross(units, results)
+            self._cross(units, results, centres_from_units=centres_from_units)
         for matches in results:
             matches.sort(key=lambda m: (KINDS.index(m.kind), -m.score, m.entry, m.source_id))
         return results
 
-    def _cross(self, units: Sequence[Unit], results: list[list[Match]]) -> None:
+    def _cross(self, units: Sequence[Unit], results: list[list[Match]], *, centres_from_units: bool) -> None:
         from senseforge.data.embeddings import embed_passages
 
         assert self._vectors is not None and self.cross is not None and self._centre_all is not None
@@ -223,7 +228,7 @@ class Checker:
         langs = [_primary(units[i].lang or "") for i in wanted]
         for lang in set(langs):  # each language's centre taken out: what is left is what the item says
             rows = np.array([q for q, mine in enumerate(langs) if mine == lang])
-            if len(rows) >= CENTRE_MIN:
+            if centres_from_units and len(rows) >= CENTRE_MIN:
                 centre = queries[rows].mean(axis=0)
             else:
                 centre = self._centres.get(lang, self._centre_all)
