@@ -12,17 +12,22 @@ and runs the recipe.
 from __future__ import annotations
 
 import inspect
+import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
 import typer
+from click.core import ParameterSource
 from rich.table import Table
 
 from senseforge.cli._common import (
     BaseUrlOption,
     ProviderOptions,
     StoreOption,
+    command_line,
     err,
     money,
     on_interrupt,
@@ -160,29 +165,26 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
         if options:
             flags["model_options"] = options
         resume = bool(values.get("resume"))
-        runs: list[tuple[Any, Path]] = []
-        for each, out_dir in _each_language(recipe, flags, values.get("out_dir")):
-            config, run_dir = resolve_run(
-                recipe,
-                flags=each,
-                out=out_dir,
-                resume=resume,
-                config_file=values.get("config_file"),
-                sets=values.get("sets") or [],
-            )
-            check_resume(run_dir, config, resume=resume)  # a refusal comes before the header, for every run
-            runs.append((config, run_dir))
-        if len({run_dir.resolve() for _, run_dir in runs}) < len(runs):
+        runs: list[tuple[Any, Path, bool]] = []
+        languages = _each_language(recipe, flags, values.get("out_dir"))
+        sources: dict[str, Any] = {"config_file": values.get("config_file"), "sets": values.get("sets") or []}
+        for each, out_dir in languages:
+            # several languages: --resume continues those begun and begins the others (the command names them all)
+            this = resume and (len(languages) == 1 or _holds_run(recipe, each, out_dir, sources))
+            config, run_dir = resolve_run(recipe, flags=each, out=out_dir, resume=this, **sources)
+            check_resume(run_dir, config, resume=this)  # a refusal comes before the header, for every run
+            runs.append((config, run_dir, this))
+        if len({run_dir.resolve() for _, run_dir, _ in runs}) < len(runs):
             raise ConfigError("two languages would share one run folder: give --out a name with {lang} in it")
         chosen = recipe
-        fresh = [config for config, run_dir in runs if not (resume and (run_dir / "manifest.json").is_file())]
+        fresh = [config for config, run_dir, this in runs if not (this and (run_dir / "manifest.json").is_file())]
         if len(fresh) > 1 and isinstance(recipe, ReadsTogether):
             with err.status(f"reading the inputs of {len(fresh)} runs in one pass …", spinner="dots"):
                 chosen = recipe.together(fresh)
         unfinished: list[str] = []
-        for config, run_dir in runs:
+        for config, run_dir, this in runs:
             try:
-                _build_one(chosen, config, run_dir, values)
+                _build_one(chosen, config, run_dir, {**values, "resume": this}, several=len(runs) > 1)
             except RunIncomplete as exc:
                 if len(runs) == 1:
                     raise
@@ -202,8 +204,35 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
     return command
 
 
-def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any]) -> None:
-    """Build (or resume) one run and print its summary."""
+def _holds_run(recipe: Recipe, flags: dict[str, Any], out_dir: Path | None, sources: dict[str, Any]) -> bool:
+    """Whether the run folder of one language of the command (``--out``, or the one its settings name) holds a
+    run."""
+    from senseforge.pipelines.runner import resolve_run
+
+    folder = out_dir if out_dir is not None else resolve_run(recipe, flags=flags, out=None, resume=False, **sources)[1]
+    return (folder / "manifest.json").is_file()
+
+
+def _again_with_resume() -> str | None:
+    """This command line again with ``--resume`` (any password in it as ``PASSWORD``), or ``None`` when it is not
+    known."""
+    args = command_line()
+    if args is None:
+        return None
+    shown = [_PASSWORD.sub(r"\1PASSWORD@", arg) for arg in args]
+    if "--resume" not in shown:
+        shown.append("--resume")
+    note = " (with the store's password where PASSWORD stands)" if any(map(_PASSWORD.search, args)) else ""
+    return f"`{shlex.join(['senseforge', *shown])}`{note}"
+
+
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]+@")
+"""The password of a database URL (``scheme://user:password@host``)."""
+
+
+def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any], *, several: bool = False) -> None:
+    """Build (or resume) one run and print its summary (``several``: one of the languages of one command)."""
+    from senseforge.pipelines.rundir import read_manifest, resume_command, resume_note
     from senseforge.pipelines.runner import build
     from senseforge.store.db import Store
 
@@ -212,17 +241,25 @@ def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any
     err.print(f"run: {run_dir} · recipe: {recipe.name}" + (f" · model: {config.model}" if calls else ""))
 
     def resume_hint() -> str:
+        again = _again_with_resume() if several else None
+        if again is not None:  # the runs of the other languages, begun or not, go on with this one
+            return f"continue with {again}"
         if (run_dir / "manifest.json").is_file():
-            return f"continue with `senseforge build {recipe.name} --out {run_dir} --resume`"
+            try:  # its stores: one whose password it does not keep is named, to fill in
+                manifest = read_manifest(run_dir)
+            except ConfigError:
+                manifest = None
+            return f"continue with `{resume_command(recipe.name, run_dir, manifest)}`{resume_note(manifest)}"
         return "nothing was stored yet: run the same command again"
 
     on_interrupt(resume_hint)
+    store = _typed(values, "store")  # from the environment it is a default: a resume keeps the run's own
     summary = build(
         recipe,
         config,
         run_dir,
         resume=bool(values.get("resume")),
-        store=Store(values.get("store")),
+        store=Store(store) if store else None,
         run_store_url=values.get("run_store"),
         decisions=values.get("decisions") or [],
         human_rate=human_rate(values.get("human_rate")),
@@ -230,6 +267,14 @@ def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any
         responders=dry_run_authors(),
     )
     print_summary(summary)
+
+
+def _typed(values: dict[str, Any], name: str) -> Any:
+    """An option's value when given on the command line, not read from its environment variable."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
+        return None
+    return values.get(name)
 
 
 def _each_language(
