@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from senseforge.errors import ConfigError
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
@@ -142,3 +143,25 @@ def test_build_resumed_without_stores_writes_to_the_ones_it_started_with(tmp_pat
 
     with pytest.raises(ConfigError, match=r"this run.s store .* is sqlite:///.*calls.db, not sqlite:///.*other.db"):
         build(CULTURE_GEN, CONFIG, run_dir, resume=True, store=Store(f"sqlite:///{tmp_path / 'other.db'}"))
+
+
+@pytest.mark.postgres
+def test_a_postgresql_store_with_a_password_resumes_only_with_it_given_again(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server trusts any password: the one in the URL only has to be kept out of the manifest and asked for."""
+    with_password = make_url(pg_url).set(password="s3cret").render_as_string(hide_password=False)
+    run_dir = tmp_path / "run"
+    assert build(CULTURE_GEN, CONFIG, run_dir, store=Store(with_password)).state == "done"
+    manifest = read_manifest(run_dir)
+    assert manifest is not None and manifest["store_url"] == make_url(with_password).render_as_string()
+    assert "s3cret" not in (run_dir / "manifest.json").read_text(encoding="utf-8")
+    with sqlite3.connect(run_dir / DEFAULT_RUN_STORE) as conn:  # as if it had stopped after its source
+        conn.execute("delete from stage_results where stage != ?", (CULTURE_GEN.source(CONFIG).name,))
+    before = _ledger_rows(with_password)
+
+    with pytest.raises(ConfigError, match=r":\*\*\*@.* keeps no password: give the URL again with --store URL"):
+        build(CULTURE_GEN, CONFIG, run_dir, resume=True)
+    monkeypatch.setenv("SENSEFORGE_STORE_URL", with_password)
+    assert build(CULTURE_GEN, CONFIG, run_dir, resume=True).state == "done"
+    assert _ledger_rows(with_password) > before

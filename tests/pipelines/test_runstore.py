@@ -119,8 +119,8 @@ def test_a_record_that_does_not_fit_the_model_is_refused_in_one_line(tmp_path: P
     assert "\n" not in str(caught.value)
 
 
-def test_a_heartbeat_says_which_process_builds_the_run_and_when_it_stopped(tmp_path: Path) -> None:
-    store = RunStore(sqlite_url(tmp_path / "run.db"))
+def test_a_heartbeat_says_which_process_builds_the_run_and_when_it_stopped(db_url: str) -> None:
+    store = RunStore(db_url)
     try:
         assert store.last_beat() is None  # a run from before heartbeats
         with Heartbeat(store, every_s=3600.0):
