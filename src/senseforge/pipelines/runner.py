@@ -327,7 +327,7 @@ def build(
             manifest["run_id"] = run_label
             write_json(run_dir / MANIFEST, manifest)
         run = RunStore(url)
-        heartbeat = Heartbeat(run).__enter__()  # `runs show` tells a running build from a stopped one
+        heartbeat = Heartbeat(run).start()  # `runs show` tells a running build from a stopped one
         human_rate = _remember_rate(run, human_rate)
         if decisions:
             tasks = people_tasks(stages)
@@ -405,7 +405,7 @@ def build(
     finally:
         work.close()
         if heartbeat is not None:
-            heartbeat.__exit__()
+            heartbeat.stop()
         if run is not None:
             run.close()
         if opened is not None:

@@ -557,14 +557,22 @@ class Heartbeat:
         while not self._stop.wait(self.every_s):
             self._beat()
 
-    def __enter__(self) -> Self:
+    def start(self) -> Self:
+        """Beat now, then every ``every_s`` seconds until :meth:`stop`."""
         self._beat()
         self._thread = threading.Thread(target=self._loop, name="senseforge-heartbeat", daemon=True)
         self._thread.start()
         return self
 
-    def __exit__(self, *_: object) -> None:
+    def stop(self) -> None:
+        """Stop beating, and record the last beat marked ended."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._beat(ended=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
