@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -279,8 +280,36 @@ def test_build_for_several_languages_makes_one_run_each_as_built_alone(
     assert (tmp_path / "b-ja" / "dataset" / "train.jsonl").read_bytes() == (
         tmp_path / "alone-ja" / "dataset" / "train.jsonl"
     ).read_bytes()
+    partly = tmp_path / "partly"  # a command of several languages stopped before it began ja
+    shutil.copytree(tmp_path / "alone-en", partly / "mcsqa-en")
+    went_on = run_cli(
+        "build", "mcsqa", "--lang", "en,ja", *common, "--out", str(partly), "--resume", home=senseforge_home
+    )
+    assert went_on.returncode == 0, went_on.stderr  # --resume continues en and begins ja
+    assert (partly / "mcsqa-ja" / "dataset" / "train.jsonl").read_bytes() == (
+        tmp_path / "alone-ja" / "dataset" / "train.jsonl"
+    ).read_bytes()
     bare = run_cli("build", "mcsqa", "--lang", "en,ja", "--source-lang", "ms", *common, home=senseforge_home)
     assert_one_line_error(bare, "TAG=CODE")
     missing = run_cli("build", "mcsqa", "--lang", "en,xx", *common, "--out", str(tmp_path / "c"), home=senseforge_home)
     assert_one_line_error(missing, "xx")
     assert not (tmp_path / "c").exists()  # refused before any run started
+
+
+def test_the_interrupt_hint_of_several_languages_is_the_command_again_with_resume() -> None:
+    """The runs of the languages not yet begun need the command's settings: the hint is the command itself, with
+    any password in it left for the user to fill in."""
+    from senseforge.cli._common import record_command_line
+    from senseforge.cli.build import _again_with_resume
+
+    args = ["build", "mcsqa", "--lang", "en,ja", "--store", "postgresql+psycopg://ana:s3cret@db/sf", "--out", "my runs"]
+    record_command_line(args)
+    try:
+        assert _again_with_resume() == (
+            "`senseforge build mcsqa --lang en,ja --store postgresql+psycopg://ana:PASSWORD@db/sf --out 'my runs' "
+            "--resume` (with the store's password where PASSWORD stands)"
+        )
+        record_command_line([*args[:4], "--resume", "--out", "runs"])
+        assert _again_with_resume() == "`senseforge build mcsqa --lang en,ja --resume --out runs`"
+    finally:
+        record_command_line([])

@@ -8,8 +8,11 @@ once, which lets a build be resumed.
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,6 +21,9 @@ from pathlib import Path
 import pytest
 
 from senseforge.kb.conceptnet import import_dump
+from senseforge.llm.cache import FLUSH_EVERY
+
+from ..pipelines.golden import outputs
 
 RESPONDER = """
 import os
@@ -39,7 +45,7 @@ WAIT_FOR_MARK_S = 120.0
 """How long the model may take to be called at all (a bound, not a pace: the test goes on at the mark)."""
 
 
-def _start(args: list[str], home: Path, mark: Path) -> subprocess.Popen[str]:
+def _start(args: list[str], home: Path, mark: Path, **extra: str) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "SENSEFORGE_HOME": str(home),
@@ -47,6 +53,7 @@ def _start(args: list[str], home: Path, mark: Path) -> subprocess.Popen[str]:
         "COLUMNS": "200",
         "SF_TEST_BLOCK": "1",
         "SF_TEST_MARK": str(mark),
+        **extra,
     }
     return subprocess.Popen(
         [sys.executable, "-m", "senseforge", *args],
@@ -131,3 +138,102 @@ def test_a_signal_in_an_evaluation_exits_with_its_status_and_writes_nothing_half
     assert got == code, stderr
     assert "interrupted — nothing of the unfinished evaluation was written" in stderr
     assert not (out / "results.json").exists() and not (out / "samples.jsonl").exists()
+
+
+LOGGING_RESPONDER = """
+import os
+import pathlib
+import time
+
+from senseforge.pipelines.mcsqa.recipe import mcsqa_author
+
+
+def respond(request):
+    log = pathlib.Path(os.environ["SF_TEST_LOG"])
+    with log.open("a", encoding="utf-8") as handle:  # every request the model is sent, as the cache keeps it
+        handle.write(request.model_dump_json() + "\\n")
+    block_at = os.environ.get("SF_TEST_BLOCK_AT")
+    if block_at and len(log.read_text(encoding="utf-8").splitlines()) >= int(block_at):
+        pathlib.Path(os.environ["SF_TEST_MARK"]).touch()
+        while True:  # a slow model: the signal arrives while this call is in flight
+            time.sleep(0.05)
+    return mcsqa_author(request)
+"""
+
+BLOCK_AT = 66
+"""The call the model stops answering at: the last of the 66 questions written for 22 sets in one batch, of which
+the cache layer stored the first 64 answers (:data:`senseforge.llm.cache.FLUSH_EVERY`) though the batch was never
+stored in the run store: what a resume must take from the cache, not ask the model again."""
+
+
+def _rows(db: Path, query: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(query).fetchall()
+
+
+def test_a_build_with_its_own_store_resumed_as_printed_keeps_the_store_and_sends_no_answered_call_again(
+    tmp_path: Path, kb: Path
+) -> None:
+    """Issue 44: ``--store``, Ctrl-C, and the printed command: one ledger in the given store (none in the default
+    one), the outputs of an uninterrupted run, and no request whose answer was stored sent to the model again."""
+    model = tmp_path / "model.py"
+    model.write_text(LOGGING_RESPONDER, encoding="utf-8")
+    spec = f"scripted/{model}:respond"
+    base = ["build", "mcsqa", "--lang", "en", "--n", "22", "--kb", str(kb), "-m", spec, "--reviewers", spec]
+    base += ["--lm-review-as-hard", "--set", "batch_size=100"]
+
+    whole_log = tmp_path / "whole.log"
+    env = {**os.environ, "SENSEFORGE_HOME": str(tmp_path / "home-whole"), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
+    env.update(SF_TEST_LOG=str(whole_log))
+    env.pop("SF_TEST_BLOCK_AT", None)
+    whole = subprocess.run(
+        [sys.executable, "-m", "senseforge", *base, "--out", str(tmp_path / "whole")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert whole.returncode == 0, whole.stderr
+    assert len(whole_log.read_text(encoding="utf-8").splitlines()) > BLOCK_AT
+    whole_misses = _rows(tmp_path / "home-whole" / "senseforge.db", "select id from llm_ledger where not cache_hit")
+
+    home, store_db, run = tmp_path / "home", tmp_path / "given" / "calls.db", tmp_path / "run"
+    first_log, mark = tmp_path / "first.log", tmp_path / "called"
+    args = [*base, "--out", str(run), "--store", f"sqlite:///{store_db}"]
+    process = _start(args, home, mark, SF_TEST_LOG=str(first_log), SF_TEST_BLOCK_AT=str(BLOCK_AT))
+    code, stderr = _signal_at_mark(process, mark, signal.SIGINT)
+    assert code == 130, stderr
+    printed = f"senseforge build mcsqa --out {run} --resume"
+    assert f"interrupted — continue with `{printed}`" in stderr
+    answered = {row[0] for row in _rows(store_db, "select request from llm_cache")}
+    assert len(answered) == FLUSH_EVERY  # answered and stored in the cache, their batch not in the run store
+    assert not _rows(run / "run.db", "select record_id from stage_results where stage = 'generate'")
+
+    resumed_log = tmp_path / "resumed.log"
+    env = {**os.environ, "SENSEFORGE_HOME": str(home), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
+    env.update(SF_TEST_LOG=str(resumed_log))
+    env.pop("SF_TEST_BLOCK_AT", None)
+    resumed = subprocess.run(
+        [sys.executable, "-m", *shlex.split(printed)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+
+    sent_again = set(resumed_log.read_text(encoding="utf-8").splitlines()) & answered
+    assert not sent_again, f"{len(sent_again)} answered request(s) sent again"
+    assert (run / "funnel.json").is_file() and outputs(run) == outputs(tmp_path / "whole")
+    for name in outputs(run):
+        assert (run / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+    misses = _rows(store_db, "select cache_key from llm_ledger where not cache_hit")
+    assert len(misses) == len({key for (key,) in misses}) == len(whole_misses)  # each request answered once
+    label = json.loads((run / "manifest.json").read_text(encoding="utf-8"))["run_id"]
+    assert json.loads((run / "ledger.json").read_text(encoding="utf-8"))["calls"] == len(
+        _rows(store_db, f"select id from llm_ledger where run = '{label}'")
+    )
+    default = home / "senseforge.db"
+    assert not default.exists() or not _rows(default, "select id from llm_ledger")

@@ -4,7 +4,9 @@ it stopped (loopback only: a dead port, a server that answers 500)."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,9 @@ from senseforge.cli.main import app
 from senseforge.llm.loopback import LoopbackOpenAI
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
 from senseforge.pipelines.runner import build
+from senseforge.pipelines.runstore import HEARTBEAT_STALE_S, RunStore, sqlite_url
 from senseforge.pipelines.stage import RunIncomplete
-from senseforge.pipelines.status import NOTHING_STORED, run_status
+from senseforge.pipelines.status import NOTHING_STORED, STOPPED, run_status
 from senseforge.store.db import Store
 
 SPEC = "openai/loopback"
@@ -62,13 +65,15 @@ def test_a_dead_base_url_names_its_cause_and_the_command_that_shows_the_rest(tmp
 
     shown = _invoke("runs", "show", str(run_dir)).output
     assert f"run: {run_dir} · recipe: culture-gen · model: {SPEC}" in shown
-    assert "state: running, or stopped before it finished" in shown and "--resume" in shown
+    assert "state: stopped before it finished (at " in shown  # it said so on its way out
+    assert f"continue: senseforge build culture-gen --out {run_dir} --resume)" in shown
     assert "funnel so far" in shown and "batches" in shown and "generate" in shown
     assert "connection: " in shown and f"senseforge llm ledger --run {run_dir} --failed" in shown
     assert "calls so far:" in shown and "failed" in shown
 
     status = json.loads(_invoke("runs", "show", str(run_dir), "--json").output)
-    assert status["state"] == "running" and status["recipe"] == "culture-gen"
+    assert status["state"] == "stopped" and status["recipe"] == "culture-gen"
+    assert status["heartbeat"]["pid"] == os.getpid() and status["heartbeat"]["ended"] is not None
     stages = {row["stage"]: row for row in status["stages"]}
     assert list(stages)[:2] == ["batches", "generate"]  # the recipe's order, stages not reached included
     assert stages["batches"]["ok"] > 0 and stages["generate"]["ok"] == 0
@@ -116,3 +121,27 @@ def test_show_a_run_that_stored_nothing_and_a_folder_without_a_run(tmp_path: Pat
 
     result = CliRunner().invoke(app, ["runs", "show", str(tmp_path / "nothing")])
     assert result.exit_code != 0
+
+
+def test_show_tells_a_running_build_from_one_whose_heartbeat_went_stale(tmp_path: Path) -> None:
+    """A build killed outright says nothing on its way out: its heartbeat only stops; ``running`` is shown while a
+    beat is fresh (times given, no waiting)."""
+    run_dir, _, _ = _failed_run(tmp_path, _closed_port())
+    run = RunStore(sqlite_url(run_dir / "run.db"))
+    try:
+        beat = run.beat()  # this process, building and beating
+    finally:
+        run.close()
+    fresh = run_status(run_dir, now=beat.ts + 1.0)
+    assert fresh.state == "running" and fresh.heartbeat == beat.as_json()
+    shown = _invoke("runs", "show", str(run_dir)).output
+    assert f"state: running (pid {os.getpid()} on {socket.gethostname()}, last heartbeat " in shown
+
+    stale = run_status(run_dir, now=beat.ts + HEARTBEAT_STALE_S + 1.0)
+    assert stale.state == STOPPED
+    assert run_status(run_dir, now=beat.ts + 10.0, stale_s=5.0).state == STOPPED
+    when = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(beat.ts))
+    assert stale.resume == f"senseforge build culture-gen --out {run_dir} --resume"
+    from senseforge.cli.runs import _state_line
+
+    assert _state_line(stale).startswith(f"state: stopped before it finished (last heartbeat {when}, pid ")

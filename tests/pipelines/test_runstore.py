@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,17 @@ from sqlalchemy.exc import IntegrityError
 
 from senseforge.data.schema import MCItem, judgement
 from senseforge.errors import StoreError
-from senseforge.pipelines.runstore import CallEntry, Loose, Record, RunStore, StageResult, sqlite_url
+from senseforge.pipelines.runstore import (
+    HEARTBEAT_STALE_S,
+    Beat,
+    CallEntry,
+    Heartbeat,
+    Loose,
+    Record,
+    RunStore,
+    StageResult,
+    sqlite_url,
+)
 
 
 class Q(Record):
@@ -105,3 +117,39 @@ def test_a_record_that_does_not_fit_the_model_is_refused_in_one_line(tmp_path: P
     with pytest.raises(StoreError, match=r"stage ask, record r7: colour: Extra inputs are not permitted") as caught:
         store.results("ask", model=Q)
     assert "\n" not in str(caught.value)
+
+
+def test_a_heartbeat_says_which_process_builds_the_run_and_when_it_stopped(db_url: str) -> None:
+    store = RunStore(db_url)
+    try:
+        assert store.last_beat() is None  # a run from before heartbeats
+        with Heartbeat(store, every_s=3600.0):
+            beat = store.last_beat()
+            assert beat is not None and beat.ended is None
+            assert (beat.pid, beat.host) == (os.getpid(), socket.gethostname())
+            assert beat.alive(now=beat.ts + 1.0)
+            assert not beat.alive(now=beat.ts + HEARTBEAT_STALE_S + 1.0)  # stale: its process stopped beating
+        ended = store.last_beat()
+        assert ended is not None and ended.ended is not None and not ended.alive(now=ended.ts)
+    finally:
+        store.close()
+
+
+def test_a_fresh_beat_of_a_process_gone_from_this_host_is_not_alive(tmp_path: Path) -> None:
+    gone = os.getpid()
+    while True:  # a pid no process has (checked, not guessed)
+        gone += 1
+        try:
+            os.kill(gone, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            continue
+    assert not Beat(ts=100.0, pid=gone, host=socket.gethostname()).alive(now=101.0)
+    assert Beat(ts=100.0, pid=gone, host="another-host").alive(now=101.0)  # elsewhere only its age tells
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    try:
+        store.set_meta({"heartbeat": "not json"})
+        assert store.last_beat() is None
+    finally:
+        store.close()

@@ -219,6 +219,20 @@ def on_interrupt(hint: str | Callable[[], str]) -> None:
     _INTERRUPT_HINT[:] = [hint]
 
 
+_COMMAND_LINE: list[str] = []
+
+
+def record_command_line(args: list[str]) -> None:
+    """Remember the arguments the entry point was given (a hint may print the command again)."""
+    _COMMAND_LINE[:] = list(args)
+
+
+def command_line() -> list[str] | None:
+    """The arguments of this command (after ``senseforge``) as the entry point got them, or ``None`` when it did
+    not run (a command invoked in-process by a test)."""
+    return list(_COMMAND_LINE) if _COMMAND_LINE else None
+
+
 def interrupt_hint() -> str | None:
     """The hint the running command left with :func:`on_interrupt`, if any."""
     if not _INTERRUPT_HINT:

@@ -13,19 +13,24 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import typer
+from click.core import ParameterSource
 from rich.table import Table
 
 from senseforge.cli._common import (
     BaseUrlOption,
     ProviderOptions,
     StoreOption,
+    command_line,
     err,
     money,
     on_interrupt,
@@ -186,30 +191,27 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
         if options:
             flags["model_options"] = options
         resume = bool(values.get("resume"))
-        runs: list[tuple[Any, Path]] = []
-        for each, out_dir in _each_language(recipe, flags, values.get("out_dir")):
-            config, run_dir = resolve_run(
-                recipe,
-                flags=each,
-                out=out_dir,
-                resume=resume,
-                config_file=values.get("config_file"),
-                sets=values.get("sets") or [],
-            )
-            check_resume(run_dir, config, resume=resume)  # a refusal comes before the header, for every run
-            runs.append((config, run_dir))
-        if len({run_dir.resolve() for _, run_dir in runs}) < len(runs):
+        runs: list[tuple[Any, Path, bool]] = []
+        languages = _each_language(recipe, flags, values.get("out_dir"))
+        sources: dict[str, Any] = {"config_file": values.get("config_file"), "sets": values.get("sets") or []}
+        for each, out_dir in languages:
+            # several languages: --resume continues those begun and begins the others (the command names them all)
+            this = resume and (len(languages) == 1 or _holds_run(recipe, each, out_dir, sources))
+            config, run_dir = resolve_run(recipe, flags=each, out=out_dir, resume=this, **sources)
+            check_resume(run_dir, config, resume=this)  # a refusal comes before the header, for every run
+            runs.append((config, run_dir, this))
+        if len({run_dir.resolve() for _, run_dir, _ in runs}) < len(runs):
             raise ConfigError("two languages would share one run folder: give --out a name with {lang} in it")
         chosen = recipe
-        fresh = [config for config, run_dir in runs if not (resume and (run_dir / "manifest.json").is_file())]
+        fresh = [config for config, run_dir, this in runs if not (this and (run_dir / "manifest.json").is_file())]
         if len(fresh) > 1 and isinstance(recipe, ReadsTogether):
             with err.status(f"reading the inputs of {len(fresh)} runs in one pass …", spinner="dots"):
                 chosen = recipe.together(fresh)
         unfinished: list[str] = []
         waiting: list[tuple[Any, Path, Any]] = []
-        for config, run_dir in runs:
+        for config, run_dir, this in runs:
             try:
-                summary = _build_one(chosen, config, run_dir, values)
+                summary = _build_one(chosen, config, run_dir, {**values, "resume": this}, several=len(runs) > 1)
             except RunIncomplete as exc:
                 if len(runs) == 1:
                     raise
@@ -234,12 +236,48 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
     return command
 
 
-def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any], *, polled: bool = False) -> Any:
-    """Build (or resume) one run and print its summary; how it ended.
+def _holds_run(recipe: Recipe, flags: dict[str, Any], out_dir: Path | None, sources: dict[str, Any]) -> bool:
+    """Whether the run folder of one language of the command (``--out``, or the one its settings name) holds a
+    run."""
+    from senseforge.pipelines.runner import resolve_run
+
+    folder = out_dir if out_dir is not None else resolve_run(recipe, flags=flags, out=None, resume=False, **sources)[1]
+    return (folder / "manifest.json").is_file()
+
+
+def _again_with_resume() -> str | None:
+    """This command line again with ``--resume`` (any password in it as ``PASSWORD``), or ``None`` when it is not
+    known."""
+    args = command_line()
+    if args is None:
+        return None
+    shown = [_PASSWORD.sub(r"\1PASSWORD@", arg) for arg in args]
+    if "--resume" not in shown:
+        shown.append("--resume")
+    note = " (with the store's password where PASSWORD stands)" if any(map(_PASSWORD.search, args)) else ""
+    return f"`{shlex.join(['senseforge', *shown])}`{note}"
+
+
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]+@")
+"""The password of a database URL (``scheme://user:password@host``)."""
+
+
+def _build_one(
+    recipe: Recipe,
+    config: Any,
+    run_dir: Path,
+    values: dict[str, Any],
+    *,
+    several: bool = False,
+    polled: bool = False,
+) -> Any:
+    """Build (or resume) one run and print its summary; how it ended (``several``: one of the languages of one
+    command).
 
     ``polled``: a resume of ``--wait``, silent until it gets somewhere (answers come, or the run stops waiting).
     With ``--wait``, a run that waits for batches prints no summary: :func:`_wait` says what it waits for.
     """
+    from senseforge.pipelines.rundir import read_manifest, resume_command, resume_note
     from senseforge.pipelines.runner import build
     from senseforge.store.db import Store
 
@@ -250,8 +288,15 @@ def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any
         err.print(header)
 
     def resume_hint() -> str:
+        again = _again_with_resume() if several else None
+        if again is not None:  # the runs of the other languages, begun or not, go on with this one
+            return f"continue with {again}"
         if (run_dir / "manifest.json").is_file():
-            return f"continue with `senseforge build {recipe.name} --out {run_dir} --resume`"
+            try:  # its stores: one whose password it does not keep is named, to fill in
+                manifest = read_manifest(run_dir)
+            except ConfigError:
+                manifest = None
+            return f"continue with `{resume_command(recipe.name, run_dir, manifest)}`{resume_note(manifest)}"
         return "nothing was stored yet: run the same command again"
 
     def waiting_hint() -> str:
@@ -259,12 +304,13 @@ def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any
         return f"{hint} (add --wait to go on waiting for the batches)" if "--resume" in hint else hint
 
     on_interrupt(waiting_hint if values.get("wait") else resume_hint)
+    store = _typed(values, "store")  # from the environment it is a default: a resume keeps the run's own
     summary = build(
         recipe,
         config,
         run_dir,
         resume=polled or bool(values.get("resume")),
-        store=Store(values.get("store")),
+        store=Store(store) if store else None,
         run_store_url=values.get("run_store"),
         decisions=[] if polled else values.get("decisions") or [],
         human_rate=human_rate(values.get("human_rate")),
@@ -292,7 +338,7 @@ def _wait(recipe: Recipe, waiting: list[tuple[Any, Path, Any]], values: dict[str
     def resume(index: int) -> Any:
         config, run_dir, _ = waiting[index]
         try:
-            return _build_one(recipe, config, run_dir, values, polled=True)
+            return _build_one(recipe, config, run_dir, values, several=not alone, polled=True)
         except RunIncomplete as exc:
             if alone:
                 raise
@@ -335,6 +381,14 @@ def _when_used(factory: Callable[[str, int | None], Any]) -> Callable[[str, int 
             yield advance
 
     return lazy
+
+
+def _typed(values: dict[str, Any], name: str) -> Any:
+    """An option's value when given on the command line, not read from its environment variable."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
+        return None
+    return values.get(name)
 
 
 def _each_language(

@@ -182,7 +182,10 @@ def _run_label(run: str | None, store: str | None) -> tuple[str | None, str | No
     manifest = read_manifest(Path(run))
     if manifest is None or not manifest.get("run_id"):
         raise ConfigError(f"--run {run}: no run manifest with a run_id in this folder; give its ledger label")
-    return str(manifest["run_id"]), ledger_url_of(manifest, store)
+    url = ledger_url_of(manifest, store)
+    if url is None and "***" in str(manifest.get("store_url")):  # not the default store: the run's, with a password
+        raise ConfigError(f"--run {run}: its store is {manifest['store_url']}; give its full URL with --store")
+    return str(manifest["run_id"]), url
 
 
 @app.command("ledger")

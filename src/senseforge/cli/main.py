@@ -25,7 +25,7 @@ from senseforge.cli import llm as llm_cli
 from senseforge.cli import registry as registry_cli
 from senseforge.cli import report as report_cli
 from senseforge.cli import runs as runs_cli
-from senseforge.cli._common import err, interrupt_hint
+from senseforge.cli._common import err, interrupt_hint, record_command_line
 from senseforge.errors import SenseforgeError
 
 
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     go on (a build: ``--resume``), never with status 0.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    record_command_line(args)
     debug = "--debug" in args
     terminated = _Terminated()
     previous = (

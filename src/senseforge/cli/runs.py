@@ -23,9 +23,15 @@ def when(ts: float) -> str:
 
 def _state_line(status: Any) -> str:
     state = status.state
-    resume = f"senseforge build {status.recipe} --out {status.run_dir} --resume"
-    if state == "running":
+    resume = status.resume or f"senseforge build {status.recipe} --out {status.run_dir} --resume"
+    beat = status.heartbeat
+    if state == "running" and beat is not None:
+        return f"state: running (pid {beat['pid']} on {beat['host']}, last heartbeat {when(beat['ts'])})"
+    if state == "running":  # a run from before heartbeats
         return f"state: running, or stopped before it finished (continue: {resume})"
+    if state == "stopped" and beat is not None:
+        stopped = f"at {when(beat['ended'])}" if beat.get("ended") else f"last heartbeat {when(beat['ts'])}"
+        return f"state: stopped before it finished ({stopped}, pid {beat['pid']} on {beat['host']}; continue: {resume})"
     if state == "awaiting_review":
         return f"state: awaiting review (people work in: senseforge annotate serve {status.run_dir}; then {resume})"
     if state == "awaiting_batch":
@@ -107,3 +113,5 @@ def show(
         out.print(f"each failed call: senseforge llm ledger --run {status.run_dir} --failed", markup=False)
     if status.ledger:
         out.print(_cost_line(status.ledger), markup=False)
+    if status.ledger_unread:
+        out.print(f"calls so far: not read ({status.ledger_unread})", markup=False)

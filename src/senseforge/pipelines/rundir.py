@@ -10,7 +10,9 @@ these names.
 from __future__ import annotations
 
 import json
+import os
 import platform
+import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,12 +30,91 @@ MANIFEST = "manifest.json"
 DEFAULT_RUN_STORE = "run.db"
 
 
+HIDDEN = "***"
+"""What a manifest keeps of a store URL's password."""
+STORE_ENV = "SENSEFORGE_STORE_URL"
+"""The environment variable that names the LM cache and ledger store (``--store`` reads it too)."""
+
+
 def hide_password(url: str) -> str:
     """A database URL fit for a manifest or a log line."""
     try:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
         return url
+
+
+def password_hidden(url: str) -> bool:
+    """Whether ``url`` is a URL as a manifest keeps it, its password hidden (``***``): not one to open."""
+    try:
+        return make_url(url).password == HIDDEN
+    except Exception:
+        return False
+
+
+def _comparable(url: str) -> str:
+    """``url`` as two spellings of one store compare: the password hidden, a SQLite file by its absolute path."""
+    shown = hide_password(url)
+    try:
+        parsed = make_url(shown)
+    except Exception:
+        return shown
+    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
+        return parsed.set(database=str(Path(parsed.database).expanduser().resolve())).render_as_string()
+    return shown
+
+
+def _missing_file(url: str) -> bool:
+    """Whether ``url`` names a SQLite file that does not exist."""
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return False
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return False
+    return not Path(parsed.database).expanduser().is_file()
+
+
+def resumed_url(
+    run_dir: Path, recorded: str, given: str | None, *, flag: str, what: str, env: str | None = None
+) -> str:
+    """The URL of a store a resumed run uses: the one its manifest records (``recorded``), or ``given`` when it
+    names the same store (with the password the manifest does not keep).
+
+    Args:
+        run_dir: the run directory (for the messages).
+        recorded: the URL the manifest keeps (its password hidden).
+        given: the URL given again on this command line, or ``None``.
+        flag: the option that gives it (``--store``, ``--run-store``).
+        what: the store in words, for the messages.
+        env: a URL from the environment that may carry the password the manifest hid (used only for that).
+
+    A recorded SQLite file that is no longer there (a run moved from another machine) is not opened anew
+    empty: the resume asks where the store is now, and takes ``given`` for it.
+
+    Raises:
+        ConfigError: ``given`` names another store, or the recorded URL's password is hidden and no URL of the
+            same store gives it, or the recorded SQLite file is gone and none is given.
+    """
+    gone = _missing_file(recorded)
+    if given is not None:
+        if _comparable(given) != _comparable(recorded) and not gone:
+            raise ConfigError(
+                f"{run_dir}: this run's {what} is {recorded}, not {hide_password(given)}; resume it with its own "
+                f"(leave {flag} out), or start a new run in another --out"
+            )
+        return given
+    if gone:
+        raise ConfigError(f"{run_dir}: this run's {what} {recorded} is no longer there; give {flag} URL of where it is")
+    if not password_hidden(recorded):
+        return recorded
+    if env is not None and _comparable(env) == _comparable(recorded):
+        return env
+    where = f" (or set {STORE_ENV} to it)" if flag == "--store" else ""
+    raise ConfigError(
+        f"{run_dir}: this run's {what} is {recorded} and its manifest keeps no password: give the URL again with "
+        f"{flag} URL{where}"
+    )
 
 
 def _manifest_json(run_dir: Path) -> dict[str, Any] | None:
@@ -135,9 +216,15 @@ def check_resume(run_dir: Path, config: RecipeConfig, *, resume: bool) -> dict[s
 
 
 def store_url_of(
-    run_dir: Path, given: str | None = None, manifest: Mapping[str, Any] | None = None, *, flag: str = "--run-store"
+    run_dir: Path,
+    given: str | None = None,
+    manifest: Mapping[str, Any] | None = None,
+    *,
+    flag: str = "--run-store",
+    recorded: bool = False,
 ) -> str:
-    """The run store of a run directory: ``given``, or the default ``run.db`` when the run uses it.
+    """The run store of a run directory: ``given``, or the default ``run.db`` when the run uses it, or (with
+    ``recorded``) the URL its manifest records when the manifest keeps all of it.
 
     Raises:
         ConfigError: no such run directory, or the run's store is elsewhere and no URL was given
@@ -147,10 +234,58 @@ def store_url_of(
         return given
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: no such run directory (build one first, or give {flag})")
-    recorded = (manifest if manifest is not None else _manifest_json(run_dir) or {}).get("run_store_url")
-    if recorded not in (None, DEFAULT_RUN_STORE):
-        raise ConfigError(f"{run_dir}: this run's store is {recorded}; give its full URL with {flag}")
-    return sqlite_url(run_dir / DEFAULT_RUN_STORE)
+    url = (manifest if manifest is not None else _manifest_json(run_dir) or {}).get("run_store_url")
+    if url in (None, DEFAULT_RUN_STORE):
+        return sqlite_url(run_dir / DEFAULT_RUN_STORE)
+    if recorded and isinstance(url, str) and not password_hidden(url):
+        return url
+    raise ConfigError(f"{run_dir}: this run's store is {url}; give its full URL with {flag}")
+
+
+def resumed_stores(
+    run_dir: Path, manifest: Mapping[str, Any], *, store: str | None, run_store: str | None
+) -> tuple[str | None, str]:
+    """The LM cache and ledger store and the run store a resumed run uses: each the one its manifest records,
+    unless given again (then it must be the same store). ``store`` is ``None`` only for a manifest that records
+    none (an older run): the default store then.
+
+    Raises:
+        ConfigError: a store given again that is another one, or one whose password the manifest hid and that
+            is not given again (see :func:`resumed_url`).
+    """
+    recorded = manifest.get("run_store_url")
+    if recorded in (None, DEFAULT_RUN_STORE):
+        recorded = sqlite_url(run_dir / DEFAULT_RUN_STORE)
+    run_url = resumed_url(run_dir, str(recorded), run_store, flag="--run-store", what="run store")
+    ledger = manifest.get("store_url")
+    if not isinstance(ledger, str):
+        return store, run_url
+    env = os.environ.get(STORE_ENV)
+    what = "store (LM cache and ledger)"
+    return resumed_url(run_dir, ledger, store, flag="--store", what=what, env=env), run_url
+
+
+def recorded_url(url: str) -> str:
+    """A store URL as a manifest records it: its password hidden, a SQLite file by its absolute path (a resume
+    from another folder opens the same file)."""
+    return _comparable(url)
+
+
+def resume_command(recipe: str, run_dir: Path, manifest: Mapping[str, Any] | None = None) -> str:
+    """The command that continues the run in ``run_dir``: its settings and stores come from its manifest; a
+    store whose password the manifest does not keep is named with ``PASSWORD`` in its place, to fill in."""
+    words = ["senseforge", "build", recipe, "--out", str(run_dir), "--resume"]
+    for key, flag in (("store_url", "--store"), ("run_store_url", "--run-store")):
+        recorded = (manifest or {}).get(key)
+        if isinstance(recorded, str) and password_hidden(recorded):
+            words += [flag, make_url(recorded).set(password="PASSWORD").render_as_string(hide_password=False)]
+    return shlex.join(words)
+
+
+def resume_note(manifest: Mapping[str, Any] | None) -> str:
+    """What to add to :func:`resume_command`'s command by hand: the passwords the manifest does not keep."""
+    hidden = [key for key in ("store_url", "run_store_url") if password_hidden(str((manifest or {}).get(key)))]
+    return " (with the store's password where PASSWORD stands: the manifest does not keep it)" if hidden else ""
 
 
 def git_sha() -> str | None:

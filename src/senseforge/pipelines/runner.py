@@ -54,12 +54,15 @@ from senseforge.pipelines.rundir import (
     _clear_failed_start,
     build_manifest,
     check_resume,
-    hide_password,
     read_manifest,
+    recorded_url,
     resolve_run,
+    resume_command,
+    resume_note,
+    resumed_stores,
     store_url_of,
 )
-from senseforge.pipelines.runstore import RunStore, StageResult
+from senseforge.pipelines.runstore import Heartbeat, RunStore, StageResult
 from senseforge.pipelines.stage import InOrder, ProgressFactory, RunIncomplete, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
 from senseforge.store.db import BatchRow, Store
@@ -265,8 +268,10 @@ def build(
         config: the resolved config (compared with the manifest on resume).
         run_dir: the run directory (default: the recipe's).
         resume: continue the run in ``run_dir``.
-        store: where the LM cache and ledger live (default store when None).
-        run_store_url: a SQLAlchemy URL for the run store (default ``run_dir/run.db``).
+        store: where the LM cache and ledger live (``None``: the default store, or on a resume the one the run
+            started with; a resume given another is refused).
+        run_store_url: a SQLAlchemy URL for the run store (default ``run_dir/run.db``, or on a resume the one the
+            run started with; a resume given another is refused).
         decisions: JSONL files of people's review decisions to import first.
         human_rate: US dollars per human judgement (or per task type), for the cost report
             (remembered by the run: a resume without it uses the last rate given).
@@ -286,7 +291,14 @@ def build(
     """
     run_dir = run_dir or recipe.default_run_dir(config)
     manifest = check_resume(run_dir, config, resume=resume)
-    store = store or Store()
+    opened: Store | None = None
+    if manifest is not None:  # a resume is the run it continues: its stores from its manifest, unless given again
+        given = store.url if store is not None else None
+        ledger_url, run_store_url = resumed_stores(run_dir, manifest, store=given, run_store=run_store_url)
+        if store is None:
+            store = opened = Store(ledger_url)
+    elif store is None:
+        store = opened = Store()
     run_label = (manifest or {}).get("run_id") or f"{config.recipe}-{_label(config)}-{uuid.uuid4().hex[:12]}"
     stages = recipe.stages(config)
     if config.registry and config.contamination != "off":  # checked before a run folder is made
@@ -300,6 +312,7 @@ def build(
     causes = _failure_hint(store, run_label, run_dir, store.ledger_last_id())
     work = make_executor(executor, pool)
     run: RunStore | None = None
+    heartbeat: Heartbeat | None = None
     try:
         first: tuple[list[StageResult], dict[str, Any]] | None = None
         if manifest is None:
@@ -317,12 +330,13 @@ def build(
                 recipe,
                 config,
                 identities=identities,
-                store_url=hide_password(store.url),
-                run_store_url=DEFAULT_RUN_STORE if run_store_url is None else hide_password(url),
+                store_url=recorded_url(store.url),
+                run_store_url=DEFAULT_RUN_STORE if run_store_url is None else recorded_url(url),
             )
             manifest["run_id"] = run_label
             write_json(run_dir / MANIFEST, manifest)
         run = RunStore(url)
+        heartbeat = Heartbeat(run).start()  # `runs show` tells a running build from a stopped one
         human_rate = _remember_rate(run, human_rate)
         if decisions:
             tasks = people_tasks(stages)
@@ -402,8 +416,12 @@ def build(
         return summary
     finally:
         work.close()
+        if heartbeat is not None:
+            heartbeat.stop()
         if run is not None:
             run.close()
+        if opened is not None:
+            opened.close()
 
 
 def _needs_all_before(stage: Stage) -> bool:
@@ -506,6 +524,8 @@ __all__ = [
     "import_decisions",
     "read_manifest",
     "resolve_run",
+    "resume_command",
+    "resume_note",
     "run_stage",
     "store_url_of",
 ]

@@ -12,7 +12,8 @@ a team of annotators) works the same. Three tables:
     Review decisions about items, by humans (a decisions file now, the annotation app
     later) or by LM reviewers, one per (item, annotator, task).
 ``run_meta``
-    Small key/value facts about the run (its state, e.g. ``awaiting_review``).
+    Small key/value facts about the run (its state, e.g. ``awaiting_review``, and the heartbeat of the
+    process that builds it: :class:`Heartbeat`).
 
 The annotation task queue's tables live beside these (:mod:`senseforge.pipelines.tables`)
 and are created with them.
@@ -21,6 +22,10 @@ and are created with them.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import socket
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +43,8 @@ from senseforge.data.schema import JUDGEMENT, Judgement
 from senseforge.errors import StoreError
 from senseforge.pipelines.tables import judgements, metadata, run_meta, stage_results
 from senseforge.store.db import connect
+
+logger = logging.getLogger(__name__)
 
 Status = Literal["ok", "rejected"]
 JudgementSource = Literal["human", "lm"]
@@ -451,3 +458,121 @@ class RunStore:
         """One run fact, or ``None``."""
         with self._engine.connect() as conn:
             return conn.execute(sa.select(run_meta.c.value).where(run_meta.c.key == key)).scalar_one_or_none()
+
+    def beat(self, *, ended: bool = False, now: float | None = None) -> Beat:
+        """Record that this process is building the run (``ended``: it has stopped), and return the beat."""
+        ts = time.time() if now is None else now
+        beat = Beat(ts=ts, pid=os.getpid(), host=socket.gethostname(), ended=ts if ended else None)
+        self.set_meta({HEARTBEAT: json.dumps(beat.as_json(), sort_keys=True)})
+        return beat
+
+    def last_beat(self) -> Beat | None:
+        """The newest heartbeat of a process that built the run, or ``None`` (none recorded: an older run)."""
+        text = self.meta(HEARTBEAT)
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+            ended = value.get("ended")
+            return Beat(
+                ts=float(value["ts"]),
+                pid=int(value["pid"]),
+                host=str(value["host"]),
+                ended=None if ended is None else float(ended),
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            logger.debug("unreadable heartbeat %r", text)
+            return None
+
+
+HEARTBEAT = "heartbeat"
+"""The run fact that holds the heartbeat (JSON: ``ts``, ``pid``, ``host``, ``ended``)."""
+HEARTBEAT_EVERY_S = 15.0
+"""How often a building process records its heartbeat."""
+HEARTBEAT_STALE_S = 60.0
+"""A heartbeat older than this says the process that wrote it stopped (four beats missed)."""
+
+
+@dataclass(frozen=True)
+class Beat:
+    """A heartbeat: when, and which process on which host, last said it was building the run."""
+
+    ts: float
+    pid: int
+    host: str
+    ended: float | None = None
+    """When the process stopped building (it said so on its way out), or ``None``."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The beat as the run store keeps it."""
+        return {"ts": self.ts, "pid": self.pid, "host": self.host, "ended": self.ended}
+
+    def alive(self, now: float | None = None, stale_s: float = HEARTBEAT_STALE_S) -> bool:
+        """Whether the process is still building: it has not said it ended, its beat is fresh, and on this host its
+        process still exists."""
+        ts = time.time() if now is None else now
+        if self.ended is not None or ts - self.ts > stale_s:
+            return False
+        return self.host != socket.gethostname() or _process_exists(self.pid)
+
+
+def _process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (``True`` where that cannot be asked)."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except OSError:
+        return True
+    return True
+
+
+class Heartbeat:
+    """A small thread that records this process's heartbeat in the run store: once when it starts, every
+    ``every_s`` seconds, and, marked ended, when it stops (a process killed outright leaves a beat that goes
+    stale). A beat that cannot be written is logged and skipped: it never stops the build.
+
+    Args:
+        run: the run store.
+        every_s: seconds between beats.
+    """
+
+    def __init__(self, run: RunStore, every_s: float = HEARTBEAT_EVERY_S) -> None:
+        self.run = run
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _beat(self, *, ended: bool = False) -> None:
+        try:
+            self.run.beat(ended=ended)
+        except Exception:  # a busy or lost database: the next beat tries again
+            logger.debug("cannot record the run's heartbeat", exc_info=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._beat()
+
+    def start(self) -> Self:
+        """Beat now, then every ``every_s`` seconds until :meth:`stop`."""
+        self._beat()
+        self._thread = threading.Thread(target=self._loop, name="senseforge-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop beating, and record the last beat marked ended."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._beat(ended=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

@@ -17,8 +17,9 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.errors import ConfigError
+from senseforge.pipelines.rundir import password_hidden, resume_command, resume_note
 from senseforge.pipelines.runner import BATCHES, DEFAULT_RUN_STORE, MANIFEST, read_manifest, store_url_of
-from senseforge.pipelines.runstore import RunStore
+from senseforge.pipelines.runstore import HEARTBEAT_STALE_S, RunStore
 from senseforge.pipelines.tables import stage_results
 from senseforge.store.db import BatchRow, FailureCause, LedgerRow, Store
 
@@ -26,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 NOTHING_STORED = "started, nothing stored"
 """The state of a run whose manifest was written but whose store holds nothing yet."""
+STOPPED = "stopped"
+"""The state of a run that was running and whose process stopped before it finished (its heartbeat says so)."""
 
 
 class StageCounts(BaseModel):
@@ -55,8 +58,12 @@ class RunStatus(BaseModel):
     run_id: str | None = None
     """The run's label in the LM ledger."""
     state: str
-    """``running`` (or stopped before it finished), ``awaiting_review``, ``awaiting_batch``, ``done``, or
-    ``started, nothing stored``."""
+    """``running``, ``stopped`` (before it finished: its process's heartbeat ended or went stale),
+    ``awaiting_review``, ``awaiting_batch``, ``done``, or ``started, nothing stored``. A run from before
+    heartbeats that stopped shows ``running``: ``heartbeat`` is then ``None``."""
+    heartbeat: dict[str, Any] | None = None
+    """The newest heartbeat of the process that builds (or built) the run: ``ts``, ``pid``, ``host``, and ``ended``
+    (when it stopped building, if it said so)."""
     model: str | None = None
     stages: list[StageCounts] = Field(default_factory=list)
     """The funnel so far, in the recipe's order."""
@@ -71,6 +78,10 @@ class RunStatus(BaseModel):
     batches: list[BatchRow] = Field(default_factory=list)
     """The batches at an API (``-o batch=true``) the run submitted or waits for whose answers are not collected
     yet, oldest first: id, stage, requests, when submitted, status as last polled."""
+    ledger_unread: str | None = None
+    """Why the ledger was not read (its store's password is not in the manifest and was not given)."""
+    resume: str | None = None
+    """The command that continues the run (its settings and stores from its manifest), with what to add by hand."""
 
 
 def _stage_names(manifest: Mapping[str, Any], run: RunStore) -> list[str]:
@@ -116,6 +127,8 @@ def run_status(
     store: str | None = None,
     run_store_url: str | None = None,
     failures: int = 5,
+    now: float | None = None,
+    stale_s: float = HEARTBEAT_STALE_S,
 ) -> RunStatus:
     """Where the run in ``run_dir`` stands, from its manifest, run store and ledger.
 
@@ -124,6 +137,8 @@ def run_status(
         store: the LM cache and ledger (default: the one the manifest names, else the default store).
         run_store_url: the run store when it is not the run's ``run.db``.
         failures: how many causes and failed calls to list.
+        now: the time a heartbeat's age is measured at (default: now).
+        stale_s: a heartbeat older than this says the building process stopped.
 
     Raises:
         ConfigError: no run in ``run_dir`` (no manifest), or its store is elsewhere and not given.
@@ -138,7 +153,7 @@ def run_status(
         state=NOTHING_STORED,
         model=(manifest.get("config") or {}).get("model"),
     )
-    url = store_url_of(run_dir, run_store_url, manifest)
+    url = store_url_of(run_dir, run_store_url, manifest, recorded=True)
     local = run_store_url is None and manifest.get("run_store_url") in (None, DEFAULT_RUN_STORE)
     awaited: list[str] = []
     if not local or (run_dir / DEFAULT_RUN_STORE).is_file():
@@ -148,11 +163,22 @@ def run_status(
             state = run.meta("state")
             if state is not None and run.stored():
                 status.state = state
+            beat = run.last_beat()
+            if beat is not None:
+                status.heartbeat = beat.as_json()
+                if status.state == "running" and not beat.alive(now, stale_s):
+                    status.state = STOPPED
             status.stages = [_counts(run, name) for name in _stage_names(manifest, run)]
         finally:
             run.close()
+    if status.recipe:
+        status.resume = resume_command(status.recipe, run_dir, manifest) + resume_note(manifest)
     ledger_url = ledger_url_of(manifest, store)
     if status.run_id is None:
+        return status
+    recorded = manifest.get("store_url")
+    if ledger_url is None and isinstance(recorded, str) and password_hidden(recorded):
+        status.ledger_unread = f"its store is {recorded} and the manifest keeps no password: give --store URL"
         return status
     ledger = Store(ledger_url)
     try:
@@ -166,4 +192,4 @@ def run_status(
     return status
 
 
-__all__ = ["NOTHING_STORED", "RunStatus", "StageCounts", "ledger_url_of", "run_status"]
+__all__ = ["NOTHING_STORED", "STOPPED", "RunStatus", "StageCounts", "ledger_url_of", "run_status"]
