@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.errors import ConfigError
+from senseforge.llm.prices import PriceTable
 from senseforge.pipelines.runner import DEFAULT_RUN_STORE, MANIFEST, read_manifest, store_url_of
 from senseforge.pipelines.runstore import RunStore
 from senseforge.pipelines.tables import stage_results
@@ -67,6 +68,9 @@ class RunStatus(BaseModel):
     """Totals of the run's calls so far (:class:`senseforge.store.db.LedgerSummary`): tokens, cost, failures."""
     store_url: str | None = None
     """Where the LM cache and ledger were read (``None``: no ledger read)."""
+    pricing: str | None = None
+    """How the cost was priced, one line (see :data:`senseforge.llm.prices.PRICING_RULE`): the rule and the price
+    table's sources."""
 
 
 def _stage_names(manifest: Mapping[str, Any], run: RunStore) -> list[str]:
@@ -153,7 +157,9 @@ def run_status(
         status.store_url = ledger.url
         status.causes = ledger.failure_causes(status.run_id, limit=failures)
         status.last_failures = ledger.ledger_recent(run=status.run_id, failed=True, limit=failures)
-        status.ledger = dict(ledger.ledger_summary(status.run_id))
+        table = PriceTable.load()
+        status.ledger = dict(ledger.ledger_summary(status.run_id, price=table.cost))
+        status.pricing = table.statement()
     finally:
         ledger.close()
     return status
