@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from senseforge.cli._common import money
 from senseforge.cli.main import app
 from senseforge.llm.loopback import LoopbackOpenAI
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
@@ -108,6 +109,39 @@ def test_show_a_finished_run(tmp_path: Path) -> None:
     assert status.stages[1].ok > 0
     shown = _invoke("runs", "show", str(run_dir)).output
     assert "state: done" in shown and "failed calls" not in shown
+
+
+def test_a_price_added_later_prices_the_calls_made_before_it_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One rule (costs priced from recorded tokens with the table as of now): a price added after the run prices
+    its calls in ``runs show`` and ``llm ledger`` alike, and both say so; the ledger row keeps its cost at call
+    time as a record."""
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    run_dir = tmp_path / "run"
+    config = CultureGenConfig(langs=("id",), model="scripted/culture-gen-author")
+    monkeypatch.setenv("SENSEFORGE_PRICES", str(tmp_path / "prices.toml"))  # none yet: the shipped $0 holds
+    assert build(CULTURE_GEN, config, run_dir, store=Store(store_url)).state == "done"
+    before = _invoke("runs", "show", str(run_dir)).output
+    assert "cost: $0\n" in before and f"no user file at {tmp_path / 'prices.toml'}" in before
+
+    (tmp_path / "prices.toml").write_text('["scripted/culture-gen-author"]\ninput = 3.0\noutput = 7.0\n')
+    rows = Store(store_url).ledger_rows()
+    fresh = [row for row in rows if not row.cache_hit]
+    expected = sum(((row.tokens_in or 0) * 3.0 + (row.tokens_out or 0) * 7.0) / 1e6 for row in fresh)
+    assert expected > 0 and all(row.cost_usd == 0.0 for row in rows)  # recorded at call time
+    shown = _invoke("runs", "show", str(run_dir)).output
+    assert f"cost: {money(expected)}" in shown
+    assert "costs: priced from recorded tokens with the price table as of now (sources: " in shown
+    assert str(tmp_path / "prices.toml") in shown
+    status = json.loads(_invoke("runs", "show", str(run_dir), "--json").output)
+    assert status["ledger"]["cost_usd"] == pytest.approx(expected) and status["ledger"]["priced"] == "now"
+
+    listed = json.loads(_invoke("llm", "ledger", "--run", str(run_dir), "-n", "0", "--json").output)
+    assert sum(row["cost_usd"] for row in listed) == pytest.approx(expected)
+    assert all(row["cost_usd_at_call"] == 0.0 for row in listed)
+    table = _invoke("llm", "ledger", "--run", str(run_dir)).output
+    assert "as of now" in table and str(tmp_path / "prices.toml") in table
 
 
 def test_show_a_run_that_stored_nothing_and_a_folder_without_a_run(tmp_path: Path) -> None:

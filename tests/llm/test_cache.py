@@ -265,7 +265,7 @@ def test_retry_errors_reach_the_ledger_but_not_the_cache(store: Store) -> None:
 
 def test_ledger_summary_of_a_scripted_sequence(store: Store) -> None:
     script = [
-        Completion(text="a", tokens_in=10, tokens_out=2, latency_s=0.5),
+        Completion(text="a", tokens_in=10, tokens_out=2, latency_s=0.5, service_s=0.25, queue_s=0.125),
         Completion(text="b", tokens_in=20, tokens_out=4, latency_s=1.5, attempts=3, retry_errors=("429 x", "500 y")),
         Completion(
             attempts=2,
@@ -299,8 +299,16 @@ def test_ledger_summary_of_a_scripted_sequence(store: Store) -> None:
         "tokens_in": 30,
         "tokens_out": 6,
         "cost_usd": pytest.approx((30 * 1.0 + 6 * 2.0) / 1e6),
+        "priced": "at call time",
+        "models": ["scripted/s"],
+        "unpriced_models": [],
         "latency_s": pytest.approx(3.0),
+        "service_s": pytest.approx(2.75),  # the first call's server time, the others' latency (none measured)
+        "queue_s": pytest.approx(0.125),
     }
+    first = store.ledger_rows(run="r1")[0]
+    assert (first.service_s, first.queue_s) == (0.25, 0.125)
+    assert "service_s" not in store.cache_get([first.cache_key])[first.cache_key]  # one call's, never cached
     assert store.ledger_summary("r2")["cost_usd"] is None  # unpriced
     everything = store.ledger_summary()
     assert everything["calls"] == 7 and everything["cost_usd"] is None

@@ -66,3 +66,29 @@ def test_bad_user_file_is_a_located_config_error(tmp_path: Path, text: str) -> N
     path.write_text(text)
     with pytest.raises(ConfigError, match=r"prices\.toml"):
         PriceTable.load(path)
+
+
+def test_the_table_names_the_entry_and_file_that_price_each_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prices = tmp_path / "prices.toml"
+    monkeypatch.setenv("SENSEFORGE_PRICES", str(prices))
+    shipped = PriceTable.load()
+    assert shipped.sources == ["senseforge/llm/prices.toml"]
+    assert shipped.statement() == (
+        "costs: priced from recorded tokens with the price table as of now "
+        f"(sources: senseforge/llm/prices.toml; no user file at {prices})"
+    )
+    prices.write_text('["openai/my-*"]\ninput = 2\noutput = 8\n["llamacpp/gemma-3-270m"]\ninput = 0\noutput = 1\n')
+    table = PriceTable.load()
+    assert table.sources == ["senseforge/llm/prices.toml", str(prices)]
+    assert table.statement().endswith(f"(sources: senseforge/llm/prices.toml, {prices})")
+    assert table.used_for(["openai/my-model", "hf/x", "openai/unlisted", "llamacpp/gemma-3-270m"]) == {
+        "hf/x": {"entry": "hf/*", "source": "senseforge/llm/prices.toml", "input": 0.0, "output": 0.0},
+        "llamacpp/gemma-3-270m": {"entry": "llamacpp/gemma-3-270m", "source": str(prices), "input": 0.0, "output": 1.0},
+        "openai/my-model": {"entry": "openai/my-*", "source": str(prices), "input": 2.0, "output": 8.0},
+        "openai/unlisted": None,
+    }
+    assert table.cost("openai/my-model", 1_000_000, 1_000_000) == pytest.approx(10.0)
+    assert table.cost("openai/my-model", 1_000_000, 1_000_000, batched=True) == pytest.approx(5.0)
+    assert table.cost("openai/unlisted", 1, 1) is None

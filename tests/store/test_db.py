@@ -114,6 +114,87 @@ def test_an_old_ledger_table_gets_the_new_column(tmp_path: Path) -> None:
     assert old.cache_key == "old" and old.retry_errors == ()
     assert new.retry_errors == ("500 server_error: x",)
     Store(f"sqlite:///{path}")  # opening again finds the column and leaves it be
+    assert old.service_s is None and old.queue_s is None and old.batched is False
+
+
+def test_a_ledger_before_service_times_opens_reads_and_sums(tmp_path: Path) -> None:
+    """A store written before calls' server time and queue wait were kept apart: the columns are added, its rows
+    read with none, and its totals count their latency as the server's time."""
+    path = tmp_path / "before.db"
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:  # the ledger as the release with retry_errors and concurrency created it
+        conn.execute(
+            sa.text(
+                "CREATE TABLE llm_ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, ts FLOAT NOT NULL, run TEXT, "
+                "provider VARCHAR(64) NOT NULL, model TEXT NOT NULL, kind VARCHAR(16) NOT NULL, "
+                "cache_key VARCHAR(64) NOT NULL, cache_hit BOOLEAN NOT NULL, tokens_in INTEGER, tokens_out INTEGER, "
+                "latency_s FLOAT NOT NULL, attempts INTEGER NOT NULL, cost_usd FLOAT, failure_kind VARCHAR(32), "
+                "failure_message TEXT, retry_errors TEXT, concurrency INTEGER)"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO llm_ledger (ts, run, provider, model, kind, cache_key, cache_hit, tokens_in, tokens_out, "
+                "latency_s, attempts, cost_usd, concurrency) "
+                "VALUES (1.0, 'r', 'openai', 'openai/m', 'generate', 'old', 0, 1000, 100, 7.5, 1, NULL, 1)"
+            )
+        )
+    engine.dispose()
+
+    store = Store(f"sqlite:///{path}")
+    columns = {c["name"] for c in sa.inspect(store.engine).get_columns("llm_ledger")}
+    assert {"service_s", "queue_s", "batched"} <= columns
+    store.ledger_add(
+        [
+            _ledger(
+                run="r",
+                model="openai/m",
+                tokens_in=10,
+                tokens_out=1,
+                latency_s=9.0,
+                service_s=2.0,
+                queue_s=6.5,
+                cost_usd=0.5,
+            )
+        ]
+    )
+    old, new = store.ledger_rows(run="r")
+    assert (old.service_s, old.queue_s, old.batched) == (None, None, False)
+    assert (new.service_s, new.queue_s) == (2.0, 6.5)
+    summary = store.ledger_summary("r")
+    assert summary["latency_s"] == 16.5 and summary["service_s"] == 9.5 and summary["queue_s"] == 6.5
+    Store(f"sqlite:///{path}")  # opening again leaves it be
+
+
+def test_the_summary_prices_recorded_tokens_with_the_table_given(tmp_path: Path) -> None:
+    """A price added after the calls prices them (``now``); without one the costs recorded at call time are
+    summed (``at call time``), unknown where any was; a batched call costs what the pricer says of batches."""
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    store.ledger_add(
+        [
+            _ledger(run="r", model="openai/m", tokens_in=1_000_000, tokens_out=0, cost_usd=None),
+            _ledger(run="r", model="openai/m", tokens_in=0, tokens_out=1_000_000, cost_usd=None, batched=True),
+            _ledger(run="r", model="openai/m", cache_hit=True, cost_usd=0.0),
+            _ledger(run="r", model="free/m", tokens_in=None, tokens_out=None, cost_usd=0.0),
+        ]
+    )
+    recorded = store.ledger_summary("r")
+    assert recorded["cost_usd"] is None and recorded["priced"] == "at call time"
+    assert recorded["unpriced_models"] == ["openai/m"] and recorded["models"] == ["free/m", "openai/m"]
+
+    def price(model: str, tokens_in: int | None, tokens_out: int | None, *, batched: bool = False) -> float | None:
+        if model == "free/m":
+            return 0.0
+        assert tokens_in is not None and tokens_out is not None
+        return (tokens_in * 2.0 + tokens_out * 8.0) / 1e6 * (0.5 if batched else 1.0)
+
+    now = store.ledger_summary("r", price=price)
+    assert now["cost_usd"] == pytest.approx(2.0 + 4.0) and now["priced"] == "now" and now["unpriced_models"] == []
+
+    def unknown(model: str, tokens_in: int | None, tokens_out: int | None, *, batched: bool = False) -> float | None:
+        return None if tokens_in is None else 1.0  # free/m reported no tokens: unknown to a pricer that needs them
+
+    assert store.ledger_summary("r", price=unknown)["unpriced_models"] == ["free/m"]
 
 
 def test_record_writes_cache_and_ledger_together(tmp_path: Path) -> None:
@@ -164,7 +245,12 @@ def test_ledger_summary_counts_one_run(tmp_path: Path) -> None:
         "tokens_in": 5,
         "tokens_out": 1,
         "cost_usd": 0.5,
+        "priced": "at call time",
+        "models": ["p/m"],
+        "unpriced_models": [],
         "latency_s": 2.25,
+        "service_s": 2.25,
+        "queue_s": 0.0,
     }
     assert store.ledger_summary("b")["cost_usd"] is None
     assert store.ledger_summary()["tokens_in"] == 105

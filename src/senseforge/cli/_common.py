@@ -241,12 +241,12 @@ def interrupt_hint() -> str | None:
     return hint if isinstance(hint, str) else hint()
 
 
-def money(usd: float) -> str:
-    """US dollars as a person reads them: cents from a cent up, significant digits below.
+def money(usd: float | None) -> str:
+    """US dollars as a person reads them (see :func:`senseforge.data.text.money`).
 
-    >>> money(2.1), money(0.0001234), money(0.0), money(12345.678)
-    ('$2.10', '$0.000123', '$0.00', '$12,345.68')
+    >>> money(2.1), money(0.00042), money(0.0), money(None)
+    ('$2.10', '$0.00042', '$0', 'unknown')
     """
-    if usd == 0 or abs(usd) >= 0.01:
-        return f"${usd:,.2f}"
-    return f"${usd:.3g}" if abs(usd) >= 1e-4 else f"${usd:.6f}".rstrip("0")
+    from senseforge.data.text import money as written
+
+    return written(usd)

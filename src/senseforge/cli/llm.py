@@ -196,12 +196,22 @@ def ledger(
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON (a list, newest first)."),
     store: str | None = StoreOption,
 ) -> None:
-    """List the calls in the cost ledger, newest first: time, model, kind, tokens, cost, attempts, failure."""
+    """List the calls in the cost ledger, newest first: time, model, kind, tokens, cost, attempts, failure.
+
+    Costs are priced from each call's recorded tokens with the price table as of now (a price added later prices
+    earlier calls); with --json, each row also keeps cost_usd_at_call, what the table of its day said.
+    """
     from datetime import UTC, datetime
 
     from rich.markup import escape
 
-    from senseforge.store.db import Store
+    from senseforge.llm.prices import PriceTable
+    from senseforge.store.db import LedgerRow, Store
+
+    prices = PriceTable.load()
+
+    def now(row: LedgerRow) -> float | None:
+        return 0.0 if row.cache_hit else prices.cost(row.model, row.tokens_in, row.tokens_out, batched=row.batched)
 
     label, url = _run_label(run, store)
     ledger_store = Store(url)
@@ -210,7 +220,10 @@ def ledger(
     finally:
         ledger_store.close()
     if as_json:
-        out.print_json(json.dumps([row.model_dump(mode="json") for row in rows], ensure_ascii=False))
+        shown = [
+            {**row.model_dump(mode="json"), "cost_usd": now(row), "cost_usd_at_call": row.cost_usd} for row in rows
+        ]
+        out.print_json(json.dumps(shown, ensure_ascii=False))
         return
     if not rows:
         what = "failed calls" if failed else "calls"
@@ -227,12 +240,13 @@ def ledger(
         )
     for row in rows:
         tokens = "cache" if row.cache_hit else f"{row.tokens_in or 0}+{row.tokens_out or 0}"
-        cost = "–" if row.cost_usd is None else money(row.cost_usd)
+        cost = money(now(row))
         failure = f"{row.failure_kind}: {row.failure_message or ''}".rstrip(": ") if row.failure_kind else ""
         failure = " ".join(failure.split())  # one line per call, whatever the error said
         stamp = datetime.fromtimestamp(row.ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
         table.add_row(stamp, escape(row.model), row.kind, tokens, cost, str(row.attempts), escape(failure))
     _print_whole(table)
+    out.print(prices.statement(), markup=False)
 
 
 def _print_whole(table: Table) -> None:

@@ -67,12 +67,24 @@ def _batches(status: Any) -> Table:
 
 def _cost_line(ledger: dict[str, Any]) -> str:
     spent = ledger.get("cost_usd")
-    shown = "unknown (a model not in the price table)" if spent is None else money(spent)
+    unpriced = ", ".join(ledger.get("unpriced_models") or []) or "a model not in the price table"
+    shown = f"unknown ({unpriced})" if spent is None else money(spent)
     return (
         f"calls so far: {ledger.get('calls', 0)} ({ledger.get('cache_hits', 0)} from cache), "
         f"{ledger.get('retried_calls', 0)} retried, {ledger.get('failed_calls', 0)} failed · "
         f"tokens: {ledger.get('tokens_in', 0):,} in, {ledger.get('tokens_out', 0):,} out · cost: {shown}"
     )
+
+
+def _time_line(ledger: dict[str, Any]) -> str | None:
+    """The server's time over the run's backend calls (not the time they queued in this client first)."""
+    sent = int(ledger.get("calls", 0)) - int(ledger.get("cache_hits", 0))
+    if sent <= 0:
+        return None
+    service = float(ledger.get("service_s", 0.0))
+    queued = float(ledger.get("queue_s", 0.0))
+    line = f"server time: {service:,.1f} s over {plural(sent, 'backend call')} ({service / sent:.2f} s a call)"
+    return line + (f" · queued in this client before sending: {queued:,.1f} s" if queued >= 0.05 else "")
 
 
 @app.command("show")
@@ -113,5 +125,10 @@ def show(
         out.print(f"each failed call: senseforge llm ledger --run {status.run_dir} --failed", markup=False)
     if status.ledger:
         out.print(_cost_line(status.ledger), markup=False)
+        timing = _time_line(status.ledger)
+        if timing:
+            out.print(timing, markup=False)
+        if status.pricing:
+            out.print(status.pricing, markup=False)
     if status.ledger_unread:
         out.print(f"calls so far: not read ({status.ledger_unread})", markup=False)

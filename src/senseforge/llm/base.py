@@ -127,7 +127,14 @@ class _Result(BaseModel):
     tokens_out: int | None = None
     """Generated tokens."""
     latency_s: float = 0.0
-    """Wall time spent on this request, retries included."""
+    """Wall time spent on this request, from asking to answer: retries and their backoff included, and any wait in
+    the client for a concurrency slot or a rate budget (see :attr:`service_s` and :attr:`queue_s`)."""
+    service_s: float | None = None
+    """Seconds the server had the request: each attempt from its sending to its answer, summed (``None`` where a
+    provider does not measure it apart from :attr:`latency_s`). Never stored in the cache."""
+    queue_s: float | None = None
+    """Seconds the request waited in the client before its attempts were sent (for a concurrency slot, a rate or
+    token budget, an endpoint's ``Retry-After``), summed; ``None`` where not measured. Never stored in the cache."""
     attempts: int = 1
     """Backend attempts made (1 = no retry; 0 = answered from the cache)."""
     failure: Failure | None = None

@@ -4,8 +4,11 @@
 reaches the backend it looks every request up by a key that covers the provider, the
 model identity (weights hash, or served name plus base URL), the kind of call and the
 full request with its sampling parameters and seed; only the misses are sent on. Every
-request, hit or miss, becomes one ledger row with tokens, latency, attempts, the errors
-of failed attempts and cost. Failed calls are recorded in the ledger but never cached.
+request, hit or miss, becomes one ledger row with tokens, latency (and, where the backend
+measures them apart, the server's time and the wait in the client before sending), attempts,
+the errors of failed attempts, whether it was batched, and its cost with the price table of the
+moment (a record: figures shown later are priced again, see :mod:`senseforge.llm.prices`). Failed
+calls are recorded in the ledger but never cached.
 
 Results are written as they arrive, so that a run killed part-way (even by ``kill -9``)
 never pays again for a call it already finished. A backend whose ``streams_results`` is
@@ -55,10 +58,18 @@ FLUSH_EVERY = 64
 _WARNED_UNPRICED: set[str] = set()
 """Models whose missing price this process has warned about."""
 
-_NOT_CACHED = {"cached", "retry_errors", "concurrency"}
-_AS_HIT: dict[str, Any] = {"cached": True, "attempts": 0, "latency_s": 0.0, "retry_errors": (), "concurrency": None}
-"""What a result answered without a backend call says of its call."""
+_NOT_CACHED = {"cached", "retry_errors", "concurrency", "service_s", "queue_s"}
 """Result fields that describe one call rather than the response, left out of the cache."""
+_AS_HIT: dict[str, Any] = {
+    "cached": True,
+    "attempts": 0,
+    "latency_s": 0.0,
+    "service_s": None,
+    "queue_s": None,
+    "retry_errors": (),
+    "concurrency": None,
+}
+"""What a result answered without a backend call says of its call."""
 
 
 def cache_key(provider: str, identity: dict[str, str], kind: Kind, request: BaseModel) -> str:
@@ -554,6 +565,9 @@ class CachedLLM:
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
             latency_s=0.0 if hit else result.latency_s,
+            service_s=None if hit else result.service_s,
+            queue_s=None if hit else result.queue_s,
+            batched=isinstance(result, Completion) and result.batched,
             attempts=0 if hit else result.attempts,
             cost_usd=cost,
             failure_kind=result.failure.kind if result.failure else None,

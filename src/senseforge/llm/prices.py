@@ -15,6 +15,12 @@ File format::
 Patterns use shell wildcards (``"llamacpp/*"``); the most specific (longest) match wins.
 
 A call answered through an API's batch endpoint costs :data:`BATCH_SHARE` of its listed price.
+
+**One price for a call** (:data:`PRICING_RULE`): whatever senseforge shows or writes about money (``runs
+show``, ``llm ledger``, ``ledger.json``, ``cost.json``, the HTML report) is computed from the calls' recorded
+token counts, and whether each was batched, with the table as loaded when the figure is shown or written. A
+price added later prices the calls made before it; the cost a ledger row recorded at call time stays in the
+store as a record only.
 """
 
 from __future__ import annotations
@@ -22,15 +28,23 @@ from __future__ import annotations
 import fnmatch
 import os
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from senseforge.errors import ConfigError
 from senseforge.store.db import senseforge_home
 
 BATCH_SHARE = 0.5
 """What a call answered through a batch costs, as a share of its listed price (OpenAI's Batch API: half)."""
+
+PRICING_RULE = "priced from recorded tokens with the price table as of now"
+"""How every cost senseforge shows or writes is computed (see the module notes)."""
+
+SHIPPED = "senseforge/llm/prices.toml"
+"""The shipped table, as sources name it."""
 
 
 @dataclass(frozen=True)
@@ -79,26 +93,79 @@ def user_price_file() -> Path:
 
 
 class PriceTable:
-    """Looks up the price of a ``provider/model``."""
+    """Looks up the price of a ``provider/model``.
 
-    def __init__(self, entries: dict[str, Price]) -> None:
+    Args:
+        entries: prices by pattern.
+        origins: the file each pattern came from (default: none named).
+    """
+
+    def __init__(self, entries: dict[str, Price], origins: dict[str, str] | None = None) -> None:
         self.entries = dict(entries)
+        self.origins = {pattern: (origins or {}).get(pattern, "given") for pattern in self.entries}
+        self.user_file: Path | None = None
+        """The user's file :meth:`load` looked for (whether or not it exists)."""
 
     @classmethod
     def load(cls, user_file: Path | None = None) -> PriceTable:
         """The shipped table overlaid with the user's file (if it exists)."""
         shipped = resources.files("senseforge.llm").joinpath("prices.toml").read_text(encoding="utf-8")
-        entries = _parse(shipped, "senseforge/llm/prices.toml")
+        entries = _parse(shipped, SHIPPED)
+        origins = dict.fromkeys(entries, SHIPPED)
         path = user_file or user_price_file()
         if path.is_file():
-            entries.update(_parse(path.read_text(encoding="utf-8"), str(path)))
-        return cls(entries)
+            users = _parse(path.read_text(encoding="utf-8"), str(path))
+            entries.update(users)
+            origins.update(dict.fromkeys(users, str(path)))
+        table = cls(entries, origins)
+        table.user_file = path
+        return table
+
+    @property
+    def sources(self) -> list[str]:
+        """The files the table was read from, shipped first."""
+        return list(dict.fromkeys(self.origins.values()))
+
+    def entry(self, name: str) -> str | None:
+        """The pattern that prices ``provider/model`` (itself, else the longest matching one), or ``None``."""
+        if name in self.entries:
+            return name
+        matches = [pattern for pattern in self.entries if fnmatch.fnmatchcase(name, pattern)]
+        return max(matches, key=len) if matches else None
 
     def lookup(self, name: str) -> Price | None:
         """The price for ``provider/model``, or ``None`` when unknown."""
-        if name in self.entries:
-            return self.entries[name]
-        matches = [pattern for pattern in self.entries if fnmatch.fnmatchcase(name, pattern)]
-        if not matches:
-            return None
-        return self.entries[max(matches, key=len)]
+        pattern = self.entry(name)
+        return None if pattern is None else self.entries[pattern]
+
+    def cost(self, model: str, tokens_in: int | None, tokens_out: int | None, *, batched: bool = False) -> float | None:
+        """What calls of ``model`` with these tokens cost now (see :meth:`Price.cost`); ``None`` when the model has
+        no price or a charged count is unknown."""
+        price = self.lookup(model)
+        return None if price is None else price.cost(tokens_in, tokens_out, batched=batched)
+
+    def used_for(self, models: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+        """Per model, the entry that prices it: its pattern, the file it came from, and its prices (``None``: no
+        price), for a report to say how it priced its calls."""
+        out: dict[str, dict[str, Any] | None] = {}
+        for model in sorted(set(models)):
+            pattern = self.entry(model)
+            if pattern is None:
+                out[model] = None
+                continue
+            price = self.entries[pattern]
+            out[model] = {
+                "entry": pattern,
+                "source": self.origins[pattern],
+                "input": price.input,
+                "output": price.output,
+            }
+        return out
+
+    def statement(self) -> str:
+        """``costs: priced from recorded tokens with the price table as of now (sources: …)``, naming the user's
+        file where it would be when there is none."""
+        sources = ", ".join(self.sources) or "none"
+        if self.user_file is not None and str(self.user_file) not in self.sources:
+            sources += f"; no user file at {self.user_file}"
+        return f"costs: {PRICING_RULE} (sources: {sources})"

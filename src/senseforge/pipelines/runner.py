@@ -40,7 +40,7 @@ from typing import Any
 from senseforge.data.io import atomic_open, read_judgements
 from senseforge.errors import ConfigError, SenseforgeError
 from senseforge.llm.base import LLM
-from senseforge.llm.prices import PriceTable
+from senseforge.llm.prices import PRICING_RULE, PriceTable
 from senseforge.llm.registry import provider_info
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.contamination import GATE, registry_of
@@ -299,6 +299,7 @@ def build(
             store = opened = Store(ledger_url)
     elif store is None:
         store = opened = Store()
+    prices = prices or PriceTable.load()  # one table for every figure of the run (a bad user file fails here)
     run_label = (manifest or {}).get("run_id") or f"{config.recipe}-{_label(config)}-{uuid.uuid4().hex[:12]}"
     stages = recipe.stages(config)
     if config.registry and config.contamination != "off":  # checked before a run folder is made
@@ -384,7 +385,7 @@ def build(
                     recipe=recipe.name,
                     batches=batches,
                     open_batches=store.batches(ids=batches),
-                    ledger=dict(store.ledger_summary(run_label)),
+                    ledger=dict(store.ledger_summary(run_label, price=prices.cost)),
                     diagnoses=_diagnoses(pool),
                 )
             paused = False
@@ -407,7 +408,7 @@ def build(
                 recipe=recipe.name,
                 awaiting=sum(len(report.awaiting) for report in waiting),
                 waiting_for=dict(sorted(Counter(task.type for task in queued).items())),
-                ledger=dict(store.ledger_summary(run_label)),
+                ledger=dict(store.ledger_summary(run_label, price=prices.cost)),
                 diagnoses=_diagnoses(pool),
             )
         (run_dir / QUEUE).unlink(missing_ok=True)
@@ -502,8 +503,12 @@ def _finish(
     write_json(run_dir / "funnel.json", funnel_doc)
     write_json(run_dir / "cost.json", cost_doc)
     write_rejects(run_dir, run, names, recipe.record)
-    ledger = dict(store.ledger_summary(run_label))
-    write_json(run_dir / "ledger.json", {"run": run_label, **ledger})
+    table = prices or PriceTable.load()
+    totals = store.ledger_summary(run_label, price=table.cost)
+    ledger = dict(totals)
+    priced = [model for stage in cost_doc.stages.values() for model in stage.models] + totals["models"]
+    pricing = {"rule": PRICING_RULE, "sources": table.sources, "models": table.used_for(priced)}
+    write_json(run_dir / "ledger.json", {"run": run_label, **ledger, "pricing": pricing})
     run.set_meta({"state": "done"})
     return BuildSummary(
         run_dir,

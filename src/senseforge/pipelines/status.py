@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.errors import ConfigError
+from senseforge.llm.prices import PriceTable
 from senseforge.pipelines.rundir import password_hidden, resume_command, resume_note
 from senseforge.pipelines.runner import BATCHES, DEFAULT_RUN_STORE, MANIFEST, read_manifest, store_url_of
 from senseforge.pipelines.runstore import HEARTBEAT_STALE_S, RunStore
@@ -82,6 +83,9 @@ class RunStatus(BaseModel):
     """Why the ledger was not read (its store's password is not in the manifest and was not given)."""
     resume: str | None = None
     """The command that continues the run (its settings and stores from its manifest), with what to add by hand."""
+    pricing: str | None = None
+    """How the cost was priced, one line (see :data:`senseforge.llm.prices.PRICING_RULE`): the rule and the price
+    table's sources."""
 
 
 def _stage_names(manifest: Mapping[str, Any], run: RunStore) -> list[str]:
@@ -185,7 +189,9 @@ def run_status(
         status.store_url = ledger.url
         status.causes = ledger.failure_causes(status.run_id, limit=failures)
         status.last_failures = ledger.ledger_recent(run=status.run_id, failed=True, limit=failures)
-        status.ledger = dict(ledger.ledger_summary(status.run_id))
+        table = PriceTable.load()
+        status.ledger = dict(ledger.ledger_summary(status.run_id, price=table.cost))
+        status.pricing = table.statement()
         status.batches = ledger.batches(run=status.run_id, ids=awaited)
     finally:
         ledger.close()

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
@@ -60,6 +60,9 @@ llm_ledger = sa.Table(
     sa.Column("failure_message", sa.Text, nullable=True),
     sa.Column("retry_errors", sa.Text, nullable=True),  # JSON list of strings; NULL when none
     sa.Column("concurrency", sa.Integer, nullable=True),
+    sa.Column("service_s", sa.Float, nullable=True),  # NULL in rows an older version wrote
+    sa.Column("queue_s", sa.Float, nullable=True),
+    sa.Column("batched", sa.Boolean, nullable=True),  # NULL (older rows): read as not batched
 )
 
 file_digests = sa.Table(
@@ -87,7 +90,13 @@ llm_batches = sa.Table(
     sa.Column("polled_at", sa.Float, nullable=True),
 )
 
-_ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = ((llm_ledger, "retry_errors"), (llm_ledger, "concurrency"))
+_ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = (
+    (llm_ledger, "retry_errors"),
+    (llm_ledger, "concurrency"),
+    (llm_ledger, "service_s"),
+    (llm_ledger, "queue_s"),
+    (llm_ledger, "batched"),
+)
 """Columns added after their table first shipped; opening a store adds them where missing."""
 
 _ADDED_BATCH_COLUMNS: tuple[tuple[sa.Table, str], ...] = tuple(
@@ -113,8 +122,12 @@ class LedgerRow(BaseModel):
     tokens_in: int | None = None
     tokens_out: int | None = None
     latency_s: float = 0.0
+    """Wall time from the caller asking to its answer: the server's time, retries and their backoff, and any wait
+    in this client for a concurrency slot or a rate budget (0 for a cache hit)."""
     attempts: int = 1
     cost_usd: float | None = None
+    """The cost with the price table in force when the call was made, kept as a record: what senseforge shows and
+    writes is priced again from the tokens with the table as of then (see :meth:`Store.ledger_summary`)."""
     failure_kind: str | None = None
     failure_message: str | None = None
     retry_errors: tuple[str, ...] = ()
@@ -122,6 +135,25 @@ class LedgerRow(BaseModel):
     concurrency: int | None = None
     """The endpoint's concurrency level when the call's last attempt was sent (see :mod:`senseforge.llm.limits`);
     ``None`` for a cache hit and for providers with no such level."""
+    service_s: float | None = None
+    """Seconds the server had the call: from each attempt's sending to its answer, summed over attempts (no wait in
+    the client, no backoff). ``None`` where it was not measured apart (a cache hit, older rows, providers that do
+    their own work: their ``latency_s`` is their time)."""
+    queue_s: float | None = None
+    """Seconds the call waited in this client before its attempts were sent: for a concurrency slot, a rate or
+    token budget, an endpoint's ``Retry-After`` (``None`` where not measured)."""
+    batched: bool = False
+    """Answered through an API's batch endpoint (priced at its share of the listed price)."""
+
+
+class CallPricer(Protocol):
+    """Prices calls of a model from their tokens, e.g. :meth:`senseforge.llm.prices.PriceTable.cost`."""
+
+    def __call__(
+        self, model: str, tokens_in: int | None, tokens_out: int | None, *, batched: bool = False
+    ) -> float | None:
+        """The cost in USD; ``None`` when the model has no price or a charged token count is unknown."""
+        ...
 
 
 class LedgerSummary(TypedDict):
@@ -151,9 +183,22 @@ class LedgerSummary(TypedDict):
     tokens_out: int
     """Generated tokens of backend calls."""
     cost_usd: float | None
-    """Total cost; None when any backend call has an unknown cost."""
+    """Total cost; None when any backend call has an unknown cost. Priced from the recorded tokens with the price
+    table given to :meth:`Store.ledger_summary` (the table as of now), else the costs recorded at call time."""
+    priced: str
+    """Which of the two ``cost_usd`` is: ``now`` or ``at call time``."""
+    models: list[str]
+    """Models of backend calls."""
+    unpriced_models: list[str]
+    """Models of backend calls whose cost is unknown (no price, or a charged token count not reported)."""
     latency_s: float
-    """Wall time spent in backend calls, summed over calls (not elapsed time: calls overlap)."""
+    """Wall time of backend calls from asking to answer, summed over calls (not elapsed time: calls overlap); it
+    counts waits in this client for a slot (see ``queue_s``), so it says little about the server."""
+    service_s: float
+    """The server's time: backend calls' ``service_s`` summed (a row with none measured counts its ``latency_s``,
+    except a batched call: its latency is its whole batch's turnaround, not time the server spent on it)."""
+    queue_s: float
+    """Time backend calls waited in this client before being sent, summed over calls."""
 
 
 class FailureCause(BaseModel):
@@ -183,6 +228,7 @@ def _ledger_values(row: LedgerRow) -> dict[str, Any]:
 
 def _ledger_row(mapping: Mapping[Any, Any]) -> LedgerRow:
     values = {k: v for k, v in mapping.items() if k != "id"}
+    values["batched"] = bool(values.get("batched"))
     values["retry_errors"] = tuple(json.loads(values["retry_errors"])) if values.get("retry_errors") else ()
     return LedgerRow.model_validate(values)
 
@@ -504,12 +550,17 @@ class Store:
                 for kind, message, n, last in conn.execute(query)
             ]
 
-    def ledger_summary(self, run: str | None = None) -> LedgerSummary:
+    def ledger_summary(self, run: str | None = None, *, price: CallPricer | None = None) -> LedgerSummary:
         """Totals over the ledger rows of one run label, or over all rows when ``run`` is None.
 
         Shows what a run cost and how healthy the backend was: how many requests the
         cache answered, how many attempts the backend needed, which errors were retried
         and which calls failed for good. See :class:`LedgerSummary` for each number.
+
+        Args:
+            run: one run label; ``None``: every row.
+            price: prices the calls again from their recorded tokens (and whether each was batched), e.g. the
+                price table as of now; ``None``: the costs recorded at call time are summed.
         """
         t = llm_ledger
         where = [] if run is None else [t.c.run == run]
@@ -529,9 +580,10 @@ class Store:
             count(sa.and_(fresh, t.c.failure_kind.is_not(None))).label("failed_calls"),
             total(t.c.tokens_in).label("tokens_in"),
             total(t.c.tokens_out).label("tokens_out"),
-            count(sa.and_(fresh, t.c.cost_usd.is_(None))).label("unpriced"),
             sa.func.coalesce(sa.func.sum(t.c.cost_usd), 0.0).label("cost_usd"),
             total(t.c.latency_s).label("latency_s"),
+            total(sa.func.coalesce(t.c.service_s, sa.case((t.c.batched, 0.0), else_=t.c.latency_s))).label("service_s"),
+            total(sa.func.coalesce(t.c.queue_s, 0.0)).label("queue_s"),
         ).where(*where)
         failures = (
             sa.select(t.c.failure_kind, sa.func.count())
@@ -539,12 +591,45 @@ class Store:
             .group_by(t.c.failure_kind)
         )
         retried = sa.select(t.c.retry_errors).where(*where, t.c.retry_errors.is_not(None))
+        # per model and batching, the backend calls' tokens and how many of them left a count unreported: a price
+        # is linear in tokens, so each group prices as its calls one by one would
+        groups = (
+            sa.select(
+                t.c.model,
+                t.c.batched,
+                sa.func.coalesce(sa.func.sum(t.c.tokens_in), 0),
+                sa.func.coalesce(sa.func.sum(t.c.tokens_out), 0),
+                count(t.c.tokens_in.is_(None)),
+                count(t.c.tokens_out.is_(None)),
+                count(t.c.cost_usd.is_(None)),
+            )
+            .where(*where, fresh)
+            .group_by(t.c.model, t.c.batched)
+        )
         retry_kinds: Counter[str] = Counter()
         with self.engine.connect() as conn:
             row = conn.execute(totals).one()
             by_kind = {str(kind): int(n) for kind, n in conn.execute(failures)}
             for (text,) in conn.execute(retried):
                 retry_kinds.update(retry_error_kind(line) for line in json.loads(text))
+            grouped = list(conn.execute(groups))
+        unpriced: set[str] = set()
+        cost: float = float(row.cost_usd)
+        if price is not None:
+            cost = 0.0
+            for model, batched, tokens_in, tokens_out, no_in, no_out, _ in grouped:
+                priced = price(
+                    str(model),
+                    None if no_in else int(tokens_in),
+                    None if no_out else int(tokens_out),
+                    batched=bool(batched),
+                )
+                if priced is None:
+                    unpriced.add(str(model))
+                else:
+                    cost += priced
+        else:
+            unpriced = {str(model) for model, *_, unknown in grouped if unknown}
         return LedgerSummary(
             calls=int(row.calls),
             cache_hits=int(row.cache_hits),
@@ -555,8 +640,13 @@ class Store:
             retry_errors_by_kind=dict(sorted(retry_kinds.items())),
             tokens_in=int(row.tokens_in),
             tokens_out=int(row.tokens_out),
-            cost_usd=None if row.unpriced else float(row.cost_usd),
+            cost_usd=None if unpriced else cost,
+            priced="now" if price is not None else "at call time",
+            models=sorted({str(model) for model, *_ in grouped}),
+            unpriced_models=sorted(unpriced),
             latency_s=float(row.latency_s),
+            service_s=float(row.service_s),
+            queue_s=float(row.queue_s),
         )
 
     def ledger_last_id(self) -> int:

@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from senseforge.data.text import money
 from senseforge.evaluate.html_report import write_report
 from senseforge.evaluate.html_report.figures import MIN_FONT_PT
 
@@ -121,7 +122,7 @@ def test_the_page_holds_the_numbers_of_the_files(inputs: Inputs, written: Path) 
     for row in json.loads((crow / "funnel.json").read_text())["stages"]:
         assert f"<td>{row['stage']}</td><td>{row['in']}</td><td>{row['out']}</td>" in parts["crow"], row
     cost = json.loads((crow / "cost.json").read_text())
-    assert f"total {cost['total_usd']:.6f} USD" in parts["crow"]
+    assert f"total {money(cost['total_usd'])} · " in parts["crow"]
     assert "tokens, since no stage has a known price above zero" in parts["crow"]  # a free model: tokens drawn
     results = json.loads(inputs.results["crow"].read_text())["results"]
     assert f"Macro-F1 {results['crow']['crow_score_macro_f1,none']:.4f}" in parts["crow"]

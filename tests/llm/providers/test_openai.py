@@ -546,6 +546,47 @@ def test_ledger_keeps_retried_errors_and_a_hit_replays_none(fake_openai: Any, st
     assert summary["retry_errors_by_kind"] == {"429": 1, "500": 1}
 
 
+def test_the_ledger_times_the_server_apart_from_the_wait_for_a_slot(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One slot, six requests at once, a server that takes ``LATENCY`` on each: the requests wait in this client
+    one after another, and that wait is the ledger's ``queue_s``, not the server's ``service_s``.
+
+    Only lower bounds are asserted, which hold on any machine: the server sleeps ``LATENCY`` on each attempt, so
+    each service time is at least that, and the k-th request to get the slot waited for at least k attempts
+    before it. The spread check fails if the queue wait counts as the server's time (the last request would
+    then seem at least five times as slow as the first).
+    """
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    latency, count = 0.25, 6
+    with LoopbackOpenAI(request_text, latency_s=latency) as server:
+        inner = provider.OpenAILLM(
+            "loopback", provider.Options(base_url=server.base_url, max_concurrency=1, adaptive=False)
+        )
+        llm = CachedLLM(inner, store, prices=PriceTable({"openai/*": Price(1.0, 2.0)}))
+        done = llm.generate([GenerateRequest.chat(f"q{i}") for i in range(count)])
+        assert all(result.ok for result in done) and server.max_in_flight == 1
+    rows = store.ledger_rows()
+    assert len(rows) == count and all(not row.cache_hit and row.attempts == 1 for row in rows)
+    service = [row.service_s for row in rows]
+    queued = sorted(row.queue_s for row in rows if row.queue_s is not None)
+    assert all(s is not None and s >= latency * 0.95 for s in service), service
+    assert len(queued) == count
+    for row in rows:
+        assert row.service_s is not None and row.queue_s is not None
+        assert row.service_s + row.queue_s <= row.latency_s + 1e-6
+    for k, wait in enumerate(queued):  # the k-th to be sent waited for the k attempts sent before it
+        assert wait >= k * latency * 0.95, (k, queued)
+    measured = [s for s in service if s is not None]
+    assert max(measured) < min(measured) + (count - 1) * latency, measured  # no growth with the queue
+    summary = store.ledger_summary()
+    assert summary["queue_s"] == pytest.approx(sum(queued))
+    assert summary["service_s"] == pytest.approx(sum(measured))
+    assert summary["latency_s"] >= summary["service_s"] + summary["queue_s"] - 1e-6
+
+
 def test_streamed_batch_with_repeats_and_failures_keeps_order(fake_openai: Any, store: Store) -> None:
     llm = _cached(fake_openai, store, max_retries=1, max_concurrency=2)
     requests = [
@@ -616,7 +657,7 @@ def answers(llm: CachedLLM) -> list[dict[str, Any]]:
     """The answers to a few requests, without what describes the call (cached, latency …)."""
     results = llm.generate(CACHE_PROMPTS)
     assert all(result.ok for result in results), [result.failure for result in results]
-    described = {"cached", "latency_s", "attempts", "retry_errors", "concurrency", "batched"}
+    described = {"cached", "latency_s", "service_s", "queue_s", "attempts", "retry_errors", "concurrency", "batched"}
     return [result.model_dump(exclude=described) for result in results]
 
 

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from senseforge.data.text import money
 from senseforge.evaluate.html_report import figures as fig
 from senseforge.evaluate.html_report.common import (
     anchor,
@@ -57,8 +58,8 @@ def overview(runs: Sequence[Run], unfiled: Sequence[Evaluation], figures: fig.Fi
                     run.recipe or "–",
                     ", ".join(run.languages()) or "–",
                     (run.funnel or {}).get("kept"),
-                    (run.cost or {}).get("total_usd"),
-                    per_kept(run.cost),
+                    money(run.cost.get("total_usd")) if run.cost else None,  # – : no cost.json yet
+                    money(per_kept(run.cost)) if run.cost else None,
                     easy,
                     hard,
                     human,
@@ -66,7 +67,7 @@ def overview(runs: Sequence[Run], unfiled: Sequence[Evaluation], figures: fig.Fi
                 )
             )
         out += "<h3>Runs</h3>" + _raw_table(
-            ("run", "recipe", "languages", "kept", "cost USD", "USD per kept", "Easy", "Hard", "human share", "evals"),
+            ("run", "recipe", "languages", "kept", "cost", "per kept", "Easy", "Hard", "human share", "evals"),
             rows,
         )
         out += note(

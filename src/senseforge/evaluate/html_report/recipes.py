@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from senseforge.data.text import money
 from senseforge.evaluate.html_report import figures as fig
 from senseforge.evaluate.html_report.common import drawable, e, none, num, per_kept, show, table
 from senseforge.evaluate.html_report.inputs import Run, read_json
@@ -42,14 +43,14 @@ def cost_part(run: Run, figures: fig.Figures) -> str:
     stages = cost.get("stages") or {}
     out = "<h3>Cost</h3>"
     if stages:
-        money = [s.get("cost_usd") for s in stages.values()]
-        priced = None not in money and any((m or 0) > 0 for m in money)
+        spent = [s.get("cost_usd") for s in stages.values()]
+        priced = None not in spent and any((m or 0) > 0 for m in spent)
         values = [s["cost_usd"] if priced else s["tokens_in"] + s["tokens_out"] for s in stages.values()]
         unit = "USD" if priced else "tokens (in + out)"
         chart = fig.bars(list(stages), {unit: values}, xlabel=unit)
         caption = "Cost per step (mCSQA's Figure 4)" if run.recipe == "mcsqa" else "Cost per stage"
         caption += "" if priced else ": tokens, since no stage has a known price above zero (a local model is free)"
-        rows = [(n, _calls(s), s["tokens_in"], s["tokens_out"], s.get("cost_usd")) for n, s in stages.items()]
+        rows = [(n, _calls(s), s["tokens_in"], s["tokens_out"], money(s.get("cost_usd"))) for n, s in stages.items()]
         if any(s.get("batched_calls") for s in stages.values()):
             caption += "; calls marked batch went through the API's Batch API, at its price"
         out += show(
@@ -57,7 +58,7 @@ def cost_part(run: Run, figures: fig.Figures) -> str:
             f"{run.heading}-cost",
             caption + ".",
             chart,
-            table(("stage", "calls", "tokens in", "tokens out", "USD"), rows, digits=6),
+            table(("stage", "calls", "tokens in", "tokens out", "cost"), rows),
         )
     people = {task: v for task, v in (cost.get("human_by_task") or {}).items() if v.get("judgements")}
     if people:
@@ -65,15 +66,16 @@ def cost_part(run: Run, figures: fig.Figures) -> str:
             list(people), {"judgements": [float(v["judgements"]) for v in people.values()]}, xlabel="judgements"
         )
         caption = "People's work per task: judgements made (their cost in the table, where a rate is set)."
-        paid = [(task, v["judgements"], v.get("rate_usd"), v.get("cost_usd")) for task, v in people.items()]
+        paid = [
+            (task, v["judgements"], money(v.get("rate_usd")), money(v.get("cost_usd"))) for task, v in people.items()
+        ]
         out += show(
-            figures, f"{run.heading}-people", caption, chart, table(("task", "judgements", "USD each", "USD"), paid)
+            figures, f"{run.heading}-people", caption, chart, table(("task", "judgements", "each", "cost"), paid)
         )
     human = cost.get("human") or {}
     out += (
-        f"<p>human judgements: {num(human.get('judgements'))} at {num(human.get('rate_usd'))} USD · total "
-        f"{num(cost.get('total_usd'), 6)} USD · per kept {num(per_kept(cost), 6)} USD (– : unknown, a price or "
-        "rate missing)</p>"
+        f"<p>human judgements: {num(human.get('judgements'))} at {money(human.get('rate_usd'))} each · total "
+        f"{money(cost.get('total_usd'))} · per kept {money(per_kept(cost))} (unknown: a price or rate missing)</p>"
     )
     return out
 

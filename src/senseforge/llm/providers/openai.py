@@ -397,44 +397,52 @@ class OpenAILLM:
 
     async def _with_retries(
         self, attempt: Callable[[], Awaitable[_R]], tokens: float = 0.0
-    ) -> tuple[_R | Problem, int, tuple[str, ...], int]:
+    ) -> tuple[_R | Problem, dict[str, Any]]:
         """Run ``attempt`` until it succeeds, fails for good, or retries run out.
 
         Each attempt holds a slot of the endpoint's limiter while it is in flight (never while backing off), and
         tells the limiter how it went; ``tokens`` is the request's estimate for a token budget.
 
         Returns:
-            The result (or the last problem), the number of attempts made, one line per failed attempt (see
-            :meth:`Problem.line`), and the endpoint's concurrency level when the last attempt was sent.
+            The result (or the last problem), and what the call says of itself: ``attempts`` made,
+            ``retry_errors`` (one line per failed attempt, see :meth:`Problem.line`), ``concurrency`` (the
+            endpoint's level when the last attempt was sent), ``service_s`` (the attempts' time from sending to
+            answer, summed) and ``queue_s`` (the time spent waiting for a slot, a budget or a hold before them).
         """
         attempts = 0
         errors: list[str] = []
         limiter = self._limiter
         waited = False  # this request has just waited out the endpoint's Retry-After itself
+        service = queued = 0.0
         while True:
             attempts += 1
+            asked = time.perf_counter()
             slot, sent = await limiter.slot(tokens, self._sleep, hold=not waited)
+            sending = time.perf_counter()
+            queued += sending - asked
             try:
                 result = await attempt()
             except asyncio.CancelledError:
                 limiter.release()
                 raise
             except Exception as exc:
+                service += time.perf_counter() - sending
                 problem = classify(exc)
                 if problem.status in (429, 503):
                     limiter.refused(slot, problem.retry_after_s)
                 limiter.release()
             else:
+                service += time.perf_counter() - sending
                 limiter.succeeded(slot)
                 if sent is not None and limiter.budget is not None:
                     used = [getattr(result, name, None) for name in ("tokens_in", "tokens_out")]
                     if all(count is not None for count in used):
                         limiter.budget.settle(sent, sum(count for count in used if count is not None))
                 limiter.release()
-                return result, attempts, tuple(errors), slot.level
+                return result, _said(attempts, errors, slot.level, service, queued)
             errors.append(problem.line())
             if not problem.transient or attempts > self._options.max_retries:
-                return problem, attempts, tuple(errors), slot.level
+                return problem, _said(attempts, errors, slot.level, service, queued)
             waited = problem.retry_after_s is not None
             await self._sleep(self._backoff(attempts - 1, problem))
 
@@ -460,9 +468,8 @@ class OpenAILLM:
                 return await self._chat(client, request)
             return await self._complete(client, request)
 
-        outcome, attempts, errors, level = await self._with_retries(attempt, _tokens_of(request))
-        latency = time.perf_counter() - started
-        sent = {"latency_s": latency, "attempts": attempts, "retry_errors": errors, "concurrency": level}
+        outcome, said = await self._with_retries(attempt, _tokens_of(request))
+        sent = {"latency_s": time.perf_counter() - started, **said}
         if isinstance(outcome, Problem):
             return Completion(failure=outcome.failure(), **sent)
         return outcome.model_copy(update=sent)
@@ -507,9 +514,8 @@ class OpenAILLM:
             return await self._score(client, request)
 
         text = request.context + request.continuation
-        outcome, attempts, errors, level = await self._with_retries(attempt, len(text) / 4 + SCORING_MAX_TOKENS)
-        latency = time.perf_counter() - started
-        sent = {"latency_s": latency, "attempts": attempts, "retry_errors": errors, "concurrency": level}
+        outcome, said = await self._with_retries(attempt, len(text) / 4 + SCORING_MAX_TOKENS)
+        sent = {"latency_s": time.perf_counter() - started, **said}
         if isinstance(outcome, Problem):
             return Loglikelihood(failure=outcome.failure(), **sent)
         return outcome.model_copy(update=sent)
@@ -563,6 +569,17 @@ class OpenAILLM:
             tokens_in=usage.prompt_tokens if usage else None,
             tokens_out=usage.completion_tokens if usage else None,
         )
+
+
+def _said(attempts: int, errors: list[str], level: int, service: float, queued: float) -> dict[str, Any]:
+    """What a call says of itself, as :class:`~senseforge.llm.base.Completion` fields."""
+    return {
+        "attempts": attempts,
+        "retry_errors": tuple(errors),
+        "concurrency": level,
+        "service_s": service,
+        "queue_s": queued,
+    }
 
 
 def _message(message: Message) -> ChatCompletionMessageParam:
