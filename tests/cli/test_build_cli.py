@@ -206,7 +206,7 @@ def test_build_crow_from_the_command_line_and_its_one_line_errors(tmp_path: Path
     assert_one_line_error(missing, f"--source: no such file or folder: {nope}")
     assert not (tmp_path / "a").exists()  # refused before the run directory is made
     unused = run_cli("build", "crow", "--set", "review_k=3", "--out", str(tmp_path / "b"), home=senseforge_home)
-    assert_one_line_error(unused, "crow does not use review_k: its panels are --validators")
+    assert_one_line_error(unused, "crow does not use review_k: its panels are given by --validators")
     votes = run_cli("build", "crow", "--k", "1", "--out", str(tmp_path / "c"), home=senseforge_home)
     assert_one_line_error(votes, "ckv_min 2 is more than the k = 1 votes")
 

@@ -281,7 +281,7 @@ def _build_one(
     from senseforge.pipelines.runner import build
     from senseforge.store.db import Store
 
-    judges = isinstance(config, ReviewedConfig) and config.review.reviewers
+    judges = any(panel.judges for panel in config.panels().values())
     calls = bool(type(config).lm_stages or judges)  # human-gen calls no model
     header = f"run: {run_dir} · recipe: {recipe.name}" + (f" · model: {config.model}" if calls else "")
     if not polled:

@@ -20,7 +20,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import (
     AliasChoices,
@@ -36,9 +36,9 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from senseforge.errors import ConfigError
-from senseforge.evaluate.policies import AtLeast, ExcludeAmbiguous, Unanimous, parse_policy
 from senseforge.llm.base import PromptStyle
 from senseforge.llm.registry import DEFAULT_MODEL, chat_template_for, parse_spec, provider_info
+from senseforge.pipelines.panel import Panel
 
 StyleChoice = Literal["auto", PromptStyle]
 ContaminationMode = Literal["auto", "reject", "flag", "off"]
@@ -83,47 +83,57 @@ def _stored(dumped: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in dumped.items() if UNSTORED_AT_DEFAULT.get(key, dumped) != value}
 
 
-class ReviewSettings(BaseModel):
+class ReviewSettings(Panel):
     """The review panel of a recipe whose stages include the engine's review (:class:`ReviewedConfig`).
 
-    Given flat, as every other setting (``--review-k``, ``--set review_k=3``, ``review_k`` in a TOML
-    file), and written back flat into the manifest and the config hash.
+    A :class:`~senseforge.pipelines.panel.Panel` given by the review's own names (:attr:`names`), flat as every
+    other setting (``--review-k``, ``--set review_k=3``, ``review_k`` in a TOML file), and written back by them,
+    flat, into the manifest and the config hash. Its LM judges sample at temperature 0.
     """
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    names: ClassVar[Mapping[str, str]] = types.MappingProxyType(
+        {
+            "judges": "reviewers",
+            "judges_policy": "lm_review_policy",
+            "final": "lm_review_final",
+            "policy": "review_policy",
+            "k": "review_k",
+            "adjudicate": "adjudicate",
+        }
+    )
+    """The name each panel field is given and stored by, in the order of the flags and the manifest."""
 
-    reviewers: tuple[str, ...] = ()
+    judges: tuple[str, ...] = Field(default=(), validation_alias=AliasChoices("judges", "reviewers"))
     """LM judges (model specs; repeat one to ask it several times, each with its own seed); empty: people."""
-    lm_review_policy: str | None = None
+    judges_policy: str | None = Field(default=None, validation_alias=AliasChoices("judges_policy", "lm_review_policy"))
     """How the LM judges' votes decide (``unanimous``, ``at-least:2/3`` …); by default all must accept."""
-    lm_review_final: bool = False
+    final: bool = Field(default=False, validation_alias=AliasChoices("final", "lm_review_final"))
     """Items the LM judges accept are accepted without people (labelled ``review: lm``); else people follow."""
-    review_policy: str = "unanimous"
+    policy: str = Field(default="unanimous", validation_alias=AliasChoices("policy", "review_policy"))
     """How people's votes decide, over ``review_k`` of them."""
-    review_k: int = Field(default=2, ge=1)
+    k: int = Field(default=2, ge=1, validation_alias=AliasChoices("k", "review_k"))
     """People per reviewed item."""
-    adjudicate: bool = False
-    """Items people split on wait for an admin's adjudication (in the app) instead of the policy's verdict."""
-
-    @field_validator("lm_review_policy", "review_policy")
-    @classmethod
-    def _policy(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_policy(value)
-        return value
 
     @model_validator(mode="after")
-    def _judges_can_decide(self) -> ReviewSettings:
-        if self.lm_review_policy is None or not self.reviewers:
-            return self
-        policy = parse_policy(self.lm_review_policy)
-        rule = policy.inner if isinstance(policy, ExcludeAmbiguous) else policy
-        if isinstance(rule, Unanimous | AtLeast) and rule.k > len(self.reviewers):
-            raise ValueError(
-                f"lm_review_policy {self.lm_review_policy!r} needs {rule.k} LM judges, "
-                f"but reviewers names {len(self.reviewers)} (repeat a model to ask it again)"
-            )
+    def _at_zero(self) -> Self:
+        if self.temperature != 0.0:
+            raise ValueError("the review's LM judges sample at temperature 0 (it is not a setting of the review)")
         return self
+
+    @classmethod
+    def given_as(cls, name: str) -> str:
+        return cls.names.get(name, name)
+
+    @classmethod
+    def flat_fields(cls) -> dict[str, FieldInfo]:
+        """Every review setting by the name it is given by, in order."""
+        return {flat: cls.model_fields[name] for name, flat in cls.names.items()}
+
+    @model_serializer(mode="wrap")
+    def _by_names(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The settings by their given names (the temperature, fixed, is not one)."""
+        dumped: dict[str, Any] = handler(self)
+        return {flat: dumped[name] for name, flat in self.names.items()}
 
 
 REVIEW_DEFAULTS: dict[str, Any] = ReviewSettings().model_dump(mode="json")
@@ -149,7 +159,10 @@ class RecipeConfig(BaseModel):
     """Shared settings the recipe does not read: no flag is made for them, and a value other than the default
     is refused (naming what the recipe reads instead)."""
     unused_hint: ClassVar[str] = ""
-    """What the recipe reads instead of a shared setting it does not use or a review setting it does not have."""
+    """What the recipe reads instead of a shared setting it does not use."""
+    panel_settings: ClassVar[tuple[str, ...]] = ()
+    """The recipe's own settings its panels (:meth:`panels`) are given by, named when a review setting it does not
+    have is given."""
 
     recipe: str
     seed: int = 0
@@ -203,9 +216,13 @@ class RecipeConfig(BaseModel):
             given = nested.model_dump() if isinstance(nested, BaseModel) else dict(nested or {})
             return {**rest, "review": {**given, **{names[key]: value for key, value in flat.items()}}} if flat else raw
         recipe = cls.model_fields["recipe"].default
+        hint = cls.unused_hint
+        if cls.panel_settings:
+            flags = [f"--{name.replace('_', '-')}" for name in cls.panel_settings]
+            hint = f"its panels are given by {', '.join(flags[:-1])} and {flags[-1]}" if len(flags) > 1 else flags[0]
         for key, value in flat.items():
             if _jsonish(value) != REVIEW_DEFAULTS.get(key):
-                raise ValueError(f"{recipe} does not use {key}{': ' + cls.unused_hint if cls.unused_hint else ''}")
+                raise ValueError(f"{recipe} does not use {key}{': ' + hint if hint else ''}")
         return rest
 
     @classmethod
@@ -223,8 +240,12 @@ class RecipeConfig(BaseModel):
             if name != "review":
                 out[name] = info
             if name == "style" and review is not None:
-                out.update(review.model_fields)
+                out.update(review.flat_fields())
         return out
+
+    def panels(self) -> dict[str, Panel]:
+        """The panel each of the recipe's judging stages runs with, by stage (empty: none judges)."""
+        return {}
 
     @model_validator(mode="after")
     def _no_unused(self) -> RecipeConfig:
@@ -284,8 +305,8 @@ class RecipeConfig(BaseModel):
         if self.batch_size is not None:
             return self.batch_size
         spec = self.model_for(stage) if stage in self.lm_stages else self.model
-        if stage == self.review_stage and isinstance(self, ReviewedConfig) and self.review.reviewers:
-            spec = self.review.reviewers[0]
+        if stage == self.review_stage and isinstance(self, ReviewedConfig) and self.review.judges:
+            spec = self.review.judges[0]
         if not provider_info(spec).remote:
             return 8
         options = self.options_for(spec)
@@ -326,6 +347,10 @@ class ReviewedConfig(RecipeConfig):
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     """The review panel: LM judges, their policy, people and their policy."""
 
+    def panels(self) -> dict[str, Panel]:
+        """The review's panel (the recipe's review stage runs only when it has one)."""
+        return {"review": self.review}
+
     @model_serializer(mode="wrap")
     def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """The review settings flat, after ``style``, where manifests have always held them (and
@@ -341,11 +366,11 @@ class ReviewedConfig(RecipeConfig):
 
 
 def review_names(settings: type[ReviewSettings]) -> dict[str, str]:
-    """The names review settings are given by (their fields and aliases), each with its field."""
-    names = {name: name for name in settings.model_fields}
+    """The names review settings are given by flat (their names and other aliases), each with its panel field."""
+    names = {flat: name for name, flat in settings.names.items()}
     for name, info in settings.model_fields.items():
         if isinstance(info.validation_alias, AliasChoices):
-            names.update({str(choice): name for choice in info.validation_alias.choices})
+            names.update({str(choice): name for choice in info.validation_alias.choices if choice != name})
     return names
 
 
@@ -392,7 +417,7 @@ def parse_sets(pairs: Sequence[str], model: type[RecipeConfig]) -> dict[str, Any
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise ConfigError(f"--set {pair!r}: write key=value, e.g. --set seed=1")
-        fields = {**ReviewSettings.model_fields, **model.settings()}  # a review setting a recipe lacks: refused by
+        fields = {**ReviewSettings.flat_fields(), **model.settings()}  # a review setting a recipe lacks: refused by
         if key not in fields:  # the model, naming what the recipe reads instead
             known = ", ".join(name for name in model.settings() if name != "recipe")
             raise ConfigError(f"--set {pair!r}: {model.__name__} has no setting {key!r} (settings: {known})")
@@ -463,7 +488,11 @@ def _config_error(exc: ValidationError, model: type[RecipeConfig], sources: Mapp
     """The first invalid setting in one line, named where it came from (the file and key, ``--set``, the
     flag), with the closest real setting for one the recipe does not have."""
     first = exc.errors()[0]
-    loc = first["loc"][1:] if first["loc"][:1] == ("review",) else first["loc"]  # named flat, as given
+    review = model.review_settings()
+    if first["loc"][:1] == ("review",) and review is not None:  # named flat, as given
+        loc: tuple[int | str, ...] = tuple(review.given_as(str(part)) for part in first["loc"][1:2])
+    else:
+        loc = tuple(first["loc"])
     key = str(loc[0]) if loc else ""
     message = str(first["msg"]).removeprefix("Value error, ")
     where = sources.get(key, f"--{key.replace('_', '-')}" if key else "")

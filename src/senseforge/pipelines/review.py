@@ -32,9 +32,10 @@ from typing import Any, Self
 from pydantic import BaseModel
 
 from senseforge.data.schema import Judgement, judgement
-from senseforge.errors import SenseforgeError
+from senseforge.errors import ConfigError, SenseforgeError
 from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy, ruling, split
 from senseforge.pipelines.config import ReviewedConfig
+from senseforge.pipelines.panel import Panel
 from senseforge.pipelines.runstore import CallEntry, JudgementSource, StageResult
 from senseforge.pipelines.stage import (
     AWAITING,
@@ -106,18 +107,32 @@ class Review(PeopleStage[R]):
     @classmethod
     def configured(cls, name: str, task: str, config: ReviewedConfig) -> Self:
         """The stage as a run's review settings describe it (judges, their policy, people, k, seed)."""
-        review = config.review
+        return cls.of_panel(name, task, config.review, seed=config.seed, group=f"{config.recipe}-review")
+
+    @classmethod
+    def of_panel(cls, name: str, task: str, panel: Panel, *, seed: int, group: str, **extra: Any) -> Self:
+        """The stage a :class:`~senseforge.pipelines.panel.Panel` describes: its LM judges (with their policy and
+        temperature, their word final or not), then ``k`` people with theirs, adjudicating or not;
+        ``extra``: the fields of the recipe's subclass.
+
+        Raises:
+            ConfigError: the panel leaves ``k`` to the recipe (``None``), which a review cannot tell.
+        """
+        if panel.k is None:
+            raise ConfigError(f"{name}: its panel names no k (people per item)")
         return cls(
             name,
             task=task,
-            judges=review.reviewers,
-            judges_policy=review.lm_review_policy,
-            lm_final=review.lm_review_final,
-            policy=review.review_policy,
-            k=review.review_k,
-            seed=config.seed,
-            adjudicate=review.adjudicate,
-            group=f"{config.recipe}-review",
+            judges=panel.judges,
+            judges_policy=panel.judges_policy,
+            lm_final=panel.final,
+            policy=panel.policy,
+            k=panel.k,
+            seed=seed,
+            adjudicate=panel.adjudicate,
+            judge_temperature=panel.temperature,
+            group=group,
+            **extra,
         )
 
     @property

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from senseforge.llm.registry import parse_spec
 from senseforge.pipelines.config import RecipeConfig, runs_locally
 from senseforge.pipelines.crow.tasks import TaskSpec, task_name, task_specs
+from senseforge.pipelines.panel import Panel
 
 LOCAL_MAX_TOKENS = 96
 """CKA and WSG reply budget of a local base model: a few triples or one rewrite fit, and it writes until the limit."""
@@ -19,7 +20,14 @@ class CrowConfig(RecipeConfig):
     """Everything that decides what a crow build produces."""
 
     lm_stages: ClassVar[tuple[str, ...]] = ("cka", "wsg")
-    unused_hint: ClassVar[str] = "its panels are --validators, --k, --ckv-min and --wsv-min"
+    panel_settings: ClassVar[tuple[str, ...]] = (
+        "validators",
+        "stage_by",
+        "k",
+        "ckv_min",
+        "wsv_min",
+        "validator_temperature",
+    )
 
     recipe: Literal["crow"] = "crow"
     source: tuple[str, ...] = ()
@@ -117,6 +125,23 @@ class CrowConfig(RecipeConfig):
         """Who does ``stage``."""
         found = dict(pair.split("=", 1) for pair in self.stage_by).get(stage, "lm")
         return "human" if found == "human" else "lm"
+
+    def panels(self) -> dict[str, Panel]:
+        """CKV's and WSV's panels: the :attr:`panel` of LM validators, or ``k`` people where :attr:`stage_by` says
+        so; a triple (rewrite) is kept with at least ``ckv_min`` (``wsv_min``) of the ``k`` votes."""
+        return {stage: self._panel(stage, least) for stage, least in (("ckv", self.ckv_min), ("wsv", self.wsv_min))}
+
+    def _panel(self, stage: str, least: int) -> Panel:
+        policy = f"at-least:{least}/{self.k}"
+        judges = () if self.by(stage) == "human" else self.panel
+        return Panel(
+            judges=judges,
+            judges_policy=policy,
+            final=True,
+            policy=policy,
+            k=self.k,
+            temperature=self.validator_temperature,
+        )
 
     @property
     def panel(self) -> tuple[str, ...]:

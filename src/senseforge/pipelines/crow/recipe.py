@@ -199,16 +199,9 @@ class Crow:
 
     def stages(self, config: CrowConfig) -> list[Stage]:
         tasks = config.specs()
-        panel = config.panel
+        panels = config.panels()
         common: dict[str, Any] = {"tasks": tasks, "seed": config.seed}
-        review: dict[str, Any] = {
-            "lm_final": True,
-            "k": config.k,
-            "seed": config.seed,
-            "judge_temperature": config.validator_temperature,
-            "tasks": tasks,
-            "group": "crow-review",
-        }
+        review: dict[str, Any] = {"seed": config.seed, "group": "crow-review", "tasks": tasks}
         annotate: Stage = (
             PeopleAnnotate("cka", tasks=tasks, max_triples=config.max_triples)
             if config.by("cka") == "human"
@@ -237,25 +230,11 @@ class Crow:
         return [
             *gate(config, partial(context_unit, tasks), CONTAMINATION_DEFAULT),
             annotate,
-            ValidateKnowledge(
-                "ckv",
-                task="ckv",
-                judges=() if config.by("ckv") == "human" else panel,
-                judges_policy=f"at-least:{config.ckv_min}/{config.k}",
-                policy=f"at-least:{config.ckv_min}/{config.k}",
-                **review,
-            ),
+            ValidateKnowledge.of_panel("ckv", "ckv", panels["ckv"], **review),
             rewrite,
             CheckEdits("edits", tasks=tasks, max_edits=config.max_edits, negation_only=config.negation_only),
             Dedup("dedup", tasks=tasks),
-            ValidateSchema(
-                "wsv",
-                task="wsv",
-                judges=() if config.by("wsv") == "human" else panel,
-                judges_policy=f"at-least:{config.wsv_min}/{config.k}",
-                policy=f"at-least:{config.wsv_min}/{config.k}",
-                **review,
-            ),
+            ValidateSchema.of_panel("wsv", "wsv", panels["wsv"], **review),
         ]
 
     def splitting(self) -> frozenset[str]:

@@ -286,7 +286,7 @@ class CultureGen:
     @staticmethod
     def _review(config: CultureGenConfig) -> list[Stage]:
         """The review stage, only when LM judges are named (LLM_Gen had no review)."""
-        if not config.review.reviewers:
+        if not config.review.judges:
             return []
         return [CultureReview.configured("review", REVIEW_TASK, config)]
 

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from senseforge.data.lang import normalize_tag
 from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.panel import Panel
 
 DEFAULT_POOL: tuple[str, ...] = ("W1", "W2", "W3", "W4", "W5", "W6")
 """Six annotators, named as in Putri et al.'s release."""
@@ -33,6 +34,7 @@ class HumanGenConfig(RecipeConfig):
         "style",
     )
     unused_hint: ClassVar[str] = "people write, check and answer every item; no model is called"
+    panel_settings: ClassVar[tuple[str, ...]] = ("answers", "max_ambiguity_flags", "adjudicate")
 
     recipe: Literal["human-gen"] = "human-gen"
     lang: str = "id"
@@ -91,3 +93,11 @@ class HumanGenConfig(RecipeConfig):
     def k(self) -> int:
         """Answers per item."""
         return self.answers if self.answers is not None else len(self.pool) - 1
+
+    def panels(self) -> dict[str, Panel]:
+        """The blind answers' panel: ``answers`` people of the pool (``None``: all but the item's creator, who never
+        answers); the majority decides,
+        an item more than ``max_ambiguity_flags`` answerers flag is excluded, a tie waits for an admin when
+        ``adjudicate``."""
+        policy = f"majority,exclude-ambiguous:{self.max_ambiguity_flags}"
+        return {"answer": Panel(k=self.answers, policy=policy, adjudicate=self.adjudicate)}

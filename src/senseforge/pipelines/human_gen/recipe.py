@@ -204,13 +204,7 @@ class HumanGen:
             CreateByPeople("create", options=config.options),
             *gate(config, draft_unit, CONTAMINATION_DEFAULT),
             QualityControl("qc", pool=config.pool, checkers=config.checkers, max_rounds=config.max_qc_rounds),
-            BlindAnswers(
-                "answer",
-                pool=config.pool,
-                k=config.k,
-                max_flags=config.max_ambiguity_flags,
-                adjudicate=config.adjudicate,
-            ),
+            BlindAnswers.of_panel("answer", config.panels()["answer"], pool=config.pool),
             *self_check(config, draft_unit, CONTAMINATION_DEFAULT),
         ]
 

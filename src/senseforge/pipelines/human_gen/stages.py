@@ -21,7 +21,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 from senseforge.data.concepts import Concept
 from senseforge.data.schema import (
@@ -36,8 +36,9 @@ from senseforge.data.schema import (
     QCJudgement,
     ReviseJudgement,
 )
-from senseforge.evaluate.policies import ExcludeAmbiguous, Majority, ruling
+from senseforge.evaluate.policies import parse_policy, ruling
 from senseforge.pipelines.human_gen.records import BlindAnswer, HumanGenRecord
+from senseforge.pipelines.panel import Panel
 from senseforge.pipelines.review import EXCLUDED
 from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.stage import AWAITING, Outcome, PeopleStage, Waiting, ok, rejected
@@ -213,10 +214,18 @@ class BlindAnswers(PeopleStage[HumanGenRecord]):
 
     pool: tuple[str, ...] = ()
     k: int = 1
-    max_flags: int = 3
+    policy: str = "majority,exclude-ambiguous:3"
+    """How the answers decide (Putri et al.: the majority, excluding an item more than three answerers flag)."""
     adjudicate: bool = False
     """A tied majority waits for an admin's adjudication (else the tie goes to the first in pool order)."""
     people_tasks = ("answer",)
+
+    @classmethod
+    def of_panel(cls, name: str, panel: Panel, *, pool: tuple[str, ...]) -> Self:
+        """The stage a people :class:`~senseforge.pipelines.panel.Panel` of ``pool`` describes (``k`` ``None``:
+        every pool member but the creator)."""
+        k = panel.k if panel.k is not None else len(pool) - 1
+        return cls(name, pool=pool, k=k, policy=panel.policy, adjudicate=panel.adjudicate)
 
     def answerers(self, creator: str) -> tuple[str, ...]:
         return tuple(name for name in self.pool if name != creator)
@@ -238,7 +247,7 @@ class BlindAnswers(PeopleStage[HumanGenRecord]):
         if len(given) < self.k:
             return AWAITING
         ordered = [given[name] for name in answerers if name in given][: self.k]
-        decision = ruling(judged) or ExcludeAmbiguous(self.max_flags, Majority())(ordered)
+        decision = ruling(judged) or parse_policy(self.policy)(ordered)
         if self.adjudicate and decision.status == "accepted" and not decision.reason.startswith("adjudicated"):
             top = sorted(decision.votes.values(), reverse=True)
             if len(top) > 1 and top[0] == top[1]:

@@ -25,9 +25,9 @@ VerifyBy = Literal["auto", "loglik", "generate"]
 class McsqaReviewSettings(ReviewSettings):
     """mCSQA's review panel: its help, and ``lm_review_as_hard`` for ``lm_review_final``."""
 
-    lm_review_final: bool = Field(default=False, validation_alias=AliasChoices("lm_review_final", "lm_review_as_hard"))
+    final: bool = Field(default=False, validation_alias=AliasChoices("final", "lm_review_final", "lm_review_as_hard"))
     """Items the LM panel accepts become Hard (labelled ``review: lm``); else they go on to people."""
-    review_k: int = Field(default=2, ge=1)
+    k: int = Field(default=2, ge=1, validation_alias=AliasChoices("k", "review_k"))
     """People per reviewed item (paper: two); all must accept."""
 
 
@@ -71,7 +71,7 @@ class McsqaConfig(ReviewedConfig):
     @property
     def lm_review_as_hard(self) -> bool:
         """mCSQA's name for :attr:`lm_review_final`."""
-        return self.review.lm_review_final
+        return self.review.final
 
     def input_changes(self, manifest: Mapping[str, Any]) -> list[str]:
         """How the inputs outside the config differ from those the run's manifest records (the registry, and the
