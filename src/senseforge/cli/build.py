@@ -28,7 +28,7 @@ from senseforge.cli._common import (
     on_interrupt,
     out,
     parse_options,
-    progress_bar,
+    stage_progress,
 )
 from senseforge.cli._options import Fields, config_params, given
 from senseforge.errors import ConfigError
@@ -226,7 +226,7 @@ def _build_one(recipe: Recipe, config: Any, run_dir: Path, values: dict[str, Any
         run_store_url=values.get("run_store"),
         decisions=values.get("decisions") or [],
         human_rate=human_rate(values.get("human_rate")),
-        progress=progress_bar,
+        progress=stage_progress,
         responders=dry_run_authors(),
     )
     print_summary(summary)
