@@ -49,6 +49,12 @@ def test_build_pauses_for_review_and_says_how_to_go_on(kb: Path, tmp_path: Path,
     )
     assert result.returncode == 0, result.stderr
     assert "wait for people (tasks queued: verify" in result.stderr and "senseforge annotate serve" in result.stderr
+    # the review's records that wait for people are told as queued for them, not as done
+    review = [line for line in result.stderr.splitlines() if line.startswith("review: ")][-1]
+    queued = int(review.split(" · ")[1].split()[0])
+    assert f"{queued} queued for people" in review and queued > 0
+    done, total = (int(n) for n in review.split()[1].split("/"))
+    assert done + queued == total
     assert "--resume" in result.stderr
     assert (run / "review" / "queue.jsonl").is_file()
 

@@ -8,7 +8,8 @@ import pytest
 from rich.console import Console
 
 from senseforge.cli import _common
-from senseforge.cli._common import PlainProgress, progress_bar
+from senseforge.cli._common import PlainProgress, progress_bar, stage_progress
+from senseforge.pipelines.progress import StageProgress
 
 
 class FakeClock:
@@ -102,3 +103,45 @@ def test_bars_open_at_once_share_one_live_display(monkeypatch: pytest.MonkeyPatc
             assert shown == {"generate": 4, "refine": 3}
         first(6)
     assert _common._Live.progress is None and _common._Live.bars == 0
+
+
+def test_a_stage_whose_records_wait_for_people_says_queued_not_done(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_common, "PLAIN_PROGRESS_EVERY_S", 0.0)
+    stage_progress(StageProgress("create", total=4))
+    stage_progress(StageProgress("create", total=4, queued=4))
+    stage_progress(StageProgress("create", total=4, queued=4, last=True))
+    lines = [line.rsplit(" ", 1)[0] for line in stderr.getvalue().splitlines()]
+    assert lines == [
+        "create: 0/4 records (0%)",
+        "create: 0/4 records (0%) · 4 queued for people",
+        "create: 0/4 records (0%) · 4 queued for people",
+    ]
+    assert _common._Stages.open == {}
+
+
+def test_a_stage_line_counts_records_with_the_requests_apart(
+    stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_common, "PLAIN_PROGRESS_EVERY_S", 0.0)
+    stage_progress(StageProgress("expand", total=None, requests=7))
+    stage_progress(StageProgress("expand", total=20, done=18, retry=2, requests=100, last=True))
+    stage_progress(StageProgress("split", total=1, done=1, last=True))  # one record: nothing shown
+    lines = [line.rsplit(" ", 1)[0] for line in stderr.getvalue().splitlines()]
+    assert lines == [
+        "expand: 0 records · 7 requests answered",
+        "expand: 18/20 records (90%) · 2 to retry · 100 requests answered",
+    ]
+
+
+def test_a_stage_bar_on_a_terminal_counts_decided_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    buffer = io.StringIO()
+    monkeypatch.setattr(_common, "err", Console(file=buffer, force_terminal=True, width=120, highlight=False))
+    stage_progress(StageProgress("create", total=4, done=1, queued=3, requests=2))
+    assert _common._Live.progress is not None
+    (task,) = _common._Live.progress.tasks
+    assert (task.description, task.total, task.completed) == ("create", 4, 1)
+    assert task.fields["detail"] == "3 queued for people · 2 requests answered"
+    stage_progress(StageProgress("create", total=4, done=1, queued=3, requests=2, last=True))
+    assert _common._Live.progress is None and _common._Stages.open == {}

@@ -140,3 +140,18 @@ def test_copa_items_are_scored_as_cloze_with_the_connector() -> None:
     assert english.text == "Gelasnya pecah because" and english.continuations[0] == " aku menjatuhkannya."
     native = mc_prompt(item, "loglik", prompt_language="item")
     assert native.text == "Gelasnya pecah karena"
+
+
+def test_progress_counts_items_not_the_requests_sent_for_them() -> None:
+    """Five continuations an item, or a yes and a no an example, are one item of progress; an item is counted once
+    its share of the requests is answered, so the count ends at the number of items and never passes it."""
+    ticks: list[int] = []
+    score_mc([_item(i) for i in range(4)], _prefers("water"), EvalConfig(), progress=ticks.append)
+    assert ticks == [1, 1, 1, 1]
+    ticks.clear()
+    letters = EvalConfig(formulation="letter", variant="putri-all")
+    score_mc([_item(i) for i in range(4)], _prefers("B"), letters, progress=ticks.append)
+    assert ticks == [1] * 4 * 3  # each item once per variant
+    ticks.clear()
+    score_binary(_binary(), ScriptedLLM(scorer=lambda r: -1.0), EvalConfig(), progress=ticks.append)
+    assert ticks == [1] * len(_binary())

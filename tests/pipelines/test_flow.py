@@ -44,7 +44,7 @@ def _records(*ids: str) -> list[StageResult]:
 class Direct:
     """An executor that runs the stage right here, without models."""
 
-    def run(self, stage, batch, judgements):  # type: ignore[no-untyped-def]
+    def run(self, stage, batch, judgements, answered=None):  # type: ignore[no-untyped-def]
         return stage.run(batch, None)
 
     def close(self) -> None:

@@ -78,7 +78,7 @@ def test_every_stage_reports_progress_per_batch_off_a_terminal(tmp_path: Path, m
     config = CultureGenConfig(langs=("id",), model="scripted/culture-gen-author", batch_size=2)
     run_dir = tmp_path / "run"
     summary = build(
-        CULTURE_GEN, config, run_dir, store=Store(f"sqlite:///{tmp_path / 's.db'}"), progress=_common.progress_bar
+        CULTURE_GEN, config, run_dir, store=Store(f"sqlite:///{tmp_path / 's.db'}"), progress=_common.stage_progress
     )
     assert summary.state == "done"
     lines = stderr.getvalue().splitlines()

@@ -13,6 +13,7 @@ import pytest
 from senseforge.errors import BackendError, SenseforgeError
 from senseforge.llm.base import Completion, Failure
 from senseforge.pipelines import runner
+from senseforge.pipelines.progress import StageProgress
 from senseforge.pipelines.runner import run_stage
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, sqlite_url
 from senseforge.pipelines.stage import (
@@ -33,7 +34,7 @@ from senseforge.pipelines.stage import (
 class Direct:
     """An executor that runs the stage right here, without models."""
 
-    def run(self, stage, batch, judgements):  # type: ignore[no-untyped-def]
+    def run(self, stage, batch, judgements, answered=None):  # type: ignore[no-untyped-def]
         return stage.run(batch, None)
 
     def close(self) -> None:
@@ -86,8 +87,13 @@ def _records(*ids: str) -> list[StageResult]:
 def test_batches_retries_and_counts(tmp_path: Path) -> None:
     store = RunStore(sqlite_url(tmp_path / "run.db"))
     stage = Flaky({"r1": 1, "r3": 2})
-    report = run_stage(stage, _records("r0", "r1", "r2", "r3", "r4x"), store, RUN, batch_size=2, rounds=3)
+    events: list[StageProgress] = []
+    records = _records("r0", "r1", "r2", "r3", "r4x")
+    report = run_stage(stage, records, store, RUN, batch_size=2, rounds=3, progress=events.append)
     assert stage.batches == [["r0", "r1"], ["r2", "r3"], ["r4x"], ["r1", "r3"], ["r3"]]
+    # each round is a pass of its own, counted in records: those failing for now are said apart, not done
+    passes = [(e.label, e.total, e.done, e.retry) for e in events if e.last]
+    assert passes == [("flaky", 5, 3, 2), ("flaky (retry 1)", 2, 1, 1), ("flaky (retry 2)", 1, 1, 0)]
     assert report.stored == 5 and not report.awaiting
     assert store.counts("flaky") == {"ok": 4, "bad": 1}
     # a second pass over the same input finds everything stored and calls nothing

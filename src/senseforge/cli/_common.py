@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import typer
 from rich.console import Console
@@ -16,6 +16,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from senseforge.data.text import plural as plural  # the CLI's modules take it from here
 from senseforge.errors import ConfigError
+
+if TYPE_CHECKING:
+    from senseforge.pipelines.progress import StageProgress
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
@@ -91,6 +94,7 @@ class PlainProgress:
         total: how many there are; ``None`` counts without a known end (no percentage).
         every_s: the least time between two lines.
         clock: seconds from a monotonic clock (replaceable in tests).
+        unit: what is counted, said after the count (``items``); nothing when empty.
     """
 
     def __init__(
@@ -100,8 +104,10 @@ class PlainProgress:
         *,
         every_s: float = PLAIN_PROGRESS_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
+        unit: str = "",
     ) -> None:
         self.description = description
+        self.unit = f" {unit}" if unit else ""
         self.total = total
         self.every_s = every_s
         self.clock = clock
@@ -134,28 +140,105 @@ class PlainProgress:
         elapsed = timedelta(seconds=int(max(0.0, now - self.started)))
         if self.total:
             share = 100 * self.done // self.total
-            return f"{self.description}: {self.done:,}/{self.total:,} ({share}%) {elapsed}"
-        return f"{self.description}: {self.done:,} done {elapsed}"
+            return f"{self.description}: {self.done:,}/{self.total:,}{self.unit} ({share}%) {elapsed}"
+        return f"{self.description}: {self.done:,}{self.unit} done {elapsed}"
 
 
 @contextlib.contextmanager
-def progress_bar(description: str, total: int | None) -> Iterator[Any]:
+def progress_bar(description: str, total: int | None, unit: str = "") -> Iterator[Any]:
     """Progress on stderr: a live bar on a terminal, else a plain line now and then (:class:`PlainProgress`).
 
-    Nothing is shown for a single item. ``total=None`` counts requests as they finish
-    without a known end.
+    Nothing is shown for a single item. ``total=None`` counts as things finish without a known end; ``unit``
+    names what is counted (``items``).
     """
     if not err.is_terminal:
         if total is not None and total <= 1:
             yield lambda n: None
             return
-        plain = PlainProgress(description, total, every_s=PLAIN_PROGRESS_EVERY_S)
+        plain = PlainProgress(description, total, every_s=PLAIN_PROGRESS_EVERY_S, unit=unit)
         plain.start()
         yield plain.advance
         plain.finish()
         return
-    with _live_task(description, total) as advance:
+    with _live_task(description, total, unit) as advance:
         yield advance
+
+
+def stage_progress(event: StageProgress) -> None:
+    """Draw a run's progress (a :data:`~senseforge.pipelines.progress.ProgressSink` for ``build``): a bar per
+    stage's pass on a terminal, else a plain line now and then (``create: 3/8 records (37%) · 5 queued for people ·
+    9 requests answered 0:00:04``). The bar counts records decided; records only queued for people, records to
+    retry and the requests answered are said apart, so tasks waiting in the annotation app never read as done."""
+    with _Stages.lock:
+        if event.label not in _Stages.open:
+            single = event.total is not None and event.total <= 1  # nothing shown for one record, as for other bars
+            _Stages.open[event.label] = None if single else _StageBar(event) if err.is_terminal else _StageLine()
+        shown = _Stages.open[event.label]
+        if shown is not None:
+            shown.show(event)
+        if event.last:
+            del _Stages.open[event.label]
+
+
+def progress_text(event: StageProgress) -> str:
+    """A stage's counts in words: records decided (of how many), then what is said apart.
+
+    >>> from senseforge.pipelines.progress import StageProgress
+    >>> progress_text(StageProgress("create", total=4, queued=4, requests=0))
+    '0/4 records (0%) · 4 queued for people'
+    >>> progress_text(StageProgress("expand", total=None, done=12, retry=1, requests=31))
+    '12 records · 1 to retry · 31 requests answered'
+    """
+    if event.total:
+        parts = [f"{event.done:,}/{event.total:,} records ({100 * event.done // event.total}%)"]
+    else:
+        parts = [f"{event.done:,} records"]
+    if event.queued:
+        parts.append(f"{event.queued:,} queued for people")
+    if event.retry:
+        parts.append(f"{event.retry:,} to retry")
+    if event.batch:
+        parts.append(f"{event.batch:,} waiting for a batch at the API")
+    if event.requests:
+        parts.append(f"{plural(event.requests, 'request')} answered")
+    return " · ".join(parts)
+
+
+class _Stages:
+    """The stages' passes shown now, by label (``None``: one not shown)."""
+
+    lock = threading.Lock()
+    open: ClassVar[dict[str, _StageLine | _StageBar | None]] = {}
+
+
+class _StageLine:
+    """A stage's pass as plain lines: the first at once, then at most every :data:`PLAIN_PROGRESS_EVERY_S`, the
+    last when the pass ends."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.started = clock()
+        self.printed: float | None = None
+
+    def show(self, event: StageProgress) -> None:
+        now = self.clock()
+        if self.printed is None or event.last or now - self.printed >= PLAIN_PROGRESS_EVERY_S:
+            self.printed = now
+            elapsed = timedelta(seconds=int(max(0.0, now - self.started)))
+            err.print(f"{event.label}: {progress_text(event)} {elapsed}", markup=False, highlight=False)
+
+
+class _StageBar:
+    """A stage's pass as a line of the live display: its bar counts records decided, the words after it the rest."""
+
+    def __init__(self, event: StageProgress) -> None:
+        self.task, self.progress = _live_add(event.label, event.total, "")
+
+    def show(self, event: StageProgress) -> None:
+        detail = progress_text(event).partition(" · ")[2]
+        self.progress.update(self.task, total=event.total, completed=event.done, detail=detail)
+        if event.last:
+            _live_remove(self.task)
 
 
 class _Live:
@@ -167,25 +250,43 @@ class _Live:
     bars = 0
 
 
-@contextlib.contextmanager
-def _live_task(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+def _live_add(description: str, total: int | None, detail: str) -> tuple[Any, Progress]:
+    """A new line of the live display (started with its first line)."""
     with _Live.lock:
         if _Live.progress is None:
-            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            columns = (
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[detail]}"),
+                TimeElapsedColumn(),
+            )
             _Live.progress = Progress(*columns, console=err, transient=True)
             _Live.progress.start()
-        progress = _Live.progress
         _Live.bars += 1
-        task = progress.add_task(description, total=total, visible=total is None or total > 1)
+        task = _Live.progress.add_task(description, total=total, visible=total is None or total > 1, detail=detail)
+        return task, _Live.progress
+
+
+def _live_remove(task: Any) -> None:
+    """Take a line off the live display (stopped with its last line)."""
+    with _Live.lock:
+        if _Live.progress is None:
+            return
+        _Live.progress.remove_task(task)
+        _Live.bars -= 1
+        if _Live.bars == 0:
+            _Live.progress.stop()
+            _Live.progress = None
+
+
+@contextlib.contextmanager
+def _live_task(description: str, total: int | None, detail: str = "") -> Iterator[Callable[[int], None]]:
+    task, progress = _live_add(description, total, detail)
     try:
         yield lambda n: progress.advance(task, n)
     finally:
-        with _Live.lock:
-            progress.remove_task(task)
-            _Live.bars -= 1
-            if _Live.bars == 0:
-                progress.stop()
-                _Live.progress = None
+        _live_remove(task)
 
 
 def describe_stats(llm: Any) -> str:

@@ -11,13 +11,12 @@ and runs the recipe.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import re
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +35,13 @@ from senseforge.cli._common import (
     on_interrupt,
     out,
     parse_options,
-    progress_bar,
+    stage_progress,
 )
 from senseforge.cli._options import Fields, config_params, given
 from senseforge.errors import ConfigError
 from senseforge.pipelines.batchwait import POLL_S
 from senseforge.pipelines.config import ReviewedConfig
+from senseforge.pipelines.progress import ProgressSink, StageProgress
 from senseforge.pipelines.recipe import Flag, ReadsTogether, Recipe
 from senseforge.pipelines.registry import dry_run_authors, recipes
 
@@ -314,7 +314,7 @@ def _build_one(
         run_store_url=values.get("run_store"),
         decisions=[] if polled else values.get("decisions") or [],
         human_rate=human_rate(values.get("human_rate")),
-        progress=_when_used(progress_bar) if polled else progress_bar,
+        progress=_when_used(stage_progress) if polled else stage_progress,
         responders=dry_run_authors(),
     )
     if values.get("wait") and summary.state == "awaiting_batch":
@@ -360,25 +360,19 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def _when_used(factory: Callable[[str, int | None], Any]) -> Callable[[str, int | None], Any]:
-    """A progress factory whose bars show only once something is counted: a ``--wait`` check that finds the batch
-    still running prints nothing."""
+def _when_used(sink: ProgressSink) -> ProgressSink:
+    """A progress sink that shows a stage's pass only once something in it is counted: a ``--wait`` check that
+    finds the batch still running prints nothing."""
+    lock = threading.Lock()
+    shown: set[str] = set()
 
-    @contextlib.contextmanager
-    def lazy(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        lock = threading.Lock()
-        shown: list[Callable[[int], None]] = []
-        with contextlib.ExitStack() as stack:
-
-            def advance(n: int) -> None:
-                with lock:
-                    if not shown and n <= 0:
-                        return
-                    if not shown:
-                        shown.append(stack.enter_context(factory(description, total)))
-                    shown[0](n)
-
-            yield advance
+    def lazy(event: StageProgress) -> None:
+        with lock:
+            if event.label not in shown:
+                if not (event.done or event.queued or event.retry or event.requests):
+                    return
+                shown.add(event.label)
+        sink(event)
 
     return lazy
 

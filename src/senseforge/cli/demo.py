@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from senseforge.cli._common import StoreOption, err, out, progress_bar
+from senseforge.cli._common import StoreOption, err, out, stage_progress
 
 _CULTURE_NOTES = {
     "culture-gen": (
@@ -67,7 +67,7 @@ def demo(
             evaluating=lambda summary: out.rule(f"evaluation · {summary.run_dir.name} (all splits)"),
             evaluated=print_results,
         )
-        finished = run_demo(out_dir, model=model, n=n, store=store_, progress=progress_bar, events=events)
+        finished = run_demo(out_dir, model=model, n=n, store=store_, progress=stage_progress, events=events)
         out.print(
             "Easy items are the ones this model already answered during verification, so it scores them "
             "right again; Hard ones it got wrong. Judge a real benchmark with other models."
@@ -81,7 +81,7 @@ def demo(
         if recipe not in (None, name):
             continue
         events = DemoEvents(building=partial(_recipe_rule, name), built=print_summary)
-        summary = run_recipe_demo(name, out_dir, model=model, store=store_, progress=progress_bar, events=events)
+        summary = run_recipe_demo(name, out_dir, model=model, store=store_, progress=stage_progress, events=events)
         out.print(_CULTURE_NOTES[name])
         where.append(f"{summary.run_dir}: {_CROW_OUTPUTS if name == 'crow' else _CULTURE_OUTPUTS}")
         built.append(summary.run_dir)

@@ -184,7 +184,7 @@ def run(**values: Any) -> None:
             try:
                 for path in datasets:
                     chosen = _pair_out(path, name, out_dir, pairs)
-                    with progress_bar(f"evaluating {name} on {path.name}", None) as advance:
+                    with progress_bar(f"evaluating {name} on {path.name}", None, "items") as advance:
                         payload = run_eval(
                             path,
                             llm,

@@ -9,8 +9,11 @@ together and writes ``results.json`` and ``samples.jsonl``.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import random
+import threading
 from collections.abc import Sequence
 from typing import Literal
 
@@ -190,7 +193,8 @@ def score_mc(
 
     With several variants (``putri-all``) every item is scored once per variant, in variant
     order, and each record names its variant. ``open`` needs ``judge``, the opened model
-    :attr:`EvalConfig.judge` names (one more batched call, to it).
+    :attr:`EvalConfig.judge` names (one more batched call, to it). ``progress`` is told of items as they are
+    scored (an item once per variant), not of the requests sent for them (see :func:`per_item`).
 
     Raises:
         ConfigError: a Putri variant with a prompt that lists no choices; ``open`` without a judge.
@@ -232,7 +236,7 @@ def _loglik_mc(
         for prompt in prompts
         for continuation in prompt.continuations
     ]
-    scores = llm.loglikelihood(requests, progress=progress)
+    scores = llm.loglikelihood(requests, progress=per_item(progress, [len(p.continuations) for p in prompts]))
     samples: list[MCSample] = []
     cursor = 0
     for item, prompt in zip(items, prompts, strict=True):
@@ -270,6 +274,36 @@ def _loglik_mc(
     return samples
 
 
+def per_item(progress: Progress | None, shares: Sequence[int]) -> Progress | None:
+    """A progress callback told of requests that tells ``progress`` of items, the ``i``-th item having
+    ``shares[i]`` requests: items are counted in order, one once the requests answered cover its share and those of
+    the items before it. The count is in items, never more than there are, and all of them once every request is
+    answered (a concurrent backend answers out of order, so it is items' worth of answers, not those very items).
+
+    >>> seen = []
+    >>> tick = per_item(seen.append, [2, 3])
+    >>> for _ in range(5):
+    ...     tick(1)
+    >>> seen
+    [1, 1]
+    """
+    if progress is None:
+        return None
+    ends = list(itertools.accumulate(shares))
+    answered = [0, 0]  # requests answered, items told
+    lock = threading.Lock()
+
+    def tick(n: int) -> None:
+        with lock:
+            answered[0] += n
+            items = bisect.bisect_right(ends, answered[0])
+            fresh, answered[1] = items - answered[1], items
+        if fresh > 0:
+            progress(fresh)
+
+    return tick
+
+
 def _mc(base: dict[str, object], **fields: object) -> MCSample:
     return MCSample.model_validate({**base, **fields})
 
@@ -305,7 +339,7 @@ def _generate_mc(
         ask(llm, prompt.text, system=GENERATE_INSTRUCTION, max_tokens=config.max_tokens, temperature=0.0)
         for prompt in prompts
     ]
-    completions = llm.generate([request for request, _ in asked], progress=progress)
+    completions = llm.generate([request for request, _ in asked], progress=progress)  # one request an item
     samples: list[MCSample] = []
     for item, prompt, completion, (_, record) in zip(items, prompts, completions, asked, strict=True):
         base = {**_base_sample(item, prompt), "sent": record}
@@ -344,12 +378,15 @@ def _open_mc(
     config: EvalConfig,
     progress: Progress | None,
 ) -> list[MCSample]:
-    """The free answer to the bare question, then the judge's verdict against the gold option."""
+    """The free answer to the bare question, then the judge's verdict against the gold option.
+
+    ``progress`` counts an item once it is scored: after its verdict, or after its answer when there is nothing to
+    judge."""
     asked = [
         ask(llm, prompt.text, system=OPEN_INSTRUCTION, max_tokens=config.max_tokens, temperature=0.0)
         for prompt in prompts
     ]
-    completions = llm.generate([request for request, _ in asked], progress=progress)
+    completions = llm.generate([request for request, _ in asked])
     to_judge: list[tuple[int, GenerateRequest]] = []
     judge_sent: dict[int, dict[str, object]] = {}
     for index, (item, completion) in enumerate(zip(items, completions, strict=True)):
@@ -363,6 +400,8 @@ def _open_mc(
         )
         to_judge.append((index, request))
         judge_sent[index] = record
+    if progress is not None and len(to_judge) < len(items):
+        progress(len(items) - len(to_judge))
     verdicts = dict(
         zip(
             [index for index, _ in to_judge],
@@ -417,7 +456,8 @@ def score_binary(
     *,
     progress: Progress | None = None,
 ) -> list[BinarySample]:
-    """Per-sample records for (context, target) pairs judged yes/no."""
+    """Per-sample records for (context, target) pairs judged yes/no; ``progress`` is told of examples as they are
+    scored, not of the requests sent for them."""
     prompts = [
         binary_prompt(
             ex,
@@ -434,7 +474,7 @@ def score_binary(
         # a base model's reasoning may run over several lines: it ends at a blank line instead
         stop = DEFAULT_STOP if config.chain_of_thought else ANSWER_STOP
         asked = [ask(llm, p.text, stop=stop, max_tokens=budget, temperature=0.0) for p in prompts]
-        completions = llm.generate([request for request, _ in asked], progress=progress)
+        completions = llm.generate([request for request, _ in asked], progress=progress)  # one request an example
         for ex, prompt, completion, (_, record) in zip(examples, prompts, completions, asked, strict=True):
             base = {**binary_sample_fields(ex, prompt.text), "sent": record}
             if completion.failure is not None:
@@ -456,7 +496,7 @@ def score_binary(
     requests = [
         LoglikelihoodRequest(context=p.text, continuation=p.space + word) for p in prompts for word in (p.yes, p.no)
     ]
-    scores = llm.loglikelihood(requests, progress=progress)
+    scores = llm.loglikelihood(requests, progress=per_item(progress, [2] * len(prompts)))
     for index, (ex, prompt) in enumerate(zip(examples, prompts, strict=True)):
         yes, no = scores[2 * index], scores[2 * index + 1]
         base = binary_sample_fields(ex, prompt.text)

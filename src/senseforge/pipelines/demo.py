@@ -33,6 +33,7 @@ from senseforge.evaluate.harness import run_eval
 from senseforge.evaluate.records import EvalResults
 from senseforge.evaluate.run import EvalConfig
 from senseforge.kb.conceptnet import import_dump
+from senseforge.llm.base import Progress
 from senseforge.llm.cache import open_llm
 from senseforge.llm.registry import DEFAULT_MODEL
 from senseforge.pipelines.config import RecipeConfig
@@ -46,9 +47,9 @@ from senseforge.pipelines.culture_gen import recipe as culture_gen_recipe
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.mcsqa.config import McsqaReviewSettings
+from senseforge.pipelines.progress import ProgressSink, StageTally
 from senseforge.pipelines.recipe import Recipe
 from senseforge.pipelines.runner import BuildSummary, build, read_manifest
-from senseforge.pipelines.stage import ProgressFactory, no_progress
 from senseforge.store.db import Store
 
 DEMO_RECIPES: tuple[str, ...] = ("mcsqa", "culture-gen", "culture-adapt", "crow")
@@ -88,7 +89,7 @@ def run_demo(
     model: str = DEFAULT_MODEL,
     n: int | None = None,
     store: Store | None = None,
-    progress: ProgressFactory | None = None,
+    progress: ProgressSink | None = None,
     events: DemoEvents | None = None,
 ) -> list[BuildSummary]:
     """Build the demo languages into ``out_dir/runs`` (resuming what exists), then evaluate the model on each."""
@@ -113,14 +114,31 @@ def run_demo(
     try:
         for summary in finished:
             events.evaluating(summary)
-            with (progress or no_progress)("evaluating", None) as advance:
+            items = StageTally("evaluating", 0, None, progress or _ignore)
+            try:
                 payload = run_eval(
-                    summary.run_dir, llm, EvalConfig(), summary.run_dir / "eval", split="all", progress=advance
+                    summary.run_dir,
+                    llm,
+                    EvalConfig(),
+                    summary.run_dir / "eval",
+                    split="all",
+                    progress=_items_of(items),
                 )
+            finally:
+                items.close()
             events.evaluated(payload)
     finally:
         llm.close()
     return finished
+
+
+def _ignore(_event: object) -> None:
+    """No progress shown."""
+
+
+def _items_of(tally: StageTally) -> Progress:
+    """The evaluation's progress (items scored) as records done of ``tally``."""
+    return lambda n: tally.records(done=n)
 
 
 CULTURE_GEN_DEMO = {
@@ -147,7 +165,7 @@ def run_recipe_demo(
     *,
     model: str = DEFAULT_MODEL,
     store: Store | None = None,
-    progress: ProgressFactory | None = None,
+    progress: ProgressSink | None = None,
     events: DemoEvents | None = None,
 ) -> BuildSummary:
     """Build one recipe's small demo (``culture-gen``, ``culture-adapt`` or ``crow``) into ``out_dir/runs/<name>``,

@@ -1,7 +1,8 @@
 """Where stage work runs: the executor seam, and the model pool of a run.
 
 The runner hands each batch of a stage to an executor with the judgements the stage
-reads; the executor runs it where it likes and returns the stage's output. Stages hold
+reads (and, to count the requests its models answer, a progress callback); the executor runs it where it likes
+and returns the stage's output. Stages hold
 model specs and settings only, so a batch can be pickled and run elsewhere: a ``ray``
 executor opens its own pool on the worker. ``local`` (the default) runs in this process.
 """
@@ -14,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from senseforge.errors import ConfigError
-from senseforge.llm.base import LLM
+from senseforge.llm.base import LLM, Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest, Progress
 from senseforge.llm.cache import CachedLLM, open_llm
+from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.runstore import StageResult, StoredJudgement
 from senseforge.pipelines.stage import Stage, StageOutput
@@ -85,17 +87,66 @@ class ModelPool:
 class _Context:
     pool: ModelPool
     judgements: Mapping[str, Sequence[StoredJudgement]]
+    answered: Progress | None = None
 
     def llm(self, spec: str) -> LLM:
-        return self.pool.get(spec)
+        llm = self.pool.get(spec)
+        return llm if self.answered is None else Counted(llm, self.answered)
+
+
+class Counted:
+    """A model that also tells ``answered`` of every request it answers, as the backend reports them (as they
+    arrive from a concurrent API, one by one from a local model), besides any progress callback it is given."""
+
+    def __init__(self, inner: LLM, answered: Progress) -> None:
+        self.inner = inner
+        self.answered = answered
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def identity(self) -> dict[str, str]:
+        return self.inner.identity()
+
+    def chat_template(self) -> str | None:
+        return chat_template(self.inner)
+
+    def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
+        return self.inner.generate(requests, self._both(progress))
+
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
+    ) -> list[Loglikelihood]:
+        return self.inner.loglikelihood(requests, self._both(progress))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def _both(self, progress: Progress | None) -> Progress:
+        if progress is None:
+            return self.answered
+
+        def both(n: int) -> None:
+            self.answered(n)
+            progress(n)
+
+        return both
 
 
 class Executor(Protocol):
     """Runs one batch of a stage somewhere and returns what the stage made of it."""
 
     def run(
-        self, stage: Stage, batch: Sequence[StageResult], judgements: Mapping[str, Sequence[StoredJudgement]]
-    ) -> StageOutput: ...
+        self,
+        stage: Stage,
+        batch: Sequence[StageResult],
+        judgements: Mapping[str, Sequence[StoredJudgement]],
+        answered: Progress | None = None,
+    ) -> StageOutput:
+        """The stage's output for ``batch``; ``answered`` is told of each request its models answer (an executor
+        running the batch elsewhere may tell it once, when the batch comes back)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -107,9 +158,13 @@ class LocalExecutor:
         self.pool = pool
 
     def run(
-        self, stage: Stage, batch: Sequence[StageResult], judgements: Mapping[str, Sequence[StoredJudgement]]
+        self,
+        stage: Stage,
+        batch: Sequence[StageResult],
+        judgements: Mapping[str, Sequence[StoredJudgement]],
+        answered: Progress | None = None,
     ) -> StageOutput:
-        return stage.run(batch, _Context(self.pool, judgements))
+        return stage.run(batch, _Context(self.pool, judgements, answered))
 
     def close(self) -> None:
         self.pool.close()

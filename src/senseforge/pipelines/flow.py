@@ -33,14 +33,15 @@ record order.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from senseforge.errors import SenseforgeError
 from senseforge.llm.limits import ranked
 from senseforge.pipelines.executor import Executor
+from senseforge.pipelines.progress import ProgressSink, StageTally
 from senseforge.pipelines.quality import counted, excluded_annotators
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, StoredJudgement
 from senseforge.pipelines.stage import (
@@ -49,11 +50,9 @@ from senseforge.pipelines.stage import (
     PENDING,
     Children,
     InOrder,
-    ProgressFactory,
     RunIncomplete,
     Stage,
     StageOutput,
-    no_progress,
     rejected,
 )
 from senseforge.pipelines.taskqueue import QueuedTask, queue_tasks
@@ -78,7 +77,7 @@ class _Batch:
 
 
 class _Lane:
-    """One stage of a segment: its records waiting by attempt, its batches in flight, its progress bars."""
+    """One stage of a segment: its records waiting by attempt, its batches in flight, its progress by attempt."""
 
     def __init__(self, stage: Stage, size: int, rounds: int, done: set[str], below_bar: Mapping[str, Any]) -> None:
         self.stage = stage
@@ -87,6 +86,8 @@ class _Lane:
         self.done_parents = {record_id.rsplit("/", 1)[0] for record_id in done}
         self.below_bar = below_bar
         self.queues: list[list[StageResult]] = [[] for _ in range(rounds)]
+        self.offered = [0] * rounds
+        """Records queued for each attempt so far (the records of its pass, once nothing more can come)."""
         self.running = [0] * rounds
         self.failing: list[StageResult] = []
         self.parked = 0
@@ -95,12 +96,14 @@ class _Lane:
         self.loaded = False
         self.held: list[StageResult] = []
         """Streaming past a stage that pauses the run: its records, handed on once none waits for people."""
-        self.bars: dict[int, tuple[AbstractContextManager[Any], Callable[[int], None]]] = {}
+        self.bars: dict[int, StageTally] = {}
         self.in_order = isinstance(stage, InOrder)
 
     def offer(self, records: Sequence[StageResult]) -> None:
         """Queue the records this stage has no result for yet (a record split into children counts as done)."""
-        self.queues[0] += [r for r in records if r.record_id not in self.done and r.record_id not in self.done_parents]
+        fresh = [r for r in records if r.record_id not in self.done and r.record_id not in self.done_parents]
+        self.queues[0] += fresh
+        self.offered[0] += len(fresh)
 
     @property
     def idle(self) -> bool:
@@ -154,7 +157,7 @@ def run_stages(
     width: int = 1,
     stored_inputs: Callable[[int], Sequence[StageResult]] | None = None,
     model: type[Record] | None = None,
-    progress: ProgressFactory | None = None,
+    progress: ProgressSink | None = None,
     causes: Callable[[], str] | None = None,
     awaiting_batches: Callable[[], bool] | None = None,
 ) -> list[StageReport]:
@@ -171,7 +174,8 @@ def run_stages(
         stored_inputs: the records of stage ``i`` stored before this call (``i`` ≥ 1): the ok results of
             stage ``i - 1`` in the run store.
         model: the recipe's record model (a streamed record goes on as the run store would read it back).
-        progress: a factory of progress callbacks; a stage's bar opens with its first batch.
+        progress: where the stages' progress goes, in records (see :mod:`senseforge.pipelines.progress`); a
+            stage's pass is told from its first batch.
         causes: why calls kept failing, appended to :class:`RunIncomplete` (default: where to look).
         awaiting_batches: whether the models wait for batches at an API (``-o batch=true``) that are not answered
             yet: a batch's pending records then wait for the run to be resumed, as the records that keep failing
@@ -214,7 +218,8 @@ def run_stages(
         for index, lane in enumerate(lanes[1:], start=1):
             lane.offer(stored_inputs(index) if stored_inputs else [])
             lane.loaded = True
-    bar = progress or no_progress
+    sink: ProgressSink = progress or _ignore
+    told = threading.Lock()  # one event at a time, from this thread and the models' threads
     flight: dict[cf.Future[StageOutput], _Batch] = {}
     workers = cf.ThreadPoolExecutor(max_workers=width, thread_name_prefix="senseforge-stage") if stream else None
 
@@ -279,31 +284,30 @@ def run_stages(
                 return None  # one at a time: the next stage waits for this one
         return None
 
-    def open_bar(batch: _Batch) -> None:
+    def open_bar(batch: _Batch) -> StageTally:
         lane = lanes[batch.lane]
-        if batch.attempt in lane.bars:
-            return
-        name = lane.stage.name if batch.attempt == 0 else f"{lane.stage.name} (retry {batch.attempt})"
-        known = batch.attempt > 0 or upstream_idle(batch.lane)
-        total = len(batch.records) + len(lane.queues[batch.attempt]) if known else None
-        manager = bar(name, total)
-        lane.bars[batch.attempt] = (manager, manager.__enter__())
+        if batch.attempt not in lane.bars:
+            known = batch.attempt > 0 or upstream_idle(batch.lane)  # a retry starts once its records are all in
+            total = lane.offered[batch.attempt] if known else None
+            lane.bars[batch.attempt] = StageTally(lane.stage.name, batch.attempt, total, sink, told)
+        return lane.bars[batch.attempt]
 
     def close_bars(everything: bool = False) -> None:
         for index, lane in enumerate(lanes):
             for attempt in sorted(lane.bars):
+                if attempt == 0 and upstream_idle(index):  # nothing more comes to the first pass
+                    lane.bars[attempt].know_total(lane.offered[0])
                 if everything or lane.through(attempt, upstream_idle(index)):
-                    manager, _ = lane.bars.pop(attempt)
-                    manager.__exit__(None, None, None)
+                    lane.bars.pop(attempt).close()
 
     def send(batch: _Batch) -> cf.Future[StageOutput] | StageOutput:
         lane = lanes[batch.lane]
         lane.running[batch.attempt] += 1
-        open_bar(batch)
+        answered = open_bar(batch).requests
         judged = counted(_judgements(lane.stage, store, [r.record_id for r in batch.records]), lane.below_bar)
         if workers is None:
-            return executor.run(lane.stage, batch.records, judged)
-        return workers.submit(_ranked, batch.lane, executor, lane.stage, batch.records, judged)
+            return executor.run(lane.stage, batch.records, judged, answered)
+        return workers.submit(_ranked, batch.lane, executor, lane.stage, batch.records, judged, answered)
 
     def settle(batch: _Batch, output: StageOutput) -> None:
         lane = lanes[batch.lane]
@@ -314,7 +318,10 @@ def run_stages(
         store.put(lane.stage.name, results, judgements=output.judgements)
         queue_tasks(store.engine, output.tasks)
         lane.report.stored += len(results)
-        lane.bars[batch.attempt][1](len(batch.records) - parked)
+        awaiting = sum(outcome is AWAITING for outcome in output.outcomes)
+        retry = sum(outcome is PENDING for outcome in output.outcomes) - parked
+        done = len(batch.records) - awaiting - retry - parked
+        lane.bars[batch.attempt].records(done=done, queued=awaiting, retry=retry, batch=parked)
         if stream:
             hand_on(batch.lane, results)
             release_held()
@@ -355,11 +362,16 @@ def _ranked(
     stage: Stage,
     records: Sequence[StageResult],
     judgements: Mapping[str, Sequence[StoredJudgement]],
+    answered: Callable[[int], None],
 ) -> StageOutput:
     """A streamed batch: its calls wait for the endpoint's slots with the stage's place in the segment as their
     rank, so the earliest stage's calls go first (see :mod:`senseforge.llm.limits`)."""
     with ranked(rank):
-        return executor.run(stage, records, judgements)
+        return executor.run(stage, records, judgements, answered)
+
+
+def _ignore(_event: object) -> None:
+    """No progress shown."""
 
 
 def _incomplete(lane: _Lane, rounds: int, causes: Callable[[], str] | None) -> RunIncomplete:
@@ -391,6 +403,7 @@ def _stored_results(
                 parked = awaiting_batches is not None and awaiting_batches()
             if batch.attempt + 1 < len(lane.queues) and not parked:
                 lane.queues[batch.attempt + 1].append(record)
+                lane.offered[batch.attempt + 1] += 1
             else:
                 lane.failing.append(record)
                 lane.parked += bool(parked)

@@ -46,6 +46,7 @@ from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.contamination import GATE, registry_of
 from senseforge.pipelines.executor import Executor, ModelPool, make_executor
 from senseforge.pipelines.flow import StageReport, run_stages
+from senseforge.pipelines.progress import ProgressSink
 from senseforge.pipelines.recipe import Recipe
 from senseforge.pipelines.report import Cost, Funnel, cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.rundir import (
@@ -63,7 +64,7 @@ from senseforge.pipelines.rundir import (
     store_url_of,
 )
 from senseforge.pipelines.runstore import Heartbeat, RunStore, StageResult
-from senseforge.pipelines.stage import InOrder, ProgressFactory, RunIncomplete, Stage
+from senseforge.pipelines.stage import InOrder, RunIncomplete, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
 from senseforge.store.db import BatchRow, Store
 
@@ -119,7 +120,7 @@ def run_stage(
     *,
     batch_size: int,
     rounds: int,
-    progress: ProgressFactory | None = None,
+    progress: ProgressSink | None = None,
     causes: Callable[[], str] | None = None,
 ) -> StageReport:
     """Run ``stage`` over the inputs that have no stored result yet, one batch at a time (see
@@ -255,7 +256,7 @@ def build(
     decisions: Sequence[Path] = (),
     human_rate: float | Mapping[str, float] | None = None,
     prices: PriceTable | None = None,
-    progress: ProgressFactory | None = None,
+    progress: ProgressSink | None = None,
     llms: Mapping[str, LLM] | None = None,
     responders: Mapping[str, Any] | None = None,
     executor: str = "local",
@@ -276,7 +277,7 @@ def build(
         human_rate: US dollars per human judgement (or per task type), for the cost report
             (remembered by the run: a resume without it uses the last rate given).
         prices: the price table (default: shipped plus the user's file).
-        progress: a factory of progress callbacks, ``(description, total)``.
+        progress: where each stage's progress goes, in records (:mod:`senseforge.pipelines.progress`).
         llms: backends already built, by the spec the config names them with (tests,
             custom providers); they too run through the cache and ledger.
         responders: named scripted responders beyond the recipe's own dry-run authors

@@ -40,15 +40,14 @@ in the annotation app, then a decision from their judgements.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, runtime_checkable
 
 from typing_extensions import TypeVar
 
 from senseforge.data.schema import Judgement
-from senseforge.llm.base import LLM, Completion, GenerateRequest, Progress
+from senseforge.llm.base import LLM, Completion, GenerateRequest
 from senseforge.pipelines.calls import (
     AWAITING,
     FATAL_FAILURES,
@@ -140,10 +139,6 @@ __all__ = [
     "spent",
     "split_run",
 ]
-
-
-ProgressFactory = Callable[[str, int | None], AbstractContextManager[Progress]]
-"""A factory of progress callbacks, ``(description, total or None)`` → context manager of ``advance(n)``."""
 
 
 class StageContext(Protocol):
@@ -474,22 +469,3 @@ class PeopleStage(_Applying[R]):
             else:
                 outcomes.append(decided)
         return StageOutput(outcomes, tasks=tasks)
-
-
-def no_progress(_description: str, _total: int | None) -> AbstractContextManager[Progress]:
-    """A progress factory that shows nothing."""
-    return _Quiet()
-
-
-class _Quiet:
-    def __enter__(self) -> Progress:
-        return lambda _n: None
-
-    def __exit__(self, *_exc: object) -> None:
-        return None
-
-
-def iter_batches(records: Sequence[StageResult[Any]], size: int) -> Iterator[Sequence[StageResult[Any]]]:
-    """Consecutive batches of at most ``size`` records."""
-    for start in range(0, len(records), size):
-        yield records[start : start + size]
