@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from senseforge.pipelines.flow import run_stages
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.progress import StageProgress
 from senseforge.pipelines.runner import segments, stream_width
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, sqlite_url
 from senseforge.pipelines.stage import (
@@ -273,14 +273,8 @@ def test_records_waiting_for_a_batch_at_an_api_get_no_retry_round(tmp_path: Path
     retry that nothing needed), so they wait for the resume; records whose calls failed otherwise get their rounds."""
     store = RunStore(sqlite_url(tmp_path / "run.db"))
     log: list[tuple[str, tuple[str, ...]]] = []
-    bars: list[tuple[str, int]] = []
+    events: list[StageProgress] = []
     asked: list[bool] = []
-
-    @contextlib.contextmanager
-    def bar(name: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        counted = [0]
-        yield lambda n: counted.__setitem__(0, counted[0] + n)
-        bars.append((name, counted[0]))
 
     def awaiting() -> bool:
         asked.append(batch_open)
@@ -297,13 +291,15 @@ def test_records_waiting_for_a_batch_at_an_api_get_no_retry_round(tmp_path: Path
             rounds=3,
             width=width,
             model=Row,
-            progress=bar,
+            progress=events.append,
             awaiting_batches=awaiting,
         )
     assert [r.record_id for r in store.results("ask", "ok", Row)] == ["r1", "r3"]  # type: ignore[arg-type]
+    last = [(e.label, e.done, e.retry, e.batch) for e in events if e.last]
     if batch_open:
         assert log == [("ask", ("r0", "r1", "r2", "r3"))] and asked == [True]
-        assert bars == [("ask", 2)]  # the two waiting for the batch are not done
+        assert last == [("ask", 2, 0, 2)]  # the two waiting for the batch are neither done nor to retry
     else:
         assert log == [("ask", ("r0", "r1", "r2", "r3")), ("ask", ("r0", "r2")), ("ask", ("r0", "r2"))]
-        assert [name for name, _ in bars] == ["ask", "ask (retry 1)", "ask (retry 2)"] and len(asked) == 3
+        assert [label for label, *_ in last] == ["ask", "ask (retry 1)", "ask (retry 2)"] and len(asked) == 3
+        assert all(batch == 0 for *_, batch in last)

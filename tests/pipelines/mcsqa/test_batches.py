@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from senseforge.llm.loopback import LoopbackOpenAI
 from senseforge.llm.prices import Price, PriceTable
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.mcsqa.dryrun import body_reply
+from senseforge.pipelines.progress import StageProgress
 from senseforge.pipelines.runner import build
 from senseforge.pipelines.status import run_status
 from senseforge.store.db import Store
@@ -50,12 +49,8 @@ def test_a_batched_build_waits_for_each_stage_batch_and_ends_as_the_online_one(
 
     store = Store(f"sqlite:///{tmp_path / 'b.db'}")
     run_dir = tmp_path / "batched"
-    bars: list[str] = []
-
-    @contextlib.contextmanager
-    def bar(name: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        bars.append(name)
-        yield lambda n: None
+    events: list[StageProgress] = []
+    bar = events.append
 
     with LoopbackOpenAI(body_reply, batch_latency_s=None) as server:
         config = _config(demo_kb, server.base_url, batch=True)
@@ -84,7 +79,8 @@ def test_a_batched_build_waits_for_each_stage_batch_and_ends_as_the_online_one(
         assert stages == ["generate", "refine", "distractors", "verify", "review"]
         assert run_status(run_dir, store=store.url).batches == []  # every one collected
         # a stage whose batch is running waits for the resume: no retry rounds, which would only poll it again
-        assert bars and not [name for name in bars if "retry" in name]
+        assert events and not [e.label for e in events if "retry" in e.label or e.retry]
+        assert any(e.batch for e in events)  # said as waiting for the batch instead
         assert server.batches_created == LM_STAGES and server.requests == 0  # one batch per stage, nothing online
     for name in OUTPUTS:
         assert (run_dir / name).read_bytes() == (tmp_path / "online" / name).read_bytes(), name
