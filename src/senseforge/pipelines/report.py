@@ -35,6 +35,7 @@ from senseforge.data.splits import SPLIT_NAMES
 from senseforge.data.text import plural
 from senseforge.llm.prices import PriceTable
 from senseforge.pipelines.runstore import CallEntry, Loose, Record, RunStore, StageResult
+from senseforge.runfolder.cost import Cost, HumanCost, StageCost
 
 logger = logging.getLogger(__name__)
 
@@ -183,60 +184,6 @@ def funnel_rows_by(
     return {
         group: _rows(counted.get(group, {}), stages, splitting) for group in (counted if groups is None else groups)
     }
-
-
-class StageCost(BaseModel):
-    """Tokens and money of one stage's distinct calls."""
-
-    models: list[str]
-    calls: int
-    tokens_in: int
-    tokens_out: int
-    cost_usd: float | None
-    batched_calls: int = 0
-    """Of ``calls``, those answered through an API's Batch API, at its price (written only when some were)."""
-
-    @model_serializer(mode="wrap")
-    def _batched_when_some(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        dumped: dict[str, Any] = handler(self)
-        if not dumped.get("batched_calls"):
-            dumped.pop("batched_calls", None)
-        return dumped
-
-
-class HumanCost(BaseModel):
-    """Human judgements at their rate (``None``: no rate given, so unknown)."""
-
-    judgements: int
-    rate_usd: float | None
-    cost_usd: float | None
-
-
-class Cost(_Ordered):
-    """The cost of a run: per stage, people, and per kept item (``null`` wherever a price is unknown)."""
-
-    lang: str | None = None
-    currency: str = "USD"
-    stages: dict[str, StageCost]
-    human: HumanCost
-    human_by_task: dict[str, HumanCost] | None = None
-    """Per task type, when people did more than one kind of task."""
-    unpriced_models: list[str]
-    total_usd: float | None
-    kept: int
-    cost_per_kept_item_usd: float | None
-    kept_unit: str = Field(default="item", exclude=True)
-    """What was kept (the funnel's :attr:`Funnel.kept_unit`): the per-kept key is named after it."""
-
-    @model_serializer(mode="wrap")
-    def _named(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        dumped: dict[str, Any] = handler(self)
-        for key in ("lang", "human_by_task"):
-            if dumped.get(key, 0) is None:
-                del dumped[key]
-        per = dumped.pop("cost_per_kept_item_usd")
-        dumped[f"cost_per_kept_{self.kept_unit}_usd"] = per
-        return dumped
 
 
 Calls = dict[str, dict[str, CallEntry]]

@@ -48,7 +48,7 @@ from senseforge.pipelines.executor import Executor, ModelPool, make_executor
 from senseforge.pipelines.flow import StageReport, run_stages
 from senseforge.pipelines.progress import ProgressSink
 from senseforge.pipelines.recipe import Recipe
-from senseforge.pipelines.report import Cost, Funnel, cost, funnel_rows, write_json, write_rejects
+from senseforge.pipelines.report import Funnel, cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
     MANIFEST,
@@ -66,6 +66,7 @@ from senseforge.pipelines.rundir import (
 from senseforge.pipelines.runstore import Heartbeat, RunStore, StageResult
 from senseforge.pipelines.stage import InOrder, RunIncomplete, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
+from senseforge.runfolder.cost import Cost
 from senseforge.store.db import BatchRow, Store
 
 logger = logging.getLogger(__name__)
