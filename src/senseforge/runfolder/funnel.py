@@ -64,6 +64,8 @@ class Funnel(BaseModel):
 
     format: Literal[2] = FUNNEL_FORMAT
     recipe: str
+    lang: str | None = None
+    """The run's language, for a run of one language."""
     title: str = "Records into and out of each stage"
     """The caption of the funnel's chart (a recipe names its paper's figure here)."""
     cost_title: str = "Cost per stage"
@@ -79,6 +81,8 @@ class Funnel(BaseModel):
     datasets: list[str] = Field(default_factory=lambda: ["dataset"])
     """The folders the dataset was written to, relative to the run folder."""
     groups: list[Group] = Field(default_factory=list)
+    groups_title: str | None = None
+    """The caption of the chart of every group's stage rows side by side (``None``: not drawn)."""
     figures: list[Figure] = Field(default_factory=list)
     judges_in_figures: bool = False
     """The figures already show the judges' agreement (so the report does not draw it again from the run store)."""
