@@ -9,7 +9,7 @@ import pytest
 
 from senseforge.pipelines.batchwait import BACKOFF, wait_for_batches, waiting_line
 from senseforge.pipelines.runner import AWAITING_BATCH, BuildSummary
-from senseforge.store.db import BatchRow
+from senseforge.store.batches import BatchRow
 
 SUBMITTED = 1_780_000_000.0  # 2026-05-28 20:26:40 UTC
 

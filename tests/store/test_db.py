@@ -11,7 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from senseforge.errors import StoreError
-from senseforge.store.db import CacheRow, LedgerRow, Store, default_store_url, retry_error_kind
+from senseforge.store.db import CacheRow, Store, default_store_url
+from senseforge.store.ledger import LedgerRow, retry_error_kind
 
 
 def _row(key: str, response: str = "{}") -> CacheRow:

@@ -206,7 +206,8 @@ def ledger(
     from rich.markup import escape
 
     from senseforge.llm.prices import PriceTable
-    from senseforge.store.db import LedgerRow, Store
+    from senseforge.store.db import Store
+    from senseforge.store.ledger import LedgerRow
 
     prices = PriceTable.load()
 

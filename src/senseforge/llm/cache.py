@@ -41,7 +41,8 @@ from senseforge.llm.base import (
 )
 from senseforge.llm.prices import Price, PriceTable
 from senseforge.llm.prompting import TEMPLATE_MARKERS, chat_template, diagnose, template_marker
-from senseforge.store.db import CacheRow, LedgerRow, Store
+from senseforge.store.db import CacheRow, Store
+from senseforge.store.ledger import LedgerRow
 
 if TYPE_CHECKING:
     from senseforge.llm.providers.openai_batch import BatchClient

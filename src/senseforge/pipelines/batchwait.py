@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from senseforge.pipelines.runner import AWAITING_BATCH, BuildSummary
-from senseforge.store.db import BatchRow
+from senseforge.store.batches import BatchRow
 
 __all__ = ["BACKOFF", "POLL_S", "described", "every", "wait_for_batches", "waiting_line"]
 

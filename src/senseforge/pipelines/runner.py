@@ -67,7 +67,8 @@ from senseforge.pipelines.runstore import Heartbeat, RunStore, StageResult
 from senseforge.pipelines.stage import InOrder, RunIncomplete, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
 from senseforge.runfolder.cost import Cost
-from senseforge.store.db import BatchRow, Store
+from senseforge.store.batches import BatchRow
+from senseforge.store.db import Store
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,9 @@ from senseforge.pipelines.rundir import password_hidden, resume_command, resume_
 from senseforge.pipelines.runner import BATCHES, DEFAULT_RUN_STORE, MANIFEST, read_manifest, store_url_of
 from senseforge.pipelines.runstore import HEARTBEAT_STALE_S, RunStore
 from senseforge.pipelines.tables import stage_results
-from senseforge.store.db import BatchRow, FailureCause, LedgerRow, Store
+from senseforge.store.batches import BatchRow
+from senseforge.store.db import Store
+from senseforge.store.ledger import FailureCause, LedgerRow
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +75,7 @@ class RunStatus(BaseModel):
     last_failures: list[LedgerRow] = Field(default_factory=list)
     """The run's newest failed calls, newest first."""
     ledger: dict[str, Any] = Field(default_factory=dict)
-    """Totals of the run's calls so far (:class:`senseforge.store.db.LedgerSummary`): tokens, cost, failures."""
+    """Totals of the run's calls so far (:class:`senseforge.store.ledger.LedgerSummary`): tokens, cost, failures."""
     store_url: str | None = None
     """Where the LM cache and ledger were read (``None``: no ledger read)."""
     batches: list[BatchRow] = Field(default_factory=list)
