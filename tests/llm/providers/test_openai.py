@@ -100,9 +100,9 @@ def test_retry_after_http_date() -> None:
 def test_backoff_grows_and_is_capped(fake_openai: Any) -> None:
     llm = make(fake_openai, backoff_base_s=0.5, backoff_max_s=2.0)
     problem = reading.Problem("server_error", "x", 500, True)
-    first = llm._backoff(0, problem)
+    first = llm._retries.backoff(0, problem)
     assert 0.25 <= first <= 0.5
-    assert all(1.0 <= llm._backoff(n, problem) <= 2.0 for n in range(2, 12))
+    assert all(1.0 <= llm._retries.backoff(n, problem) <= 2.0 for n in range(2, 12))
 
 
 @pytest.mark.parametrize(

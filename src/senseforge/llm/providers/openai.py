@@ -5,10 +5,11 @@ llama.cpp server, Ollama …); point ``base_url`` at them. Each batch runs on a 
 async client; at most ``max_concurrency`` requests are in flight to one endpoint (base URL and
 model) from the whole process, however many batches, stages or threads send them
 (:mod:`senseforge.llm.limits`). The SDK's own retries
-are switched off: this module retries rate limits, server errors, timeouts, dropped
-connections and undecodable 200 bodies itself, honours ``Retry-After`` and records
-every request that still fails as a :class:`~senseforge.llm.base.Failure`. Each failed
-attempt, retried or not, also leaves one line in the result's ``retry_errors``.
+are switched off: :mod:`senseforge.llm.providers.openai_sending` retries rate limits, server
+errors, timeouts, dropped connections and undecodable 200 bodies itself, honours ``Retry-After``,
+and times each call; every request that still fails is recorded as a
+:class:`~senseforge.llm.base.Failure`. Each failed attempt, retried or not, also leaves one
+line in the result's ``retry_errors``.
 
 Results stream: ``on_result`` hears about each request as soon as it is done, so a
 caller such as :class:`~senseforge.llm.cache.CachedLLM` can store it before the rest of
@@ -53,19 +54,13 @@ turn, it matches to 1e-6 nats (see ``tests/llm/providers/test_openai_llamacpp_se
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import functools
-import math
 import os
-import random
-import ssl
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import httpx
 import openai
-from openai.types import Completion as SdkCompletion
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,15 +79,21 @@ from senseforge.llm.limits import limiter_for
 from senseforge.llm.providers.openai_answers import (
     Fatal,
     Problem,
-    Undecodable,
-    classify,
-    echoed_prompt,
     from_chat,
     from_completion,
-    one_line,
+    from_echo,
     unsupported,
 )
 from senseforge.llm.providers.openai_batch import BatchClient
+from senseforge.llm.providers.openai_sending import (
+    OnResult,
+    Retries,
+    Sleep,
+    run_async,
+    send_batch,
+    tls_context,
+    tokens_of,
+)
 
 if TYPE_CHECKING:
     from senseforge.store.db import Store
@@ -106,16 +107,8 @@ PLACEHOLDER_API_KEY = "not-needed"
 SCORING_MAX_TOKENS = 1
 """Tokens generated while scoring: one, left out of the score (see the module notes on why not zero)."""
 
-_RETRY_AFTER_MAX_S = 60.0
-
-Sleep = Callable[[float], Awaitable[None]]
-"""An awaitable sleep, injectable so that tests need not wait out backoff delays."""
-
 _T = TypeVar("_T")
 _R = TypeVar("_R")
-
-OnResult = Callable[[int, _R], None]
-"""Called with a request's index in the batch and its result, as soon as that request is done."""
 
 
 class Options(BaseModel):
@@ -174,36 +167,6 @@ class Options(BaseModel):
     formulation sends it plain completion prompts, and chat turns are refused."""
 
 
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """The process's TLS context, shared by every batch's client: each new one reads every CA certificate (about
-    40 ms of CPU, which a streamed build paying it per batch of 16 requests felt)."""
-    return httpx.create_ssl_context()
-
-
-def _tokens_of(request: GenerateRequest) -> float:
-    """A generation's tokens before it is sent, for a token budget: about one per four characters of its
-    prompt, and its whole ``max_tokens``."""
-    return len(_sent_text(request)) / 4 + request.max_tokens
-
-
-def _sent_text(request: GenerateRequest) -> str:
-    """Every character a generation request sends."""
-    if request.prompt is not None:
-        return request.prompt
-    return "".join(message.content for message in request.as_messages())
-
-
-def _run_async(coro: Coroutine[Any, Any, _T]) -> _T:
-    """Run ``coro`` to completion, also when the caller already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
 class OpenAILLM:
     """A model served behind an OpenAI-compatible HTTP API.
 
@@ -222,7 +185,6 @@ class OpenAILLM:
     def __init__(self, model: str, options: Options | None = None, *, sleep: Sleep = asyncio.sleep) -> None:
         self._model = model
         self._options = options or Options()
-        self._sleep = sleep
         configured = self._options.base_url or os.environ.get("OPENAI_BASE_URL") or None
         self._base_url = (configured or OPENAI_BASE_URL).rstrip("/")
         key = os.environ.get(self._options.api_key_env) or None
@@ -237,6 +199,7 @@ class OpenAILLM:
         # every provider object for this endpoint shares its slots (llm/limits.py): two stages in flight together
         # cannot send more than the endpoint's limit
         options = self._options
+        self._retries = Retries(options.max_retries, options.backoff_base_s, options.backoff_max_s, sleep)
         self._limiter = limiter_for(
             self._base_url,
             self._model,
@@ -267,7 +230,7 @@ class OpenAILLM:
             base_url=self._base_url,
             timeout=self._options.timeout_s,
             max_retries=self._options.max_retries,
-            http_client=openai.DefaultHttpxClient(verify=_tls_context()),
+            http_client=openai.DefaultHttpxClient(verify=tls_context()),
         )
 
     def _is_openai(self) -> bool:
@@ -329,7 +292,7 @@ class OpenAILLM:
         """
         if not requests:
             return []
-        return _run_async(self._batch(list(requests), self._generate_one, progress, on_result))
+        return run_async(self._batch(list(requests), self._generate_one, progress, on_result))
 
     def loglikelihood(
         self,
@@ -352,9 +315,9 @@ class OpenAILLM:
         """
         if not requests:
             return []
-        return _run_async(self._batch(list(requests), self._score_one, progress, on_result))
+        return run_async(self._batch(list(requests), self._score_one, progress, on_result))
 
-    # -- batching and retries ----------------------------------------------------------------
+    # -- batching (the sending and retries: openai_sending.py) -------------------------------
 
     async def _batch(
         self,
@@ -368,83 +331,14 @@ class OpenAILLM:
             base_url=self._base_url,
             timeout=self._options.timeout_s,
             max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(verify=_tls_context(), event_hooks={"response": [self._heard]}),
+            http_client=openai.DefaultAsyncHttpxClient(verify=tls_context(), event_hooks={"response": [self._heard]}),
         )
 
-        async def run(index: int, request: _T) -> _R:
-            result = await one(client, request)  # each attempt takes its own slot (see _with_retries)
-            if on_result is not None:
-                await asyncio.to_thread(on_result, index, result)
-            if progress is not None:
-                progress(1)
-            return result
-
-        try:
-            return list(await asyncio.gather(*(run(index, request) for index, request in enumerate(requests))))
-        finally:
-            await client.close()
+        return await send_batch(client, requests, one, progress, on_result)
 
     async def _heard(self, response: httpx.Response) -> None:
         """Every answer's ``x-ratelimit-*`` headers go to the endpoint's limiter (see :mod:`senseforge.llm.limits`)."""
         self._limiter.heard(response.headers)
-
-    def _backoff(self, retry: int, problem: Problem) -> float:
-        """Seconds to wait before retry number ``retry`` (0-based)."""
-        if problem.retry_after_s is not None:
-            return min(problem.retry_after_s, max(self._options.backoff_max_s, _RETRY_AFTER_MAX_S))
-        delay = min(self._options.backoff_max_s, self._options.backoff_base_s * 2.0 ** min(retry, 60))
-        return delay * random.uniform(0.5, 1.0)
-
-    async def _with_retries(
-        self, attempt: Callable[[], Awaitable[_R]], tokens: float = 0.0
-    ) -> tuple[_R | Problem, dict[str, Any]]:
-        """Run ``attempt`` until it succeeds, fails for good, or retries run out.
-
-        Each attempt holds a slot of the endpoint's limiter while it is in flight (never while backing off), and
-        tells the limiter how it went; ``tokens`` is the request's estimate for a token budget.
-
-        Returns:
-            The result (or the last problem), and what the call says of itself: ``attempts`` made,
-            ``retry_errors`` (one line per failed attempt, see :meth:`Problem.line`), ``concurrency`` (the
-            endpoint's level when the last attempt was sent), ``service_s`` (the attempts' time from sending to
-            answer, summed) and ``queue_s`` (the time spent waiting for a slot, a budget or a hold before them).
-        """
-        attempts = 0
-        errors: list[str] = []
-        limiter = self._limiter
-        waited = False  # this request has just waited out the endpoint's Retry-After itself
-        service = queued = 0.0
-        while True:
-            attempts += 1
-            asked = time.perf_counter()
-            slot, sent = await limiter.slot(tokens, self._sleep, hold=not waited)
-            sending = time.perf_counter()
-            queued += sending - asked
-            try:
-                result = await attempt()
-            except asyncio.CancelledError:
-                limiter.release()
-                raise
-            except Exception as exc:
-                service += time.perf_counter() - sending
-                problem = classify(exc)
-                if problem.status in (429, 503):
-                    limiter.refused(slot, problem.retry_after_s)
-                limiter.release()
-            else:
-                service += time.perf_counter() - sending
-                limiter.succeeded(slot)
-                if sent is not None and limiter.budget is not None:
-                    used = [getattr(result, name, None) for name in ("tokens_in", "tokens_out")]
-                    if all(count is not None for count in used):
-                        limiter.budget.settle(sent, sum(count for count in used if count is not None))
-                limiter.release()
-                return result, _said(attempts, errors, slot.level, service, queued)
-            errors.append(problem.line())
-            if not problem.transient or attempts > self._options.max_retries:
-                return problem, _said(attempts, errors, slot.level, service, queued)
-            waited = problem.retry_after_s is not None
-            await self._sleep(self._backoff(attempts - 1, problem))
 
     # -- generation --------------------------------------------------------------------------
 
@@ -468,7 +362,7 @@ class OpenAILLM:
                 return await self._chat(client, request)
             return await self._complete(client, request)
 
-        outcome, said = await self._with_retries(attempt, _tokens_of(request))
+        outcome, said = await self._retries.run(attempt, self._limiter, tokens_of(request))
         sent = {"latency_s": time.perf_counter() - started, **said}
         if isinstance(outcome, Problem):
             return Completion(failure=outcome.failure(), **sent)
@@ -514,7 +408,7 @@ class OpenAILLM:
             return await self._score(client, request)
 
         text = request.context + request.continuation
-        outcome, said = await self._with_retries(attempt, len(text) / 4 + SCORING_MAX_TOKENS)
+        outcome, said = await self._retries.run(attempt, self._limiter, len(text) / 4 + SCORING_MAX_TOKENS)
         sent = {"latency_s": time.perf_counter() - started, **said}
         if isinstance(outcome, Problem):
             return Loglikelihood(failure=outcome.failure(), **sent)
@@ -535,51 +429,7 @@ class OpenAILLM:
             if exc.status_code in (400, 404, 405, 422, 501):
                 raise Fatal(unsupported(f"the server answered HTTP {exc.status_code}: {exc.message}", exc)) from exc
             raise
-        if not isinstance(response, SdkCompletion) or not getattr(response, "choices", None):
-            raise Undecodable(f"expected a text_completion object, got {one_line(response)[:80]!r}")
-        logprobs = response.choices[0].logprobs
-        if logprobs is None or not logprobs.tokens or logprobs.token_logprobs is None:
-            raise Fatal(unsupported("the answer has no echoed log-probabilities"))
-        usage = response.usage
-        echoed = echoed_prompt(logprobs, prompt)
-        if not echoed:
-            raise Fatal(unsupported("the answer has log-probabilities of generated tokens only, none of the prompt"))
-        start = len(request.context)
-        picked = [token for token in echoed if token.end > start]
-        if not picked:
-            raise Fatal(Problem("backend", "no echoed token falls inside the continuation"))
-        total = 0.0
-        greedy = True
-        for token in picked:
-            if token.logprob is None:
-                raise Fatal(
-                    Problem("bad_request", "the continuation's first token has no log-probability: give a context")
-                )
-            total += token.logprob
-            top = token.top
-            if not top:
-                greedy = False
-                continue
-            best = max(top, key=lambda text: top[text])
-            greedy = greedy and (token.text == best or top.get(token.text, -math.inf) >= top[best])
-        return Loglikelihood(
-            logprob=total,
-            is_greedy=greedy,
-            n_tokens=len(picked),
-            tokens_in=usage.prompt_tokens if usage else None,
-            tokens_out=usage.completion_tokens if usage else None,
-        )
-
-
-def _said(attempts: int, errors: list[str], level: int, service: float, queued: float) -> dict[str, Any]:
-    """What a call says of itself, as :class:`~senseforge.llm.base.Completion` fields."""
-    return {
-        "attempts": attempts,
-        "retry_errors": tuple(errors),
-        "concurrency": level,
-        "service_s": service,
-        "queue_s": queued,
-    }
+        return from_echo(response, prompt, len(request.context))
 
 
 def _message(message: Message) -> ChatCompletionMessageParam:

@@ -19,7 +19,7 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion
 from openai.types.completion_choice import Logprobs
 
-from senseforge.llm.base import Completion, Failure, FailureKind
+from senseforge.llm.base import Completion, Failure, FailureKind, Loglikelihood
 
 __all__ = [
     "Echoed",
@@ -30,6 +30,7 @@ __all__ = [
     "echoed_prompt",
     "from_chat",
     "from_completion",
+    "from_echo",
     "one_line",
     "parse_retry_after",
     "token_offsets",
@@ -227,6 +228,48 @@ def echoed_prompt(logprobs: Logprobs, prompt: str) -> list[Echoed]:
             )
     ends = [*offsets[1:keep], len(prompt)]
     return [Echoed(tokens[i], offsets[i], ends[i], values[i], tops[i]) for i in range(keep)]
+
+
+def from_echo(response: object, prompt: str, start: int) -> Loglikelihood:
+    """A scoring answer (a completion that echoes ``prompt`` with log-probabilities) as the score of the text from
+    character ``start`` on: the sum over the echoed tokens that end past ``start``, and whether each was the
+    likeliest token.
+
+    Raises:
+        Undecodable: the answer is not a text completion.
+        Fatal: it holds no log-probabilities of the prompt, or none for the continuation's first token.
+    """
+    if not isinstance(response, SdkCompletion) or not getattr(response, "choices", None):
+        raise Undecodable(f"expected a text_completion object, got {one_line(response)[:80]!r}")
+    logprobs = response.choices[0].logprobs
+    if logprobs is None or not logprobs.tokens or logprobs.token_logprobs is None:
+        raise Fatal(unsupported("the answer has no echoed log-probabilities"))
+    usage = response.usage
+    echoed = echoed_prompt(logprobs, prompt)
+    if not echoed:
+        raise Fatal(unsupported("the answer has log-probabilities of generated tokens only, none of the prompt"))
+    picked = [token for token in echoed if token.end > start]
+    if not picked:
+        raise Fatal(Problem("backend", "no echoed token falls inside the continuation"))
+    total = 0.0
+    greedy = True
+    for token in picked:
+        if token.logprob is None:
+            raise Fatal(Problem("bad_request", "the continuation's first token has no log-probability: give a context"))
+        total += token.logprob
+        top = token.top
+        if not top:
+            greedy = False
+            continue
+        best = max(top, key=lambda text: top[text])
+        greedy = greedy and (token.text == best or top.get(token.text, -math.inf) >= top[best])
+    return Loglikelihood(
+        logprob=total,
+        is_greedy=greedy,
+        n_tokens=len(picked),
+        tokens_in=usage.prompt_tokens if usage else None,
+        tokens_out=usage.completion_tokens if usage else None,
+    )
 
 
 def unsupported(detail: str, exc: openai.APIStatusError | None = None) -> Problem:

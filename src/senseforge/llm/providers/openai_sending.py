@@ -1,0 +1,181 @@
+"""How the ``openai`` provider sends requests: a batch's requests all at once on one async client, each attempt
+in a slot of the endpoint's limiter (:mod:`senseforge.llm.limits`), retried with backoff, and timed.
+
+:func:`send_batch` runs a batch's requests together and hands each result on as soon as it is done
+(``on_result``, on a worker thread). :meth:`Retries.run` attempts one request: it takes a slot for every attempt
+(never while backing off), tells the limiter how the attempt went, retries transient failures (rate limits,
+server errors, timeouts, dropped connections, undecodable bodies; see
+:func:`senseforge.llm.providers.openai_answers.classify`) after an exponential, jittered backoff or the
+endpoint's ``Retry-After``, and measures where the time went: ``service_s``, from each attempt's sending to its
+answer, summed, and ``queue_s``, the wait for a slot, a budget or a hold before them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import random
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import openai
+
+from senseforge.llm.base import GenerateRequest, Progress
+from senseforge.llm.limits import EndpointLimiter
+from senseforge.llm.providers.openai_answers import Problem, classify
+
+_RETRY_AFTER_MAX_S = 60.0
+
+Sleep = Callable[[float], Awaitable[None]]
+"""An awaitable sleep, injectable so that tests need not wait out backoff delays."""
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+OnResult = Callable[[int, _R], None]
+"""Called with a request's index in the batch and its result, as soon as that request is done."""
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The process's TLS context, shared by every batch's client: each new one reads every CA certificate (about
+    40 ms of CPU, which a streamed build paying it per batch of 16 requests felt)."""
+    return httpx.create_ssl_context()
+
+
+def tokens_of(request: GenerateRequest) -> float:
+    """A generation's tokens before it is sent, for a token budget: about one per four characters of its
+    prompt, and its whole ``max_tokens``."""
+    return len(_sent_text(request)) / 4 + request.max_tokens
+
+
+def _sent_text(request: GenerateRequest) -> str:
+    """Every character a generation request sends."""
+    if request.prompt is not None:
+        return request.prompt
+    return "".join(message.content for message in request.as_messages())
+
+
+def run_async(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coro`` to completion, also when the caller already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def send_batch(
+    client: openai.AsyncOpenAI,
+    requests: list[_T],
+    one: Callable[[openai.AsyncOpenAI, _T], Awaitable[_R]],
+    progress: Progress | None,
+    on_result: OnResult[_R] | None = None,
+) -> list[_R]:
+    """Every request of a batch through ``one`` at once on ``client``, which is closed after; the results in the
+    order of ``requests``, each also handed to ``on_result`` (on a worker thread), then counted in ``progress``,
+    as soon as it is done."""
+
+    async def run(index: int, request: _T) -> _R:
+        result = await one(client, request)  # each attempt takes its own slot (see Retries.run)
+        if on_result is not None:
+            await asyncio.to_thread(on_result, index, result)
+        if progress is not None:
+            progress(1)
+        return result
+
+    try:
+        return list(await asyncio.gather(*(run(index, request) for index, request in enumerate(requests))))
+    finally:
+        await client.close()
+
+
+@dataclass(frozen=True)
+class Retries:
+    """How often and after how long a request is tried again.
+
+    Args:
+        max_retries: retries after the first attempt (transient failures only).
+        backoff_base_s: the first backoff delay; it doubles on every retry.
+        backoff_max_s: the longest backoff delay (``Retry-After`` may ask for longer, up to a minute).
+        sleep: the coroutine used to wait between attempts (tests inject a recorder).
+    """
+
+    max_retries: int
+    backoff_base_s: float
+    backoff_max_s: float
+    sleep: Sleep = asyncio.sleep
+
+    def backoff(self, retry: int, problem: Problem) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based)."""
+        if problem.retry_after_s is not None:
+            return min(problem.retry_after_s, max(self.backoff_max_s, _RETRY_AFTER_MAX_S))
+        delay = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** min(retry, 60))
+        return delay * random.uniform(0.5, 1.0)
+
+    async def run(
+        self, attempt: Callable[[], Awaitable[_R]], limiter: EndpointLimiter, tokens: float = 0.0
+    ) -> tuple[_R | Problem, dict[str, Any]]:
+        """Run ``attempt`` until it succeeds, fails for good, or retries run out.
+
+        Each attempt holds a slot of the endpoint's ``limiter`` while it is in flight (never while backing off),
+        and tells the limiter how it went; ``tokens`` is the request's estimate for a token budget.
+
+        Returns:
+            The result (or the last problem), and what the call says of itself: ``attempts`` made,
+            ``retry_errors`` (one line per failed attempt, see :meth:`Problem.line`), ``concurrency`` (the
+            endpoint's level when the last attempt was sent), ``service_s`` (the attempts' time from sending to
+            answer, summed) and ``queue_s`` (the time spent waiting for a slot, a budget or a hold before them).
+        """
+        attempts = 0
+        errors: list[str] = []
+        waited = False  # this request has just waited out the endpoint's Retry-After itself
+        service = queued = 0.0
+        while True:
+            attempts += 1
+            asked = time.perf_counter()
+            slot, sent = await limiter.slot(tokens, self.sleep, hold=not waited)
+            sending = time.perf_counter()
+            queued += sending - asked
+            try:
+                result = await attempt()
+            except asyncio.CancelledError:
+                limiter.release()
+                raise
+            except Exception as exc:
+                service += time.perf_counter() - sending
+                problem = classify(exc)
+                if problem.status in (429, 503):
+                    limiter.refused(slot, problem.retry_after_s)
+                limiter.release()
+            else:
+                service += time.perf_counter() - sending
+                limiter.succeeded(slot)
+                if sent is not None and limiter.budget is not None:
+                    used = [getattr(result, name, None) for name in ("tokens_in", "tokens_out")]
+                    if all(count is not None for count in used):
+                        limiter.budget.settle(sent, sum(count for count in used if count is not None))
+                limiter.release()
+                return result, _said(attempts, errors, slot.level, service, queued)
+            errors.append(problem.line())
+            if not problem.transient or attempts > self.max_retries:
+                return problem, _said(attempts, errors, slot.level, service, queued)
+            waited = problem.retry_after_s is not None
+            await self.sleep(self.backoff(attempts - 1, problem))
+
+
+def _said(attempts: int, errors: list[str], level: int, service: float, queued: float) -> dict[str, Any]:
+    """What a call says of itself, as :class:`~senseforge.llm.base.Completion` fields."""
+    return {
+        "attempts": attempts,
+        "retry_errors": tuple(errors),
+        "concurrency": level,
+        "service_s": service,
+        "queue_s": queued,
+    }
