@@ -8,7 +8,8 @@ request, hit or miss, becomes one ledger row with tokens, latency (and, where th
 measures them apart, the server's time and the wait in the client before sending), attempts,
 the errors of failed attempts, whether it was batched, and its cost with the price table of the
 moment (a record: figures shown later are priced again, see :mod:`senseforge.llm.prices`). Failed
-calls are recorded in the ledger but never cached.
+calls are recorded in the ledger but never cached. The rows are built and written by
+:mod:`senseforge.llm.ledger`.
 
 Results are written as they arrive, so that a run killed part-way (even by ``kill -9``)
 never pays again for a call it already finished. A backend whose ``streams_results`` is
@@ -23,10 +24,8 @@ import hashlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -39,17 +38,16 @@ from senseforge.llm.base import (
     LoglikelihoodRequest,
     Progress,
 )
-from senseforge.llm.prices import Price, PriceTable
+from senseforge.llm.ledger import CacheStats, Kind, LedgerWriter, write_as_reported
+from senseforge.llm.prices import PriceTable
 from senseforge.llm.prompting import TEMPLATE_MARKERS, chat_template, diagnose, template_marker
-from senseforge.store.db import CacheRow, Store
-from senseforge.store.ledger import LedgerRow
+from senseforge.store.db import Store
 
 if TYPE_CHECKING:
     from senseforge.llm.providers.openai_batch import BatchClient
 
 logger = logging.getLogger(__name__)
 
-Kind = Literal["generate", "loglikelihood"]
 Req = TypeVar("Req", GenerateRequest, LoglikelihoodRequest)
 Res = TypeVar("Res", Completion, Loglikelihood)
 CACHE_VERSION = 1
@@ -59,8 +57,6 @@ FLUSH_EVERY = 64
 _WARNED_UNPRICED: set[str] = set()
 """Models whose missing price this process has warned about."""
 
-_NOT_CACHED = {"cached", "retry_errors", "concurrency", "service_s", "queue_s"}
-"""Result fields that describe one call rather than the response, left out of the cache."""
 _AS_HIT: dict[str, Any] = {
     "cached": True,
     "attempts": 0,
@@ -83,25 +79,6 @@ def cache_key(provider: str, identity: dict[str, str], kind: Kind, request: Base
         "request": request.model_dump(mode="json"),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
-
-
-@dataclass
-class CacheStats:
-    """Counts since the wrapper was created."""
-
-    hits: int = 0
-    misses: int = 0
-    failures: int = 0
-    cost_usd: float = 0.0
-    cost_unknown_calls: int = 0
-    replies: int = 0
-    """Generations that came back (cache hits included): what :meth:`CachedLLM.diagnosis` reads."""
-    replies_cut: int = 0
-    """Of those, how many ended at the token limit."""
-    replies_marked: dict[str, int] = field(default_factory=dict)
-    """Of those, how many held each chat-template family's markup."""
-    max_tokens: int = 0
-    """The largest generation budget asked for."""
 
 
 class InFlight:
@@ -191,6 +168,7 @@ class CachedLLM:
         self._provider = inner.name.split("/", 1)[0]
         self._identity: dict[str, str] | None = None
         self._lock = threading.Lock()  # results may be written from a backend's worker thread
+        self._ledger = LedgerWriter(store, provider=self._provider, model=inner.name, run=run, stats=self.stats)
         self._awaited: dict[str, None] = {}
         """The batches at an API whose answers this wrapper's calls found not ready yet, oldest first."""
 
@@ -323,7 +301,9 @@ class CachedLLM:
             answered = [(key, todo[key]) for key in missing[start : start + step]]
             batch = [requests[indices[0]] for _, indices in answered]
             if streams:
-                fresh = self._call_streaming(call, batch, kind, requests, answered, progress)
+                fresh = write_as_reported(
+                    call, batch, answered, progress, lambda items: self._write(kind, requests, fresh=items)
+                )
             else:
                 fresh = call(batch, progress)
                 done = [(key, indices, result) for (key, indices), result in zip(answered, fresh, strict=True)]
@@ -392,100 +372,8 @@ class CachedLLM:
         missing = Failure(kind="server_error", message=f"batch {batch_id} holds no answer for the request")
         out = {key: answers.get(key) or Completion(failure=missing) for key in held}
         with self._lock:
-            now = time.time()
-            ledger = [self._ledger_row("generate", key, result, False, price, now) for key, result in out.items()]
-            cache = [
-                CacheRow(
-                    key=key,
-                    provider=self._provider,
-                    model=self.inner.name,
-                    kind="generate",
-                    request=held[key],
-                    response=_cached_json(result),
-                )
-                for key, result in out.items()
-                if result.ok
-            ]
-            self.store.batch_close(batch_id, "collected", cache=cache, ledger=ledger)
+            self._ledger.collect(batch_id, held, out, price)
         return out
-
-    def _call_streaming(
-        self,
-        call: Callable[..., list[Res]],
-        batch: list[Req],
-        kind: Kind,
-        requests: Sequence[Req],
-        answered: list[tuple[str, list[int]]],
-        progress: Progress | None,
-    ) -> list[Res]:
-        """Send ``batch`` at once and store each result as soon as the backend reports it.
-
-        Reported results go to one writer thread, which stores whatever has arrived in one
-        transaction (a group commit): a burst of answers costs one write, not one each.
-        ``on_result`` returns once its result is stored (the backend calls it off the event
-        loop, so waiting holds up no request).
-        """
-        written: set[int] = set()
-        queue: list[tuple[str, list[int], Res]] = []
-        wake = threading.Condition()
-        closing = False
-        failure: list[BaseException] = []
-        counts = {"queued": 0, "stored": 0}
-
-        def writer() -> None:
-            while True:
-                with wake:
-                    while not queue and not closing:
-                        wake.wait()
-                    items, finished = list(queue), closing
-                    queue.clear()
-                if items:
-                    try:
-                        self._write(kind, requests, fresh=items)
-                    except BaseException as exc:  # re-raised in the caller's thread
-                        with wake:
-                            failure.append(exc)
-                            wake.notify_all()
-                        return
-                with wake:
-                    counts["stored"] += len(items)
-                    wake.notify_all()
-                if finished and not items:
-                    return
-
-        def on_result(position: int, result: Res) -> None:
-            # returns once the result is stored, so the row exists when the backend moves on
-            key, indices = answered[position]
-            with wake:
-                if position in written:
-                    return
-                written.add(position)
-                queue.append((key, indices, result))
-                counts["queued"] += 1
-                mine = counts["queued"]
-                wake.notify_all()
-                while counts["stored"] < mine and not failure:
-                    wake.wait()
-                if failure:
-                    raise failure[0]
-
-        thread = threading.Thread(target=writer, name="senseforge-cache-writer", daemon=True)
-        thread.start()
-        try:
-            fresh = call(batch, progress, on_result=on_result)
-        finally:
-            with wake:
-                closing = True
-                wake.notify()
-            thread.join()
-        if failure:
-            raise failure[0]
-        with wake:
-            late = [(key, indices, fresh[i]) for i, (key, indices) in enumerate(answered) if i not in written]
-            written.update(range(len(fresh)))
-        if late:  # results the backend returned without reporting them
-            self._write(kind, requests, fresh=late)
-        return fresh
 
     def _write(
         self,
@@ -506,24 +394,7 @@ class CachedLLM:
         """
         price = self.prices.lookup(self.inner.name)
         with self._lock:
-            now = time.time()
-            ledger = [self._ledger_row(kind, key, result, True, price, now) for key, result in hits]
-            cache = []
-            for key, indices, result in fresh:
-                ledger.append(self._ledger_row(kind, key, result, False, price, now))
-                ledger.extend(self._ledger_row(kind, key, result, True, price, now) for _ in indices[1:])
-                if result.ok:
-                    cache.append(
-                        CacheRow(
-                            key=key,
-                            provider=self._provider,
-                            model=self.inner.name,
-                            kind=kind,
-                            request=requests[indices[0]].model_dump_json(),
-                            response=_cached_json(result),
-                        )
-                    )
-            self.store.record(cache=cache, ledger=ledger)
+            self._ledger.write(kind, requests, price, hits=hits, fresh=fresh)
             if price is None and self.stats.cost_unknown_calls and self.inner.name not in _WARNED_UNPRICED:
                 _WARNED_UNPRICED.add(self.inner.name)  # once per model and process, however many wrappers it has
                 logger.warning(
@@ -531,57 +402,6 @@ class CachedLLM:
                     self.inner.name,
                     "the price table ($SENSEFORGE_HOME/prices.toml)",
                 )
-
-    def _ledger_row(
-        self,
-        kind: Kind,
-        key: str,
-        result: Completion | Loglikelihood,
-        hit: bool,
-        price: Price | None,
-        now: float,
-    ) -> LedgerRow:
-        """The ledger row for one request, counted in :attr:`stats` (call with the lock held)."""
-        if hit:
-            cost: float | None = 0.0
-            self.stats.hits += 1
-        else:
-            self.stats.misses += 1
-            batched = isinstance(result, Completion) and result.batched
-            cost = price.cost(result.tokens_in, result.tokens_out, batched=batched) if price is not None else None
-            if result.failure is not None:
-                self.stats.failures += 1
-        if cost is None:
-            self.stats.cost_unknown_calls += 1
-        else:
-            self.stats.cost_usd += cost
-        return LedgerRow(
-            ts=now,
-            run=self.run,
-            provider=self._provider,
-            model=self.inner.name,
-            kind=kind,
-            cache_key=key,
-            cache_hit=hit,
-            tokens_in=result.tokens_in,
-            tokens_out=result.tokens_out,
-            latency_s=0.0 if hit else result.latency_s,
-            service_s=None if hit else result.service_s,
-            queue_s=None if hit else result.queue_s,
-            batched=isinstance(result, Completion) and result.batched,
-            attempts=0 if hit else result.attempts,
-            cost_usd=cost,
-            failure_kind=result.failure.kind if result.failure else None,
-            failure_message=result.failure.message if result.failure else None,
-            retry_errors=() if hit else result.retry_errors,
-            concurrency=None if hit else result.concurrency,
-        )
-
-
-def _cached_json(result: Completion | Loglikelihood) -> str:
-    """A result as the cache keeps it: without what only one call had, and ``batched`` only when so."""
-    batched = isinstance(result, Completion) and result.batched
-    return result.model_dump_json(exclude=_NOT_CACHED if batched else _NOT_CACHED | {"batched"})
 
 
 def open_llm(
