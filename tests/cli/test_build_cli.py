@@ -20,7 +20,7 @@ def test_build_prints_the_funnel_and_writes_the_run(kb: Path, tmp_path: Path, se
     args = ["build", "mcsqa", "--lang", "ja", "--n", "6", "--kb", str(kb), "-m", AUTHOR, "--out", str(run)]
     result = run_cli(*args, "--reviewers", AUTHOR, "--lm-review-as-hard", home=senseforge_home)
     assert result.returncode == 0, result.stderr
-    assert "mCSQA funnel (ja)" in result.stdout and "kept" in result.stdout
+    assert "mcsqa funnel (ja)" in result.stdout and "kept" in result.stdout
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["config"]["lang"] == "ja" and len(manifest["config_hash"]) == 64
     assert set(manifest["templates"]) == {"generate/ja/chat", "refine/ja/chat", "distractors/ja/chat"}
@@ -272,7 +272,7 @@ def test_build_for_several_languages_makes_one_run_each_as_built_alone(
     runs = tmp_path / "runs"
     together = run_cli("build", "mcsqa", "--lang", "en,ja", *common, "--out", str(runs), home=senseforge_home)
     assert together.returncode == 0, together.stderr
-    assert "mCSQA funnel (en)" in together.stdout and "mCSQA funnel (ja)" in together.stdout
+    assert "mcsqa funnel (en)" in together.stdout and "mcsqa funnel (ja)" in together.stdout
     assert sorted(path.name for path in runs.iterdir()) == ["mcsqa-en", "mcsqa-ja"]
     for lang in ("en", "ja"):
         for name in ("dataset/train.jsonl", "dataset/test.jsonl", "funnel.json"):
