@@ -20,7 +20,7 @@ def test_build_prints_the_funnel_and_writes_the_run(kb: Path, tmp_path: Path, se
     args = ["build", "mcsqa", "--lang", "ja", "--n", "6", "--kb", str(kb), "-m", AUTHOR, "--out", str(run)]
     result = run_cli(*args, "--reviewers", AUTHOR, "--lm-review-as-hard", home=senseforge_home)
     assert result.returncode == 0, result.stderr
-    assert "mCSQA funnel (ja)" in result.stdout and "kept" in result.stdout
+    assert "mcsqa funnel (ja)" in result.stdout and "kept" in result.stdout
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["config"]["lang"] == "ja" and len(manifest["config_hash"]) == 64
     assert set(manifest["templates"]) == {"generate/ja/chat", "refine/ja/chat", "distractors/ja/chat"}
@@ -154,7 +154,7 @@ def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path)
     assert set(funnel["by_task"]) == {"safety", "intent", "dialogue", "stance", "mt-zh-en"}
     assert next(r for r in funnel["stages"] if r["stage"] == "wsg")["in"] > 0
     assert (crow / "release" / "public.jsonl").is_file() and (crow / "rejects.jsonl").is_file()
-    assert "crow funnel" in result.stdout and "per task" in result.stdout
+    assert "crow funnel" in result.stdout and "Per task:" in result.stdout
     assert "where everything is" in result.stdout
     for name in ("culture-gen", "culture-adapt", "crow"):  # the bytes the demo wrote before typed records
         compare_with_golden(out / "runs" / name, GOLDEN_DEMO / name)
@@ -204,7 +204,7 @@ def test_build_crow_from_the_command_line_and_its_one_line_errors(tmp_path: Path
     args = ("build", "crow", "--source", str(shots), "--task", "safety,mt_zh_en", "-m", "scripted/crow-author")
     result = run_cli(*args, "--validators", "scripted/crow-author", "--out", str(run), home=senseforge_home)
     assert result.returncode == 0, result.stderr
-    assert "crow funnel" in result.stdout and "per task" in result.stdout
+    assert "crow funnel" in result.stdout and "Per task:" in result.stdout
     assert sorted(p.name for p in (run / "dataset").glob("*.jsonl")) <= ["mt-zh-en.jsonl", "safety.jsonl"]
     assert json.loads((run / "funnel.json").read_text())["tasks"] == ["safety", "mt-zh-en"]
     nope = str(tmp_path / "nope.jsonl")
@@ -272,7 +272,7 @@ def test_build_for_several_languages_makes_one_run_each_as_built_alone(
     runs = tmp_path / "runs"
     together = run_cli("build", "mcsqa", "--lang", "en,ja", *common, "--out", str(runs), home=senseforge_home)
     assert together.returncode == 0, together.stderr
-    assert "mCSQA funnel (en)" in together.stdout and "mCSQA funnel (ja)" in together.stdout
+    assert "mcsqa funnel (en)" in together.stdout and "mcsqa funnel (ja)" in together.stdout
     assert sorted(path.name for path in runs.iterdir()) == ["mcsqa-en", "mcsqa-ja"]
     for lang in ("en", "ja"):
         for name in ("dataset/train.jsonl", "dataset/test.jsonl", "funnel.json"):

@@ -44,6 +44,10 @@ from senseforge.pipelines.config import ReviewedConfig
 from senseforge.pipelines.progress import ProgressSink, StageProgress
 from senseforge.pipelines.recipe import Flag, ReadsTogether, Recipe
 from senseforge.pipelines.registry import dry_run_authors, recipes
+from senseforge.runfolder import files
+from senseforge.runfolder.funnel import Funnel as TypedFunnel
+from senseforge.runfolder.legacy import funnel_from_legacy
+from senseforge.runfolder.manifest import Manifest
 
 app = typer.Typer(help="Build a benchmark with a recipe (resumable).", no_args_is_help=True)
 
@@ -484,7 +488,7 @@ def print_summary(summary: Any) -> None:
         tasks = ", ".join(f"{task} {n}" for task, n in summary.waiting_for.items())
         err.print(
             f"{summary.awaiting} item(s) wait for people (tasks queued: {tasks}; listed in "
-            f"{summary.run_dir / 'review' / 'queue.jsonl'}).\n"
+            f"{summary.run_dir / files.REVIEW_QUEUE}).\n"
             f"people work in the app:  senseforge annotate serve {summary.run_dir}  (invite each with "
             f"senseforge annotate invite NAME {summary.run_dir}),\n"
             "or bring their judgements as JSONL (item_id, annotator, task, the task's fields: accept for a review);\n"
@@ -492,15 +496,15 @@ def print_summary(summary: Any) -> None:
             "[--decisions FILE]"
         )
         return
-    funnel = summary.funnel
-    table = Table(title=funnel.title(summary.recipe))
+    funnel = typed_funnel(summary.funnel, summary.recipe, summary.run_dir)
+    table = Table(title=f"{funnel.recipe} funnel" + (f" ({funnel.lang})" if funnel.lang else ""))
     for column in ("stage", "in", "out", "rejected"):
         table.add_column(column, justify="right" if column in ("in", "out") else "left")
     for row in funnel.stages:
         table.add_row(row.stage, str(row.in_), str(row.out), ", ".join(f"{why} {n}" for why, n in row.rejected.items()))
     out.print(table)
-    for line in funnel.summary():
-        out.print(line)
+    for line in funnel.summary_lines():
+        out.print(line, markup=False, highlight=False)
     cost = summary.cost
     spent = "unknown (unpriced model or human rate)" if cost.total_usd is None else money(cost.total_usd)
     per = cost.cost_per_kept_item_usd
@@ -512,6 +516,16 @@ def print_summary(summary: Any) -> None:
             f"{ledger.get('retried_calls', 0)} retried, {ledger.get('failed_calls', 0)} failed"
         )
     where = summary.run_dir
-    written = [folder for folder in funnel.datasets(where) if folder.is_dir()]
+    written = [where / folder for folder in funnel.datasets if (where / folder).is_dir()]
     shown = ", ".join(str(folder) for folder in written) or "none (nothing was kept)"
-    out.print(f"dataset: {shown} · reports: {where / 'funnel.json'}, {where / 'cost.json'}, {where / 'rejects.jsonl'}")
+    reports = ", ".join(str(where / name) for name in (files.FUNNEL, files.COST, files.REJECTS))
+    out.print(f"dataset: {shown} · reports: {reports}")
+
+
+def typed_funnel(funnel: Any, recipe: str, run_dir: Path) -> TypedFunnel:
+    """The run's funnel in the typed form: as the engine returns it, or (a recipe's own funnel model of the form
+    before) read as its ``funnel.json`` would be."""
+    if isinstance(funnel, TypedFunnel):
+        return funnel
+    document = funnel.model_dump(mode="json", by_alias=True)
+    return funnel_from_legacy(document, Manifest(recipe=recipe), run_dir)

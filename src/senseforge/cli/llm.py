@@ -174,18 +174,21 @@ def _run_label(run: str | None, store: str | None) -> tuple[str | None, str | No
     names (unless ``--store`` is given); anything else is a ledger label as it is."""
     from pathlib import Path
 
-    from senseforge.pipelines.runner import read_manifest
     from senseforge.pipelines.status import ledger_url_of
+    from senseforge.runfolder import files
+    from senseforge.runfolder.folder import read_manifest
 
     if run is None or not Path(run).is_dir():
         return run, store
     manifest = read_manifest(Path(run))
-    if manifest is None or not manifest.get("run_id"):
+    if manifest is not None and "config" not in manifest.model_fields_set:
+        raise ConfigError(f"{Path(run) / files.MANIFEST}: not a senseforge run manifest")
+    if manifest is None or not manifest.run_id:
         raise ConfigError(f"--run {run}: no run manifest with a run_id in this folder; give its ledger label")
     url = ledger_url_of(manifest, store)
-    if url is None and "***" in str(manifest.get("store_url")):  # not the default store: the run's, with a password
-        raise ConfigError(f"--run {run}: its store is {manifest['store_url']}; give its full URL with --store")
-    return str(manifest["run_id"]), url
+    if url is None and "***" in str(manifest.store_url):  # not the default store: the run's, with a password
+        raise ConfigError(f"--run {run}: its store is {manifest.store_url}; give its full URL with --store")
+    return manifest.run_id, url
 
 
 @app.command("ledger")

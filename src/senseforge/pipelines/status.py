@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from senseforge.errors import ConfigError
 from senseforge.llm.prices import PriceTable
 from senseforge.pipelines.rundir import password_hidden, resume_command, resume_note
-from senseforge.pipelines.runner import BATCHES, DEFAULT_RUN_STORE, MANIFEST, read_manifest, store_url_of
+from senseforge.pipelines.runner import BATCHES, DEFAULT_RUN_STORE, store_url_of
 from senseforge.pipelines.runstore import HEARTBEAT_STALE_S, RunStore
 from senseforge.pipelines.tables import stage_results
+from senseforge.runfolder import files
+from senseforge.runfolder.folder import read_manifest
+from senseforge.runfolder.manifest import Manifest
 from senseforge.store.batches import BatchRow
 from senseforge.store.db import Store
 from senseforge.store.ledger import FailureCause, LedgerRow
@@ -90,18 +92,18 @@ class RunStatus(BaseModel):
     table's sources."""
 
 
-def _stage_names(manifest: Mapping[str, Any], run: RunStore) -> list[str]:
+def _stage_names(manifest: Manifest, run: RunStore) -> list[str]:
     """The recipe's stage names in order (source first), then any other stage the store holds."""
     from senseforge.pipelines.registry import recipes
 
     names: list[str] = []
-    recipe = recipes().get(str(manifest.get("recipe")))
+    recipe = recipes().get(str(manifest.recipe))
     if recipe is not None:
         try:
-            config = recipe.config_model.model_validate(manifest["config"])
+            config = recipe.config_model.model_validate(manifest.config)
             names = [recipe.source(config).name, *(stage.name for stage in recipe.stages(config))]
         except Exception:  # a config this version cannot rebuild, a model it cannot ask: the stored order below
-            logger.debug("cannot list the stages of %s from its recipe", manifest.get("recipe"), exc_info=True)
+            logger.debug("cannot list the stages of %s from its recipe", manifest.recipe, exc_info=True)
             names = []
     first = sa.func.min(stage_results.c.created_at)
     query = sa.select(stage_results.c.stage, first).group_by(stage_results.c.stage).order_by(first)
@@ -117,12 +119,12 @@ def _counts(run: RunStore, stage: str) -> StageCounts:
     return StageCounts(stage=stage, ok=ok, rejected=rejected)
 
 
-def ledger_url_of(manifest: Mapping[str, Any], given: str | None) -> str | None:
+def ledger_url_of(manifest: Manifest, given: str | None) -> str | None:
     """The store a run's calls went to: ``given``, else the manifest's (unless its password was hidden)."""
     if given:
         return given
-    recorded = manifest.get("store_url")
-    if isinstance(recorded, str) and "***" not in recorded:
+    recorded = manifest.store_url
+    if recorded is not None and "***" not in recorded:
         return recorded
     return None
 
@@ -151,16 +153,20 @@ def run_status(
     """
     manifest = read_manifest(run_dir) if run_dir.is_dir() else None
     if manifest is None:
-        raise ConfigError(f"{run_dir}: no run here (no {MANIFEST}); give the folder a build wrote (its --out)")
+        raise ConfigError(f"{run_dir}: no run here (no {files.MANIFEST}); give the folder a build wrote (its --out)")
+    if "config" not in manifest.model_fields_set:
+        raise ConfigError(f"{run_dir / files.MANIFEST}: not a senseforge run manifest")
+    written = manifest.as_dict()  # for the run directory's helpers, which read it as written
+    model = manifest.config.get("model")
     status = RunStatus(
         run_dir=str(run_dir),
-        recipe=manifest.get("recipe"),
-        run_id=manifest.get("run_id"),
+        recipe=manifest.recipe,
+        run_id=manifest.run_id,
         state=NOTHING_STORED,
-        model=(manifest.get("config") or {}).get("model"),
+        model=str(model) if model is not None else None,
     )
-    url = store_url_of(run_dir, run_store_url, manifest, recorded=True)
-    local = run_store_url is None and manifest.get("run_store_url") in (None, DEFAULT_RUN_STORE)
+    url = store_url_of(run_dir, run_store_url, written, recorded=True)
+    local = run_store_url is None and manifest.run_store_url in (None, DEFAULT_RUN_STORE)
     awaited: list[str] = []
     if not local or (run_dir / DEFAULT_RUN_STORE).is_file():
         run = RunStore(url)
@@ -178,12 +184,12 @@ def run_status(
         finally:
             run.close()
     if status.recipe:
-        status.resume = resume_command(status.recipe, run_dir, manifest) + resume_note(manifest)
+        status.resume = resume_command(status.recipe, run_dir, written) + resume_note(written)
     ledger_url = ledger_url_of(manifest, store)
     if status.run_id is None:
         return status
-    recorded = manifest.get("store_url")
-    if ledger_url is None and isinstance(recorded, str) and password_hidden(recorded):
+    recorded = manifest.store_url
+    if ledger_url is None and recorded is not None and password_hidden(recorded):
         status.ledger_unread = f"its store is {recorded} and the manifest keeps no password: give --store URL"
         return status
     ledger = Store(ledger_url)

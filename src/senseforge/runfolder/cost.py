@@ -45,8 +45,8 @@ class HumanCost(BaseModel):
     """Human judgements at their rate (``None``: no rate given, so unknown)."""
 
     judgements: int
-    rate_usd: float | None
-    cost_usd: float | None
+    rate_usd: float | None = None
+    cost_usd: float | None = None
 
 
 class Cost(_Ordered):
@@ -58,10 +58,10 @@ class Cost(_Ordered):
     human: HumanCost
     human_by_task: dict[str, HumanCost] | None = None
     """Per task type, when people did more than one kind of task."""
-    unpriced_models: list[str]
+    unpriced_models: list[str] = Field(default_factory=list)
     total_usd: float | None
     kept: int
-    cost_per_kept_item_usd: float | None
+    cost_per_kept_item_usd: float | None = None
     kept_unit: str = Field(default="item", exclude=True)
     """What was kept (the funnel's :attr:`Funnel.kept_unit`): the per-kept key is named after it."""
 

@@ -7,43 +7,20 @@ A funnel written before the typed form (no ``format``) is read through :mod:`sen
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from senseforge.errors import ConfigError
 from senseforge.runfolder import files
 from senseforge.runfolder.cost import Cost
+from senseforge.runfolder.documents import located, read_document
 from senseforge.runfolder.funnel import Funnel
 from senseforge.runfolder.legacy import funnel_from_legacy
 from senseforge.runfolder.manifest import Manifest
 
-
-def read_document(path: Path) -> Any:
-    """The JSON document at ``path``, ``None`` when there is no such file.
-
-    Raises:
-        ConfigError: the file is there but is not JSON (its path and the parser's line and column).
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{path}: not JSON: {exc}") from exc
-
-
-def _problem(path: Path, exc: ValidationError) -> ConfigError:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "(top)"
-    return ConfigError(f"{path}: {where}: {first['msg']}")
+__all__ = ["RunFolder", "read_cost", "read_document", "read_funnel", "read_manifest"]
 
 
 def read_manifest(folder: Path) -> Manifest | None:
@@ -55,7 +32,7 @@ def read_manifest(folder: Path) -> Manifest | None:
     try:
         return Manifest.model_validate(document)
     except ValidationError as exc:
-        raise _problem(path, exc) from exc
+        raise located(path, exc) from exc
 
 
 def read_funnel(folder: Path, manifest: Manifest | None = None) -> Funnel | None:
@@ -69,7 +46,9 @@ def read_funnel(folder: Path, manifest: Manifest | None = None) -> Funnel | None
             return Funnel.model_validate(document)
         return funnel_from_legacy(document, manifest, folder)
     except ValidationError as exc:
-        raise _problem(path, exc) from exc
+        raise located(path, exc) from exc
+    except ConfigError:
+        raise  # a group's own file, named
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
 
@@ -82,7 +61,7 @@ def read_cost(path: Path) -> Cost | None:
     try:
         return Cost.model_validate(document)
     except ValidationError as exc:
-        raise _problem(path, exc) from exc
+        raise located(path, exc) from exc
 
 
 @dataclass(frozen=True)

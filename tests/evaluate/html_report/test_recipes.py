@@ -1,9 +1,11 @@
-"""The cost part of a run's section: calls answered through an API's Batch API are marked as such."""
+"""A run's section: calls answered through an API's Batch API are marked as such in its cost part, and a run reads
+the same from a funnel of the form before the typed one as from the typed one."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,28 @@ def test_batch_calls_are_marked_beside_the_stage_and_in_the_caption(tmp_path: Pa
 def test_a_run_without_batch_calls_marks_none(tmp_path: Path) -> None:
     part = _cost_part(tmp_path / "online", {"generate": _stage(18), "verify": _stage(18)})
     assert "<td>generate</td><td>18</td>" in part and "batch" not in part.lower()
+
+
+@pytest.mark.parametrize("golden", ["crow-people", "culture-gen-lm-review", "human-gen-people"])
+def test_a_run_reads_the_same_from_its_old_funnel_and_from_the_typed_form(tmp_path: Path, golden: str) -> None:
+    """A run written before the typed funnel and the same run in the typed form give the same section: every
+    figure, caption and number is drawn from the declared figures, whichever form declared them."""
+    from senseforge.evaluate.html_report import build_report
+    from senseforge.runfolder.folder import RunFolder
+
+    source = Path(__file__).parents[2] / "fixtures" / "golden" / golden
+    old, typed = tmp_path / "old" / "run", tmp_path / "typed" / "run"
+    shutil.copytree(source, old)
+    shutil.copytree(source, typed)
+    funnel = RunFolder.open(old).funnel
+    assert funnel is not None and funnel.figures
+    document = funnel.model_dump(mode="json", by_alias=True)
+    (typed / "funnel.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    old_page, old_figures = build_report([old])
+    typed_page, typed_figures = build_report([typed])
+    assert [d.name for d in old_figures.drawn] == [d.name for d in typed_figures.drawn]
+    assert [d.caption for d in old_figures.drawn] == [d.caption for d in typed_figures.drawn]
+    assert old_page.replace(str(old), "RUN") == typed_page.replace(str(typed), "RUN")
+    for figure in funnel.figures:
+        if figure.draw:
+            assert f"-{figure.name}" in " ".join(d.name for d in old_figures.drawn), figure.name

@@ -76,9 +76,5 @@ def headline_name(evaluation: Evaluation) -> str:
     return "crow_score_macro_f1" if evaluation.kind == "binary" else "acc"
 
 
-def per_kept(cost: Mapping[str, Any] | None) -> float | None:
-    return next((v for k, v in (cost or {}).items() if k.startswith("cost_per_kept_")), None)
-
-
 def anchor(run: Run) -> str:
     return "run-" + "".join(c if c.isalnum() else "-" for c in run.heading)

@@ -14,14 +14,15 @@ from senseforge.evaluate.html_report.inputs import Evaluation, Run
 
 
 def circular(run: Run | None, evaluation: Evaluation) -> bool:
-    """Whether the evaluated model also verified the run's items (mCSQA's Easy/Hard split is then its own)."""
-    if run is None or run.recipe != "mcsqa" or evaluation.kind != "mc":
+    """Whether the evaluated model also verified the run's items (a run with a ``verify`` stage, mCSQA's, split
+    them into Easy and Hard by it, so that split is then the model's own)."""
+    if run is None or run.funnel is None or run.funnel.stage("verify") is None or evaluation.kind != "mc":
         return False
     verifiers = run.models_of("verify")
     if evaluation.model in verifiers:
         return True
     weights = evaluation.results.model.identity.get("weights_sha256")
-    models = run.manifest.get("models") or {}
+    models = run.manifest.models if run.manifest is not None else {}
     return bool(weights) and any((models.get(v) or {}).get("weights_sha256") == weights for v in verifiers)
 
 

@@ -1,12 +1,13 @@
 """What the report reads: run folders, evaluation results, and which evaluation belongs to which run.
 
 A **run folder** is what ``build`` wrote: ``manifest.json`` and, once finished, ``funnel.json`` and
-``cost.json``. An **evaluation** is a ``results.json`` that ``eval run`` wrote. Each evaluation is filed
-under the run it evaluated, wherever its file lies (inside the run's ``eval/``, or in a folder given
-with ``--eval``): first by the data path it records (the run folder or a file inside it), then, when
-that path leads to no run given (the run was moved or copied), by the digest of the data it scored
-(the same items give the same digest). An evaluation of data that is no run given stays unfiled and is
-shown under its data's name.
+``cost.json``, read and validated by :meth:`~senseforge.runfolder.folder.RunFolder.open` (a funnel an earlier
+version wrote is read in the typed form too). An **evaluation** is a ``results.json`` that ``eval run``
+wrote. Each evaluation is filed under the run it evaluated, wherever its file lies (inside the run's
+``eval/``, or in a folder given with ``--eval``): first by the data path it records (the run folder or a
+file inside it), then, when that path leads to no run given (the run was moved or copied), by the digest
+of the data it scored (the same items give the same digest). An evaluation of data that is no run given
+stays unfiled and is shown under its data's name.
 
 Headings are unique: two runs both called ``mcsqa-en`` are shown as ``a/mcsqa-en`` and ``b/mcsqa-en``.
 """
@@ -24,8 +25,13 @@ from pydantic import ValidationError
 from senseforge.data.schema import Judgement
 from senseforge.errors import ConfigError
 from senseforge.evaluate.records import EvalResults
+from senseforge.runfolder import files
+from senseforge.runfolder.cost import Cost
+from senseforge.runfolder.folder import RunFolder
+from senseforge.runfolder.funnel import Funnel
+from senseforge.runfolder.manifest import Manifest
 
-RUN_FILES: tuple[str, ...] = ("manifest.json", "funnel.json")
+RUN_FILES = files.RUN_FILES
 """A folder holding either is a run folder."""
 RESULTS = "results.json"
 
@@ -146,28 +152,38 @@ class Run:
 
     path: Path
     heading: str
-    manifest: dict[str, Any]
-    funnel: dict[str, Any] | None
-    cost: dict[str, Any] | None
+    manifest: Manifest | None
+    funnel: Funnel | None
+    cost: Cost | None
     judgements: Sequence[Judged] | None = None
     """The run store's judgements (``None``: not read; the agreement figures say so)."""
     evaluations: list[Evaluation] = field(default_factory=list)
 
     @property
     def recipe(self) -> str | None:
-        return self.manifest.get("recipe") or (self.manifest.get("config") or {}).get("recipe")
+        """The recipe that built it (the manifest's, else its config's, else the funnel's)."""
+        if self.manifest is not None:
+            named = self.manifest.recipe or self.manifest.config.get("recipe")
+            if named:
+                return str(named)
+        return self.funnel.recipe if self.funnel is not None else None
 
     @property
     def config(self) -> dict[str, Any]:
-        return dict(self.manifest.get("config") or {})
+        return dict(self.manifest.config) if self.manifest is not None else {}
 
     def read(self, name: str) -> Any:
         return read_json(self.path / name)
 
     def languages(self) -> list[str]:
-        """The run's languages: the funnel's ``langs``, else its ``lang``, else the config's."""
-        funnel = self.funnel or {}
-        langs = funnel.get("langs") or ([funnel["lang"]] if funnel.get("lang") else None)
+        """The run's languages: its groups when grouped by language, else the funnel's ``lang``, else the config's."""
+        funnel = self.funnel
+        langs: list[str] = []
+        if funnel is not None:
+            if funnel.group_by == "lang":
+                langs = [group.name for group in funnel.groups]
+            elif funnel.lang:
+                langs = [funnel.lang]
         if not langs:
             config = self.config
             langs = config.get("langs") or ([config["lang"]] if config.get("lang") else [])
@@ -177,10 +193,10 @@ class Run:
         """Every kept item (``items/`` before ``dataset/``; per language under ``<lang>/`` too)."""
         folders = [self.path, *(self.path / lang for lang in self.languages())]
         for folder in folders:
-            for sub in ("items", "dataset"):
-                files = sorted((folder / sub).glob("*.jsonl")) if (folder / sub).is_dir() else []
-                if files:
-                    for file in files:
+            for sub in (files.ITEMS, files.DATASET):
+                found = sorted((folder / sub).glob("*.jsonl")) if (folder / sub).is_dir() else []
+                if found:
+                    for file in found:
                         yield from _rows(file)
                     break
 
@@ -227,7 +243,8 @@ def read_runs(folders: Sequence[Path], judgements: Mapping[Path, Sequence[Judged
     """The runs of ``folders`` with unique headings.
 
     Raises:
-        ConfigError: a folder that does not exist.
+        ConfigError: a folder that does not exist, or a run file in one that is unreadable or of the wrong shape
+            (the file and the place in it named).
     """
     missing = [str(folder) for folder in folders if not folder.is_dir()]
     if missing:
@@ -235,22 +252,18 @@ def read_runs(folders: Sequence[Path], judgements: Mapping[Path, Sequence[Judged
     given = {Path(path).resolve(): judged for path, judged in (judgements or {}).items()}
     runs = []
     for folder, heading in zip(folders, headings(folders), strict=True):
-        manifest = read_json(folder / "manifest.json")
+        opened = RunFolder.open(folder) if folder_kind(folder) == "run" else RunFolder(folder, None, None, None)
         runs.append(
             Run(
                 path=folder,
                 heading=heading,
-                manifest=manifest if isinstance(manifest, dict) else {},
-                funnel=_dict_or_none(read_json(folder / "funnel.json")),
-                cost=_dict_or_none(read_json(folder / "cost.json")),
+                manifest=opened.manifest,
+                funnel=opened.funnel,
+                cost=opened.cost,
                 judgements=given.get(folder.resolve()),
             )
         )
     return runs
-
-
-def _dict_or_none(value: Any) -> dict[str, Any] | None:
-    return value if isinstance(value, dict) else None
 
 
 def file_evaluations(runs: Sequence[Run], given: Sequence[Path]) -> list[Evaluation]:

@@ -19,11 +19,11 @@ from senseforge.evaluate.html_report.common import (
     none,
     note,
     num,
-    per_kept,
     show,
     table,
 )
 from senseforge.evaluate.html_report.inputs import Evaluation, Run
+from senseforge.runfolder.figures import Table
 
 
 def _difficulties(run: Run) -> tuple[int | None, int | None, float | None]:
@@ -36,12 +36,12 @@ def _difficulties(run: Run) -> tuple[int | None, int | None, float | None]:
         provenance = item.get("provenance")
         if isinstance(provenance, dict):
             with_provenance += 1
-            human += provenance.get("review") == "human" or provenance.get("recipe") == "human-gen"
-    if not counts:
-        splits = (run.funnel or {}).get("splits")
-        if isinstance(splits, dict) and all(isinstance(v, dict) for v in splits.values()):
-            for part in splits.values():
-                counts.update({k: int(v) for k, v in part.items() if k in ("easy", "hard")})
+            human += provenance.get("review") == "human"  # people wrote it, or verified it
+    if not counts and run.funnel is not None:  # no items here: the funnel's Easy/Hard per split, where it has one
+        for figure in run.funnel.figures:
+            if isinstance(figure, Table) and {"Easy", "Hard"} <= set(figure.columns):
+                counts.update({k.lower(): int(sum(v or 0 for v in figure.column(k))) for k in ("Easy", "Hard")})
+                break
     easy, hard = (counts["easy"], counts["hard"]) if counts else (None, None)
     return easy, hard, (human / with_provenance if with_provenance else None)
 
@@ -57,9 +57,9 @@ def overview(runs: Sequence[Run], unfiled: Sequence[Evaluation], figures: fig.Fi
                     f'<a href="#{anchor(run)}">{e(run.heading)}</a>',
                     run.recipe or "–",
                     ", ".join(run.languages()) or "–",
-                    (run.funnel or {}).get("kept"),
-                    money(run.cost.get("total_usd")) if run.cost else None,  # – : no cost.json yet
-                    money(per_kept(run.cost)) if run.cost else None,
+                    run.funnel.kept if run.funnel is not None else None,
+                    money(run.cost.total_usd) if run.cost else None,  # – : no cost.json yet
+                    money(run.cost.cost_per_kept_item_usd) if run.cost else None,
                     easy,
                     hard,
                     human,
@@ -74,7 +74,7 @@ def overview(runs: Sequence[Run], unfiled: Sequence[Evaluation], figures: fig.Fi
             "human share: the share of kept items that people wrote or verified (the rest an LM verified or "
             "reviewed); – where the items do not say."
         )
-        out += _mcsqa_languages(runs, figures)
+        out += _easy_hard_languages(runs, figures)
     every = [(run.heading, evaluation) for run in runs for evaluation in run.evaluations]
     every += [(_data_name(evaluation), evaluation) for evaluation in unfiled]
     if not every:
@@ -118,13 +118,13 @@ def _data_name(evaluation: Evaluation) -> str:
     return f"{evaluation.results.data.name} (not a run given)"
 
 
-def _mcsqa_languages(runs: Sequence[Run], figures: fig.Figures) -> str:
-    mcsqa = [run for run in runs if run.recipe == "mcsqa"]
-    if not mcsqa:
+def _easy_hard_languages(runs: Sequence[Run], figures: fig.Figures) -> str:
+    """Easy and Hard kept questions of every run that tells them apart (mCSQA's), one bar per run and language."""
+    split = [(run, found) for run in runs if (found := _difficulties(run))[:2] != (None, None)]
+    if not split:
         return ""
     labels, easy, hard = [], [], []
-    for run in mcsqa:
-        e_, h_, _ = _difficulties(run)
+    for run, (e_, h_, _) in split:
         labels.append(f"{', '.join(run.languages()) or '?'} · {run.heading}")
         easy.append(float(e_ or 0))
         hard.append(float(h_ or 0))

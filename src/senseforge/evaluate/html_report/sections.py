@@ -1,4 +1,4 @@
-"""The page's sections: each run (its recipe's figures, its evaluations, its manifest), the transfer study and
+"""The page's sections: each run (the figures it declared, its evaluations, its manifest), the transfer study and
 the analyses. The overview is :mod:`.overview`; what a section draws of a run, :mod:`.recipes` and
 :mod:`.evaluations`; the pieces they share, :mod:`.common`."""
 
@@ -13,31 +13,15 @@ from senseforge.evaluate.html_report import figures as fig
 from senseforge.evaluate.html_report.common import FOLDER_TOKEN, anchor, e, none, show, table
 from senseforge.evaluate.html_report.evaluations import evaluations_part, human_baseline_part
 from senseforge.evaluate.html_report.inputs import Run, read_json
-from senseforge.evaluate.html_report.recipes import (
-    agreement_part,
-    cost_part,
-    crow_parts,
-    culture_parts,
-    funnel_part,
-    human_gen_parts,
-    mcsqa_parts,
-)
+from senseforge.evaluate.html_report.recipes import agreement_part, cost_part, declared_parts, funnel_part
+from senseforge.runfolder.manifest import Manifest
 
 
 def run_section(run: Run, figures: fig.Figures) -> str:
     out = f'<section id="{anchor(run)}"><h2>{e(run.heading)}</h2>'
     out += f"<p><code>{e(run.path)}</code> · recipe {e(run.recipe or 'unknown')}</p>"
     out += funnel_part(run, figures) + cost_part(run, figures)
-    recipe_parts = {
-        "mcsqa": mcsqa_parts,
-        "human-gen": human_gen_parts,
-        "culture-gen": culture_parts,
-        "culture-adapt": culture_parts,
-        "crow": crow_parts,
-    }
-    part = recipe_parts.get(run.recipe or "")
-    if part is not None and run.funnel:
-        out += part(run, figures)
+    out += declared_parts(run, figures)
     out += agreement_part(run, figures)
     out += evaluations_part(run.heading, run.evaluations, figures, run)
     out += human_baseline_part(run, figures)
@@ -48,36 +32,38 @@ def run_section(run: Run, figures: fig.Figures) -> str:
 
 def contamination_part(run: Run) -> str:
     """What the run's contamination gate checked its items against and what it found; nothing for a run without one."""
-    gate = run.manifest.get("contamination")
+    gate = run.manifest.fact("contamination") if run.manifest is not None else None
     if not isinstance(gate, Mapping):
         return ""
     rows = [(x.get("name"), x.get("items"), x.get("licence") or "not given") for x in gate.get("checked_against") or []]
-    stages = {r.get("stage"): r for r in (run.funnel or {}).get("stages") or [] if isinstance(r, Mapping)}
-    stage = stages.get("contamination")
+    stage = run.funnel.stage("contamination") if run.funnel is not None else None
     found = "not run yet"
-    if isinstance(stage, Mapping):
-        rejected = ", ".join(f"{reason} {n}" for reason, n in (stage.get("rejected") or {}).items()) or "none"
-        found = f"{stage.get('in', 0)} items checked, rejected: {rejected}"
-    own = stages.get("self_duplicates")  # the final barrier of a recipe without a copy filter of its own
-    if isinstance(own, Mapping):
-        copies = ", ".join(f"{reason} {n}" for reason, n in (own.get("rejected") or {}).items()) or "none"
-        found += f"; {own.get('in', 0)} kept items checked against each other, rejected: {copies}"
+    if stage is not None:
+        rejected = ", ".join(f"{reason} {n}" for reason, n in stage.rejected.items()) or "none"
+        found = f"{stage.in_} items checked, rejected: {rejected}"
+    # the final barrier of a recipe without a copy filter of its own
+    own = run.funnel.stage("self_duplicates") if run.funnel is not None else None
+    if own is not None:
+        copies = ", ".join(f"{reason} {n}" for reason, n in own.rejected.items()) or "none"
+        found += f"; {own.in_} kept items checked against each other, rejected: {copies}"
     mode = "copies rejected" if gate.get("mode") == "reject" else "copies flagged in items/"
     out = "<h3>Contamination</h3>" + table(("registered benchmark", "items", "licence"), rows)
     return out + f"<p>{e(mode)}; cross-lingual matches flagged · {e(found)}</p>"
 
 
-def manifest_part(manifest: Mapping[str, Any] | None) -> str:
-    if not manifest:
+def manifest_part(manifest: Manifest | None) -> str:
+    if manifest is None:
         return "<h3>Manifest</h3>" + none("No manifest.")
-    models = manifest.get("models") or {}
-    rows = [(spec, ", ".join(f"{k}={v}" for k, v in (identity or {}).items())) for spec, identity in models.items()]
-    templates = manifest.get("templates") or {}
+    rows = [
+        (spec, ", ".join(f"{k}={v}" for k, v in (identity or {}).items())) for spec, identity in manifest.models.items()
+    ]
     out = "<details><summary>Manifest</summary>" + table(("model", "identity"), rows)
-    out += table(("template", "SHA-256"), [(k, f"{v}"[:16] + "…") for k, v in templates.items()])
-    facts = (manifest.get("recipe"), manifest.get("senseforge_version"), manifest.get("git_sha"))
-    out += f"<p>recipe {e(facts[0])} · senseforge {e(facts[1])} · git {e(facts[2])} · "
-    out += f"seeds <code>{e(json.dumps(manifest.get('seeds')))}</code></p></details>"
+    out += table(("template", "SHA-256"), [(k, f"{v}"[:16] + "…") for k, v in manifest.templates.items()])
+    out += (
+        f"<p>recipe {e(manifest.recipe)} · senseforge {e(manifest.senseforge_version)} · git {e(manifest.git_sha)} · "
+    )
+    seeds = manifest.seeds if "seeds" in manifest.model_fields_set else None
+    out += f"seeds <code>{e(json.dumps(seeds))}</code></p></details>"
     return out
 
 
