@@ -141,7 +141,7 @@ def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path)
     culture = out / "runs" / "culture-gen"
     funnel = json.loads((culture / "funnel.json").read_text())
     assert next(row for row in funnel["stages"] if row["stage"] == "check")["in"] > 0
-    assert {lang for lang in funnel["by_lang"]} == {"id", "su"}
+    assert [group["name"] for group in funnel["groups"]] == ["id", "su"]
     assert (culture / "id" / "dataset" / "test.jsonl").is_file() and (culture / "rejects.jsonl").is_file()
     assert "culture-gen funnel" in result.stdout
     adapt = out / "runs" / "culture-adapt"
