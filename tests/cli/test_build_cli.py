@@ -151,10 +151,10 @@ def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path)
     assert "culture-adapt funnel" in result.stdout
     crow = out / "runs" / "crow"
     funnel = json.loads((crow / "funnel.json").read_text())
-    assert set(funnel["by_task"]) == {"safety", "intent", "dialogue", "stance", "mt-zh-en"}
+    assert {g["name"] for g in funnel["groups"]} == {"safety", "intent", "dialogue", "stance", "mt-zh-en"}
     assert next(r for r in funnel["stages"] if r["stage"] == "wsg")["in"] > 0
     assert (crow / "release" / "public.jsonl").is_file() and (crow / "rejects.jsonl").is_file()
-    assert "crow funnel" in result.stdout and "per task" in result.stdout
+    assert "crow funnel" in result.stdout and "Per task:" in result.stdout
     assert "where everything is" in result.stdout
     for name in ("culture-gen", "culture-adapt", "crow"):  # the bytes the demo wrote before typed records
         compare_with_golden(out / "runs" / name, GOLDEN_DEMO / name)
@@ -204,9 +204,9 @@ def test_build_crow_from_the_command_line_and_its_one_line_errors(tmp_path: Path
     args = ("build", "crow", "--source", str(shots), "--task", "safety,mt_zh_en", "-m", "scripted/crow-author")
     result = run_cli(*args, "--validators", "scripted/crow-author", "--out", str(run), home=senseforge_home)
     assert result.returncode == 0, result.stderr
-    assert "crow funnel" in result.stdout and "per task" in result.stdout
+    assert "crow funnel" in result.stdout and "Per task:" in result.stdout
     assert sorted(p.name for p in (run / "dataset").glob("*.jsonl")) <= ["mt-zh-en.jsonl", "safety.jsonl"]
-    assert json.loads((run / "funnel.json").read_text())["tasks"] == ["safety", "mt-zh-en"]
+    assert [g["name"] for g in json.loads((run / "funnel.json").read_text())["groups"]] == ["safety", "mt-zh-en"]
     nope = str(tmp_path / "nope.jsonl")
     missing = run_cli("build", "crow", "--source", nope, "--out", str(tmp_path / "a"), home=senseforge_home)
     assert_one_line_error(missing, f"--source: no such file or folder: {nope}")

@@ -44,7 +44,6 @@ from senseforge.pipelines.config import ReviewedConfig
 from senseforge.pipelines.progress import ProgressSink, StageProgress
 from senseforge.pipelines.recipe import Flag, ReadsTogether, Recipe
 from senseforge.pipelines.registry import dry_run_authors, recipes
-from senseforge.runfolder.funnel import Funnel
 
 app = typer.Typer(help="Build a benchmark with a recipe (resumable).", no_args_is_help=True)
 
@@ -494,16 +493,14 @@ def print_summary(summary: Any) -> None:
         )
         return
     funnel = summary.funnel
-    typed = isinstance(funnel, Funnel)  # TEMPORARY: until every recipe declares its release
-    heading = f"{summary.recipe} funnel" + (f" ({funnel.lang})" if funnel.lang else "") if typed else ""
-    table = Table(title=heading if typed else funnel.title(summary.recipe))
+    table = Table(title=f"{summary.recipe} funnel" + (f" ({funnel.lang})" if funnel.lang else ""))
     for column in ("stage", "in", "out", "rejected"):
         table.add_column(column, justify="right" if column in ("in", "out") else "left")
     for row in funnel.stages:
         table.add_row(row.stage, str(row.in_), str(row.out), ", ".join(f"{why} {n}" for why, n in row.rejected.items()))
     out.print(table)
-    for line in funnel.summary_lines() if typed else funnel.summary():
-        out.print(line, markup=False) if typed else out.print(line)
+    for line in funnel.summary_lines():
+        out.print(line, markup=False)
     cost = summary.cost
     spent = "unknown (unpriced model or human rate)" if cost.total_usd is None else money(cost.total_usd)
     per = cost.cost_per_kept_item_usd
@@ -515,7 +512,6 @@ def print_summary(summary: Any) -> None:
             f"{ledger.get('retried_calls', 0)} retried, {ledger.get('failed_calls', 0)} failed"
         )
     where = summary.run_dir
-    datasets = [where / folder for folder in funnel.datasets] if typed else funnel.datasets(where)
-    written = [folder for folder in datasets if folder.is_dir()]
+    written = [where / folder for folder in funnel.datasets if (where / folder).is_dir()]
     shown = ", ".join(str(folder) for folder in written) or "none (nothing was kept)"
     out.print(f"dataset: {shown} · reports: {where / 'funnel.json'}, {where / 'cost.json'}, {where / 'rejects.jsonl'}")

@@ -37,7 +37,7 @@ def release(
 ) -> Funnel:
     """Write what ``declared`` releases under ``run_dir`` and return the run's funnel (``rows``: its stage rows)."""
     if isinstance(declared, OwnFiles):
-        return _own_files(declared, recipe, run, run_dir, rows, splitting, human_rate, prices)
+        return _own_files(declared, recipe, run, run_dir, rows, splitting, facts, human_rate, prices)
     return _items(declared, recipe, run, run_dir, rows, splitting, facts, prices)
 
 
@@ -127,30 +127,32 @@ def _items(
 
 
 def _own_files(
-    declared: OwnFiles[Any],
+    declared: OwnFiles[Any, Any],
     recipe: str,
     run: RunStore,
     run_dir: Path,
     rows: list[StageRow],
     splitting: frozenset[str],
+    facts: Mapping[str, Any],
     human_rate: float | Mapping[str, float] | None,
     prices: PriceTable | None,
 ) -> Funnel:
-    written = declared.write(run, run_dir)
+    written = declared.write(run, run_dir, facts)
+    kept = dict(declared.kept(written))
     stage_names = [row.stage for row in rows]
-    by_group = funnel_rows_by(run, stage_names, declared.group_of, declared.record, splitting, declared.groups)
+    by_group = funnel_rows_by(run, stage_names, declared.group_of, declared.record, splitting, list(kept))
     costs = cost_by(
         run,
         stage_names,
         declared.group_of,
-        kept={group: written.per_group[group] for group in declared.groups},
-        human_judgements={group: declared.judgements(run, group) for group in declared.groups},
+        kept=kept,
+        human_judgements={group: declared.judgements(run, group) for group in kept},
         human_rate=human_rate,
         prices=prices,
         kept_unit=declared.kept_unit,
         record_model=declared.record,
     )
-    write_json(run_dir / declared.cost_file, {group: cost for group, cost in costs.items()})
+    write_json(run_dir / declared.cost_file, costs)
     return Funnel(
         recipe=recipe,
         title=declared.title,
@@ -158,15 +160,15 @@ def _own_files(
         kept_unit=declared.kept_unit,
         group_by=declared.group_by,
         stages=rows,
-        kept=written.kept,
+        kept=sum(kept.values()),
         groups=[
             Group(
                 name=group,
                 stages=[row for row in by_group[group] if declared.shown(group, row.stage)],
-                kept=written.per_group[group],
+                kept=n,
                 figures=declared.group_figures(run, written, group),
             )
-            for group in declared.groups
+            for group, n in kept.items()
         ],
         figures=declared.figures(run, written),
         judges_in_figures=declared.judges_in_figures,

@@ -116,36 +116,34 @@ class Release(Generic[R]):
         return [str(Path(self.folder) / "dataset")]
 
 
-@dataclass(frozen=True)
-class Written:
-    """What a release that writes its own files (not items cut into splits) wrote: what it kept in all and per group."""
-
-    kept: int
-    per_group: dict[str, int]
+W = TypeVar("W")
 
 
 @dataclass(frozen=True)
-class OwnFiles(Generic[R]):
+class OwnFiles(Generic[R, W]):
     """A release whose files are not items cut into splits (CRoW's binary rows per task and its ``release/``): it
-    writes them itself; the engine does the funnel, the costs and the rejects around them."""
+    writes them itself and says what it wrote (``W``); the engine does the funnel, the costs and the rejects."""
 
-    write: Callable[[RunStore, Path], Written]
-    """Write the files (atomically) under the run folder; what was kept."""
+    write: Callable[[RunStore, Path, Mapping[str, Any]], W]
+    """Write the files (atomically) under the run folder, given the source's facts; what was written."""
+    kept: Callable[[W], Mapping[str, int]]
+    """What each group kept, the groups in order."""
     record: type[R]
-    groups: Sequence[str]
     group_by: Literal["lang", "task"] | None
     group_of: Callable[[StageResult[R]], str]
     shown: Callable[[str, str], bool]
     """Whether a group's stage rows show a stage (a task that does not run a stage has no row for it)."""
     judgements: Callable[[RunStore, str], dict[str, int]]
     """A group's people's judgements per task type (for its cost)."""
-    figures: Callable[[RunStore, Written], list[Figure]] = lambda run, written: []
-    group_figures: Callable[[RunStore, Written, str], list[Figure]] = lambda run, written, group: []
-    cost_file: str = "cost_by_task.json"
+    figures: Callable[[RunStore, W], list[Figure]]
+    group_figures: Callable[[RunStore, W, str], list[Figure]]
+    cost_file: str
+    """The file of every group's cost (``cost_by_task.json``)."""
     title: str = "Records into and out of each stage"
     cost_title: str = "Cost per stage"
     kept_unit: str = "item"
     judges_in_figures: bool = False
 
 
-AnyRelease = Release[Any] | OwnFiles[Any]
+AnyRelease = Release[Any] | OwnFiles[Any, Any]
+"""What a recipe's :meth:`~senseforge.pipelines.recipe.Recipe.release` returns."""

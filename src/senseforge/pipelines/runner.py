@@ -492,21 +492,17 @@ def _finish(
     names = [recipe.source(config).name, *(stage.name for stage in stages)]
     facts = json.loads(run.meta(SOURCE_FACTS) or "{}")
     rows = funnel_rows(run, names, recipe.splitting())
-    funnel_doc: Any
-    if hasattr(recipe, "finish"):  # TEMPORARY: a recipe not yet declaring its release
-        funnel_doc = recipe.finish(config, run, run_dir, rows, facts)
-    else:
-        funnel_doc = release(
-            recipe.release(config),
-            recipe.name,
-            run,
-            run_dir,
-            rows,
-            splitting=recipe.splitting(),
-            facts=facts,
-            human_rate=human_rate,
-            prices=prices,
-        )
+    funnel_doc = release(
+        recipe.release(config),
+        recipe.name,
+        run,
+        run_dir,
+        rows,
+        splitting=recipe.splitting(),
+        facts=facts,
+        human_rate=human_rate,
+        prices=prices,
+    )
     judged = {task: run.count_judgements(task, "human") for task in people_tasks(stages)}
     cost_doc = cost(
         run,
