@@ -3,11 +3,18 @@ typed form, with its figures and groups) and costs from the engine alone."""
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
 from senseforge.data.schema import MCItem
-from senseforge.pipelines.release import Splitting
+from senseforge.pipelines.crow.config import CrowConfig
+from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
+from senseforge.pipelines.culture_gen.recipe import CultureGenConfig
+from senseforge.pipelines.human_gen.config import HumanGenConfig
+from senseforge.pipelines.mcsqa import McsqaConfig
+from senseforge.pipelines.registry import recipes
+from senseforge.pipelines.release import OwnFiles, Release, Splitting
 from senseforge.pipelines.runner import build
 from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.split import Ratios
@@ -108,3 +115,41 @@ def test_a_record_that_names_its_split_keeps_it() -> None:
     assert list(every) == ["train", "validation", "test"] and every["train"] == []
     assert list(Splitting().cut(pairs)) == ["test"]
     assert sum(map(len, Splitting(Ratios.of("80/10/10"), seed=3).cut(pairs).values())) == 3
+
+
+PIPELINES = Path(__file__).resolve().parents[2] / "src" / "senseforge" / "pipelines"
+
+
+def test_no_recipe_writes_its_outputs_or_renders_them() -> None:
+    """The engine writes every recipe's outputs (no ``finish``, no funnel subclass), and the CLI renders them:
+    nothing in ``pipelines/`` imports ``rich``."""
+    for path in sorted(PIPELINES.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                assert not any(n == "rich" or n.startswith("rich.") for n in names), f"{path}: imports {names}"
+            if isinstance(node, ast.FunctionDef):
+                assert node.name != "finish", f"{path}:{node.lineno}: a recipe's finish (declare a release)"
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(base) for base in node.bases}
+                assert not bases & {"Funnel", "report.Funnel"}, f"{path}:{node.lineno}: a Funnel subclass"
+
+
+def test_every_recipe_declares_its_release() -> None:
+    configs = {
+        "mcsqa": McsqaConfig(lang="ja", model="scripted/mcsqa-author", reviewers=("scripted/mcsqa-author",)),
+        "culture-gen": CultureGenConfig(langs=("id", "su"), model="scripted/culture-gen-author"),
+        "culture-adapt": CultureAdaptConfig(source=("items.jsonl",), model="scripted/culture-adapt-author"),
+        "human-gen": HumanGenConfig(pool=("a", "b", "c", "d")),
+        "crow": CrowConfig(model="scripted/crow-author"),
+    }
+    found = {name: recipe.release(configs[name]) for name, recipe in recipes().items()}
+    assert set(found) == set(configs)
+    mcsqa, gen, adapt, human, crow = (found[n] for n in ("mcsqa", "culture-gen", "culture-adapt", "human-gen", "crow"))
+    assert isinstance(mcsqa, Release) and mcsqa.kept_unit == "question" and mcsqa.lang == "ja" and not mcsqa.groups
+    assert isinstance(gen, Release) and gen.groups == ("id", "su") and gen.folders and gen.group_cost
+    assert gen.datasets() == ["id/dataset", "su/dataset"]
+    assert isinstance(adapt, Release) and adapt.folders and not adapt.group_cost and adapt.group_of is None
+    assert isinstance(human, Release) and human.datasets() == ["id/dataset"] and human.split == Splitting()
+    assert isinstance(crow, OwnFiles) and crow.group_by == "task" and crow.cost_file == "cost_by_task.json"

@@ -10,7 +10,7 @@ run writes the same bytes as an uninterrupted one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +63,8 @@ def _items(
     }
     splits = {group: declared.split.cut(pairs) for group, pairs in made.items()}
     for group, pairs in made.items():
-        of = {item.id: record for record, item in pairs}
         folder = run_dir / (group if group is not None and declared.folders else declared.folder)
-        write_splits(folder, splits[group], lambda item, of=of: declared.row(of[item.id], item))  # type: ignore[misc]
+        write_splits(folder, splits[group], _released(declared, pairs))
     done = Finished(
         run=run,
         facts=facts,
@@ -124,6 +123,14 @@ def _items(
         figures=declared.figures(done),
         judges_in_figures=declared.judges_in_figures,
     )
+
+
+def _released(
+    declared: Release[Any], pairs: Sequence[tuple[StageResult[Any], MCItem]]
+) -> Callable[[MCItem], Mapping[str, Any]]:
+    """The released row of an item of ``pairs``, made from its record."""
+    of = {item.id: record for record, item in pairs}
+    return lambda item: declared.row(of[item.id], item)
 
 
 def _own_files(
