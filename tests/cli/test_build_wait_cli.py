@@ -130,7 +130,7 @@ def test_resume_with_wait_goes_through_every_batch_by_itself(
     assert "(retry" not in said
     for stage in LM_STAGES:
         assert f"waiting for batch batch_{LM_STAGES.index(stage) + 1} (stage {stage}, " in said, stage
-    assert "checking every 0.01 s" in said and "kept 17 items" in said
+    assert "checking every 0.01 s" in said and "kept 17 questions" in said
     status = run_status(run_dir, store=store)
     assert status.state == "done" and status.batches == []
     _same_outputs(run_dir, online)
