@@ -113,7 +113,8 @@ def test_people_validate_triples_and_rewrites_and_two_of_three_decide(tmp_path: 
         ("turn down the heat keepsake", 0),  # dropout's rewrite had one vote of three
     ]
     funnel = json.loads((run / "funnel.json").read_text())
-    stages = {row["stage"]: row for row in funnel["by_task"]["safety"]["stages"]}
+    (safety,) = funnel["groups"]
+    stages = {row["stage"]: row for row in safety["stages"]}
     assert stages["ckv"] == {"stage": "ckv", "in": 3, "out": 2, "rejected": {"review_rejected": 1}}
     assert stages["wsv"] == {"stage": "wsv", "in": 2, "out": 1, "rejected": {"review_rejected": 1}}
     cost = json.loads((run / "cost.json").read_text())

@@ -15,12 +15,13 @@ def test_the_culture_adapt_demo_shows_what_it_kept_and_resumes(tmp_path: Path) -
     args = ["demo", "--recipe", "culture-adapt", "-m", "scripted/culture-adapt-author", "--out", str(tmp_path)]
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output
-    assert "culture-adapt recipe · en → id, su" in first.output and "names only" in first.output
+    assert "culture-adapt recipe · en → id, su" in first.output and "Adaptation: full" in first.output
     run_dir = tmp_path / "runs" / "culture-adapt"
     funnel = json.loads((run_dir / "funnel.json").read_text())
     assert funnel["stages"][0] == {"stage": "source", "in": 8, "out": 8, "rejected": {}}
-    assert funnel["kept"] == funnel["by_lang"]["id"]["kept"] == funnel["by_lang"]["su"]["kept"] > 0
-    assert funnel["adapted"]["full"] + funnel["adapted"]["names"] > 0  # the sample names people and places
+    assert funnel["kept"] == funnel["groups"][0]["kept"] == funnel["groups"][1]["kept"] > 0
+    adapted = next(f["values"] for f in funnel["figures"] if f["name"] == "adapted")
+    assert adapted["full"] + adapted["names"] > 0  # the sample names people and places
     assert str(run_dir) in first.output
 
     again = CliRunner().invoke(app, args)  # the same demo again: read back, nothing new asked
@@ -33,11 +34,12 @@ def test_the_crow_demo_shows_each_task_and_what_was_left_out(tmp_path: Path) -> 
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output
     assert "crow recipe · safety, intent, dialogue, stance, mt-zh-en" in first.output
-    assert "per task" in first.output and "kept" in first.output
+    assert "Per task:" in first.output and "kept" in first.output
     run_dir = tmp_path / "runs" / "crow"
     funnel = json.loads((run_dir / "funnel.json").read_text())
     assert funnel["stages"][0] == {"stage": "contexts", "in": 7, "out": 7, "rejected": {}}  # the mt rows: one context
-    assert funnel["kept"] == sum(part["examples"]["total"] for part in funnel["by_task"].values()) > 0
+    examples = [f["values"]["total"] for g in funnel["groups"] for f in g["figures"] if f["name"] == "examples"]
+    assert funnel["kept"] == sum(examples) > 0 and len(examples) == 5
     assert str(run_dir) in first.output
     assert (tmp_path / "report.html").is_file() and "the report over every run above" in first.output
     again = CliRunner().invoke(app, args)

@@ -21,7 +21,7 @@ from senseforge.store.db import Store
 
 from .engine.tiny import Piece, Tiny, config
 
-OUTPUTS = ("kept.jsonl", "funnel.json", "cost.json", "rejects.jsonl")
+OUTPUTS = ("dataset/test.jsonl", "items/test.jsonl", "funnel.json", "cost.json", "rejects.jsonl")
 
 
 def test_fan_out_and_two_of_three_judges(tmp_path: Path) -> None:
@@ -37,9 +37,11 @@ def test_fan_out_and_two_of_three_judges(tmp_path: Path) -> None:
         {"stage": "judge", "in": 4, "out": 4, "rejected": {}},
     ]
     assert funnel["kept"] == 4
-    kept = [json.loads(line) for line in (run_dir / "kept.jsonl").read_text().splitlines()]
-    assert [k["id"] for k in kept] == ["w0/0", "w0/2", "w1/0", "w1/2"]
-    assert [k["text"] for k in kept] == ["sun-0", "sun-2", "rain-0", "rain-2"]
+    kept = [json.loads(line) for line in (run_dir / "dataset" / "test.jsonl").read_text().splitlines()]
+    assert kept == [
+        {"id": i, "text": t}
+        for i, t in zip(["w0/0", "w0/2", "w1/0", "w1/2"], ["sun-0", "sun-2", "rain-0", "rain-2"], strict=True)
+    ]
 
     run = RunStore(sqlite_url(run_dir / "run.db"))
     votes = run.judgements_for("verify")
@@ -57,7 +59,7 @@ def test_fan_out_and_two_of_three_judges(tmp_path: Path) -> None:
     assert cost["stages"]["expand"]["calls"] == 3  # one call per record, shared by its three children
     assert cost["stages"]["flank"]["calls"] == 12
     assert cost["stages"]["judge"]["calls"] == 12
-    assert cost["total_usd"] == 0.0 and cost["cost_per_kept_item_usd"] == 0.0  # scripted models cost nothing
+    assert cost["total_usd"] == 0.0 and cost["cost_per_kept_part_usd"] == 0.0  # scripted models cost nothing
 
 
 def test_a_people_stage_waits_for_each_record_and_goes_on_as_people_decide(tmp_path: Path) -> None:
@@ -91,7 +93,7 @@ def test_a_people_stage_waits_for_each_record_and_goes_on_as_people_decide(tmp_p
         {"stage": "middle", "in": 4, "out": 4, "rejected": {}},  # the people dropped the middle parts already
         {"stage": "judge", "in": 4, "out": 4, "rejected": {}},
     ]
-    kept = [json.loads(line)["id"] for line in (run_dir / "kept.jsonl").read_text().splitlines()]
+    kept = [json.loads(line)["id"] for line in (run_dir / "dataset" / "test.jsonl").read_text().splitlines()]
     assert kept == ["w0/0", "w0/2", "w1/0", "w1/2"]
 
 

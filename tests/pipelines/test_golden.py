@@ -172,5 +172,5 @@ def test_human_gen_from_writing_to_answering(tmp_path: Path) -> None:
         people_work(run_dir, people, ("create", "qc", "revise", "answer"), answer)
         summary = build(HUMAN_GEN, config, run_dir, resume=True, human_rate={"create": 0.4, "answer": 0.05})
     assert summary.state == "done"
-    assert summary.funnel is not None and all(d.is_dir() for d in summary.funnel.datasets(run_dir))  # as the CLI says
+    assert summary.funnel is not None and all((run_dir / d).is_dir() for d in summary.funnel.datasets)  # as the CLI
     compare_with_golden(run_dir, GOLDEN / "human-gen-people")

@@ -45,9 +45,6 @@ from senseforge.pipelines.progress import ProgressSink, StageProgress
 from senseforge.pipelines.recipe import Flag, ReadsTogether, Recipe
 from senseforge.pipelines.registry import dry_run_authors, recipes
 from senseforge.runfolder import files
-from senseforge.runfolder.funnel import Funnel as TypedFunnel
-from senseforge.runfolder.legacy import funnel_from_legacy
-from senseforge.runfolder.manifest import Manifest
 
 app = typer.Typer(help="Build a benchmark with a recipe (resumable).", no_args_is_help=True)
 
@@ -496,8 +493,8 @@ def print_summary(summary: Any) -> None:
             "[--decisions FILE]"
         )
         return
-    funnel = typed_funnel(summary.funnel, summary.recipe, summary.run_dir)
-    table = Table(title=f"{funnel.recipe} funnel" + (f" ({funnel.lang})" if funnel.lang else ""))
+    funnel = summary.funnel
+    table = Table(title=f"{summary.recipe} funnel" + (f" ({funnel.lang})" if funnel.lang else ""))
     for column in ("stage", "in", "out", "rejected"):
         table.add_column(column, justify="right" if column in ("in", "out") else "left")
     for row in funnel.stages:
@@ -520,12 +517,3 @@ def print_summary(summary: Any) -> None:
     shown = ", ".join(str(folder) for folder in written) or "none (nothing was kept)"
     reports = ", ".join(str(where / name) for name in (files.FUNNEL, files.COST, files.REJECTS))
     out.print(f"dataset: {shown} · reports: {reports}")
-
-
-def typed_funnel(funnel: Any, recipe: str, run_dir: Path) -> TypedFunnel:
-    """The run's funnel in the typed form: as the engine returns it, or (a recipe's own funnel model of the form
-    before) read as its ``funnel.json`` would be."""
-    if isinstance(funnel, TypedFunnel):
-        return funnel
-    document = funnel.model_dump(mode="json", by_alias=True)
-    return funnel_from_legacy(document, Manifest(recipe=recipe), run_dir)

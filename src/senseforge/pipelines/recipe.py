@@ -3,9 +3,9 @@
 A recipe is only its own parts — a config model (a
 :class:`~senseforge.pipelines.config.RecipeConfig` subclass), a source that makes the
 first records, its stages (each maps records to records; see
-:mod:`senseforge.pipelines.stage`), and :meth:`Recipe.finish`, which writes its dataset
-and returns its funnel. The runner (:mod:`senseforge.pipelines.runner`) does the rest
-alike for every recipe.
+:mod:`senseforge.pipelines.stage`), and :meth:`Recipe.release`, which declares what it
+releases (:mod:`senseforge.pipelines.release`). The runner (:mod:`senseforge.pipelines.runner`)
+does the rest alike for every recipe, writing the release too (:mod:`senseforge.pipelines.finish`).
 
 The batches that decide a model call (five concepts per call, say) are records the
 source makes — one record, one call — so neither ``--batch-size`` nor a resume ever
@@ -23,8 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from senseforge.llm.mock import AnyResponder
 from senseforge.pipelines.config import RecipeConfig
-from senseforge.pipelines.report import Funnel, StageFunnel
-from senseforge.pipelines.runstore import Record, RunStore, StageResult
+from senseforge.pipelines.release import AnyRelease
+from senseforge.pipelines.runstore import Record, StageResult
 from senseforge.pipelines.stage import Stage
 
 
@@ -111,10 +111,8 @@ class Recipe(Protocol):
         """The recipe's own facts for the manifest (seeds, sampling, template hashes …)."""
         ...
 
-    def finish(
-        self, config: Any, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
-    ) -> Funnel:
-        """Write the dataset (atomically) and return the funnel (its rows given, its own figures added)."""
+    def release(self, config: Any) -> AnyRelease:
+        """What the run releases when it finishes (the engine writes it, and the funnel)."""
         ...
 
 

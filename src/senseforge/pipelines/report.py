@@ -13,9 +13,8 @@ as an uninterrupted one.
   run's processes actually sent (attempts, retries, failures, cache hits) is the ledger's
   business: ``ledger.json``.
 
-A recipe subclasses :class:`Funnel` with its own figures, lists the order of the keys in
-the file (:attr:`Funnel.key_order`), and names what it keeps (:attr:`Funnel.kept_unit`:
-the cost is given per kept item, question or example).
+What a recipe releases, and the figures of its funnel, it declares (:mod:`senseforge.pipelines.release`); the
+engine writes them (:mod:`senseforge.pipelines.finish`).
 """
 
 from __future__ import annotations
@@ -25,17 +24,16 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
-from rich.console import RenderableType
+from pydantic import BaseModel
 
 from senseforge.data.io import atomic_open
 from senseforge.data.splits import SPLIT_NAMES
-from senseforge.data.text import plural
 from senseforge.llm.prices import PriceTable
 from senseforge.pipelines.runstore import CallEntry, Loose, Record, RunStore, StageResult
 from senseforge.runfolder.cost import Cost, HumanCost, StageCost
+from senseforge.runfolder.funnel import StageRow
 
 logger = logging.getLogger(__name__)
 
@@ -81,78 +79,20 @@ def write_splits(
                 path.unlink(missing_ok=True)
 
 
-class _Ordered(BaseModel):
-    """A model whose JSON keys follow :attr:`key_order` (the rest after, as declared)."""
-
-    model_config = ConfigDict(populate_by_name=True)
-    key_order: ClassVar[tuple[str, ...]] = ()
-
-    @model_serializer(mode="wrap")
-    def _in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        dumped: dict[str, Any] = handler(self)
-        first = {key: dumped[key] for key in self.key_order if key in dumped}
-        return {**first, **{key: value for key, value in dumped.items() if key not in first}}
-
-
-class StageFunnel(BaseModel):
-    """One stage's row: records in, out, rejected by reason (in the stage's own unit)."""
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    stage: str
-    in_: int = Field(alias="in")
-    out: int
-    rejected: dict[str, int]
-    from_: int | None = Field(default=None, alias="from")
-    """For a stage that splits records: how many records it split (the previous stage's ``out``)."""
-
-    @model_serializer(mode="wrap")
-    def _no_empty_from(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        dumped: dict[str, Any] = handler(self)
-        if dumped.get("from", 0) is None:
-            del dumped["from"]
-        return dumped
-
-
-class Funnel(_Ordered):
-    """The funnel of a run; recipes subclass it with their own figures."""
-
-    stages: list[StageFunnel]
-    kept: int
-    kept_unit: ClassVar[str] = "item"
-    """What the recipe keeps (``cost.json`` gives the cost per kept one)."""
-
-    def title(self, recipe: str) -> str:
-        """The heading of the funnel's table."""
-        return f"{recipe} funnel"
-
-    def summary(self) -> list[RenderableType]:
-        """What a person reads after the funnel's table: lines, or rich renderables (a table per task, say)."""
-        return [f"kept {plural(self.kept, self.kept_unit)}"]
-
-    def datasets(self, run_dir: Path) -> list[Path]:
-        """The folders the run's dataset is written to."""
-        return [run_dir / "dataset"]
-
-
-def funnel_rows(store: RunStore, stages: Sequence[str], splitting: frozenset[str] = frozenset()) -> list[StageFunnel]:
-    """The rows of :class:`Funnel` for the recipe's stages, in order (``splitting``: stages that make children)."""
+def funnel_rows(store: RunStore, stages: Sequence[str], splitting: frozenset[str] = frozenset()) -> list[StageRow]:
+    """The stage rows of a funnel for the recipe's stages, in order (``splitting``: stages that make children)."""
     return _rows({stage: store.counts(stage) for stage in stages}, stages, splitting)
 
 
-def _rows(
-    counts: Mapping[str, Mapping[str, int]], stages: Sequence[str], splitting: frozenset[str]
-) -> list[StageFunnel]:
-    rows: list[StageFunnel] = []
+def _rows(counts: Mapping[str, Mapping[str, int]], stages: Sequence[str], splitting: frozenset[str]) -> list[StageRow]:
+    rows: list[StageRow] = []
     previous_out: int | None = None
     for stage in stages:
         rejected = dict(counts.get(stage, {}))
         out = rejected.pop("ok", 0)
         total = out + sum(rejected.values())
         parents = previous_out if stage in splitting else None
-        rows.append(
-            StageFunnel(stage=stage, in_=total, out=out, rejected=dict(sorted(rejected.items())), from_=parents)
-        )
+        rows.append(StageRow(stage=stage, in_=total, out=out, rejected=dict(sorted(rejected.items())), from_=parents))
         previous_out = out
     return rows
 
@@ -177,7 +117,7 @@ def funnel_rows_by(
     record_model: type[Record] = Loose,
     splitting: frozenset[str] = frozenset(),
     groups: Iterable[K] | None = None,
-) -> dict[K, list[StageFunnel]]:
+) -> dict[K, list[StageRow]]:
     """:func:`funnel_rows` per group of records (per language, per task …), every stage in each: for ``groups``
     (a group no record is in has rows of zeros), or else the groups met, in order."""
     counted = outcomes_by(store, stages, key, record_model)

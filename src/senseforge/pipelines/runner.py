@@ -45,10 +45,11 @@ from senseforge.llm.registry import provider_info
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.contamination import GATE, registry_of
 from senseforge.pipelines.executor import Executor, ModelPool, make_executor
+from senseforge.pipelines.finish import release
 from senseforge.pipelines.flow import StageReport, run_stages
 from senseforge.pipelines.progress import ProgressSink
 from senseforge.pipelines.recipe import Recipe
-from senseforge.pipelines.report import Funnel, cost, funnel_rows, write_json, write_rejects
+from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
     MANIFEST,
@@ -67,6 +68,7 @@ from senseforge.pipelines.runstore import Heartbeat, RunStore, StageResult
 from senseforge.pipelines.stage import InOrder, RunIncomplete, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
 from senseforge.runfolder.cost import Cost
+from senseforge.runfolder.funnel import Funnel
 from senseforge.store.batches import BatchRow
 from senseforge.store.db import Store
 
@@ -491,7 +493,17 @@ def _finish(
     names = [recipe.source(config).name, *(stage.name for stage in stages)]
     facts = json.loads(run.meta(SOURCE_FACTS) or "{}")
     rows = funnel_rows(run, names, recipe.splitting())
-    funnel_doc = recipe.finish(config, run, run_dir, rows, facts)
+    funnel_doc = release(
+        recipe.release(config),
+        recipe.name,
+        run,
+        run_dir,
+        rows,
+        splitting=recipe.splitting(),
+        facts=facts,
+        human_rate=human_rate,
+        prices=prices,
+    )
     judged = {task: run.count_judgements(task, "human") for task in people_tasks(stages)}
     cost_doc = cost(
         run,

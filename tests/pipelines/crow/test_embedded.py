@@ -38,9 +38,11 @@ def test_embedded_model_end_to_end_kill_9_and_rerun(
     assert rows["cka"]["in"] > 0 and rows["ckv"]["in"] > 0 and rows["wsg"]["in"] > 0  # the model's replies parse
     for row in funnel["stages"]:
         assert row["in"] == row["out"] + sum(row["rejected"].values())
-    assert funnel["by_task"]["mt-zh-en"]["contexts"]["in"] == 10  # one shot context and nine CommonMT rows
-    assert set(funnel["tasks"]) == {"dialogue", "summarization", "intent", "safety", "stance", *MT}
-    votes = funnel["by_task"]["safety"]["agreement"]["ckv"]
+    contexts = next(g for g in funnel["groups"] if g["name"] == "mt-zh-en")["figures"][1]
+    assert contexts["name"] == "contexts" and contexts["values"]["in"] == 10  # one shot context, nine CommonMT rows
+    assert {g["name"] for g in funnel["groups"]} == {"dialogue", "summarization", "intent", "safety", "stance", *MT}
+    validators = next(f for f in funnel["figures"] if f["name"] == "validators")
+    votes = next(rated for rated in validators["groups"] if rated["label"] == "safety · ckv")
     assert votes["raters"] == 3  # three validators by log-likelihood, each its own annotator
 
     killed = tmp_path / "killed"

@@ -45,10 +45,22 @@ def _build(tmp_path: Path, name: str = "run", **settings: Any) -> Path:
     return run_dir
 
 
+def by_task(funnel: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each task's group in the funnel, with its figures' numbers by name beside its own fields."""
+    return {g["name"]: {**g, **{f["name"]: f["values"] for f in g["figures"]}} for g in funnel["groups"]}
+
+
+def validators(funnel: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The validators' agreement by ``<task> · <stage>``."""
+    figure = next(f for f in funnel["figures"] if f["name"] == "validators")
+    return {rated["label"]: rated for rated in figure["groups"]}
+
+
 def _adds_up(funnel: dict[str, Any]) -> None:
     for row in funnel["stages"]:
         assert row["in"] == row["out"] + sum(row["rejected"].values()), row
-    for task, part in funnel["by_task"].items():
+    assert funnel["group_by"] == "task" and funnel["kept"] == sum(g["kept"] for g in funnel["groups"])
+    for task, part in by_task(funnel).items():
         previous = None
         for row in part["stages"]:
             assert row["in"] == row["out"] + sum(row["rejected"].values()), (task, row)
@@ -56,7 +68,8 @@ def _adds_up(funnel: dict[str, Any]) -> None:
                 assert row["in"] == previous, (task, row)  # each stage takes what the one before kept
             previous = row["out"]
         contexts = part["contexts"]
-        assert contexts["in"] == contexts["kept"] + sum(contexts["left_out"].values())
+        left_out = sum(n for key, n in contexts.items() if key.startswith("left out: "))
+        assert contexts["in"] == contexts["kept"] + left_out
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +83,12 @@ def shots_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_shot_samples_build_every_task_with_its_own_stages(shots_run: Path) -> None:
     funnel = json.loads((shots_run / "funnel.json").read_text())
     _adds_up(funnel)
-    assert set(funnel["tasks"]) == set(CROW_TASKS)
-    stages = {task: part["stages_run"] for task, part in funnel["by_task"].items()}
-    assert stages["dialogue"] == stages["stance"] == ["wsg", "wsv"]
-    assert stages["safety"] == stages["intent"] == stages["summarization"] == ["cka", "ckv", "wsg", "wsv"]
-    assert stages["mt-zh-en"] == ["cka", "ckv"]
-    assert [row["stage"] for row in funnel["by_task"]["mt-zh-en"]["stages"]] == ["contexts", "cka", "ckv"]
+    assert {group["name"] for group in funnel["groups"]} == set(CROW_TASKS)
+    stages = {task: [row["stage"] for row in part["stages"]] for task, part in by_task(funnel).items()}
+    every = ["contexts", "cka", "ckv", "wsg", "edits", "dedup", "wsv"]
+    assert stages["dialogue"] == stages["stance"] == [s for s in every if s != "ckv"]  # they bring their knowledge
+    assert stages["safety"] == stages["intent"] == stages["summarization"] == every
+    assert stages["mt-zh-en"] == ["contexts", "cka", "ckv"]
     # dialogue and stance bring their knowledge: no CKA call, the source's triples
     dialogue = _rows(shots_run / "dataset" / "dialogue.jsonl")
     assert {t["relation"] for row in dialogue for t in row["knowledge"]} == {"HappensIn"}
@@ -146,7 +159,7 @@ def test_fifty_commonmt_rows_keep_the_contexts_whose_knowledge_holds(tmp_path: P
     run_dir = _build(tmp_path, source=(str(COMMONMT),), n=50)
     funnel = json.loads((run_dir / "funnel.json").read_text())
     _adds_up(funnel)
-    part = funnel["by_task"]["mt-zh-en"]
+    part = by_task(funnel)["mt-zh-en"]
     # two rows of the real suite give the same translation as correct and as wrong: rejected, not guessed at
     assert part["source"] == {"contexts": 100, "passed_filters": 98, "sampled": 50}
     assert part["contexts"]["in"] == 50
@@ -157,8 +170,8 @@ def test_fifty_commonmt_rows_keep_the_contexts_whose_knowledge_holds(tmp_path: P
         by_context.setdefault(row["context_id"], []).append(row["label"])
         assert row["source_lang"] == "zh" and row["target_lang"] == "en" and row["knowledge"]
     assert all(sorted(labels) == [0, 1] for labels in by_context.values())  # the wrong translation carried through
-    left = part["contexts"]["left_out"]
-    assert set(left) <= {"no_kept_knowledge"}
+    left = {key for key in part["contexts"] if key not in ("in", "kept")}
+    assert left <= {"left out: no_kept_knowledge"}
     cost = json.loads((run_dir / "cost.json").read_text())
     assert set(cost["stages"]) == {"cka", "ckv"}
     assert cost["kept"] == len(rows) and cost["human"]["judgements"] == 0
@@ -228,7 +241,7 @@ def _panel_run(tmp_path: Path, panel: Panel, name: str = "run", *, resume: bool 
 def test_ckv_and_wsv_keep_two_of_three_votes_and_drop_one(tmp_path: Path) -> None:
     run_dir = _panel_run(tmp_path, Panel())
     funnel = json.loads((run_dir / "funnel.json").read_text())
-    stages = {row["stage"]: row for row in funnel["by_task"]["safety"]["stages"]}
+    stages = {row["stage"]: row for row in by_task(funnel)["safety"]["stages"]}
     # CKV: keepsake 3 of 3, dropout 2 of 3, waiting room 2 of 3: all kept
     assert stages["ckv"] == {"stage": "ckv", "in": 3, "out": 3, "rejected": {}}
     # WSV: the keepsake rewrite 3 of 3, the waiting one 2 of 3 kept; the dropout one 1 of 3 dropped
@@ -239,9 +252,9 @@ def test_ckv_and_wsv_keep_two_of_three_votes_and_drop_one(tmp_path: Path) -> Non
         "turn down the heat allkeep",
         "turn down the heat waiting",
     ]
-    agreement = funnel["by_task"]["safety"]["agreement"]
-    assert agreement["ckv"]["raters"] == 3 and agreement["ckv"]["complete_items"] == 3
-    assert agreement["wsv"]["accept_rate"] == pytest.approx(6 / 9)
+    agreement = validators(funnel)
+    assert agreement["safety · ckv"]["raters"] == 3 and agreement["safety · ckv"]["items"] == 3
+    assert agreement["safety · wsv"]["extra"]["accept_rate"] == pytest.approx(6 / 9)
 
 
 def test_a_triple_with_one_vote_of_three_is_dropped(tmp_path: Path) -> None:
@@ -253,7 +266,7 @@ def test_a_triple_with_one_vote_of_three_is_dropped(tmp_path: Path) -> None:
     finally:
         VOTES.update(VOTES_BEFORE)
     stages = {
-        row["stage"]: row for row in json.loads((run_dir / "funnel.json").read_text())["by_task"]["safety"]["stages"]
+        row["stage"]: row for row in by_task(json.loads((run_dir / "funnel.json").read_text()))["safety"]["stages"]
     }
     assert stages["ckv"] == {"stage": "ckv", "in": 3, "out": 1, "rejected": {"lm_review_rejected": 2}}
 
@@ -275,7 +288,7 @@ def test_an_item_with_two_of_three_votes_waits_and_is_decided_once_the_third_com
     panel.missing = set()  # the third validator answers: the resumed run decides the item
     _panel_run(tmp_path, panel, resume=True, rounds=2)
     stages = {
-        row["stage"]: row for row in json.loads((run_dir / "funnel.json").read_text())["by_task"]["safety"]["stages"]
+        row["stage"]: row for row in by_task(json.loads((run_dir / "funnel.json").read_text()))["safety"]["stages"]
     }
     assert stages["ckv"]["out"] == 3
 
@@ -372,7 +385,9 @@ def test_a_user_task_from_a_toml_file_runs_end_to_end(tmp_path: Path) -> None:
     run_dir = _build(tmp_path, source=(str(source),), task=("recipe-step",), task_spec=str(spec))
     funnel = json.loads((run_dir / "funnel.json").read_text())
     _adds_up(funnel)
-    assert funnel["tasks"] == ["recipe-step"] and funnel["by_task"]["recipe-step"]["contexts"]["in"] == 4
+    assert [g["name"] for g in funnel["groups"]] == ["recipe-step"] and by_task(funnel)["recipe-step"]["contexts"][
+        "in"
+    ] == 4
     written = _rows(run_dir / "dataset" / "recipe-step.jsonl")
     assert written and all(isinstance(row["steps"], list) and "next" in row for row in written)
     assert {row["label"] for row in written} == {0, 1}
@@ -432,7 +447,7 @@ def test_contexts_a_registered_benchmark_holds_are_flagged_or_else_rejected(shot
     _adds_up(funnel)
     gate = next(row for row in funnel["stages"] if row["stage"] == GATE)
     assert gate["rejected"] == {} and gate["in"] == gate["out"]  # CRoW's sources are public sets: flagged
-    assert [row["stage"] for row in funnel["by_task"]["safety"]["stages"]][:3] == ["contexts", GATE, "cka"]
+    assert [row["stage"] for row in by_task(funnel)["safety"]["stages"]][:3] == ["contexts", GATE, "cka"]
     for name, rows in plain.items():
         mine = _rows(flagged / "dataset" / name)
         marks = [row.pop("contamination", None) for row in mine]
@@ -450,8 +465,8 @@ def test_contexts_a_registered_benchmark_holds_are_flagged_or_else_rejected(shot
     )
     funnel = json.loads((rejected / "funnel.json").read_text())
     _adds_up(funnel)
-    safety = funnel["by_task"]["safety"]
-    assert safety["contexts"]["left_out"] == {"contaminated": len(safety_ids)} and safety["contexts"]["kept"] == 0
+    safety = by_task(funnel)["safety"]["contexts"]
+    assert safety == {"in": len(safety_ids), "kept": 0, "left out: contaminated": len(safety_ids)}
     assert not (rejected / "dataset" / "safety.jsonl").exists()
     for name, rows in plain.items():
         if name != "safety.jsonl":

@@ -114,7 +114,14 @@ def test_every_item_lands_where_it_should_with_its_reason(built: Path) -> None:
     funnel = json.loads((built / "funnel.json").read_text())
     for row in funnel["stages"]:
         assert row["in"] == row["out"] + sum(row["rejected"].values()), row
-    assert funnel["kept"] == 4 and funnel["adapted"] == {"full": 1, "names": 1, "none": 2}
+    adapted = next(figure for figure in funnel["figures"] if figure["name"] == "adapted")
+    assert funnel["kept"] == 4 and adapted["values"] == {"full": 1, "names": 1, "none": 2}
+    assert [group["name"] for group in funnel["groups"]] == ["id", "su"] and funnel["group_by"] == "lang"
+    assert funnel["datasets"] == ["id/dataset", "su/dataset"]
+
+
+OTHER_LANGUAGE = {"id": 2, "su": 3}
+"""Kept items whose text in a language the language check read as another (the scripted translations)."""
 
 
 def test_ids_follow_the_source_and_splits_follow_the_source_flags(built: Path) -> None:
@@ -129,6 +136,9 @@ def test_ids_follow_the_source_and_splits_follow_the_source_flags(built: Path) -
             assert row["lang"] == lang and row["choices"]["label"] == list("ABCDE")
         per_lang = json.loads((built / lang / "funnel.json").read_text())
         assert per_lang["kept"] == 4 and per_lang["splits"] == {"train": 2, "validation": 2}
+        assert per_lang["stages"] == json.loads((built / "funnel.json").read_text())["stages"]  # kept together
+        language = next(figure for figure in per_lang["figures"] if figure["name"] == "language")
+        assert language["values"] == {"kept": 4, "other_language": OTHER_LANGUAGE[lang]}
 
 
 def test_provenance_says_what_was_adapted_and_why(built: Path) -> None:

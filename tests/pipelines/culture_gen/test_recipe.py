@@ -12,6 +12,7 @@ from senseforge.data.loaders import load_dataset
 from senseforge.errors import DataValidationError
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
 from senseforge.pipelines.runner import build
+from senseforge.runfolder.funnel import Group
 from senseforge.store.db import Store
 
 RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
@@ -80,13 +81,19 @@ def test_keeps_exactly_the_valid_items_and_names_every_rejection(tmp_path: Path)
         assert row["in"] == row["out"] + sum(row["rejected"].values()), row
     generate = funnel["stages"][1]
     assert generate["from"] == 4 and generate["in"] == 13  # 12 concept slots + the extra item
-    per_lang = json.loads((run_dir / "id" / "funnel.json").read_text())
-    assert per_lang["kept"] == funnel["kept"] == 4 and per_lang["slots"] == 12
-    assert per_lang["by_category"]["culinary"]["check"]["rejected"] == {
-        "answer_not_in_choices": 1,
-        "choice_count": 1,
-        "concept_missing": 1,
-        "duplicate_choices": 1,
+    per_lang = Group.model_validate_json((run_dir / "id" / "funnel.json").read_text())
+    assert funnel["groups"] == [per_lang.model_dump(mode="json", by_alias=True)] and per_lang.folder == "id"
+    assert per_lang.kept == funnel["kept"] == 4 and per_lang.splits == {"test": 4}
+    language = per_lang.figure("language")
+    assert language is not None and language.kind == "counts"
+    assert language.values == {"slots": 12, "kept": 4, "other_language": 0}
+    categories = per_lang.figure("categories")
+    assert categories is not None and categories.kind == "table"
+    assert categories.columns == ["generate", "after moderate"]
+    assert dict(zip(categories.rows, categories.values, strict=True)) == {
+        "culinary": [6, 1],  # four of six rejected by the check, one repeated
+        "history": [0, 0],
+        "place": [3, 3],
     }
     assert json.loads((run_dir / "id" / "cost.json").read_text())["kept"] == 4
 

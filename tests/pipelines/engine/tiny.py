@@ -1,11 +1,12 @@
 """A recipe of a few lines on the engine: words → three parts each (a model) → (with ``people``: a person keeps or
 drops each part) → two calls per part → middle parts dropped → three LM judges at 2 of 3. It holds only its own
-parts; the rest (resume, manifest, batches, judgements, funnel, cost) is the engine's.
+parts, and declares its release (each kept part an item; ``grouped``: a folder per word); the rest (resume,
+manifest, batches, judgements, dataset files, funnel, cost) is the engine's.
 """
 
 from __future__ import annotations
 
-import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,10 +16,12 @@ from senseforge.data.schema import Choice, Judgement, MCItem
 from senseforge.llm.base import Completion, GenerateRequest
 from senseforge.pipelines import stage as st
 from senseforge.pipelines.config import ReviewedConfig
-from senseforge.pipelines.report import Funnel, StageFunnel
+from senseforge.pipelines.release import Finished, Release, Splitting
 from senseforge.pipelines.review import Review
-from senseforge.pipelines.runstore import Record, RunStore, StageResult
+from senseforge.pipelines.runstore import Record, StageResult
+from senseforge.pipelines.split import Ratios
 from senseforge.pipelines.taskqueue import QueuedTask
+from senseforge.runfolder.figures import Counts, Figure
 
 RESPONDER = f"scripted/{Path(__file__).with_name('responder.py')}:respond"
 
@@ -28,6 +31,10 @@ class TinyConfig(ReviewedConfig):
     recipe: Literal["tiny"] = "tiny"
     words: tuple[str, ...] = ("sun", "rain")
     people: bool = False
+    grouped: bool = False
+    """A group (and folder) per word."""
+    split: str | None = None
+    """Train/validation/test shares; ``None``: every item in test."""
 
 
 class Piece(Record):
@@ -127,13 +134,35 @@ class Tiny:
     def manifest(self, config: TinyConfig) -> dict[str, Any]:
         return {}
 
-    def finish(
-        self, config: TinyConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
-    ) -> Funnel:
-        kept = run.results("judge", "ok", Piece)
-        lines = "".join(json.dumps({"id": r.record_id, "text": r.data.text}) + "\n" for r in kept)
-        (run_dir / "kept.jsonl").write_text(lines, encoding="utf-8")
-        return Funnel(stages=rows, kept=len(kept))
+    def release(self, config: TinyConfig) -> Release[Piece]:
+        grouped = config.grouped
+        return Release(
+            kept="judge",
+            record=Piece,
+            item=lambda record, _group: item(record),
+            row=lambda record, _item: {"id": record.record_id, "text": record.data.text},
+            split=Splitting(Ratios.of(config.split), config.seed) if config.split else Splitting(),
+            groups=tuple(dict.fromkeys(config.words)) if grouped else (),
+            group_by="task" if grouped else None,
+            group_of=_word if grouped else None,
+            folders=grouped,
+            group_cost=grouped,
+            figures=_parts,
+            group_figures=lambda done, word: [
+                Counts(name="kept", title="Kept", values={"parts": len(done.in_group(word))})
+            ],
+            kept_unit="part",
+        )
+
+
+def _word(record: StageResult[Piece]) -> str:
+    return record.data.word
+
+
+def _parts(done: Finished[Piece]) -> list[Figure]:
+    """Kept parts per word."""
+    per = Counter(record.data.word for record in done.kept)
+    return [Counts(name="parts", title="Parts kept per word", values=dict(per), unit="parts", summary=True)]
 
 
 def config(**overrides: Any) -> TinyConfig:

@@ -106,8 +106,11 @@ def test_an_item_more_than_three_answerers_flag_is_excluded(tmp_path: Path) -> N
     (kept,) = run.results("answer", "ok", HumanGenRecord)
     assert kept.data.answer_majority == "A" and len(kept.data.answers or ()) == 5
     run.close()
-    funnel = summary.funnel.model_dump(mode="json", by_alias=True)
-    assert funnel["answers"]["excluded"] == 1 and funnel["kept"] == 1
+    funnel = summary.funnel
+    answers = funnel.figure("answers")
+    assert answers is not None and answers.kind == "agreement" and funnel.kept == 1
+    assert answers.groups[0].extra == {"excluded": 1, "majority is the creator's": 1}
+    assert answers.groups[0].items == 2 and answers.groups[0].raters == config.k
 
 
 def test_qc_gives_up_after_max_rounds_and_dedicated_checkers_do_qc(tmp_path: Path) -> None:

@@ -300,9 +300,11 @@ def test_replay_of_30_released_items_through_a_killed_and_restarted_server(
             assert annotator != creators[item_id.split("@")[0]]
 
     funnel = json.loads((run_dir / "funnel.json").read_text())
-    assert funnel["kept"] == 30 and funnel["answers"]["excluded"] == 0 and funnel["answers"]["ratings"] == 150
-    assert funnel["answers"]["krippendorff_alpha"] is not None and funnel["answers"]["fleiss_kappa"] is not None
-    assert funnel["qc"]["sent_back"] == len(sent_back)
+    figures = {figure["name"]: figure for figure in funnel["figures"]}
+    (answers,) = figures["answers"]["groups"]
+    assert funnel["kept"] == 30 and answers["extra"]["excluded"] == 0 and answers["ratings"] == 150
+    assert answers["krippendorff_alpha"] is not None and answers["fleiss_kappa"] is not None
+    assert figures["qc-totals"]["values"]["sent_back"] == len(sent_back)
     cost = json.loads((run_dir / "cost.json").read_text())
     assert cost["human_by_task"]["create"]["cost_usd"] == pytest.approx(30 * 0.4)
     assert cost["human_by_task"]["answer"]["cost_usd"] == pytest.approx(150 * 0.05)

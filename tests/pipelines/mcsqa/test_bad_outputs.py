@@ -97,7 +97,8 @@ def test_crafted_bad_outputs_are_rejected_with_their_reason(demo_kb: Path, tmp_p
     for row in funnel["stages"]:
         assert row["in"] == row["out"] + sum(row["rejected"].values())
     assert funnel["stages"][0]["in"] == 20 and len(STAGES) == len(funnel["stages"])
-    assert funnel["verify"]["unparsed_answer"] == 1
+    verify = next(figure for figure in funnel["figures"] if figure["name"] == "verify")
+    assert verify["values"]["unparsed_answer"] == 1
 
     # the wrong letter sent the item to review instead of making it Easy; the raw reply is kept
     items = {

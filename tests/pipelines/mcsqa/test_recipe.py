@@ -47,8 +47,13 @@ def test_counts_add_up_and_outputs_follow_the_schema(demo_kb: Path, tmp_path: Pa
     for before, after in zip(funnel["stages"], funnel["stages"][1:], strict=False):
         assert after["in"] == before["out"]
     assert funnel["stages"][0]["in"] == 40 * 3
-    assert funnel["refined"]["changed"] > 0
-    assert funnel["verify"]["easy"] + funnel["verify"]["to_review"] == funnel["stages"][STAGES.index("verify")]["out"]
+    figures = {figure["name"]: figure for figure in funnel["figures"]}
+    assert (
+        figures["refined"]["part"] > 0
+        and figures["refined"]["whole"] == funnel["stages"][STAGES.index("refine")]["out"]
+    )
+    verify = figures["verify"]["values"]
+    assert verify["easy"] + verify["to_review"] == funnel["stages"][STAGES.index("verify")]["out"]
     assert funnel["stages"][STAGES.index("review")]["rejected"].get("lm_review_rejected", 0) > 0
 
     rows = {name: read_jsonl(tmp_path / "run" / "dataset" / f"{name}.jsonl") for name in SPLIT_NAMES}
@@ -79,7 +84,13 @@ def test_counts_add_up_and_outputs_follow_the_schema(demo_kb: Path, tmp_path: Pa
 def test_splits_are_80_10_10_stratified_and_deterministic(demo_kb: Path, tmp_path: Path) -> None:
     build(MCSQA, config(demo_kb, n=None), tmp_path / "a", store=Store())
     funnel = json.loads((tmp_path / "a" / "funnel.json").read_text())
-    splits = funnel["splits"]
+    table = next(figure for figure in funnel["figures"] if figure["name"] == "splits")
+    assert table["rows"] == list(SPLIT_NAMES) and table["columns"] == ["Easy", "Hard"]
+    splits = {
+        name: dict(zip(("easy", "hard"), row, strict=True))
+        for name, row in zip(SPLIT_NAMES, table["values"], strict=True)
+    }
+    assert funnel["splits"] == {name: sum(splits[name].values()) for name in SPLIT_NAMES}
     for stratum in ("easy", "hard"):
         total = sum(splits[name][stratum] for name in SPLIT_NAMES)
         assert splits["validation"][stratum] == splits["test"][stratum]

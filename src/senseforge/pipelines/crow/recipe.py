@@ -16,7 +16,6 @@ stage: ``cka=…,ckv=…``), ``cost_by_task.json`` and ``rejects.jsonl``.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,18 +25,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
 
-from rich.console import RenderableType
-from rich.table import Table
-
-from senseforge.data.text import plural
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.contamination import GATE, gate
 from senseforge.pipelines.contamination import manifest_facts as contamination_facts
-from senseforge.pipelines.crow.assemble import assemble, dimension_counts, validation_figures, write_outputs
+from senseforge.pipelines.crow.assemble import TaskOutput, assemble, dimension_counts, validation_figures, write_outputs
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.crow.dryrun import crow_author
-from senseforge.pipelines.crow.records import CrowRecord, required
+from senseforge.pipelines.crow.records import CrowRecord
 from senseforge.pipelines.crow.source import read_sources, source_records
 from senseforge.pipelines.crow.stages import (
     NEGATION_ONLY,
@@ -53,10 +48,12 @@ from senseforge.pipelines.crow.stages import (
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.crow.templates import template_hashes
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Funnel, StageFunnel, cost_by, funnel_rows_by, write_json
+from senseforge.pipelines.release import OwnFiles
 from senseforge.pipelines.runstore import Record, RunStore, StageResult
 from senseforge.pipelines.stage import Stage
 from senseforge.registry.store import Unit
+from senseforge.runfolder import files
+from senseforge.runfolder.figures import Agreement, Counts, Figure, Number, Rated, Table
 
 _TASK_STAGES = {
     "contexts": None,
@@ -75,45 +72,6 @@ DEMO_SOURCE = "demo_source.jsonl"
 def demo_source() -> Path:
     """Our small bundled input (hand-written, not CRoW's data): a few contexts of four tasks."""
     return Path(str(resources.files("senseforge.pipelines.crow") / "data" / DEMO_SOURCE))
-
-
-class CrowFunnel(Funnel):
-    """The run's funnel: the stage rows, and per task its own rows and figures."""
-
-    key_order: ClassVar[tuple[str, ...]] = ("tasks", "stages", "kept", "by_task")
-    tasks: list[str]
-    by_task: dict[str, dict[str, Any]]
-    kept_unit: ClassVar[str] = "example"
-
-    def summary(self) -> list[RenderableType]:
-        """Per task: contexts kept, examples, why contexts were left out, the panels' agreement."""
-        if not self.by_task:
-            return [f"kept {plural(self.kept, 'item')}"]
-        table = Table(title="per task: contexts kept of those in; examples = originals+rewrites")
-        for column in ("task", "contexts", "examples", "left out", "CKV", "WSV"):
-            table.add_column(column, justify="right" if column in ("contexts", "examples") else "left")
-        for task, row in self.by_task.items():
-            contexts, examples = row["contexts"], row["examples"]
-            shown = str(examples["total"])
-            if examples.get("rewrite") is not None:
-                shown += f" = {examples['original']}+{examples['rewrite']}"
-            left = ", ".join(f"{reason} {n}" for reason, n in contexts["left_out"].items())
-            agree = row["agreement"]
-            table.add_row(
-                task,
-                f"{contexts['kept']}/{contexts['in']}",
-                shown,
-                left,
-                *map(_agreement, (agree.get("ckv"), agree.get("wsv"))),
-            )
-        return [table, f"kept {plural(self.kept, 'example')}"]
-
-
-def _agreement(cell: dict[str, Any] | None) -> str:
-    if not cell:
-        return "–"
-    kappa, alpha = cell.get("fleiss_kappa"), cell.get("krippendorff_alpha")
-    return f"κ {'–' if kappa is None else f'{kappa:.2f}'} α {'–' if alpha is None else f'{alpha:.2f}'}"
 
 
 def _author(request: GenerateRequest | LoglikelihoodRequest) -> str | float:
@@ -154,14 +112,6 @@ def context_unit(specs: Mapping[str, TaskSpec], record_id: str, data: CrowRecord
 
 def _task(record: StageResult[CrowRecord]) -> str:
     return record.data.task
-
-
-def _human_rate(run: RunStore) -> float | dict[str, float] | None:
-    recorded = run.meta("human_rate")
-    if recorded is None:
-        return None
-    value = json.loads(recorded) if recorded.startswith("{") else float(recorded)
-    return value if isinstance(value, dict) else float(value)
 
 
 @dataclass
@@ -256,60 +206,119 @@ class Crow:
             **contamination_facts(config, CONTAMINATION_DEFAULT),
         }
 
-    def finish(
-        self, config: CrowConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
-    ) -> Funnel:
+    def release(self, config: CrowConfig) -> OwnFiles[CrowRecord, Assembled]:
+        """Binary rows per task and the ``release/`` files (:mod:`.assemble`); the funnel grouped by task."""
         specs = config.specs()
-        tasks = list(facts.get("task_order") or config.task)
-        outputs = assemble(run, specs, tasks, final_stage="wsv", kept_stage="ckv")
-        write_outputs(run_dir, outputs, specs)
-        names = [row.stage for row in rows]
-        kept = run.results("ckv", "ok", CrowRecord)
-        task_rows = funnel_rows_by(run, names, _task, CrowRecord, self.splitting(), tasks)
-        costs = cost_by(
-            run,
-            names,
-            _task,
-            kept={task: len(outputs[task].rows) for task in tasks},
-            human_judgements={task: _human_counts(run, task, specs[task]) for task in tasks},
-            human_rate=_human_rate(run),
-            kept_unit=CrowFunnel.kept_unit,
-            record_model=CrowRecord,
+
+        def write(run: RunStore, run_dir: Path, facts: Mapping[str, Any]) -> Assembled:
+            tasks = list(facts.get("task_order") or config.task)
+            outputs = assemble(run, specs, tasks, final_stage="wsv", kept_stage="ckv")
+            write_outputs(run_dir, outputs, specs)
+            return Assembled(specs, outputs, facts.get("tasks", {}))
+
+        def shown(task: str, stage: str) -> bool:
+            return _TASK_STAGES[stage] is None or specs[task].runs(str(_TASK_STAGES[stage]))
+
+        return OwnFiles(
+            write=write,
+            kept=lambda done: {task: len(out.rows) for task, out in done.outputs.items()},
+            record=CrowRecord,
+            group_by="task",
+            group_of=_task,
+            shown=shown,
+            judgements=lambda run, task: _human_counts(run, task, specs[task]),
+            figures=_figures,
+            group_figures=_task_figures,
+            cost_file=files.COST_BY_TASK,
+            title="CRoW's construction funnel over every task: records into and out of each stage",
+            kept_unit="example",
+            judges_in_figures=True,
         )
-        by_task: dict[str, dict[str, Any]] = {}
-        for task in tasks:
-            spec, out = specs[task], outputs[task]
-            mine = [required(r.data.triple, "triple") for r in kept if r.data.task == task]
-            labels = Counter(row["label"] for row in out.rows)
-            origins = Counter(row["origin"] for row in out.rows)
-            by_task[task] = {
-                "stages_run": list(spec.stages),
-                "source": facts.get("tasks", {}).get(task, {}),
-                "stages": [
-                    row.model_dump(mode="json", by_alias=True)
-                    for row in task_rows[task]
-                    if _TASK_STAGES[row.stage] is None or spec.runs(str(_TASK_STAGES[row.stage]))
-                ],
-                "contexts": {"in": out.contexts, "kept": out.kept, "left_out": dict(sorted(out.dropped.items()))},
-                "examples": {
-                    "total": len(out.rows),
-                    "original": origins["source"] if spec.rewrites else None,
-                    "rewrite": origins["rewrite"] if spec.rewrites else None,
-                    "valid": labels[1],
-                    "invalid": labels[0],
-                    "negation_only": sum(NEGATION_ONLY in (row.get("flags") or []) for row in out.rows),
-                },
-                "dimensions": {
-                    "kept_triples": dimension_counts(t.dimension for t in mine),
-                    "examples": dimension_counts(t.get("dimension") for row in out.rows for t in row["knowledge"]),
-                },
-                "agreement": {name: validation_figures(run, name, task) for name in ("ckv", "wsv") if spec.runs(name)},
-            }
-        write_json(
-            run_dir / "cost_by_task.json", {task: c.model_dump(mode="json", by_alias=True) for task, c in costs.items()}
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """What a finished CRoW run wrote: per task its rows and what became of its contexts, and the source's facts."""
+
+    specs: Mapping[str, TaskSpec]
+    outputs: Mapping[str, TaskOutput]
+    source: Mapping[str, Any]
+
+
+def _examples(spec: TaskSpec, out: TaskOutput) -> dict[str, Number]:
+    labels = Counter(row["label"] for row in out.rows)
+    origins = Counter(row["origin"] for row in out.rows)
+    return {
+        "total": len(out.rows),
+        "original": origins["source"] if spec.rewrites else None,
+        "rewrite": origins["rewrite"] if spec.rewrites else None,
+        "valid": labels[1],
+        "invalid": labels[0],
+        "negation_only": sum(NEGATION_ONLY in (row.get("flags") or []) for row in out.rows),
+    }
+
+
+def _task_figures(run: RunStore, done: Assembled, task: str) -> list[Figure]:
+    """A task's source, its contexts (kept, and why the rest were left out) and its examples, as numbers."""
+    out = done.outputs[task]
+    contexts: dict[str, Number] = {"in": out.contexts, "kept": out.kept}
+    contexts.update({f"left out: {reason}": n for reason, n in sorted(out.dropped.items())})
+    return [
+        Counts(name="source", title="Source", values=dict(done.source.get(task, {})), draw=False),
+        Counts(name="contexts", title="Contexts", values=contexts, draw=False),
+        Counts(name="examples", title="Examples", values=_examples(done.specs[task], out), draw=False),
+    ]
+
+
+def _figures(run: RunStore, done: Assembled) -> list[Figure]:
+    """Per task, the dimensions of the examples (CRoW's Table 2) and the validators' agreement."""
+    tasks = list(done.outputs)
+    per_task = [_examples(done.specs[t], done.outputs[t]) for t in tasks]
+    out: list[Figure] = [
+        Table(
+            name="tasks",
+            title="Per task",
+            rows=tasks,
+            columns=["contexts kept", "examples", "valid"],
+            values=[[done.outputs[t].kept, x["total"], x["valid"]] for t, x in zip(tasks, per_task, strict=True)],
+            unit="count",
+            caption="CRoW per task: contexts kept, examples written and those valid (a rewrite that flips the label).",
+            summary=True,
         )
-        total = sum(len(out.rows) for out in outputs.values())
-        return CrowFunnel(tasks=tasks, stages=rows, kept=total, by_task=by_task)
+    ]
+    dims = {
+        t: dimension_counts(k.get("dimension") for row in done.outputs[t].rows for k in row["knowledge"]) for t in tasks
+    }
+    labels = sorted({d for found in dims.values() for d in found})
+    if labels:
+        out.append(
+            Table(
+                name="dimensions",
+                title="Dimensions",
+                rows=labels,
+                columns=tasks,
+                values=[[dims[t].get(d) for t in tasks] for d in labels],
+                unit="examples",
+                caption="Commonsense dimensions of the examples per task (CRoW's Table 2 shape).",
+            )
+        )
+    rated = [
+        Rated(
+            label=f"{task} · {stage}",
+            items=found["items"],
+            raters=found["raters"],
+            fleiss_kappa=found["fleiss_kappa"],
+            krippendorff_alpha=found["krippendorff_alpha"],
+            extra={"accept_rate": found["accept_rate"]},
+        )
+        for task in tasks
+        for stage in ("ckv", "wsv")
+        if done.specs[task].runs(stage) and (found := validation_figures(run, stage, task))
+    ]
+    if rated:
+        caption = "Validators' agreement per task and validation stage (CKV: knowledge, WSV: rewrites)."
+        out.append(Agreement(name="validators", title="Validators' agreement", groups=rated, caption=caption))
+    return out
 
 
 def _human_counts(run: RunStore, task: str, spec: TaskSpec) -> dict[str, int]:

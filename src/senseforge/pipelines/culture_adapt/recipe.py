@@ -25,11 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, Literal
 
-from rich.console import RenderableType
-
 from senseforge.data.schema import Choice, MCItem, Provenance
-from senseforge.data.splits import SPLIT_NAMES
-from senseforge.data.text import plural
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.contamination import gate, kept_stage, self_check
 from senseforge.pipelines.contamination import manifest_facts as contamination_facts
@@ -55,11 +51,12 @@ from senseforge.pipelines.culture_adapt.stages import (
 )
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Funnel, StageFunnel, write_json, write_splits
-from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stored
+from senseforge.pipelines.release import Finished, Release, Splitting
+from senseforge.pipelines.runstore import Record, StageResult, as_stored
 from senseforge.pipelines.stage import Stage
 from senseforge.pipelines.taskqueue import QueuedTask, creator_of
 from senseforge.registry.store import Unit
+from senseforge.runfolder.figures import Counts, Figure
 
 ADAPT_CHECK_TASK = "adapt-check"
 """The annotation task adapted items are queued for (the source beside the adapted item)."""
@@ -111,8 +108,8 @@ def _templates(config: CultureAdaptConfig, data: AdaptRecord) -> dict[str, str]:
     return {key: value for key, value in stage_hashes(config).items() if key.split("/", 1)[0] not in skipped}
 
 
-def to_items(config: CultureAdaptConfig, record: StageResult[AdaptRecord]) -> dict[str, MCItem]:
-    """A kept record as one item per language (its metadata as JSON with the keys the run store sorted)."""
+def to_item(config: CultureAdaptConfig, record: StageResult[AdaptRecord], lang: str) -> MCItem:
+    """A kept record as its item in ``lang`` (its metadata as JSON with the keys the run store sorted)."""
     data = record.data
     meta: dict[str, Any] = {
         "split": data.split,
@@ -129,21 +126,17 @@ def to_items(config: CultureAdaptConfig, record: StageResult[AdaptRecord]) -> di
         "templates": _templates(config, data),
         **({"contamination": data.contamination} if data.contamination else {}),
     }
-    models = _models(config, data)
-    out: dict[str, MCItem] = {}
-    for lang in config.langs:
-        item = item_in(data, lang)
-        out[lang] = MCItem(
-            id=item_id(lang, data.source_id),
-            lang=lang,
-            question=item.question,
-            question_concept=item.concept,
-            choices=[Choice(label=label.strip().upper(), text=text) for label, text in item.choices],
-            answer=item.answer.strip().upper(),
-            provenance=Provenance(recipe="culture-adapt", source_ids=[data.source_id], model_ids=models),
-            metadata=meta,
-        )
-    return out
+    item = item_in(data, lang)
+    return MCItem(
+        id=item_id(lang, data.source_id),
+        lang=lang,
+        question=item.question,
+        question_concept=item.concept,
+        choices=[Choice(label=label.strip().upper(), text=text) for label, text in item.choices],
+        answer=item.answer.strip().upper(),
+        provenance=Provenance(recipe="culture-adapt", source_ids=[data.source_id], model_ids=_models(config, data)),
+        metadata=meta,
+    )
 
 
 CONTAMINATION_DEFAULT: Final = "flag"
@@ -166,11 +159,11 @@ def adapt_check(config: CultureAdaptConfig, record: StageResult[AdaptRecord]) ->
     ``adapt_check_k`` people; ``None`` for an item kept unchanged."""
     if config.adapt_check_k is None or not record.data.adapted:
         return None
-    item = to_items(config, record)[config.adaptation_lang]
+    item = to_item(config, record, config.adaptation_lang)
     return QueuedTask(ADAPT_CHECK_TASK, item, k=config.adapt_check_k, group="culture-adapt", creator=creator_of(item))
 
 
-def released_row(item: MCItem) -> dict[str, Any]:
+def released_row(record: StageResult[AdaptRecord], item: MCItem) -> dict[str, Any]:
     """An item in Putri et al.'s released LLM_Adapt shape, plus ``lang``."""
     return {
         "id": item.id,
@@ -182,32 +175,23 @@ def released_row(item: MCItem) -> dict[str, Any]:
     }
 
 
-class CultureAdaptFunnel(Funnel):
-    """The run's funnel: the stage rows, how items were adapted, and what each language kept per split."""
+def _adapted(done: Finished[AdaptRecord]) -> list[Figure]:
+    """Kept items by how they were adapted (none when nothing was kept)."""
+    if not done.kept:
+        return []
+    modes = {"full": 0, "names": 0, "none": 0}
+    for record in done.kept:
+        modes[record.data.mode or "none"] += 1
+    caption = "Kept items by how they were adapted: full rewrite, names only, or none needed."
+    values: dict[str, int | float | None] = dict(modes)
+    return [Counts(name="adapted", title="Adaptation", values=values, unit="kept items", caption=caption, summary=True)]
 
-    key_order: ClassVar[tuple[str, ...]] = ("langs", "stages", "kept", "adapted", "by_lang")
-    langs: list[str]
-    adapted: dict[str, int]
-    """Kept items by how they were adapted: ``full``, ``names`` (name-only rewrite), ``none`` (unchanged)."""
-    by_lang: dict[str, dict[str, Any]]
 
-    def summary(self) -> list[RenderableType]:
-        """What each language kept per split, and how the kept items were adapted."""
-        shown = " · ".join(
-            f"{lang} {c['kept']}"
-            + (f" ({', '.join(f'{name} {n}' for name, n in c['splits'].items())})" if c["splits"] else "")
-            for lang, c in self.by_lang.items()
-        )
-        lines: list[RenderableType] = [f"kept {plural(self.kept, 'item')}" + (f": {shown}" if shown else "")]
-        if self.adapted:
-            lines.append(
-                f"of them adapted: {self.adapted.get('full', 0)} rewritten for the culture, "
-                f"{self.adapted.get('names', 0)} names only, {self.adapted.get('none', 0)} unchanged"
-            )
-        return lines
-
-    def datasets(self, run_dir: Path) -> list[Path]:
-        return [run_dir / lang / "dataset" for lang in self.langs] or super().datasets(run_dir)
+def _language(done: Finished[AdaptRecord], lang: str) -> list[Figure]:
+    """What the language kept, and how many of its items read as another language."""
+    other = sum(1 for r in done.kept if (r.data.lang_detected or {}).get(lang) not in (lang, None))
+    values: dict[str, int | float | None] = {"kept": len(done.items[lang]), "other_language": other}
+    return [Counts(name="language", title="Language", values=values, draw=False)]
 
 
 @dataclass
@@ -305,33 +289,20 @@ class CultureAdapt:
             **contamination_facts(config, CONTAMINATION_DEFAULT),
         }
 
-    def finish(
-        self, config: CultureAdaptConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
-    ) -> Funnel:
-        kept = sorted(run.results(kept_stage(config, "keep"), "ok", AdaptRecord), key=lambda r: r.record_id)
-        per_lang: dict[str, list[MCItem]] = {lang: [] for lang in config.langs}
-        adapted = {"full": 0, "names": 0, "none": 0}
-        for record in kept:
-            adapted[record.data.mode or "none"] += 1
-            for lang, item in to_items(config, record).items():
-                per_lang[lang].append(item)
-        by_lang: dict[str, dict[str, Any]] = {}
-        stage_rows = [row.model_dump(mode="json", by_alias=True) for row in rows]
-        for lang, items in per_lang.items():
-            splits: dict[str, list[MCItem]] = {}
-            for item in items:
-                splits.setdefault(str(item.metadata["split"]), []).append(item)
-            write_splits(run_dir / lang, splits, released_row)
-            detected = [item.metadata.get("lang_detected") or {} for item in items]
-            other = sum(1 for found in detected if isinstance(found, dict) and found.get(lang) not in (lang, None))
-            counts = {name: len(splits.get(name, [])) for name in SPLIT_NAMES if name in splits}
-            by_lang[lang] = {"kept": len(items), "splits": counts, "other_language": other}
-            write_json(
-                run_dir / lang / "funnel.json",
-                {"lang": lang, "stages": stage_rows, "kept": len(items), "splits": counts, "other_language": other},
-            )
-        return CultureAdaptFunnel(
-            langs=list(config.langs), stages=rows, kept=len(kept), adapted=adapted, by_lang=by_lang
+    def release(self, config: CultureAdaptConfig) -> Release[AdaptRecord]:
+        """Per language a folder: every kept item in it, in Putri et al.'s shape, in the split of its source."""
+        return Release(
+            kept=kept_stage(config, "keep"),
+            record=AdaptRecord,
+            item=lambda record, lang: to_item(config, record, str(lang)),
+            row=released_row,
+            split=Splitting(of=lambda record: str(record.data.split)),
+            groups=config.langs,
+            group_by="lang",
+            folders=True,
+            figures=_adapted,
+            group_figures=_language,
+            groups_title="Records out of each stage per language (Putri et al.'s per-language construction).",
         )
 
 

@@ -24,12 +24,10 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field, field_validator, model_validator
-from rich.console import RenderableType
 
 from senseforge.data.concepts import example_table, read_concepts
 from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import Choice, MCItem, Provenance
-from senseforge.data.text import plural
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.config import ReviewedConfig, runs_locally
 from senseforge.pipelines.contamination import gate
@@ -49,19 +47,13 @@ from senseforge.pipelines.culture_gen.stages import (
 from senseforge.pipelines.culture_gen.templates import template_hashes
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import (
-    Funnel,
-    StageFunnel,
-    cost_by,
-    funnel_rows_by,
-    outcomes_by,
-    write_json,
-    write_splits,
-)
-from senseforge.pipelines.runstore import Record, RunStore, StageResult
-from senseforge.pipelines.split import Ratios, split
+from senseforge.pipelines.release import Finished, Release, Splitting
+from senseforge.pipelines.report import outcomes_by
+from senseforge.pipelines.runstore import Record, StageResult
+from senseforge.pipelines.split import Ratios
 from senseforge.pipelines.stage import Stage
 from senseforge.registry.store import Unit
+from senseforge.runfolder.figures import Counts, Figure, Table
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +194,8 @@ def to_item(record: StageResult[CultureRecord], model: str, template: str | None
     )
 
 
+GROUPS_TITLE: Final = "Records out of each stage per language (Putri et al.'s per-language construction)."
+
 CONTAMINATION_DEFAULT: Final = "reject"
 """culture-gen writes its items anew: a copy of a registered benchmark's is rejected (see ``--contamination``)."""
 
@@ -213,7 +207,7 @@ def culture_unit(record_id: str, data: CultureRecord) -> Unit:
     return Unit(record_id, data.lang, raw.question, gold)
 
 
-def released_row(item: MCItem) -> dict[str, Any]:
+def released_row(record: StageResult[CultureRecord], item: MCItem) -> dict[str, Any]:
     """An item in Putri et al.'s released shape, plus ``lang``."""
     return {
         "id": item.id,
@@ -226,21 +220,32 @@ def released_row(item: MCItem) -> dict[str, Any]:
     }
 
 
-class CultureGenFunnel(Funnel):
-    """The run's funnel: the stage rows, and what each language kept of its concept slots."""
+def _categories(done: Finished[CultureRecord], lang: str) -> list[Figure]:
+    """Items per category out of the first stage after the source and the last (none without categories)."""
+    counted = outcomes_by(done.run, [row.stage for row in done.stages[1:]], _place, CultureRecord)
+    ours = {category: per for (group, category), per in sorted(counted.items()) if group == lang}
+    if not ours:
+        return []
+    stages = list(dict.fromkeys(stage for per in ours.values() for stage in per))
+    first, last = stages[0], stages[-1]
+    return [
+        Table(
+            name="categories",
+            title="Per category",
+            rows=list(ours),
+            columns=[first, f"after {last}"],
+            values=[
+                [per[first]["ok"] if first in per else 0, per[last]["ok"] if last in per else 0]
+                for per in ours.values()
+            ],
+            unit="items",
+            caption=f"{lang}: items per category out of the first ({first}) and the last ({last}) stage.",
+        )
+    ]
 
-    key_order: ClassVar[tuple[str, ...]] = ("langs", "stages", "kept", "by_lang")
-    langs: list[str]
-    by_lang: dict[str, dict[str, int]]
-    """Per language: concept slots, kept items, items CLD3 read as another language."""
 
-    def summary(self) -> list[RenderableType]:
-        """What each language kept of its concept slots."""
-        shown = " · ".join(f"{lang} {c['kept']} of {c['slots']} concepts" for lang, c in self.by_lang.items())
-        return [f"kept {plural(self.kept, 'item')}" + (f": {shown}" if shown else "")]
-
-    def datasets(self, run_dir: Path) -> list[Path]:
-        return [run_dir / lang / "dataset" for lang in self.langs] or super().datasets(run_dir)
+def _place(record: StageResult[CultureRecord]) -> tuple[str, str]:
+    return record.data.lang, record.data.category
 
 
 @dataclass
@@ -302,56 +307,47 @@ class CultureGen:
             **contamination_facts(config, CONTAMINATION_DEFAULT),
         }
 
-    def finish(
-        self, config: CultureGenConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
-    ) -> Funnel:
-        names = [row.stage for row in rows]
-        kept = run.results(names[-1], "ok", CultureRecord)
+    def release(self, config: CultureGenConfig) -> Release[CultureRecord]:
+        """Per language a folder: the kept items in Putri et al.'s shape, split by ``--split`` (else test only)."""
         style, model = config.style_for("generate"), config.model_for("generate")
         hashes = template_hashes(config.langs, style, config.prompt_language)
-        items = {
-            lang: [to_item(r, model, hashes[f"generate/{lang}/{style}"]) for r in kept if r.data.lang == lang]
-            for lang in config.langs
-        }
-        lang_rows = funnel_rows_by(run, names, _lang, CultureRecord, self.splitting(), config.langs)
-        categories = outcomes_by(run, names[1:], lambda r: (r.data.lang, r.data.category), CultureRecord)
-        costs = cost_by(
-            run,
-            names,
-            _lang,
-            kept={lang: len(items[lang]) for lang in config.langs},
-            langs=True,
-            record_model=CultureRecord,
+
+        def slots(done: Finished[CultureRecord], lang: str) -> int:
+            return int(done.facts.get("slots", {}).get(lang, 0))
+
+        def language(done: Finished[CultureRecord], lang: str) -> list[Figure]:
+            other = sum(1 for r in done.in_group(lang) if r.data.lang_detected not in (lang, None))
+            values = {"slots": slots(done, lang), "kept": len(done.items[lang]), "other_language": other}
+            return [*_categories(done, lang), Counts(name="language", title="Language", values=values, draw=False)]
+
+        def kept_of_slots(done: Finished[CultureRecord]) -> list[Figure]:
+            return [
+                Table(
+                    name="kept-of-slots",
+                    title="Kept of the concept slots",
+                    rows=list(config.langs),
+                    columns=["kept", "slots"],
+                    values=[[len(done.items[lang]), slots(done, lang)] for lang in config.langs],
+                    draw=False,
+                    summary=True,
+                )
+            ]
+
+        return Release(
+            kept="review" if config.review.judges else "moderate",
+            record=CultureRecord,
+            item=lambda record, _lang: to_item(record, model, hashes[f"generate/{record.data.lang}/{style}"]),
+            row=released_row,
+            split=Splitting(None if config.split is None else Ratios.of(config.split), config.seed),
+            groups=config.langs,
+            group_by="lang",
+            group_of=_lang,
+            folders=True,
+            group_cost=True,
+            figures=kept_of_slots,
+            group_figures=language,
+            groups_title=GROUPS_TITLE,
         )
-        ratios = None if config.split is None else Ratios.of(config.split)
-        by_lang: dict[str, dict[str, int]] = {}
-        for lang in config.langs:
-            items[lang].sort(key=lambda item: item.id)
-            splits = split(items[lang], ratios, config.seed)
-            write_splits(run_dir / lang, splits, released_row)
-            wrong = sum(1 for item in items[lang] if item.metadata.get("lang_detected") not in (lang, None))
-            slots = int(facts.get("slots", {}).get(lang, 0))
-            by_lang[lang] = {"slots": slots, "kept": len(items[lang]), "other_language": wrong}
-            by_category = {
-                category: {
-                    stage: {"out": counts["ok"], "rejected": {k: n for k, n in counts.items() if k != "ok"}}
-                    for stage, counts in per_stage.items()
-                }
-                for (group, category), per_stage in sorted(categories.items())
-                if group == lang
-            }
-            lang_funnel = {
-                "lang": lang,
-                "slots": slots,
-                "stages": [row.model_dump(mode="json", by_alias=True) for row in lang_rows[lang]],
-                "by_category": by_category,
-                "kept": len(items[lang]),
-                "other_language": wrong,
-                "splits": {name: len(members) for name, members in splits.items()},
-            }
-            write_json(run_dir / lang / "funnel.json", lang_funnel)
-            write_json(run_dir / lang / "cost.json", costs[lang])
-        return CultureGenFunnel(langs=list(config.langs), stages=rows, kept=len(kept), by_lang=by_lang)
 
 
 CULTURE_GEN = CultureGen()

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Final
-
-from rich.console import RenderableType
 
 from senseforge.data.concepts import Concept, example_table, read_concepts
 from senseforge.data.schema import MCItem, Provenance
@@ -40,10 +38,11 @@ from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.human_gen.records import HumanGenRecord
 from senseforge.pipelines.human_gen.stages import BlindAnswers, CreateByPeople, QualityControl, assign, slot_id
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Funnel, StageFunnel, write_splits
-from senseforge.pipelines.runstore import Record, RunStore, StageResult, as_stored
+from senseforge.pipelines.release import Finished, Release
+from senseforge.pipelines.runstore import Record, StageResult, as_stored
 from senseforge.pipelines.stage import Stage
 from senseforge.registry.store import Unit
+from senseforge.runfolder.figures import Agreement, Counts, Figure, Rated
 
 logger = logging.getLogger(__name__)
 
@@ -123,10 +122,11 @@ def to_item(record: StageResult[HumanGenRecord]) -> MCItem:
     )
 
 
-def released_row(item: MCItem) -> dict[str, Any]:
+def released_row(record: StageResult[HumanGenRecord], item: MCItem) -> dict[str, Any]:
     """An item in the released Human_Gen shape, plus ``creator``, ``distractor``, ``qc_history``, ``lang``."""
+    data = record.data
     labels = [c.label for c in item.choices]
-    answers = item.metadata["answers"]
+    answers = data.answers or []
     return {
         "id": item.id,
         "category": item.category,
@@ -134,52 +134,22 @@ def released_row(item: MCItem) -> dict[str, Any]:
         "question": item.question,
         "choices": {"label": labels, "text": [c.text for c in item.choices]},
         "answer_creator": item.answer,
-        "answer_majority": item.metadata["answer_majority"],
-        "answers": {a["annotator"]: a["choice"] for a in answers},
-        "answers_uncertainty": {a["annotator"]: "certain" if a["certain"] else "uncertain" for a in answers},
+        "answer_majority": data.answer_majority,
+        "answers": {a.annotator: a.choice for a in answers},
+        "answers_uncertainty": {a.annotator: "certain" if a.certain else "uncertain" for a in answers},
         "question_ambiguity": {
-            a["annotator"]: "ambiguous" if "ambiguous-question" in a["flags"] else "clear" for a in answers
+            a.annotator: "ambiguous" if "ambiguous-question" in a.flags else "clear" for a in answers
         },
         "option_ambiguity": {
-            a["annotator"]: ["ambiguous" if f"ambiguous-option:{label}" in a["flags"] else "clear" for label in labels]
+            a.annotator: ["ambiguous" if f"ambiguous-option:{label}" in a.flags else "clear" for label in labels]
             for a in answers
         },
-        "reason": {a["annotator"]: a["reason"] or "" for a in answers},
-        "creator": item.metadata["creator"],
-        "distractor": item.metadata["distractor"],
-        "qc_history": item.metadata["qc_history"],
+        "reason": {a.annotator: a.reason or "" for a in answers},
+        "creator": data.creator,
+        "distractor": data.current_draft().distractor,
+        "qc_history": as_stored([e.model_dump(mode="json") for e in data.qc_history or ()]),
         "lang": item.lang,
     }
-
-
-class HumanGenFunnel(Funnel):
-    """The run's funnel: stage rows, what QC did, and how far the answerers agreed."""
-
-    key_order: ClassVar[tuple[str, ...]] = ("lang", "pool", "stages", "kept", "qc", "answers")
-    lang: str
-    pool: list[str]
-    qc: dict[str, Any]
-    """Items sent back at least once, revisions, items per number of QC rounds, unresolved items."""
-    answers: dict[str, Any]
-    """Answers per item, agreement over them (``fleiss_kappa``, ``krippendorff_alpha``), excluded items,
-    and how often the majority matched the creator."""
-
-    def title(self, recipe: str) -> str:
-        return f"{recipe} funnel ({self.lang})"
-
-    def datasets(self, run_dir: Path) -> list[Path]:
-        return [run_dir / self.lang / "dataset"]
-
-    def summary(self) -> list[RenderableType]:
-        """What QC sent back, and how far the answerers agreed."""
-        qc, answers = self.qc, self.answers
-        alpha = answers.get("krippendorff_alpha")
-        return [
-            *super().summary(),
-            f"QC sent {qc['sent_back']} of {qc['items']} item(s) back ({qc['unresolved']} unresolved); "
-            f"{answers['excluded']} excluded as ambiguous; the majority matched the creator on "
-            f"{answers['majority_is_creator']}; answerers' α = " + ("n/a" if alpha is None else f"{alpha:.3f}"),
-        ]
 
 
 @dataclass
@@ -217,64 +187,67 @@ class HumanGen:
             **contamination_facts(config, CONTAMINATION_DEFAULT),
         }
 
-    def finish(
-        self, config: HumanGenConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
-    ) -> Funnel:
-        kept = sorted(run.results(kept_stage(config, "answer"), "ok", HumanGenRecord), key=lambda r: r.record_id)
-        items = [to_item(r) for r in kept]
-        write_splits(run_dir / config.lang, {"test": items}, released_row)
-        answered = [*run.results("answer", "ok", HumanGenRecord), *run.results("answer", "rejected", HumanGenRecord)]
-        return HumanGenFunnel(
+    def release(self, config: HumanGenConfig) -> Release[HumanGenRecord]:
+        """The answered items, in the released Human_Gen shape under ``<lang>/``, all in test."""
+        return Release(
+            kept=kept_stage(config, "answer"),
+            record=HumanGenRecord,
+            item=lambda record, _group: to_item(record),
+            row=released_row,
+            folder=config.lang,
+            figures=lambda done: [*_qc_figures(done), _answer_figure(config, done)],
             lang=config.lang,
-            pool=list(config.pool),
-            stages=rows,
-            kept=len(items),
-            qc=_qc_figures(run),
-            answers=_answer_figures(config, run, answered, items),
+            title="The human-written items: slots, creation, QC and answering",
         )
 
 
-def _qc_figures(run: RunStore) -> dict[str, Any]:
-    decided = [*run.results("qc", "ok", HumanGenRecord), *run.results("qc", "rejected", HumanGenRecord)]
+def _qc_figures(done: Finished[HumanGenRecord]) -> list[Figure]:
+    """Items by the QC rounds they took, and what QC did in all."""
+    decided = [*done.run.results("qc", "ok", HumanGenRecord), *done.run.results("qc", "rejected", HumanGenRecord)]
     rounds: Counter[int] = Counter()
     sent_back = revisions = 0
     for record in decided:
         history = record.data.qc_history or []
-        verdicts = [e for e in history if e.status in ("complete", "needs_revision")]
-        rounds[len(verdicts)] += 1
+        rounds[sum(1 for e in history if e.status in ("complete", "needs_revision"))] += 1
         sent_back += any(e.status == "needs_revision" for e in history)
         revisions += sum(1 for e in history if e.status == "revised")
-    return {
-        "items": len(decided),
-        "sent_back": sent_back,
-        "revisions": revisions,
-        "rounds": {str(n): rounds[n] for n in sorted(rounds)},
-        "unresolved": len(run.results("qc", "rejected")),
-    }
+    unresolved = len(done.run.results("qc", "rejected"))
+    totals = {"items": len(decided), "sent_back": sent_back, "revisions": revisions, "unresolved": unresolved}
+    caption = (
+        f"Quality control: items by the rounds they took to pass ({sent_back} sent back, {revisions} revisions, "
+        f"{unresolved} unresolved)."
+    )
+    by_rounds: list[Figure] = []
+    if rounds:
+        values: dict[str, int | float | None] = {f"{n} round{'' if n == 1 else 's'}": rounds[n] for n in sorted(rounds)}
+        by_rounds.append(Counts(name="qc", title="QC rounds", values=values, unit="items", caption=caption))
+    return [
+        *by_rounds,
+        Counts(name="qc-totals", title="Quality control", values=dict(totals), draw=False, summary=True),
+    ]
 
 
-def _answer_figures(
-    config: HumanGenConfig, run: RunStore, answered: Sequence[StageResult], items: list[MCItem]
-) -> dict[str, Any]:
-    ids = {r.record_id for r in answered}
+def _answer_figure(config: HumanGenConfig, done: Finished[HumanGenRecord]) -> Figure:
+    """How far the pool's blind answers agreed, over every answered item."""
+    run = done.run
+    ids = {r.record_id for r in (*run.results("answer", "ok"), *run.results("answer", "rejected"))}
     by_item = {
-        item: [j for j in judged if j.annotator in config.pool]
-        for item, judged in (
-            (item, [s.judgement for s in stored if s.source == "human"])
-            for item, stored in run.judgements_for("answer", ids).items()
-        )
+        item: [s.judgement for s in stored if s.source == "human" and s.judgement.annotator in config.pool]
+        for item, stored in run.judgements_for("answer", ids).items()
     }
     stats = policies.agreement(by_item, "answer")
-    agree = sum(1 for item in items if item.metadata["answer_majority"] == item.answer)
-    return {
-        "per_item": config.k,
-        "items": len(answered),
-        "excluded": len(answered) - len(items),
-        "fleiss_kappa": stats.fleiss_kappa,
-        "krippendorff_alpha": stats.krippendorff_alpha,
-        "ratings": stats.ratings,
-        "majority_is_creator": agree,
-    }
+    agree = sum(1 for r in done.kept if r.data.answer_majority == r.data.current_draft().answer)
+    rated = Rated(
+        label="answerers",
+        items=len(ids),
+        raters=config.k,
+        ratings=stats.ratings,
+        fleiss_kappa=stats.fleiss_kappa,
+        krippendorff_alpha=stats.krippendorff_alpha,
+        extra={"excluded": len(ids) - len(done.kept), "majority is the creator's": agree},
+    )
+    caption = f"Answer agreement: {config.k} answers per item over {len(ids)} items."
+    return Agreement(name="answers", title="Answer agreement", groups=[rated], caption=caption, summary=True)
 
 
 HUMAN_GEN = HumanGen()

@@ -1,8 +1,8 @@
 """``build mcsqa``: question sets → generate → filter → refine → filter → distractors → shuffle
 → verify → review → moderate → split, on the recipe engine.
 
-The run directory is the engine's (:mod:`senseforge.pipelines.runner`); this recipe adds
-``dataset/{train,validation,test}.jsonl`` (published mCSQA schema) and ``items/`` (the
+The run directory is the engine's (:mod:`senseforge.pipelines.runner`); this recipe's release
+(:mod:`.report`) is ``dataset/{train,validation,test}.jsonl`` (published mCSQA schema) and ``items/`` (the
 same items as full records, with provenance). While items wait for people the run stops
 with ``review/queue.jsonl`` and state ``awaiting_review``.
 """
@@ -25,12 +25,12 @@ from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
 from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, LMVerify, McsqaReview, McsqaSplit
 from senseforge.pipelines.mcsqa.records import McsqaRecord, have
-from senseforge.pipelines.mcsqa.report import final_items, funnel, released_row
+from senseforge.pipelines.mcsqa.report import release
 from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies, Generate, Moderate, Refine, Shuffle
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
-from senseforge.pipelines.report import Funnel, StageFunnel, write_splits
-from senseforge.pipelines.runstore import Record, RunStore, StageResult
+from senseforge.pipelines.release import Release
+from senseforge.pipelines.runstore import Record, StageResult
 from senseforge.pipelines.split import Ratios
 from senseforge.pipelines.stage import Stage
 from senseforge.registry.store import Unit
@@ -162,12 +162,8 @@ class Mcsqa:
     def manifest(self, config: McsqaConfig) -> dict[str, Any]:
         return {**manifest_facts(config), **contamination_facts(config, CONTAMINATION_DEFAULT)}
 
-    def finish(
-        self, config: McsqaConfig, run: RunStore, run_dir: Path, rows: list[StageFunnel], facts: dict[str, Any]
-    ) -> Funnel:
-        question_sets = {"sampled": facts.get("sampled"), "extraction": dict(facts.get("funnel", []))}
-        write_splits(run_dir, final_items(run), released_row)
-        return funnel(run, config.lang, question_sets, rows)
+    def release(self, config: McsqaConfig) -> Release[McsqaRecord]:
+        return release(config)
 
 
 MCSQA = Mcsqa()
