@@ -84,7 +84,7 @@ def test_a_grouped_release_has_a_folder_funnel_and_cost_per_group(tmp_path: Path
     costs = {w: json.loads((run_dir / w / "cost.json").read_text(encoding="utf-8")) for w in ("sun", "broken")}
     assert costs["sun"]["kept"] == 2 and costs["sun"]["stages"]["flank"]["calls"] == 6  # its own parts' calls
     assert costs["broken"]["kept"] == 0 and "flank" not in costs["broken"]["stages"]
-    assert not (run_dir / "dataset").exists() and funnel.splits == {}
+    assert not (run_dir / "dataset").exists() and funnel.splits == {"test": 4}  # the groups' splits summed
 
 
 def test_a_release_split_by_ratios_is_seeded_and_every_split_written(tmp_path: Path) -> None:

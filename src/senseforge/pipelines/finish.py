@@ -20,7 +20,7 @@ from senseforge.pipelines.release import AnyRelease, Finished, OwnFiles, Release
 from senseforge.pipelines.report import cost_by, funnel_rows_by, write_json, write_splits
 from senseforge.pipelines.runstore import RunStore, StageResult
 from senseforge.runfolder import files
-from senseforge.runfolder.funnel import Funnel, Group, StageRow
+from senseforge.runfolder.funnel import Funnel, Group, StageRow, summed_splits
 
 
 def release(
@@ -116,7 +116,7 @@ def _items(
         group_by=declared.group_by,
         stages=rows,
         kept=len(kept),
-        splits={} if declared.groups else {split: len(items) for split, items in splits[None].items()},
+        splits=summed_splits(groups) if declared.groups else {name: len(items) for name, items in splits[None].items()},
         datasets=declared.datasets(),
         groups=groups,
         groups_title=declared.groups_title,

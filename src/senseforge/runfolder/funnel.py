@@ -57,6 +57,15 @@ class Group(BaseModel):
         return next((f for f in self.figures if f.name == name), None)
 
 
+def summed_splits(groups: list[Group]) -> dict[str, int]:
+    """The kept items per split over every group (splits in the order first met)."""
+    out: dict[str, int] = {}
+    for group in groups:
+        for split, n in group.splits.items():
+            out[split] = out.get(split, 0) + n
+    return out
+
+
 class Funnel(BaseModel):
     """The funnel of a run, in the one typed form every recipe writes."""
 

@@ -19,10 +19,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from senseforge.data.splits import SPLIT_NAMES
 from senseforge.runfolder import files
 from senseforge.runfolder.documents import located, read_document
 from senseforge.runfolder.figures import Agreement, Counts, Figure, Number, Rated, Share, Table
-from senseforge.runfolder.funnel import Funnel, Group, StageRow
+from senseforge.runfolder.funnel import Funnel, Group, StageRow, summed_splits
 from senseforge.runfolder.manifest import Manifest
 
 PER_LANGUAGE_TITLE = "Records out of each stage per language (Putri et al.'s per-language construction)."
@@ -167,7 +168,18 @@ class _HumanGen(_Old):
     _none_if_empty = field_validator("qc", "answers", mode="before")(_empty_is_none)
 
 
-def _human_gen(old: _HumanGen, manifest: Manifest | None) -> Funnel:
+def _dataset_splits(folder: Path) -> dict[str, int]:
+    """Rows per split of a dataset folder's ``<split>.jsonl`` files (what an old funnel did not record)."""
+    out: dict[str, int] = {}
+    for name in SPLIT_NAMES:
+        path = folder / f"{name}.jsonl"
+        if path.is_file():
+            with path.open(encoding="utf-8") as handle:
+                out[name] = sum(1 for line in handle if line.strip())
+    return out
+
+
+def _human_gen(old: _HumanGen, manifest: Manifest | None, folder: Path) -> Funnel:
     figures: list[Figure] = []
     qc = old.qc
     if qc is not None:
@@ -212,13 +224,15 @@ def _human_gen(old: _HumanGen, manifest: Manifest | None) -> Funnel:
             )
         )
     lang = old.lang or _config_lang(manifest)
+    dataset = f"{lang}/{files.DATASET}" if lang else files.DATASET
     return Funnel(
         recipe="human-gen",
         lang=lang,
         title="The human-written items: slots, creation, QC and answering",
         stages=old.stages,
         kept=old.kept,
-        datasets=[f"{lang}/{files.DATASET}"] if lang else [files.DATASET],
+        splits=_dataset_splits(folder / dataset),
+        datasets=[dataset],
         figures=figures,
     )
 
@@ -310,21 +324,13 @@ def _culture_group(lang: str, own: _Language | None, kept: int, splits: dict[str
     )
 
 
-def _summed(groups: list[Group]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for group in groups:
-        for split, n in group.splits.items():
-            out[split] = out.get(split, 0) + n
-    return out
-
-
 def _culture(recipe: str, old: _CultureGen | _CultureAdapt, groups: list[Group], figures: list[Figure]) -> Funnel:
     return Funnel(
         recipe=recipe,
         group_by="lang",
         stages=old.stages,
         kept=old.kept,
-        splits=_summed(groups),
+        splits=summed_splits(groups),
         datasets=[f"{lang}/{files.DATASET}" for lang in old.langs] or [files.DATASET],
         groups=groups,
         groups_title=PER_LANGUAGE_TITLE,
@@ -549,7 +555,7 @@ def _culture_reader(
 
 _READERS: dict[str, Callable[[dict[str, Any], Manifest | None, Path], Funnel]] = {
     "mcsqa": lambda document, manifest, _: _mcsqa(_Mcsqa.model_validate(document), manifest),
-    "human-gen": lambda document, manifest, _: _human_gen(_HumanGen.model_validate(document), manifest),
+    "human-gen": lambda document, manifest, folder: _human_gen(_HumanGen.model_validate(document), manifest, folder),
     "culture-gen": _culture_reader(
         "culture-gen", lambda d, folder: _culture_gen(_CultureGen.model_validate(d), folder)
     ),
