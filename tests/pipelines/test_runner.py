@@ -13,22 +13,12 @@ import pytest
 from senseforge.errors import BackendError, SenseforgeError
 from senseforge.llm.base import Completion, Failure
 from senseforge.pipelines import runner
+from senseforge.pipelines.calls import AWAITING, PENDING, failure_outcome, settle
+from senseforge.pipelines.outcomes import Children, Outcome, RunIncomplete, StageOutput, ok, rejected
 from senseforge.pipelines.progress import StageProgress
 from senseforge.pipelines.runner import run_stage
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, sqlite_url
-from senseforge.pipelines.stage import (
-    AWAITING,
-    PENDING,
-    Children,
-    Outcome,
-    RunIncomplete,
-    StageContext,
-    StageOutput,
-    failure_outcome,
-    ok,
-    rejected,
-    settle,
-)
+from senseforge.pipelines.stage import StageContext
 
 
 class Direct:

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from senseforge.data.text import plural as plural  # the CLI's modules take it from here
+from senseforge.data.text import plural
 from senseforge.errors import ConfigError
 
 if TYPE_CHECKING:

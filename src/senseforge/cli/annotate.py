@@ -27,7 +27,7 @@ StoreUrlOption = typer.Option(
 
 def run_store_url(run_dir: Path, given: str | None) -> str:
     """The run store of ``run_dir``: ``given``, else ``run_dir/run.db`` unless the manifest names another."""
-    from senseforge.pipelines.runner import store_url_of
+    from senseforge.pipelines.rundir import store_url_of
 
     return store_url_of(run_dir, given, flag="--store")
 

@@ -5,7 +5,7 @@ from the field); lists are comma-separated. Every recipe also takes ``--model/-m
 ``--stage-model STAGE=SPEC``, ``--option/-o KEY=VALUE``, ``--base-url``, ``--out``,
 ``--resume``, ``--config run.toml``, ``--set key=value``, ``--decisions``,
 ``--human-rate``, ``--store``, ``--run-store``, ``--wait`` and ``--poll``. The command only gathers what was
-given; the library resolves the config (:func:`senseforge.pipelines.runner.resolve_run`)
+given; the library resolves the config (:func:`senseforge.pipelines.rundir.resolve_run`)
 and runs the recipe.
 """
 
@@ -180,8 +180,8 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
     field_params, fields = _field_params(recipe)
 
     def command(**values: Any) -> None:
-        from senseforge.pipelines.runner import check_resume, resolve_run
-        from senseforge.pipelines.stage import RunIncomplete
+        from senseforge.pipelines.outcomes import RunIncomplete
+        from senseforge.pipelines.rundir import check_resume, resolve_run
 
         flags = given(values, fields)
         stage_models = _pairs(values.get("stage_model"), "--stage-model")
@@ -239,7 +239,7 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
 def _holds_run(recipe: Recipe, flags: dict[str, Any], out_dir: Path | None, sources: dict[str, Any]) -> bool:
     """Whether the run folder of one language of the command (``--out``, or the one its settings name) holds a
     run."""
-    from senseforge.pipelines.runner import resolve_run
+    from senseforge.pipelines.rundir import resolve_run
 
     folder = out_dir if out_dir is not None else resolve_run(recipe, flags=flags, out=None, resume=False, **sources)[1]
     return (folder / "manifest.json").is_file()
@@ -330,8 +330,8 @@ def _wait(recipe: Recipe, waiting: list[tuple[Any, Path, Any]], values: dict[str
     answered, until none does (see :mod:`senseforge.pipelines.batchwait`); the runs that stopped with calls still
     failing (one alone raises)."""
     from senseforge.pipelines.batchwait import wait_for_batches
+    from senseforge.pipelines.outcomes import RunIncomplete
     from senseforge.pipelines.runner import BuildSummary
-    from senseforge.pipelines.stage import RunIncomplete
 
     unfinished: list[str] = []
 

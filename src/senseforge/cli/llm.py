@@ -174,7 +174,7 @@ def _run_label(run: str | None, store: str | None) -> tuple[str | None, str | No
     names (unless ``--store`` is given); anything else is a ledger label as it is."""
     from pathlib import Path
 
-    from senseforge.pipelines.runner import read_manifest
+    from senseforge.pipelines.rundir import read_manifest
     from senseforge.pipelines.status import ledger_url_of
 
     if run is None or not Path(run).is_dir():

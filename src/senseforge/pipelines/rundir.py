@@ -3,8 +3,7 @@ line asks for.
 
 A run directory holds ``manifest.json`` (written once, before the run store) and, by default,
 the run store ``run.db``. A folder whose manifest was written but whose store holds nothing is
-a start that failed, not a run. Split from :mod:`senseforge.pipelines.runner`, which re-exports
-these names.
+a start that failed, not a run. Split from :mod:`senseforge.pipelines.runner`.
 """
 
 from __future__ import annotations

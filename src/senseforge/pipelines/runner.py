@@ -46,6 +46,7 @@ from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.contamination import GATE, registry_of
 from senseforge.pipelines.executor import Executor, ModelPool, make_executor
 from senseforge.pipelines.flow import StageReport, run_stages
+from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.progress import ProgressSink
 from senseforge.pipelines.recipe import Recipe
 from senseforge.pipelines.report import Cost, Funnel, cost, funnel_rows, write_json, write_rejects
@@ -55,16 +56,12 @@ from senseforge.pipelines.rundir import (
     _clear_failed_start,
     build_manifest,
     check_resume,
-    read_manifest,
     recorded_url,
-    resolve_run,
-    resume_command,
-    resume_note,
     resumed_stores,
     store_url_of,
 )
 from senseforge.pipelines.runstore import Heartbeat, RunStore, StageResult
-from senseforge.pipelines.stage import InOrder, RunIncomplete, Stage
+from senseforge.pipelines.stage import InOrder, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
 from senseforge.store.db import BatchRow, Store
 
@@ -522,16 +519,8 @@ def _finish(
 
 
 __all__ = [
-    "DEFAULT_RUN_STORE",
-    "MANIFEST",
     "BuildSummary",
     "build",
-    "check_resume",
     "import_decisions",
-    "read_manifest",
-    "resolve_run",
-    "resume_command",
-    "resume_note",
     "run_stage",
-    "store_url_of",
 ]

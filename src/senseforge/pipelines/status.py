@@ -18,8 +18,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.errors import ConfigError
 from senseforge.llm.prices import PriceTable
-from senseforge.pipelines.rundir import password_hidden, resume_command, resume_note
-from senseforge.pipelines.runner import BATCHES, DEFAULT_RUN_STORE, MANIFEST, read_manifest, store_url_of
+from senseforge.pipelines.rundir import (
+    DEFAULT_RUN_STORE,
+    MANIFEST,
+    password_hidden,
+    read_manifest,
+    resume_command,
+    resume_note,
+    store_url_of,
+)
+from senseforge.pipelines.runner import BATCHES
 from senseforge.pipelines.runstore import HEARTBEAT_STALE_S, RunStore
 from senseforge.pipelines.tables import stage_results
 from senseforge.store.db import BatchRow, FailureCause, LedgerRow, Store
