@@ -44,7 +44,7 @@ from senseforge.llm.prices import PRICING_RULE, PriceTable
 from senseforge.llm.registry import provider_info
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.contamination import GATE, registry_of
-from senseforge.pipelines.executor import Executor, ModelPool, make_executor
+from senseforge.pipelines.executor import ModelPool, make_executor
 from senseforge.pipelines.flow import StageReport, run_stages
 from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.progress import ProgressSink
@@ -107,30 +107,6 @@ def _diagnoses(pool: ModelPool) -> list[str]:
 
 
 # -- running stages -----------------------------------------------------------------------------
-
-
-def run_stage(
-    stage: Stage,
-    inputs: Sequence[StageResult],
-    store: RunStore,
-    executor: Executor,
-    *,
-    batch_size: int,
-    rounds: int,
-    progress: ProgressSink | None = None,
-    causes: Callable[[], str] | None = None,
-) -> StageReport:
-    """Run ``stage`` over the inputs that have no stored result yet, one batch at a time (see
-    :func:`~senseforge.pipelines.flow.run_stages`).
-
-    ``causes`` says, when calls kept failing, why and where to look (appended to the error);
-    by default it points at ``senseforge llm ledger --failed``.
-
-    Raises:
-        RunIncomplete: records whose calls kept failing transiently after ``rounds`` passes.
-    """
-    sizes = [batch_size]
-    return run_stages([stage], inputs, store, executor, sizes=sizes, rounds=rounds, progress=progress, causes=causes)[0]
 
 
 def segments(stages: Sequence[Stage]) -> list[list[Stage]]:
@@ -522,5 +498,4 @@ __all__ = [
     "BuildSummary",
     "build",
     "import_decisions",
-    "run_stage",
 ]
