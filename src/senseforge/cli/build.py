@@ -181,7 +181,7 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
 
     def command(**values: Any) -> None:
         from senseforge.pipelines.outcomes import RunIncomplete
-        from senseforge.pipelines.rundir import check_resume, resolve_run
+        from senseforge.pipelines.rundir import check_resume, resolve_run_manifest
 
         flags = given(values, fields)
         stage_models = _pairs(values.get("stage_model"), "--stage-model")
@@ -192,13 +192,15 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
             flags["model_options"] = options
         resume = bool(values.get("resume"))
         runs: list[tuple[Any, Path, bool]] = []
+        manifests: dict[Path, dict[str, Any] | None] = {}  # read once per run, by resolve_run_manifest
         languages = _each_language(recipe, flags, values.get("out_dir"))
         sources: dict[str, Any] = {"config_file": values.get("config_file"), "sets": values.get("sets") or []}
         for each, out_dir in languages:
             # several languages: --resume continues those begun and begins the others (the command names them all)
             this = resume and (len(languages) == 1 or _holds_run(recipe, each, out_dir, sources))
-            config, run_dir = resolve_run(recipe, flags=each, out=out_dir, resume=this, **sources)
-            check_resume(run_dir, config, resume=this)  # a refusal comes before the header, for every run
+            config, run_dir, manifest = resolve_run_manifest(recipe, flags=each, out=out_dir, resume=this, **sources)
+            # a refusal comes before the header, for every run
+            manifests[run_dir] = check_resume(run_dir, config, resume=this, manifest=manifest)
             runs.append((config, run_dir, this))
         if len({run_dir.resolve() for _, run_dir, _ in runs}) < len(runs):
             raise ConfigError("two languages would share one run folder: give --out a name with {lang} in it")
@@ -211,7 +213,14 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
         waiting: list[tuple[Any, Path, Any]] = []
         for config, run_dir, this in runs:
             try:
-                summary = _build_one(chosen, config, run_dir, {**values, "resume": this}, several=len(runs) > 1)
+                summary = _build_one(
+                    chosen,
+                    config,
+                    run_dir,
+                    {**values, "resume": this},
+                    several=len(runs) > 1,
+                    manifest=manifests[run_dir],
+                )
             except RunIncomplete as exc:
                 if len(runs) == 1:
                     raise
@@ -270,11 +279,13 @@ def _build_one(
     *,
     several: bool = False,
     polled: bool = False,
+    manifest: dict[str, Any] | None = None,
 ) -> Any:
     """Build (or resume) one run and print its summary; how it ended (``several``: one of the languages of one
     command).
 
     ``polled``: a resume of ``--wait``, silent until it gets somewhere (answers come, or the run stops waiting).
+    ``manifest``: the run's manifest as the command read it (a resume), handed to the build.
     With ``--wait``, a run that waits for batches prints no summary: :func:`_wait` says what it waits for.
     """
     from senseforge.pipelines.rundir import read_manifest, resume_command, resume_note
@@ -316,6 +327,7 @@ def _build_one(
         human_rate=human_rate(values.get("human_rate")),
         progress=_when_used(stage_progress) if polled else stage_progress,
         responders=dry_run_authors(),
+        manifest=manifest,
     )
     if values.get("wait") and summary.state == "awaiting_batch":
         return summary

@@ -48,7 +48,7 @@ from senseforge.pipelines.executor import ModelPool, make_executor
 from senseforge.pipelines.flow import StageReport, run_stages
 from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.progress import ProgressSink
-from senseforge.pipelines.recipe import Recipe
+from senseforge.pipelines.recipe import Recipe, Source
 from senseforge.pipelines.report import Cost, Funnel, cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
@@ -234,6 +234,7 @@ def build(
     responders: Mapping[str, Any] | None = None,
     executor: str = "local",
     streaming: bool | None = None,
+    manifest: dict[str, Any] | None = None,
 ) -> BuildSummary:
     """Run (or resume) ``recipe`` with ``config`` in ``run_dir``.
 
@@ -258,13 +259,15 @@ def build(
         executor: where stage work runs (``local``).
         streaming: records go on to their next stage as soon as their batch is stored, several batches at once
             (``None``: where every model of the stages is behind an API; see :func:`stream_width`).
+        manifest: on a resume, the run's manifest when the caller has read it already (the CLI reads it once per
+            command); read here otherwise.
 
     Raises:
         ConfigError: a fresh build over an existing run, a resume with a changed config …
         RunIncomplete: calls kept failing; ``--resume`` retries them.
     """
     run_dir = run_dir or recipe.default_run_dir(config)
-    manifest = check_resume(run_dir, config, resume=resume)
+    manifest = check_resume(run_dir, config, resume=resume, manifest=manifest)
     opened: Store | None = None
     if manifest is not None:  # a resume is the run it continues: its stores from its manifest, unless given again
         given = store.url if store is not None else None
@@ -276,6 +279,7 @@ def build(
     prices = prices or PriceTable.load()  # one table for every figure of the run (a bad user file fails here)
     run_label = (manifest or {}).get("run_id") or f"{config.recipe}-{_label(config)}-{uuid.uuid4().hex[:12]}"
     stages = recipe.stages(config)
+    source = recipe.source(config)  # built once per run: it makes the first records and names the first stage
     if config.registry and config.contamination != "off":  # checked before a run folder is made
         if not any(stage.name == GATE for stage in stages):
             raise ConfigError(
@@ -295,7 +299,7 @@ def build(
             # its inputs, so a bad model or input leaves no half-made run behind
             specs = [spec for stage in stages for spec in stage.specs]
             identities = pool.identities(specs)
-            first = recipe.source(config).records(config)
+            first = source.records(config)
         if manifest is None:
             _clear_failed_start(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -320,7 +324,7 @@ def build(
             changed = import_decisions(run, decisions, tasks)
             logger.info("imported %d decision(s) of people", changed)
         run.set_meta({"state": "running"})
-        records = _source(recipe, config, run, first)
+        records = _source(recipe, config, source, run, first)
         waiting: list[StageReport] = []
         before: Stage | None = None
         for whole in segments(stages):
@@ -386,7 +390,7 @@ def build(
                 diagnoses=_diagnoses(pool),
             )
         (run_dir / QUEUE).unlink(missing_ok=True)
-        summary = _finish(recipe, config, stages, run_dir, run, store, run_label, human_rate, prices)
+        summary = _finish(recipe, config, source, stages, run_dir, run, store, run_label, human_rate, prices)
         summary.diagnoses = _diagnoses(pool)
         return summary
     finally:
@@ -433,12 +437,12 @@ def _remember_rate(run: RunStore, rate: float | Mapping[str, float] | None) -> f
 def _source(
     recipe: Recipe,
     config: RecipeConfig,
+    source: Source,
     run: RunStore,
     made: tuple[Sequence[StageResult], dict[str, Any]] | None = None,
 ) -> list[StageResult]:
     """The first records: made once by the recipe's source (or given, ``made`` before the run folder existed),
     then read back from the run store."""
-    source = recipe.source(config)
     stored = run.results(source.name, "ok", recipe.record)
     if stored or run.meta(SOURCE_FACTS) is not None:
         return stored
@@ -451,6 +455,7 @@ def _source(
 def _finish(
     recipe: Recipe,
     config: RecipeConfig,
+    source: Source,
     stages: Sequence[Stage],
     run_dir: Path,
     run: RunStore,
@@ -459,7 +464,7 @@ def _finish(
     human_rate: float | Mapping[str, float] | None,
     prices: PriceTable | None,
 ) -> BuildSummary:
-    names = [recipe.source(config).name, *(stage.name for stage in stages)]
+    names = [source.name, *(stage.name for stage in stages)]
     facts = json.loads(run.meta(SOURCE_FACTS) or "{}")
     rows = funnel_rows(run, names, recipe.splitting())
     funnel_doc = recipe.finish(config, run, run_dir, rows, facts)
