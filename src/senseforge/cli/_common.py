@@ -92,7 +92,7 @@ def open_model(
 ) -> Any:
     """A cached backend from the common model flags; ``scripted/<name>`` knows every recipe's dry-run authors."""
     from senseforge.llm.cache import open_llm
-    from senseforge.pipelines.registry import dry_run_authors
+    from senseforge.pipelines.recipes import dry_run_authors
     from senseforge.store.db import Store
 
     options = parse_options(option, base_url)

@@ -43,7 +43,7 @@ from senseforge.pipelines.batchwait import POLL_S
 from senseforge.pipelines.config import ReviewedConfig
 from senseforge.pipelines.progress import ProgressSink, StageProgress
 from senseforge.pipelines.recipe import Flag, ReadsTogether, Recipe
-from senseforge.pipelines.registry import dry_run_authors, recipes
+from senseforge.pipelines.recipes import dry_run_authors, recipes
 
 app = typer.Typer(help="Build a benchmark with a recipe (resumable).", no_args_is_help=True)
 

@@ -98,7 +98,7 @@ class RunStatus(BaseModel):
 
 def _stage_names(manifest: Mapping[str, Any], run: RunStore) -> list[str]:
     """The recipe's stage names in order (source first), then any other stage the store holds."""
-    from senseforge.pipelines.registry import recipes
+    from senseforge.pipelines.recipes import recipes
 
     names: list[str] = []
     recipe = recipes().get(str(manifest.get("recipe")))
