@@ -28,7 +28,8 @@ from pathlib import Path
 
 from senseforge.llm.base import GenerateRequest
 from senseforge.llm.cache import CachedLLM
-from senseforge.llm.loopback import LoopbackOpenAI, request_text
+from senseforge.llm.loopback import LoopbackOpenAI
+from senseforge.llm.loopback_handler import request_text
 from senseforge.llm.prices import Price, PriceTable
 from senseforge.llm.providers.openai import OpenAILLM, Options
 from senseforge.store.db import Store

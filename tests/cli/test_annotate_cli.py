@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from senseforge.annotate.store import AnnotationStore
-from senseforge.cli.annotate import _HideTokens, app, run_store_url
+from senseforge.cli._common import run_store_url
+from senseforge.cli.annotate import _HideTokens, app
 from senseforge.data.schema import MCItem, judgement
 from senseforge.errors import ConfigError
 from senseforge.pipelines.runstore import sqlite_url

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,6 +185,34 @@ def test_build_human_gen_waits_for_people_and_names_the_tasks(tmp_path: Path, se
     assert again.returncode != 0 and "create: 'x' is not a number of dollars" in again.stderr
     odd = run_cli("build", "human-gen", "--pool", "ana,bo,cy", "--out", str(tmp_path / "odd"), home=senseforge_home)
     assert_one_line_error(odd, "even pool")
+
+
+def test_a_resume_reads_the_run_manifest_once(
+    tmp_path: Path, senseforge_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``build --resume`` reads ``manifest.json`` once and hands it on: to the config, the resume check, the build."""
+    from typer.testing import CliRunner
+
+    from senseforge.cli.main import app
+
+    table = tmp_path / "concepts.csv"
+    table.write_text("category,concept\nculinary,rendang\n", encoding="utf-8")
+    run = tmp_path / "run"
+    args = ["build", "human-gen", "--concepts", str(table), "--pool", "ana,bo", "--out", str(run)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    reads: list[Path] = []
+    read_text = Path.read_text
+
+    def counted(path: Path, *args: Any, **kwargs: Any) -> str:
+        if path.name == "manifest.json":
+            reads.append(path)
+        return read_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    resumed = CliRunner().invoke(app, ["build", "human-gen", "--out", str(run), "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "wait for people" in resumed.output
+    assert reads == [run / "manifest.json"]
 
 
 def test_human_rate_is_one_rate_or_one_per_task_type() -> None:

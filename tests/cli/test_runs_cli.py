@@ -17,9 +17,9 @@ from senseforge.cli._common import money
 from senseforge.cli.main import app
 from senseforge.llm.loopback import LoopbackOpenAI
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
+from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.runner import build
 from senseforge.pipelines.runstore import HEARTBEAT_STALE_S, RunStore, sqlite_url
-from senseforge.pipelines.stage import RunIncomplete
 from senseforge.pipelines.status import NOTHING_STORED, STOPPED, run_status
 from senseforge.store.db import Store
 

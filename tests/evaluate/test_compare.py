@@ -10,18 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from senseforge.evaluate import metrics
+from senseforge.evaluate import crow_metrics
 from senseforge.evaluate.bootstrap import percentile_interval, resampled_means, resampled_statistics, units_of
-from senseforge.evaluate.compare import (
-    Comparison,
-    Row,
-    binomial_cdf_half,
-    compare_paths,
-    compare_runs,
-    load_run,
-    mcnemar_exact,
-    mcnemar_p_value,
-)
+from senseforge.evaluate.compare import compare_paths, compare_runs, load_run
+from senseforge.evaluate.compare_records import Comparison, Row
+from senseforge.evaluate.compare_stats import mcnemar_exact
 from senseforge.evaluate.records import (
     BinarySample,
     DataInfo,
@@ -33,6 +26,7 @@ from senseforge.evaluate.records import (
 )
 from senseforge.evaluate.report import binary_report, mc_metrics
 from senseforge.evaluate.run import EvalConfig
+from senseforge.evaluate.significance import binomial_cdf_half, mcnemar_p_value
 
 SEED, RESAMPLES = 7, 400
 
@@ -305,13 +299,13 @@ def test_binary_resamples_contexts_and_tests_examples(tmp_path: Path) -> None:
     a_stance = [s for s in a_samples if s.task == "stance"]
     b_stance = [s for s in b_samples if s.task == "stance"]
     gold = [s.gold for s in a_stance]
-    assert f1.paired.a == metrics.macro_f1(gold, [bool(s.prediction) for s in a_stance])
+    assert f1.paired.a == crow_metrics.macro_f1(gold, [bool(s.prediction) for s in a_stance])
     assert f1.paired.diff == pytest.approx(f1.paired.b - f1.paired.a)
 
     # the interval is the generic engine's over whole contexts (a context's two targets together)
     def diff(pairs: list[tuple[BinarySample, BinarySample]]) -> float:
         golds = [x.gold for x, _ in pairs]
-        return metrics.macro_f1(golds, [bool(y.prediction) for _, y in pairs]) - metrics.macro_f1(
+        return crow_metrics.macro_f1(golds, [bool(y.prediction) for _, y in pairs]) - crow_metrics.macro_f1(
             golds, [bool(x.prediction) for x, _ in pairs]
         )
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from senseforge.evaluate import metrics
+from senseforge.evaluate import crow_metrics, metrics
 
 Pair = tuple[bool, bool]
 
@@ -18,7 +18,7 @@ def _pattern(n: int, every: int = 10, wrong: int = 3) -> list[bool]:
 
 
 def _macro_f1_of(pairs: Sequence[Pair]) -> float:
-    return metrics.macro_f1([g for g, _ in pairs], [p for _, p in pairs])
+    return crow_metrics.macro_f1([g for g, _ in pairs], [p for _, p in pairs])
 
 
 def _pairs(n: int) -> list[Pair]:
@@ -132,8 +132,8 @@ def test_situational_accuracy_interval_over_contexts() -> None:
             ids.append(f"ctx{c}")
             golds.append(t == 0)
             preds.append((t == 0) != (c % 4 == 0 and t == size - 1))
-    estimate = metrics.situational_accuracy(ids, golds, preds)
-    outcomes = list(metrics.context_outcomes(ids, golds, preds).values())
+    estimate = crow_metrics.situational_accuracy(ids, golds, preds)
+    outcomes = list(crow_metrics.context_outcomes(ids, golds, preds).values())
     assert len(outcomes) == 150
     low, high = metrics.bootstrap_ci(outcomes, metrics.accuracy)
     assert estimate == pytest.approx(112 / 150)  # contexts 0, 4, ..., 148 (38 of them) are wrong

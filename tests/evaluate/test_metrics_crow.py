@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from senseforge.data.schema import BinaryExample
-from senseforge.evaluate import metrics
+from senseforge.evaluate import crow_metrics, metrics
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 COMMONMT = FIXTURES / "commonmt" / "head100"
@@ -60,40 +60,41 @@ def test_commonmt_fixture_becomes_one_valid_and_one_invalid_target_per_context()
     assert all(sorted(labels) == [False, True] for labels in per_context.values())
     first = EXAMPLES[0]
     assert first.context and first.target and first.task == "mt_zh_en"
-    assert metrics.is_mt_task(first.task)
+    assert crow_metrics.is_mt_task(first.task)
 
 
 @pytest.mark.parametrize("constant", [True, False])
 def test_constant_predictor_matches_crows_majority_row(constant: bool) -> None:
     preds = [constant] * len(GOLDS)
     assert metrics.accuracy([g == p for g, p in zip(GOLDS, preds, strict=True)]) == 0.5
-    assert metrics.macro_f1(GOLDS, preds) == pytest.approx(1 / 3, abs=1e-12)
-    assert metrics.situational_accuracy(IDS, GOLDS, preds) == 0.0
+    assert crow_metrics.macro_f1(GOLDS, preds) == pytest.approx(1 / 3, abs=1e-12)
+    assert crow_metrics.situational_accuracy(IDS, GOLDS, preds) == 0.0
 
 
 def test_majority_baseline_on_commonmt() -> None:
-    preds = metrics.majority_predictions(GOLDS)
+    preds = crow_metrics.majority_predictions(GOLDS)
     assert len(set(preds)) == 1
-    assert metrics.macro_f1(GOLDS, preds) == pytest.approx(1 / 3, abs=1e-12)
-    assert metrics.situational_accuracy(IDS, GOLDS, preds) == 0.0
+    assert crow_metrics.macro_f1(GOLDS, preds) == pytest.approx(1 / 3, abs=1e-12)
+    assert crow_metrics.situational_accuracy(IDS, GOLDS, preds) == 0.0
 
 
 def test_oracle_scores_one() -> None:
-    assert metrics.macro_f1(GOLDS, GOLDS) == 1.0
-    assert metrics.situational_accuracy(IDS, GOLDS, GOLDS) == 1.0
+    assert crow_metrics.macro_f1(GOLDS, GOLDS) == 1.0
+    assert crow_metrics.situational_accuracy(IDS, GOLDS, GOLDS) == 1.0
 
 
 def test_random_baseline_on_commonmt() -> None:
-    preds = metrics.random_predictions(len(GOLDS), seed=0)
+    preds = crow_metrics.random_predictions(len(GOLDS), seed=0)
     # 100 contexts, each right with probability 1/4: standard deviation 0.043; allow 3 of them
-    assert metrics.situational_accuracy(IDS, GOLDS, preds) == pytest.approx(0.25, abs=0.13)
+    assert crow_metrics.situational_accuracy(IDS, GOLDS, preds) == pytest.approx(0.25, abs=0.13)
     # 200 coin flips: Macro-F1 near 1/2 (standard deviation about 0.035)
-    assert metrics.macro_f1(GOLDS, preds) == pytest.approx(0.5, abs=0.12)
+    assert crow_metrics.macro_f1(GOLDS, preds) == pytest.approx(0.5, abs=0.12)
 
 
 def test_random_baseline_situational_accuracy_averages_to_a_quarter() -> None:
     scores = [
-        metrics.situational_accuracy(IDS, GOLDS, metrics.random_predictions(len(GOLDS), seed=s)) for s in range(200)
+        crow_metrics.situational_accuracy(IDS, GOLDS, crow_metrics.random_predictions(len(GOLDS), seed=s))
+        for s in range(200)
     ]
     # mean of 200 runs: standard deviation 0.043 / sqrt(200) = 0.003
     assert statistics.fmean(scores) == pytest.approx(0.25, abs=0.015)
@@ -105,8 +106,8 @@ TASK_ROWS: list[dict[str, Any]] = json.loads((CROW / "task_leaderboard.json").re
 SYSTEMS: list[dict[str, Any]] = json.loads((CROW / "leaderboard.json").read_text(encoding="utf-8"))
 BLOCKS = {
     "metrics": lambda task: True,
-    "non_mt_metrics": lambda task: not metrics.is_mt_task(task),
-    "mt_metrics": metrics.is_mt_task,
+    "non_mt_metrics": lambda task: not crow_metrics.is_mt_task(task),
+    "mt_metrics": crow_metrics.is_mt_task,
 }
 
 
@@ -126,22 +127,22 @@ def test_crow_score_rebuilds_the_published_aggregates(system: dict[str, Any]) ->
     # Macro-F1 and Situational Accuracy (exact_match) are both aggregated, with and without MT
     for metric in ("macro_f1", "exact_match"):
         scores = {task: m[metric] for task, m in per_task.items()}
-        assert metrics.crow_score(scores) == pytest.approx(system["metrics"][metric], abs=1e-12)
-        assert metrics.crow_score(scores, include_mt=False) == pytest.approx(
+        assert crow_metrics.crow_score(scores) == pytest.approx(system["metrics"][metric], abs=1e-12)
+        assert crow_metrics.crow_score(scores, include_mt=False) == pytest.approx(
             system["non_mt_metrics"][metric], abs=1e-12
         )
-        mt_only = {task: s for task, s in scores.items() if metrics.is_mt_task(task)}
-        assert metrics.crow_score(mt_only) == pytest.approx(system["mt_metrics"][metric], abs=1e-12)
+        mt_only = {task: s for task, s in scores.items() if crow_metrics.is_mt_task(task)}
+        assert crow_metrics.crow_score(mt_only) == pytest.approx(system["mt_metrics"][metric], abs=1e-12)
     # every other per-task number the leaderboard aggregates is averaged the same way
     for block, keep in BLOCKS.items():
         for metric, published in system[block].items():
             scores = {task: m for task, m in per_task.items() if keep(task)}
             if metric == "dimensions":
                 for dim, value in published.items():
-                    got = metrics.crow_score({task: m["dimensions"][dim] for task, m in scores.items()})
+                    got = crow_metrics.crow_score({task: m["dimensions"][dim] for task, m in scores.items()})
                     assert got == pytest.approx(value, abs=1e-12), (block, dim)
             else:
-                got = metrics.crow_score({task: m[metric] for task, m in scores.items()})
+                got = crow_metrics.crow_score({task: m[metric] for task, m in scores.items()})
                 assert got == pytest.approx(published, abs=1e-12), (block, metric)
 
 
@@ -163,10 +164,10 @@ def test_crow_score_matches_the_paper_within_rounding(name: str) -> None:
     (f1_no_mt, sa_no_mt), (f1_all, sa_all) = PAPER_TABLE_2[name]
     f1 = {task: m["macro_f1"] for task, m in per_task.items()}
     sa = {task: m["exact_match"] for task, m in per_task.items()}
-    assert 100 * metrics.crow_score(f1, include_mt=False) == pytest.approx(f1_no_mt, abs=0.05 + 1e-9)
-    assert 100 * metrics.crow_score(sa, include_mt=False) == pytest.approx(sa_no_mt, abs=0.05 + 1e-9)
-    assert 100 * metrics.crow_score(f1) == pytest.approx(f1_all, abs=0.05 + 1e-9)
-    assert 100 * metrics.crow_score(sa) == pytest.approx(sa_all, abs=0.05 + 1e-9)
+    assert 100 * crow_metrics.crow_score(f1, include_mt=False) == pytest.approx(f1_no_mt, abs=0.05 + 1e-9)
+    assert 100 * crow_metrics.crow_score(sa, include_mt=False) == pytest.approx(sa_no_mt, abs=0.05 + 1e-9)
+    assert 100 * crow_metrics.crow_score(f1) == pytest.approx(f1_all, abs=0.05 + 1e-9)
+    assert 100 * crow_metrics.crow_score(sa) == pytest.approx(sa_all, abs=0.05 + 1e-9)
 
 
 MAJORITY_ROWS = [row for row in TASK_ROWS if row["model_name"] == "Majority Baseline"]
@@ -181,6 +182,6 @@ def test_majority_rows_follow_the_constant_predictor_law(row: dict[str, Any]) ->
     # rebuild a label list with the same class balance and score CRoW's baseline on it
     share = Fraction(p).limit_denominator(10_000)
     golds = [True] * share.numerator + [False] * (share.denominator - share.numerator)
-    preds = metrics.majority_predictions(golds)
+    preds = crow_metrics.majority_predictions(golds)
     assert metrics.accuracy([g == q for g, q in zip(golds, preds, strict=True)]) == pytest.approx(p, abs=1e-12)
-    assert metrics.macro_f1(golds, preds) == pytest.approx(published["macro_f1"], abs=1e-12)
+    assert crow_metrics.macro_f1(golds, preds) == pytest.approx(published["macro_f1"], abs=1e-12)

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from senseforge.evaluate import metrics
-from senseforge.evaluate.metrics import DimensionCell, dimension_means, per_dimension_cells
+from senseforge.evaluate import crow_metrics
+from senseforge.evaluate.crow_metrics import DimensionCell, dimension_means, per_dimension_cells
 
 CROW = Path(__file__).parents[1] / "fixtures" / "crow"
 T, F = True, False
@@ -203,7 +203,7 @@ def test_mt_tasks_under_both_conventions() -> None:
     assert lb_non_mt["social"] == (pytest.approx(1 / 3, abs=1e-12), 1)
     assert lb_non_mt["physical"] == (0.0, 1)
     # leaderboard MT only (mt_metrics): the two MT rows, social 0 in both
-    mt_only = {task: row for task, row in crow.items() if metrics.is_mt_task(task)}
+    mt_only = {task: row for task, row in crow.items() if crow_metrics.is_mt_task(task)}
     lb_mt = dimension_means(mt_only, missing_as_zero=True)
     assert lb_mt["social"] == (0.0, 2)
     assert lb_mt["physical"] == (0.0, 2)
@@ -244,7 +244,7 @@ def test_leaderboard_marks_missing_dimensions_with_integer_zero() -> None:
 def test_missing_as_zero_rebuilds_the_leaderboards_dimension_blocks(system: dict[str, Any]) -> None:
     cells = _published_cells(system["submission_id"])
     assert set(cells) == set(system["tasks"])
-    mt_only = {task: row for task, row in cells.items() if metrics.is_mt_task(task)}
+    mt_only = {task: row for task, row in cells.items() if crow_metrics.is_mt_task(task)}
     # every system has the five non-MT tasks; some only zh-en of the four MT pairs
     blocks: dict[str, tuple[dict[str, tuple[Any, int]], int]] = {
         "metrics": (dimension_means(cells, missing_as_zero=True), 5 + len(mt_only)),
@@ -253,7 +253,7 @@ def test_missing_as_zero_rebuilds_the_leaderboards_dimension_blocks(system: dict
     }
     for block, (means, n_tasks) in blocks.items():
         published = system[block]["dimensions"]
-        assert list(means) == list(metrics.CROW_LEADERBOARD_DIMENSIONS)
+        assert list(means) == list(crow_metrics.CROW_LEADERBOARD_DIMENSIONS)
         assert means == {dim: (pytest.approx(value, abs=1e-12), n_tasks) for dim, value in published.items()}, block
     # our rule leaves summarization and dialogue out of other: two tasks fewer, and not the published number
     n_tasks = len(cells)
@@ -276,7 +276,7 @@ def test_paper_table_3_rows_and_the_convention_each_follows(name: str) -> None:
     (system,) = [s for s in WITH_DIMENSIONS if s["model_name"] == name]
     cells = _published_cells(system["submission_id"])
     row, missing_as_zero = PAPER_TABLE_3[name]
-    six = metrics.CROW_LEADERBOARD_DIMENSIONS[:6]
+    six = crow_metrics.CROW_LEADERBOARD_DIMENSIONS[:6]
     means = dimension_means(cells, missing_as_zero=missing_as_zero)
     for dim, value in zip(six, row, strict=True):
         assert 100 * means[dim][0] == pytest.approx(value, abs=0.05 + 1e-9), dim
@@ -294,7 +294,8 @@ def test_parity_cells_match_a_per_triple_sklearn_computation() -> None:
     task_names = ["dialogue", "stance", "mt_zh_en"]
     tasks = [rng.choice(task_names) for _ in range(300)]
     dims: list[list[str | None]] = [
-        [rng.choice(metrics.CROW_LEADERBOARD_DIMENSIONS) for _ in range(rng.choice([0, 1, 1, 2, 3]))] for _ in tasks
+        [rng.choice(crow_metrics.CROW_LEADERBOARD_DIMENSIONS) for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+        for _ in tasks
     ]
     golds = [rng.random() < 0.5 for _ in tasks]
     preds = [rng.random() < 0.6 for _ in tasks]

@@ -13,7 +13,8 @@ import pytest
 
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, Message
-from senseforge.llm.loopback import FAULT_KINDS, LoopbackOpenAI, request_text
+from senseforge.llm.loopback import FAULT_KINDS, LoopbackOpenAI
+from senseforge.llm.loopback_handler import request_text
 from senseforge.llm.registry import get_llm
 
 FAULTY_SEED = 0
@@ -263,7 +264,8 @@ def test_until_signal_serves_with_stdin_closed_and_stops_cleanly_on_sigterm() ->
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "senseforge.llm.loopback", "--responder", "senseforge.llm.loopback:request_text"]
+    command = [sys.executable, "-m", "senseforge.llm.loopback"]
+    command += ["--responder", "senseforge.llm.loopback_handler:request_text"]
     child = subprocess.Popen(
         [*command, "--until-signal"],
         stdin=subprocess.DEVNULL,
@@ -299,7 +301,8 @@ def test_without_until_signal_a_closed_stdin_still_stops_it() -> None:
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "senseforge.llm.loopback", "--responder", "senseforge.llm.loopback:request_text"]
+    command = [sys.executable, "-m", "senseforge.llm.loopback"]
+    command += ["--responder", "senseforge.llm.loopback_handler:request_text"]
     done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     base_url, stats = done.stdout.splitlines()

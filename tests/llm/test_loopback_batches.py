@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from senseforge.errors import ConfigError
-from senseforge.llm.loopback import LoopbackOpenAI, echo_logprobs, main, request_text
+from senseforge.llm.loopback import LoopbackOpenAI, main
+from senseforge.llm.loopback_handler import echo_logprobs, request_text
 
 openai = pytest.importorskip("openai")
 from openai.types import Completion  # noqa: E402
@@ -248,7 +249,7 @@ def test_negative_batch_latency_is_refused() -> None:
 
 def test_main_prints_the_batch_counters(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
-    assert main(["--responder", "senseforge.llm.loopback:request_text", "--batch-latency", "0.5"]) == 0
+    assert main(["--responder", "senseforge.llm.loopback_handler:request_text", "--batch-latency", "0.5"]) == 0
     base_url, stats = capsys.readouterr().out.splitlines()
     assert base_url.startswith("http://127.0.0.1:")
     assert json.loads(stats)["files_uploaded"] == 0 and json.loads(stats)["batches_created"] == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from senseforge.pipelines.registry import recipes
+from senseforge.pipelines.recipes import recipes
 
 
 def _table(tmp_path: Path) -> Path:

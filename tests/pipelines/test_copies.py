@@ -27,9 +27,9 @@ from senseforge.pipelines.mcsqa.filters import check_distractors, check_question
 from senseforge.pipelines.mcsqa.records import McsqaRecord
 from senseforge.pipelines.mcsqa.stages import FilterCopies, example_distractors, example_questions
 from senseforge.pipelines.moderation import WordListModerator
+from senseforge.pipelines.outcomes import Reject
 from senseforge.pipelines.report import write_rejects
 from senseforge.pipelines.runstore import Record, StageResult
-from senseforge.pipelines.stage import Reject
 
 
 class _NoContext:

@@ -164,7 +164,7 @@ def test_stage_work_can_be_pickled_for_another_executor() -> None:
 
 
 def test_the_registry_lists_the_recipes_and_their_authors() -> None:
-    from senseforge.pipelines.registry import dry_run_authors, get_recipe, recipes
+    from senseforge.pipelines.recipes import dry_run_authors, get_recipe, recipes
 
     assert "mcsqa" in recipes()
     assert "mcsqa-author" in dry_run_authors()

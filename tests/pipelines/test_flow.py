@@ -9,22 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from senseforge.pipelines.calls import AWAITING, PENDING
 from senseforge.pipelines.flow import run_stages
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.outcomes import Outcome, RunIncomplete, StageOutput, ok, rejected
 from senseforge.pipelines.progress import StageProgress
 from senseforge.pipelines.runner import segments, stream_width
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, sqlite_url
-from senseforge.pipelines.stage import (
-    AWAITING,
-    PENDING,
-    InOrder,
-    Outcome,
-    RunIncomplete,
-    StageContext,
-    StageOutput,
-    ok,
-    rejected,
-)
+from senseforge.pipelines.stage import InOrder, StageContext
 
 WAIT_S = 60.0
 """How long a stage here waits for an event that the schedule under test must cause (never reached when it does)."""

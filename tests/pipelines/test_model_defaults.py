@@ -15,7 +15,8 @@ from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
 from senseforge.pipelines.demo import CROW_DEMO, CULTURE_ADAPT_DEMO, CULTURE_GEN_DEMO
-from senseforge.pipelines.runner import build, read_manifest
+from senseforge.pipelines.rundir import read_manifest
+from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
 LOCAL = ("llamacpp/gemma-3-270m", "hf/path/to/folder")

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from senseforge.llm.loopback import LoopbackOpenAI, request_text
+from senseforge.llm.loopback import LoopbackOpenAI
+from senseforge.llm.loopback_handler import request_text
 from senseforge.pipelines.progress import StageProgress, StageTally
 from senseforge.pipelines.runner import build
 from senseforge.store.db import Store

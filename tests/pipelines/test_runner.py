@@ -13,22 +13,13 @@ import pytest
 from senseforge.errors import BackendError, SenseforgeError
 from senseforge.llm.base import Completion, Failure
 from senseforge.pipelines import runner
-from senseforge.pipelines.progress import StageProgress
-from senseforge.pipelines.runner import run_stage
+from senseforge.pipelines.calls import AWAITING, PENDING, failure_outcome, settle
+from senseforge.pipelines.executor import Executor
+from senseforge.pipelines.flow import StageReport, run_stages
+from senseforge.pipelines.outcomes import Children, Outcome, RunIncomplete, StageOutput, ok, rejected
+from senseforge.pipelines.progress import ProgressSink, StageProgress
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, sqlite_url
-from senseforge.pipelines.stage import (
-    AWAITING,
-    PENDING,
-    Children,
-    Outcome,
-    RunIncomplete,
-    StageContext,
-    StageOutput,
-    failure_outcome,
-    ok,
-    rejected,
-    settle,
-)
+from senseforge.pipelines.stage import Stage, StageContext
 
 
 class Direct:
@@ -42,6 +33,20 @@ class Direct:
 
 
 RUN = Direct()
+
+
+def run_stage(
+    stage: Stage,
+    inputs: Sequence[StageResult],
+    store: RunStore,
+    executor: Executor,
+    *,
+    batch_size: int,
+    rounds: int,
+    progress: ProgressSink | None = None,
+) -> StageReport:
+    """One stage over ``inputs`` through the engine's scheduler, as a run's segment of one stage."""
+    return run_stages([stage], inputs, store, executor, sizes=[batch_size], rounds=rounds, progress=progress)[0]
 
 
 @dataclass

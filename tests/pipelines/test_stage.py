@@ -18,24 +18,10 @@ from senseforge.llm.base import (
 )
 from senseforge.llm.cache import cache_key
 from senseforge.llm.mock import ScriptedLLM, from_responder
+from senseforge.pipelines.calls import LLM_ERROR, PENDING, Reply, Said, YesNo, ask, ask_yes_no
+from senseforge.pipelines.outcomes import Parsed, StageOutput, ok
 from senseforge.pipelines.runstore import Record, StageResult, StoredJudgement
-from senseforge.pipelines.stage import (
-    LLM_ERROR,
-    PENDING,
-    CheckStage,
-    FanOutStage,
-    Parsed,
-    Reply,
-    Route,
-    RuleStage,
-    Said,
-    StageOutput,
-    YesNo,
-    YesNoStage,
-    ask,
-    ask_yes_no,
-    ok,
-)
+from senseforge.pipelines.stage import CheckStage, FanOutStage, Route, RuleStage, YesNoStage
 
 
 class Word(Record):

@@ -63,7 +63,7 @@ from senseforge.data.schema import (
 )
 from senseforge.errors import ConfigError, DataValidationError, SenseforgeError
 from senseforge.pipelines.quality import counted, excluded_annotators, gold_item_ids
-from senseforge.pipelines.runner import store_url_of
+from senseforge.pipelines.rundir import store_url_of
 from senseforge.pipelines.runstore import RunStore, StoredJudgement
 from senseforge.pipelines.tables import tasks
 

@@ -22,7 +22,6 @@ answered "already stored" and never doubled.
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 import time
 from collections.abc import Iterable, Sequence
@@ -511,10 +510,6 @@ def _eligible(annotator: str) -> Any:
     listed = sa.select(task_eligible.c.task_id).where(task_eligible.c.task_id == tasks.c.id)
     mine = listed.where(task_eligible.c.annotator == annotator)
     return sa.or_(~sa.exists(listed), sa.exists(mine))
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 __all__: Sequence[str] = [

@@ -8,13 +8,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from senseforge.data.text import plural as plural  # the CLI's modules take it from here
+from senseforge.data.text import plural
 from senseforge.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -43,6 +44,25 @@ StoreOption = typer.Option(
     help="SQLAlchemy URL of the cache/ledger store (default: sqlite under $SENSEFORGE_HOME).",
 )
 NoCacheOption = typer.Option(False, "--no-cache", help="Call the backend even when a cached response exists.")
+RunDirArgument = typer.Argument(..., help="The run directory (holds manifest.json and run.db).")
+StoreUrlOption = typer.Option(
+    None,
+    "--store",
+    envvar="SENSEFORGE_RUN_STORE",
+    help="SQLAlchemy URL of the run store (default: sqlite run.db in the run directory).",
+)
+
+
+def out_option(name: str) -> Any:
+    """The ``--out`` option of an ``analyze`` study (default ``analysis/<name>/``)."""
+    return typer.Option(Path("analysis") / name, "--out", help=f"Output folder (default analysis/{name}/).")
+
+
+def run_store_url(run_dir: Path, given: str | None) -> str:
+    """The run store of ``run_dir``: ``given``, else ``run_dir/run.db`` unless the manifest names another."""
+    from senseforge.pipelines.rundir import store_url_of
+
+    return store_url_of(run_dir, given, flag="--store")
 
 
 def parse_options(pairs: list[str] | None, base_url: str | None) -> dict[str, Any]:
@@ -72,7 +92,7 @@ def open_model(
 ) -> Any:
     """A cached backend from the common model flags; ``scripted/<name>`` knows every recipe's dry-run authors."""
     from senseforge.llm.cache import open_llm
-    from senseforge.pipelines.registry import dry_run_authors
+    from senseforge.pipelines.recipes import dry_run_authors
     from senseforge.store.db import Store
 
     options = parse_options(option, base_url)
@@ -340,6 +360,11 @@ def interrupt_hint() -> str | None:
         return None
     hint = _INTERRUPT_HINT[0]
     return hint if isinstance(hint, str) else hint()
+
+
+def stat_text(value: float | None) -> str:
+    """A statistic (an accuracy, a kappa) to three places, or ``n/a``."""
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def money(usd: float | None) -> str:

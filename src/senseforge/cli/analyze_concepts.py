@@ -15,14 +15,12 @@ from rich.table import Table
 from senseforge.analyze.concepts import SKEW_TOP, ConceptGroup, ConceptsResult, concepts_of_sides
 from senseforge.analyze.inputs import read_side
 from senseforge.analyze.output import percent, write_outputs
-from senseforge.cli._common import err, out
-from senseforge.cli.analyze import app, out_option
+from senseforge.cli._common import err, out, out_option
 
 FIGURE_BARS = 20
 """The figure shows at most this many concepts per group."""
 
 
-@app.command("concepts")
 def concepts(
     data: list[str] = typer.Argument(
         ...,

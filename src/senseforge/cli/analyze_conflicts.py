@@ -10,11 +10,9 @@ from rich.table import Table
 
 from senseforge.analyze.conflicts import POOLED, ConflictsResult, LangSummary, read_conflicts
 from senseforge.analyze.output import percent, write_outputs
-from senseforge.cli._common import err, out
-from senseforge.cli.analyze import app, out_option
+from senseforge.cli._common import err, out, out_option
 
 
-@app.command("conflicts")
 def conflicts(
     data: str = typer.Argument(
         ..., help="Human_Gen-shaped data: a released file, a folder, a human-gen run directory, or a comma list."

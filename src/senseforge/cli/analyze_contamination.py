@@ -9,12 +9,10 @@ import typer
 from rich.table import Table
 
 from senseforge.analyze.output import percent, write_outputs
-from senseforge.cli._common import err, out
-from senseforge.cli.analyze import app, out_option
+from senseforge.cli._common import err, out, out_option
 from senseforge.cli.registry import RegistryOption
 
 
-@app.command("contamination")
 def contamination(
     data: str = typer.Argument(..., help="A run directory, a dataset file or folder, or a comma list."),
     registry: Path | None = RegistryOption,

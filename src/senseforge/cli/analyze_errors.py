@@ -10,11 +10,9 @@ from rich.table import Table
 
 from senseforge.analyze.errors import CORRECT, TARGET_TITLES, TARGETS, Column, ErrorsResult, Source, error_tables
 from senseforge.analyze.output import percent, write_outputs
-from senseforge.cli._common import err, out
-from senseforge.cli.analyze import app, out_option
+from senseforge.cli._common import err, out, out_option
 
 
-@app.command("errors")
 def errors(
     run: list[Path] | None = typer.Option(
         None, "--run", help="Run directory whose label-errors / adapt-check judgements to read; repeatable."

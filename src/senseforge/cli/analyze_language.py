@@ -11,14 +11,12 @@ from rich.table import Table
 from senseforge.analyze.inputs import read_side
 from senseforge.analyze.language import DEFAULT_MIN_CHARS, LanguageResult, parse_fields, wrong_language
 from senseforge.analyze.output import percent, write_outputs
-from senseforge.cli._common import err, out
-from senseforge.cli.analyze import app, out_option
+from senseforge.cli._common import err, out, out_option
 
 SHOWN = 20
 """Flagged texts printed (all are in the JSON)."""
 
 
-@app.command("language")
 def language(
     data: str = typer.Argument(..., help="A dataset file, a folder, a run directory, or a comma list of them."),
     fields: str = typer.Option("question,choices", "--fields", help="Fields to judge: question, choices or both."),

@@ -12,13 +12,11 @@ from senseforge.analyze.inputs import read_side
 from senseforge.analyze.lexical import PAPER_SOURCE, LexicalResult, lexical_sides
 from senseforge.analyze.output import percent, write_outputs
 from senseforge.analyze.tokens import DEFAULT_FIELDS, FIELDS, parse_fields
-from senseforge.cli._common import err, out
-from senseforge.cli.analyze import app, out_option
+from senseforge.cli._common import err, out, out_option
 
 SIDE_HELP = "A dataset file, a folder, a run directory, or a comma-separated list of them (pooled)."
 
 
-@app.command("lexical")
 def lexical(
     a: str = typer.Argument(..., metavar="A", help=f"The first side. {SIDE_HELP}"),
     b: str = typer.Argument(..., metavar="B", help=f"The second side. {SIDE_HELP}"),

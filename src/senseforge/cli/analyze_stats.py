@@ -10,11 +10,9 @@ from rich.table import Table
 
 from senseforge.analyze.output import percent, write_outputs
 from senseforge.analyze.stats import Stats, dataset_stats, read_split_items
-from senseforge.cli._common import err, out
-from senseforge.cli.analyze import app, out_option
+from senseforge.cli._common import err, out, out_option
 
 
-@app.command("stats")
 def stats(
     data: str = typer.Argument(..., help="A run directory (its items/), a dataset file or folder, or a comma list."),
     out_dir: Path = out_option("stats"),

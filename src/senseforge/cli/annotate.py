@@ -11,25 +11,11 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from senseforge.cli._common import err, out
+from senseforge.cli import annotate_interop, annotate_open
+from senseforge.cli._common import RunDirArgument, StoreUrlOption, err, out, run_store_url, stat_text
 from senseforge.errors import ConfigError, DataValidationError, MissingDependencyError
 
 app = typer.Typer(help="Annotate a run in the browser: serve, invite, status, baseline.", no_args_is_help=True)
-
-RunDirArgument = typer.Argument(..., help="The run directory (holds manifest.json and run.db).")
-StoreUrlOption = typer.Option(
-    None,
-    "--store",
-    envvar="SENSEFORGE_RUN_STORE",
-    help="SQLAlchemy URL of the run store (default: sqlite run.db in the run directory).",
-)
-
-
-def run_store_url(run_dir: Path, given: str | None) -> str:
-    """The run store of ``run_dir``: ``given``, else ``run_dir/run.db`` unless the manifest names another."""
-    from senseforge.pipelines.runner import store_url_of
-
-    return store_url_of(run_dir, given, flag="--store")
 
 
 class _HideTokens(logging.Filter):
@@ -139,10 +125,6 @@ def _casts_votes(task_type: str) -> bool:
     return any(cls.model_fields["task"].default == task_type and cls.vote_kind for cls in get_args(union))
 
 
-def _stat(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
 def _agreement_table(agreement: dict[str, dict[str, Any] | None]) -> Table:
     table = Table(title="agreement")
     for column in ("task type", "items", "ratings", "Fleiss κ", "Krippendorff α"):
@@ -155,8 +137,8 @@ def _agreement_table(agreement: dict[str, dict[str, Any] | None]) -> Table:
                 name,
                 str(row["items"]),
                 str(row["ratings"]),
-                _stat(row["fleiss_kappa"]),
-                _stat(row["krippendorff_alpha"]),
+                stat_text(row["fleiss_kappa"]),
+                stat_text(row["krippendorff_alpha"]),
             )
     return table
 
@@ -218,7 +200,7 @@ def status(
         for who, per_type in gold.items():
             for task_type, row in per_type.items():
                 counts = "no: below the bar" if row["excluded"] else "yes"
-                table.add_row(who, task_type, str(row["gold"]), str(row["correct"]), _stat(row["accuracy"]), counts)
+                table.add_row(who, task_type, str(row["gold"]), str(row["correct"]), stat_text(row["accuracy"]), counts)
         out.print(table)
 
 
@@ -370,16 +352,8 @@ def _gold_entries(path: Path, task_type: str) -> list[tuple[Any, dict[str, Any]]
     return [(item, expected or {"choice": item.answer, "certain": "yes"}) for item in items]
 
 
-def _register() -> None:
-    """Import the modules that add more commands to :data:`app` (``annotate_<name>``)."""
-    import importlib
-    import pkgutil
-
-    import senseforge.cli as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("annotate_"):
-            importlib.import_module(f"senseforge.cli.{info.name}")
-
-
-_register()
+# the commands of their own modules, listed after this module's
+app.command("export")(annotate_interop.export_tasks)
+app.command("import")(annotate_interop.import_judgements)
+app.command("open-judge")(annotate_open.open_judge)
+app.command("open-agreement")(annotate_open.open_agreement)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import typer
 
-from senseforge.cli._common import err, out
-from senseforge.cli.annotate import RunDirArgument, StoreUrlOption, app, run_store_url
+from senseforge.cli._common import RunDirArgument, StoreUrlOption, err, out, run_store_url
 from senseforge.errors import ConfigError, DataValidationError
 
 
@@ -35,7 +34,6 @@ def _known_task_type(name: str) -> str:
     return name
 
 
-@app.command("export")
 def export_tasks(
     run_dir: Path = RunDirArgument,
     fmt: InteropFormat = FormatOption,
@@ -96,7 +94,6 @@ def export_tasks(
     err.print(f"next: {how}; then `{command}`", markup=False)
 
 
-@app.command("import")
 def import_judgements(
     run_dir: Path = RunDirArgument,
     file: Path = typer.Argument(..., help="The tool's export: Label Studio JSON, or Argilla records JSON."),

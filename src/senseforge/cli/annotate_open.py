@@ -9,8 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from senseforge.cli._common import err, out
-from senseforge.cli.annotate import RunDirArgument, StoreUrlOption, _stat, app, run_store_url
+from senseforge.cli._common import RunDirArgument, StoreUrlOption, err, out, run_store_url, stat_text
 from senseforge.errors import ConfigError
 
 OPEN_JUDGE = "open-judge"
@@ -42,7 +41,6 @@ def _open_samples(eval_dir: Path) -> dict[str, list[Any]]:
     return per_model
 
 
-@app.command("open-judge")
 def open_judge(
     run_dir: Path = RunDirArgument,
     eval_dir: Path = EvalDirArgument,
@@ -93,7 +91,6 @@ def open_judge(
     )
 
 
-@app.command("open-agreement")
 def open_agreement(
     run_dir: Path = RunDirArgument,
     eval_dir: Path = EvalDirArgument,
@@ -135,10 +132,10 @@ def open_agreement(
         table.add_row(
             model,
             str(row["items"]),
-            _stat(row["human_acc"]),
-            _stat(row["judge_acc"]),
-            _stat(row["agreement"]),
-            _stat(row["kappa"]),
+            stat_text(row["human_acc"]),
+            stat_text(row["judge_acc"]),
+            stat_text(row["agreement"]),
+            stat_text(row["kappa"]),
             str(row["undecided"]),
         )
     out.print(table)

@@ -5,7 +5,7 @@ from the field); lists are comma-separated. Every recipe also takes ``--model/-m
 ``--stage-model STAGE=SPEC``, ``--option/-o KEY=VALUE``, ``--base-url``, ``--out``,
 ``--resume``, ``--config run.toml``, ``--set key=value``, ``--decisions``,
 ``--human-rate``, ``--store``, ``--run-store``, ``--wait`` and ``--poll``. The command only gathers what was
-given; the library resolves the config (:func:`senseforge.pipelines.runner.resolve_run`)
+given; the library resolves the config (:func:`senseforge.pipelines.rundir.resolve_run`)
 and runs the recipe.
 """
 
@@ -43,7 +43,7 @@ from senseforge.pipelines.batchwait import POLL_S
 from senseforge.pipelines.config import ReviewedConfig
 from senseforge.pipelines.progress import ProgressSink, StageProgress
 from senseforge.pipelines.recipe import Flag, ReadsTogether, Recipe
-from senseforge.pipelines.registry import dry_run_authors, recipes
+from senseforge.pipelines.recipes import dry_run_authors, recipes
 from senseforge.runfolder import files
 
 app = typer.Typer(help="Build a benchmark with a recipe (resumable).", no_args_is_help=True)
@@ -181,8 +181,8 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
     field_params, fields = _field_params(recipe)
 
     def command(**values: Any) -> None:
-        from senseforge.pipelines.runner import check_resume, resolve_run
-        from senseforge.pipelines.stage import RunIncomplete
+        from senseforge.pipelines.outcomes import RunIncomplete
+        from senseforge.pipelines.rundir import check_resume, resolve_run_manifest
 
         flags = given(values, fields)
         stage_models = _pairs(values.get("stage_model"), "--stage-model")
@@ -193,13 +193,15 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
             flags["model_options"] = options
         resume = bool(values.get("resume"))
         runs: list[tuple[Any, Path, bool]] = []
+        manifests: dict[Path, dict[str, Any] | None] = {}  # read once per run, by resolve_run_manifest
         languages = _each_language(recipe, flags, values.get("out_dir"))
         sources: dict[str, Any] = {"config_file": values.get("config_file"), "sets": values.get("sets") or []}
         for each, out_dir in languages:
             # several languages: --resume continues those begun and begins the others (the command names them all)
             this = resume and (len(languages) == 1 or _holds_run(recipe, each, out_dir, sources))
-            config, run_dir = resolve_run(recipe, flags=each, out=out_dir, resume=this, **sources)
-            check_resume(run_dir, config, resume=this)  # a refusal comes before the header, for every run
+            config, run_dir, manifest = resolve_run_manifest(recipe, flags=each, out=out_dir, resume=this, **sources)
+            # a refusal comes before the header, for every run
+            manifests[run_dir] = check_resume(run_dir, config, resume=this, manifest=manifest)
             runs.append((config, run_dir, this))
         if len({run_dir.resolve() for _, run_dir, _ in runs}) < len(runs):
             raise ConfigError("two languages would share one run folder: give --out a name with {lang} in it")
@@ -212,7 +214,14 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
         waiting: list[tuple[Any, Path, Any]] = []
         for config, run_dir, this in runs:
             try:
-                summary = _build_one(chosen, config, run_dir, {**values, "resume": this}, several=len(runs) > 1)
+                summary = _build_one(
+                    chosen,
+                    config,
+                    run_dir,
+                    {**values, "resume": this},
+                    several=len(runs) > 1,
+                    manifest=manifests[run_dir],
+                )
             except RunIncomplete as exc:
                 if len(runs) == 1:
                     raise
@@ -240,7 +249,7 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
 def _holds_run(recipe: Recipe, flags: dict[str, Any], out_dir: Path | None, sources: dict[str, Any]) -> bool:
     """Whether the run folder of one language of the command (``--out``, or the one its settings name) holds a
     run."""
-    from senseforge.pipelines.runner import resolve_run
+    from senseforge.pipelines.rundir import resolve_run
 
     folder = out_dir if out_dir is not None else resolve_run(recipe, flags=flags, out=None, resume=False, **sources)[1]
     return (folder / "manifest.json").is_file()
@@ -271,11 +280,13 @@ def _build_one(
     *,
     several: bool = False,
     polled: bool = False,
+    manifest: dict[str, Any] | None = None,
 ) -> Any:
     """Build (or resume) one run and print its summary; how it ended (``several``: one of the languages of one
     command).
 
     ``polled``: a resume of ``--wait``, silent until it gets somewhere (answers come, or the run stops waiting).
+    ``manifest``: the run's manifest as the command read it (a resume), handed to the build.
     With ``--wait``, a run that waits for batches prints no summary: :func:`_wait` says what it waits for.
     """
     from senseforge.pipelines.rundir import read_manifest, resume_command, resume_note
@@ -317,6 +328,7 @@ def _build_one(
         human_rate=human_rate(values.get("human_rate")),
         progress=_when_used(stage_progress) if polled else stage_progress,
         responders=dry_run_authors(),
+        manifest=manifest,
     )
     if values.get("wait") and summary.state == "awaiting_batch":
         return summary
@@ -331,8 +343,8 @@ def _wait(recipe: Recipe, waiting: list[tuple[Any, Path, Any]], values: dict[str
     answered, until none does (see :mod:`senseforge.pipelines.batchwait`); the runs that stopped with calls still
     failing (one alone raises)."""
     from senseforge.pipelines.batchwait import wait_for_batches
+    from senseforge.pipelines.outcomes import RunIncomplete
     from senseforge.pipelines.runner import BuildSummary
-    from senseforge.pipelines.stage import RunIncomplete
 
     unfinished: list[str] = []
 

@@ -28,7 +28,7 @@ from senseforge.cli._options import Fields, config_params, given, long_name
 from senseforge.pipelines.recipe import Flag
 
 if TYPE_CHECKING:
-    from senseforge.evaluate.compare import Comparison
+    from senseforge.evaluate.compare_records import Comparison
     from senseforge.evaluate.leaderboard import Entry
     from senseforge.evaluate.records import EvalResults
 

@@ -109,7 +109,7 @@ def _source(data_dir: Path, lang: str | None) -> tuple[Path, str | None]:
     that writes one folder per language (``RUN/<lang>/dataset``).
     """
     from senseforge.data.export import SPLIT_FILES
-    from senseforge.pipelines.runner import MANIFEST
+    from senseforge.pipelines.rundir import MANIFEST
 
     has_splits = any((data_dir / f"{name}.jsonl").is_file() for name in SPLIT_FILES)
     if not has_splits and (data_dir / MANIFEST).is_file() and (data_dir / "dataset").is_dir():
@@ -136,7 +136,7 @@ def _run_language(folder: Path) -> tuple[str | None, Path | None]:
 def _run_config(run: Path) -> tuple[dict[str, Any], Path | None]:
     """The config in ``run``'s manifest and the manifest's path; ``({}, None)`` without a readable run manifest."""
     from senseforge.errors import ConfigError
-    from senseforge.pipelines.runner import MANIFEST, read_manifest
+    from senseforge.pipelines.rundir import MANIFEST, read_manifest
 
     try:
         manifest = read_manifest(run)

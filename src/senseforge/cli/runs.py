@@ -11,7 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from senseforge.cli._common import StoreOption, money, out, plural
+from senseforge.cli._common import StoreOption, money, out
+from senseforge.data.text import plural
 
 app = typer.Typer(help="Runs of a recipe: their state, funnel so far, failures and cost.", no_args_is_help=True)
 

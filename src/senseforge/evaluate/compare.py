@@ -33,7 +33,6 @@ import numpy as np
 from senseforge.errors import ConfigError
 from senseforge.evaluate import metrics
 from senseforge.evaluate.bootstrap import MIN_UNITS, units_of
-from senseforge.evaluate.compare_records import CONFIDENCE as CONFIDENCE
 from senseforge.evaluate.compare_records import Comparison, Estimate, McNemar, PairedDifference, Row, Side
 from senseforge.evaluate.compare_stats import (
     _binary_pairs,
@@ -43,7 +42,6 @@ from senseforge.evaluate.compare_stats import (
     _mcnemar,
     _paired_mean,
     _pooled_estimate,
-    mcnemar_exact,
 )
 from senseforge.evaluate.records import (
     BinaryMetrics,
@@ -55,22 +53,12 @@ from senseforge.evaluate.records import (
     read_results,
     read_samples,
 )
-from senseforge.evaluate.significance import binomial_cdf_half, mcnemar_p_value
 
 __all__ = [
-    "Comparison",
-    "Estimate",
-    "McNemar",
-    "PairedDifference",
-    "Row",
     "Run",
-    "Side",
-    "binomial_cdf_half",
     "compare_paths",
     "compare_runs",
     "load_run",
-    "mcnemar_exact",
-    "mcnemar_p_value",
 ]
 
 K = TypeVar("K", bound=Hashable)

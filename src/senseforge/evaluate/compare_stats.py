@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from senseforge.evaluate import metrics
+from senseforge.evaluate import crow_metrics, metrics
 from senseforge.evaluate.bootstrap import MIN_UNITS, percentile_interval, resampled_means, resampled_sums, units_of
 from senseforge.evaluate.compare_records import CONFIDENCE, Estimate, McNemar, PairedDifference
 from senseforge.evaluate.records import BinarySample
@@ -76,7 +76,7 @@ def _confusion(gold: NDArray[np.bool_], pred: NDArray[np.bool_]) -> NDArray[np.f
 
 
 def _macro_f1_of_counts(counts: NDArray[np.float64]) -> NDArray[np.float64]:
-    """:func:`metrics.macro_f1` of rows of ``(tp, fp, fn, tn)`` counts."""
+    """:func:`crow_metrics.macro_f1` of rows of ``(tp, fp, fn, tn)`` counts."""
     tp, fp, fn, tn = counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3]
 
     def f1(hit: NDArray[np.float64], false_pos: NDArray[np.float64], miss: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -111,8 +111,8 @@ class _BinaryPairs:
 
     def macro_f1(self) -> tuple[float, float]:
         return (
-            metrics.macro_f1(self.gold_a.tolist(), self.pred_a.tolist()),
-            metrics.macro_f1(self.gold_b.tolist(), self.pred_b.tolist()),
+            crow_metrics.macro_f1(self.gold_a.tolist(), self.pred_a.tolist()),
+            crow_metrics.macro_f1(self.gold_b.tolist(), self.pred_b.tolist()),
         )
 
     def context_outcomes(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

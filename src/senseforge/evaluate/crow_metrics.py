@@ -1,8 +1,7 @@
 """CRoW's binary metrics: plain functions from labels and predictions to a number.
 
-Split from :mod:`senseforge.evaluate.metrics`, which re-exports every public name here. Nothing here
-reads files or keeps state; inputs that make a metric undefined raise :class:`ValueError` with a
-message that says which argument is wrong.
+Split from :mod:`senseforge.evaluate.metrics`. Nothing here reads files or keeps state; inputs that
+make a metric undefined raise :class:`ValueError` with a message that says which argument is wrong.
 
 These follow Ismayilzada et al. (2023) and the CRoW evaluation scripts:
 

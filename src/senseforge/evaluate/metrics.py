@@ -4,10 +4,8 @@ Nothing here reads files or keeps state. Inputs that make a metric undefined (no
 sequences of different lengths, non-boolean labels) raise :class:`ValueError` with a
 message that says which argument is wrong.
 
-The binary (CRoW) metrics, :func:`macro_f1`, :func:`situational_accuracy` (with
-:func:`context_outcomes`), :func:`per_dimension_macro_f1`, :func:`per_dimension_cells`,
-:func:`dimension_means`, :func:`crow_score` and the baselines :func:`majority_predictions` and
-:func:`random_predictions`, live in :mod:`senseforge.evaluate.crow_metrics` and are re-exported here.
+The binary (CRoW) metrics (Macro-F1, Situational Accuracy, the per-dimension scores, the CRoW
+score and its baselines) live in :mod:`senseforge.evaluate.crow_metrics`.
 
 Also here: :func:`bootstrap_ci` (percentile bootstrap, optionally over clusters),
 :func:`wilson_interval` (the score interval of a proportion) and the agreement statistics
@@ -26,21 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from senseforge.evaluate.bootstrap import percentile_interval, resampled_means, resampled_statistics, units_of
-from senseforge.evaluate.crow_metrics import CROW_LEADERBOARD_DIMENSIONS as CROW_LEADERBOARD_DIMENSIONS  # re-exported
-from senseforge.evaluate.crow_metrics import MT_TASKS as MT_TASKS  # re-exported
-from senseforge.evaluate.crow_metrics import OTHER_DIMENSION as OTHER_DIMENSION  # re-exported
-from senseforge.evaluate.crow_metrics import DimensionCell as DimensionCell  # re-exported
 from senseforge.evaluate.crow_metrics import _bool_array
-from senseforge.evaluate.crow_metrics import context_outcomes as context_outcomes  # re-exported
-from senseforge.evaluate.crow_metrics import crow_score as crow_score  # re-exported
-from senseforge.evaluate.crow_metrics import dimension_means as dimension_means  # re-exported
-from senseforge.evaluate.crow_metrics import is_mt_task as is_mt_task  # re-exported
-from senseforge.evaluate.crow_metrics import macro_f1 as macro_f1  # re-exported
-from senseforge.evaluate.crow_metrics import majority_predictions as majority_predictions  # re-exported
-from senseforge.evaluate.crow_metrics import per_dimension_cells as per_dimension_cells  # re-exported
-from senseforge.evaluate.crow_metrics import per_dimension_macro_f1 as per_dimension_macro_f1  # re-exported
-from senseforge.evaluate.crow_metrics import random_predictions as random_predictions  # re-exported
-from senseforge.evaluate.crow_metrics import situational_accuracy as situational_accuracy  # re-exported
 
 T = TypeVar("T")
 

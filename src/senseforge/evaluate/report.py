@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from senseforge.evaluate import metrics
+from senseforge.evaluate import crow_metrics, metrics
 from senseforge.evaluate.bootstrap import MIN_UNITS, percentile_interval, resampled_means, units_of
 from senseforge.evaluate.records import (
     BinaryMetrics,
@@ -157,8 +157,8 @@ def _pred(sample: BinarySample) -> bool:
 
 def _binary_fns() -> dict[str, BinaryFn]:
     return {
-        "macro_f1": lambda rows: metrics.macro_f1([r.gold for r in rows], [_pred(r) for r in rows]),
-        "situational_acc": lambda rows: metrics.situational_accuracy(
+        "macro_f1": lambda rows: crow_metrics.macro_f1([r.gold for r in rows], [_pred(r) for r in rows]),
+        "situational_acc": lambda rows: crow_metrics.situational_accuracy(
             [r.context_id for r in rows], [r.gold for r in rows], [_pred(r) for r in rows]
         ),
         "acc": lambda rows: metrics.accuracy([bool(r.correct) for r in rows]),
@@ -169,7 +169,7 @@ CROW_NAMES: dict[str | None, str] = {
     "attributional": "attribution",
     "physical/spatial": "physical",
     "comparative": "comparison",
-    None: metrics.OTHER_DIMENSION,
+    None: crow_metrics.OTHER_DIMENSION,
 }
 """Our dimension names → CRoW's script's (``--crow-parity``). A triple without a dimension has a
 relation outside the six, which CRoW's relation table files under ``other``."""
@@ -183,8 +183,8 @@ def _cell_dimensions(sample: BinarySample, parity: bool) -> list[str | None]:
 
 def _dimension_cells(
     samples: Sequence[BinarySample], config: EvalConfig
-) -> dict[str, dict[str, metrics.DimensionCell]]:
-    return metrics.per_dimension_cells(
+) -> dict[str, dict[str, crow_metrics.DimensionCell]]:
+    return crow_metrics.per_dimension_cells(
         [s.task for s in samples],
         [_cell_dimensions(s, config.crow_parity) for s in samples],
         [s.gold for s in samples],
@@ -193,9 +193,10 @@ def _dimension_cells(
     )
 
 
-def _means(cells: dict[str, dict[str, metrics.DimensionCell]], **how: bool) -> dict[str, DimensionMean]:
+def _means(cells: dict[str, dict[str, crow_metrics.DimensionCell]], **how: bool) -> dict[str, DimensionMean]:
     return {
-        dim: DimensionMean(macro_f1=mean, tasks=n) for dim, (mean, n) in metrics.dimension_means(cells, **how).items()
+        dim: DimensionMean(macro_f1=mean, tasks=n)
+        for dim, (mean, n) in crow_metrics.dimension_means(cells, **how).items()
     }
 
 
@@ -212,7 +213,7 @@ def binary_metrics(samples: Sequence[BinarySample], config: EvalConfig) -> Binar
     # one all-right-or-not outcome per context: Situational Accuracy is their mean, and
     # resampling them is resampling contexts
     outcomes = list(
-        metrics.context_outcomes(
+        crow_metrics.context_outcomes(
             [s.context_id for s in samples], [s.gold for s in samples], [_pred(s) for s in samples]
         ).values()
     )
@@ -233,7 +234,7 @@ def binary_metrics(samples: Sequence[BinarySample], config: EvalConfig) -> Binar
     out["acc_wilson95"] = list(metrics.wilson_interval(sum(bool(s.correct) for s in samples), len(samples)))
     out["situational_acc_wilson95"] = list(metrics.wilson_interval(sum(outcomes), len(outcomes)))
     out["unparsed_rate"] = sum(s.prediction is None for s in samples) / len(samples)
-    out["per_dimension_macro_f1"] = metrics.per_dimension_macro_f1(
+    out["per_dimension_macro_f1"] = crow_metrics.per_dimension_macro_f1(
         [s.dimensions for s in samples], [s.gold for s in samples], [_pred(s) for s in samples]
     )
     cells = _dimension_cells(samples, config)
@@ -257,10 +258,12 @@ def binary_report(samples: Sequence[BinarySample], config: EvalConfig) -> tuple[
     sa = {task: float(m.situational_acc) for task, m in per_task.items() if m.situational_acc is not None}
     cells = _dimension_cells(samples, config)
     summary: dict[str, Any] = {
-        "crow_score_macro_f1": metrics.crow_score(f1),
-        "crow_score_situational_acc": metrics.crow_score(sa),
-        "crow_score_macro_f1_no_mt": metrics.crow_score(f1, include_mt=False) if _has_non_mt(f1) else math.nan,
-        "crow_score_situational_acc_no_mt": metrics.crow_score(sa, include_mt=False) if _has_non_mt(sa) else math.nan,
+        "crow_score_macro_f1": crow_metrics.crow_score(f1),
+        "crow_score_situational_acc": crow_metrics.crow_score(sa),
+        "crow_score_macro_f1_no_mt": crow_metrics.crow_score(f1, include_mt=False) if _has_non_mt(f1) else math.nan,
+        "crow_score_situational_acc_no_mt": (
+            crow_metrics.crow_score(sa, include_mt=False) if _has_non_mt(sa) else math.nan
+        ),
         "per_dimension_macro_f1": _means(cells),
         "convention": "crow-parity" if config.crow_parity else "senseforge",
     }
@@ -272,7 +275,7 @@ def binary_report(samples: Sequence[BinarySample], config: EvalConfig) -> tuple[
 
 
 def _has_non_mt(scores: dict[str, float]) -> bool:
-    return any(not metrics.is_mt_task(task) for task in scores)
+    return any(not crow_metrics.is_mt_task(task) for task in scores)
 
 
 def baseline_report(samples: Sequence[BinarySample], config: EvalConfig) -> dict[str, Any]:
@@ -280,8 +283,8 @@ def baseline_report(samples: Sequence[BinarySample], config: EvalConfig) -> dict
     out: dict[str, Any] = {}
     golds = [s.gold for s in samples]
     for name, preds in (
-        ("majority", metrics.majority_predictions(golds)),
-        ("random", metrics.random_predictions(len(samples), config.seed)),
+        ("majority", crow_metrics.majority_predictions(golds)),
+        ("random", crow_metrics.random_predictions(len(samples), config.seed)),
     ):
         rows = [
             s.model_copy(update={"prediction": p, "correct": p == s.gold}) for s, p in zip(samples, preds, strict=True)

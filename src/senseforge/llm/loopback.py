@@ -12,7 +12,8 @@ vLLM and llama-cpp-python's server answer a log-likelihood request (see
 :func:`echo_logprobs`). It uses only the standard library; the HTTP side (routes, request
 bodies, answers and errors) is :mod:`senseforge.llm.loopback_handler`.
 
->>> from senseforge.llm.loopback import LoopbackOpenAI, request_text
+>>> from senseforge.llm.loopback import LoopbackOpenAI
+>>> from senseforge.llm.loopback_handler import request_text
 >>> with LoopbackOpenAI(lambda body: request_text(body).upper()) as server:
 ...     server.base_url.startswith("http://127.0.0.1:")
 True
@@ -38,8 +39,6 @@ from senseforge.llm.loopback_batches import BatchDesk, error_payload
 from senseforge.llm.loopback_handler import (
     CHAT_PATH,
     COMPLETIONS_PATH,
-    DEFAULT_MAX_TOKENS,
-    MODELS_PATH,
     LoopbackHTTPServer,
     content_text,
     count_tokens,
@@ -48,22 +47,15 @@ from senseforge.llm.loopback_handler import (
     max_tokens_of,
     prompt_text,
     refusal_reason,
-    request_text,
     scores_prompt,
 )
 
 __all__ = [
-    "CHAT_PATH",
-    "COMPLETIONS_PATH",
-    "DEFAULT_MAX_TOKENS",
     "FAULT_KINDS",
-    "MODELS_PATH",
     "LoggedRequest",
     "LoopbackOpenAI",
     "Responder",
-    "echo_logprobs",
     "main",
-    "request_text",
 ]
 
 Responder = Callable[[dict[str, Any]], str]
@@ -456,7 +448,7 @@ EXAMPLES = """\
 responders:
   senseforge.pipelines.mcsqa.dryrun:body_reply   answers every mCSQA stage, as the
                                                  scripted/mcsqa-author model does
-  senseforge.llm.loopback:request_text           echoes the request's last message
+  senseforge.llm.loopback_handler:request_text   echoes the request's last message
 
 example:
   nohup python -m senseforge.llm.loopback --port 8765 --until-signal \\

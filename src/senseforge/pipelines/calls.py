@@ -3,7 +3,7 @@ replies come to (success, a transient failure worth another round, a refusal), t
 reads, and yes/no questions asked as each model can answer them.
 
 The outcomes that store nothing (:data:`PENDING`, :data:`AWAITING`) live here too, since what a record's calls come
-to may be one of them; :mod:`senseforge.pipelines.stage` builds the stage bases on these and re-exports them.
+to may be one of them; :mod:`senseforge.pipelines.stage` builds the stage bases on these.
 """
 
 from __future__ import annotations

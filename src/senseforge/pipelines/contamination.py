@@ -28,8 +28,9 @@ from typing import Any, Literal
 
 from senseforge.errors import ConfigError
 from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.outcomes import Outcome, StageOutput, ok, rejected
 from senseforge.pipelines.runstore import Record, StageResult
-from senseforge.pipelines.stage import Outcome, RuleStage, StageContext, StageOutput, ok, rejected
+from senseforge.pipelines.stage import RuleStage, StageContext
 from senseforge.registry.check import Checker, checked_against, copies_within
 from senseforge.registry.store import Registry, Unit
 

@@ -49,7 +49,8 @@ from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.mcsqa.config import McsqaReviewSettings
 from senseforge.pipelines.progress import ProgressSink, StageTally
 from senseforge.pipelines.recipe import Recipe
-from senseforge.pipelines.runner import BuildSummary, build, read_manifest
+from senseforge.pipelines.rundir import read_manifest
+from senseforge.pipelines.runner import BuildSummary, build
 from senseforge.store.db import Store
 
 DEMO_RECIPES: tuple[str, ...] = ("mcsqa", "culture-gen", "culture-adapt", "crow")

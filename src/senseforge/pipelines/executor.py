@@ -19,8 +19,9 @@ from senseforge.llm.base import LLM, Completion, GenerateRequest, Loglikelihood,
 from senseforge.llm.cache import CachedLLM, open_llm
 from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.outcomes import StageOutput
 from senseforge.pipelines.runstore import StageResult, StoredJudgement
-from senseforge.pipelines.stage import Stage, StageOutput
+from senseforge.pipelines.stage import Stage
 from senseforge.store.db import Store
 
 

@@ -40,21 +40,13 @@ from typing import Any
 
 from senseforge.errors import SenseforgeError
 from senseforge.llm.limits import ranked
+from senseforge.pipelines.calls import AWAITING, PENDING
 from senseforge.pipelines.executor import Executor
+from senseforge.pipelines.outcomes import NO_OUTPUT, Children, RunIncomplete, StageOutput, rejected
 from senseforge.pipelines.progress import ProgressSink, StageTally
 from senseforge.pipelines.quality import counted, excluded_annotators
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, StoredJudgement
-from senseforge.pipelines.stage import (
-    AWAITING,
-    NO_OUTPUT,
-    PENDING,
-    Children,
-    InOrder,
-    RunIncomplete,
-    Stage,
-    StageOutput,
-    rejected,
-)
+from senseforge.pipelines.stage import InOrder, Stage
 from senseforge.pipelines.taskqueue import QueuedTask, queue_tasks
 
 __all__ = ["StageReport", "run_stages"]

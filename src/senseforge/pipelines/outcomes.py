@@ -1,6 +1,6 @@
 """What a stage makes of its records: the outcomes (``ok``, ``rejected``, :class:`Children`, waiting), the
 rejection a parser returns (:class:`Reject`), the batch's :class:`StageOutput`, and the helpers that turn a
-parsed reply and its calls into an outcome. :mod:`senseforge.pipelines.stage` re-exports every name here.
+parsed reply and its calls into an outcome. :mod:`senseforge.pipelines.stage` builds the stage bases on these.
 """
 
 from __future__ import annotations

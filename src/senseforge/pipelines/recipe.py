@@ -11,7 +11,7 @@ The batches that decide a model call (five concepts per call, say) are records t
 source makes — one record, one call — so neither ``--batch-size`` nor a resume ever
 changes what a call contains.
 
-Built-in recipes are listed in :mod:`senseforge.pipelines.registry`, the way a plugin would be.
+Built-in recipes are listed in :mod:`senseforge.pipelines.recipes`, the way a plugin would be.
 """
 
 from __future__ import annotations

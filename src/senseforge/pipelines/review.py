@@ -5,7 +5,7 @@ Judges are LM judges, people through the annotation app, or both (LM judges firs
 * each LM judge is its own annotator, ``lm:<spec>#<i>`` with its own seed (the run's seed
   plus ``i``), so "two of three LM validators" is the policy ``at-least:2/3`` over three
   judges — the same model named three times, or three models. Each is asked a yes/no
-  question (:class:`~senseforge.pipelines.stage.YesNo`): a chat model answers in text
+  question (:class:`~senseforge.pipelines.calls.YesNo`): a chat model answers in text
   (anything but a clear yes is a no); a base model compares the log-likelihoods of " yes"
   and " no" after the prompt;
 * people are ``k`` distinct annotators; while fewer than ``k`` have judged an item, the
@@ -34,24 +34,12 @@ from pydantic import BaseModel
 from senseforge.data.schema import Judgement, judgement
 from senseforge.errors import ConfigError, SenseforgeError
 from senseforge.evaluate.policies import AtLeast, Decision, Policy, Unanimous, parse_policy, ruling, split
+from senseforge.pipelines.calls import AWAITING, PENDING, YesNo, ask_yes_no
 from senseforge.pipelines.config import ReviewedConfig
+from senseforge.pipelines.outcomes import Data, Outcome, StageOutput, ok, rejected, spent
 from senseforge.pipelines.panel import Panel
 from senseforge.pipelines.runstore import CallEntry, JudgementSource, StageResult
-from senseforge.pipelines.stage import (
-    AWAITING,
-    PENDING,
-    Data,
-    Outcome,
-    PeopleStage,
-    R,
-    StageContext,
-    StageOutput,
-    YesNo,
-    ask_yes_no,
-    ok,
-    rejected,
-    spent,
-)
+from senseforge.pipelines.stage import PeopleStage, R, StageContext
 from senseforge.pipelines.taskqueue import QueuedTask, creator_of
 
 REVIEW_REJECTED = "review_rejected"

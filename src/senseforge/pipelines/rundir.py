@@ -3,8 +3,7 @@ line asks for.
 
 A run directory holds ``manifest.json`` (written once, before the run store) and, by default,
 the run store ``run.db``. A folder whose manifest was written but whose store holds nothing is
-a start that failed, not a run. Split from :mod:`senseforge.pipelines.runner`, which re-exports
-these names.
+a start that failed, not a run. Split from :mod:`senseforge.pipelines.runner`.
 """
 
 from __future__ import annotations
@@ -172,17 +171,23 @@ def _clear_failed_start(run_dir: Path) -> None:
         (run_dir / name).unlink(missing_ok=True)
 
 
-def check_resume(run_dir: Path, config: RecipeConfig, *, resume: bool) -> dict[str, Any] | None:
+def check_resume(
+    run_dir: Path, config: RecipeConfig, *, resume: bool, manifest: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """The existing manifest when resuming; refuse a fresh build over an old run, or a changed config.
 
     A folder whose manifest was written but whose store holds nothing (a start that failed,
     e.g. on a missing input) is not a run yet: it is cleared and the build starts afresh, with
     or without ``--resume``.
 
+    ``manifest`` is the run's manifest when the caller has read it already (:func:`resolve_run_manifest`); without
+    it, the manifest is read here.
+
     Raises:
         ConfigError: with what to do next.
     """
-    manifest = read_manifest(run_dir)
+    if manifest is None:
+        manifest = read_manifest(run_dir)
     if manifest is not None and stored_results(run_dir, manifest) == 0:
         return None  # a failed start: build() clears it before it writes its own manifest
     if manifest is None:
@@ -338,6 +343,27 @@ def resolve_run(
     Raises:
         ConfigError: nothing to resume, or an invalid setting (named as its flag).
     """
+    config, run_dir, _ = resolve_run_manifest(
+        recipe, flags=flags, out=out, resume=resume, config_file=config_file, sets=sets
+    )
+    return config, run_dir
+
+
+def resolve_run_manifest(
+    recipe: Recipe,
+    *,
+    flags: Mapping[str, Any],
+    out: Path | None,
+    resume: bool,
+    config_file: Path | None = None,
+    sets: Sequence[str] = (),
+) -> tuple[RecipeConfig, Path, dict[str, Any] | None]:
+    """As :func:`resolve_run`, with the manifest of the run resumed (``None`` for a fresh run), read once for the
+    whole command: :func:`check_resume` and :func:`~senseforge.pipelines.runner.build` take it.
+
+    Raises:
+        ConfigError: nothing to resume, or an invalid setting (named as its flag).
+    """
     if resume and out is None:  # the run the flags name by default
         try:
             named = resolve_config(recipe.config_model, config_file=config_file, sets=sets, flags=flags)
@@ -357,4 +383,4 @@ def resolve_run(
         )
     recorded = manifest["config"] if manifest else None
     config = resolve_config(recipe.config_model, recorded=recorded, config_file=config_file, sets=sets, flags=flags)
-    return config, out or recipe.default_run_dir(config)
+    return config, out or recipe.default_run_dir(config), manifest

@@ -44,11 +44,12 @@ from senseforge.llm.prices import PRICING_RULE, PriceTable
 from senseforge.llm.registry import provider_info
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.contamination import GATE, registry_of
-from senseforge.pipelines.executor import Executor, ModelPool, make_executor
+from senseforge.pipelines.executor import ModelPool, make_executor
 from senseforge.pipelines.finish import release
 from senseforge.pipelines.flow import StageReport, run_stages
+from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.progress import ProgressSink
-from senseforge.pipelines.recipe import Recipe
+from senseforge.pipelines.recipe import Recipe, Source
 from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
@@ -56,16 +57,12 @@ from senseforge.pipelines.rundir import (
     _clear_failed_start,
     build_manifest,
     check_resume,
-    read_manifest,
     recorded_url,
-    resolve_run,
-    resume_command,
-    resume_note,
     resumed_stores,
     store_url_of,
 )
 from senseforge.pipelines.runstore import Heartbeat, RunStore, StageResult
-from senseforge.pipelines.stage import InOrder, RunIncomplete, Stage
+from senseforge.pipelines.stage import InOrder, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
 from senseforge.runfolder.cost import Cost
 from senseforge.runfolder.funnel import Funnel
@@ -114,30 +111,6 @@ def _diagnoses(pool: ModelPool) -> list[str]:
 
 
 # -- running stages -----------------------------------------------------------------------------
-
-
-def run_stage(
-    stage: Stage,
-    inputs: Sequence[StageResult],
-    store: RunStore,
-    executor: Executor,
-    *,
-    batch_size: int,
-    rounds: int,
-    progress: ProgressSink | None = None,
-    causes: Callable[[], str] | None = None,
-) -> StageReport:
-    """Run ``stage`` over the inputs that have no stored result yet, one batch at a time (see
-    :func:`~senseforge.pipelines.flow.run_stages`).
-
-    ``causes`` says, when calls kept failing, why and where to look (appended to the error);
-    by default it points at ``senseforge llm ledger --failed``.
-
-    Raises:
-        RunIncomplete: records whose calls kept failing transiently after ``rounds`` passes.
-    """
-    sizes = [batch_size]
-    return run_stages([stage], inputs, store, executor, sizes=sizes, rounds=rounds, progress=progress, causes=causes)[0]
 
 
 def segments(stages: Sequence[Stage]) -> list[list[Stage]]:
@@ -265,6 +238,7 @@ def build(
     responders: Mapping[str, Any] | None = None,
     executor: str = "local",
     streaming: bool | None = None,
+    manifest: dict[str, Any] | None = None,
 ) -> BuildSummary:
     """Run (or resume) ``recipe`` with ``config`` in ``run_dir``.
 
@@ -289,13 +263,15 @@ def build(
         executor: where stage work runs (``local``).
         streaming: records go on to their next stage as soon as their batch is stored, several batches at once
             (``None``: where every model of the stages is behind an API; see :func:`stream_width`).
+        manifest: on a resume, the run's manifest when the caller has read it already (the CLI reads it once per
+            command); read here otherwise.
 
     Raises:
         ConfigError: a fresh build over an existing run, a resume with a changed config …
         RunIncomplete: calls kept failing; ``--resume`` retries them.
     """
     run_dir = run_dir or recipe.default_run_dir(config)
-    manifest = check_resume(run_dir, config, resume=resume)
+    manifest = check_resume(run_dir, config, resume=resume, manifest=manifest)
     opened: Store | None = None
     if manifest is not None:  # a resume is the run it continues: its stores from its manifest, unless given again
         given = store.url if store is not None else None
@@ -307,6 +283,7 @@ def build(
     prices = prices or PriceTable.load()  # one table for every figure of the run (a bad user file fails here)
     run_label = (manifest or {}).get("run_id") or f"{config.recipe}-{_label(config)}-{uuid.uuid4().hex[:12]}"
     stages = recipe.stages(config)
+    source = recipe.source(config)  # built once per run: it makes the first records and names the first stage
     if config.registry and config.contamination != "off":  # checked before a run folder is made
         if not any(stage.name == GATE for stage in stages):
             raise ConfigError(
@@ -326,7 +303,7 @@ def build(
             # its inputs, so a bad model or input leaves no half-made run behind
             specs = [spec for stage in stages for spec in stage.specs]
             identities = pool.identities(specs)
-            first = recipe.source(config).records(config)
+            first = source.records(config)
         if manifest is None:
             _clear_failed_start(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -351,7 +328,7 @@ def build(
             changed = import_decisions(run, decisions, tasks)
             logger.info("imported %d decision(s) of people", changed)
         run.set_meta({"state": "running"})
-        records = _source(recipe, config, run, first)
+        records = _source(recipe, config, source, run, first)
         waiting: list[StageReport] = []
         before: Stage | None = None
         for whole in segments(stages):
@@ -417,7 +394,7 @@ def build(
                 diagnoses=_diagnoses(pool),
             )
         (run_dir / QUEUE).unlink(missing_ok=True)
-        summary = _finish(recipe, config, stages, run_dir, run, store, run_label, human_rate, prices)
+        summary = _finish(recipe, config, source, stages, run_dir, run, store, run_label, human_rate, prices)
         summary.diagnoses = _diagnoses(pool)
         return summary
     finally:
@@ -464,12 +441,12 @@ def _remember_rate(run: RunStore, rate: float | Mapping[str, float] | None) -> f
 def _source(
     recipe: Recipe,
     config: RecipeConfig,
+    source: Source,
     run: RunStore,
     made: tuple[Sequence[StageResult], dict[str, Any]] | None = None,
 ) -> list[StageResult]:
     """The first records: made once by the recipe's source (or given, ``made`` before the run folder existed),
     then read back from the run store."""
-    source = recipe.source(config)
     stored = run.results(source.name, "ok", recipe.record)
     if stored or run.meta(SOURCE_FACTS) is not None:
         return stored
@@ -482,6 +459,7 @@ def _source(
 def _finish(
     recipe: Recipe,
     config: RecipeConfig,
+    source: Source,
     stages: Sequence[Stage],
     run_dir: Path,
     run: RunStore,
@@ -490,7 +468,7 @@ def _finish(
     human_rate: float | Mapping[str, float] | None,
     prices: PriceTable | None,
 ) -> BuildSummary:
-    names = [recipe.source(config).name, *(stage.name for stage in stages)]
+    names = [source.name, *(stage.name for stage in stages)]
     facts = json.loads(run.meta(SOURCE_FACTS) or "{}")
     rows = funnel_rows(run, names, recipe.splitting())
     funnel_doc = release(
@@ -536,16 +514,7 @@ def _finish(
 
 
 __all__ = [
-    "DEFAULT_RUN_STORE",
-    "MANIFEST",
     "BuildSummary",
     "build",
-    "check_resume",
     "import_decisions",
-    "read_manifest",
-    "resolve_run",
-    "resume_command",
-    "resume_note",
-    "run_stage",
-    "store_url_of",
 ]

@@ -18,8 +18,9 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from senseforge.data.schema import MCItem
 from senseforge.data.splits import split_items
+from senseforge.pipelines.outcomes import StageOutput, ok
 from senseforge.pipelines.runstore import Record, StageResult
-from senseforge.pipelines.stage import StageContext, StageOutput, ok
+from senseforge.pipelines.stage import StageContext
 
 R = TypeVar("R", bound=Record)
 

@@ -4,13 +4,13 @@ A stage maps the records that passed the previous stage to one outcome per recor
 
 * a :class:`~senseforge.pipelines.runstore.StageResult` — ``ok`` with the new payload, or
   ``rejected`` with a reason — which the runner stores at once;
-* :class:`Children` — the record became several (one model reply into its items, one
+* :class:`~senseforge.pipelines.outcomes.Children` — the record became several (one model reply into its items, one
   context into its triples): each child has the id ``<parent>/<index>`` and is ``ok`` or
   ``rejected`` on its own; a record with no children is stored as rejected, never dropped;
-* :data:`PENDING` — a call failed transiently (rate limit, timeout, 5xx, a truncated
+* :data:`~senseforge.pipelines.calls.PENDING` — a call failed transiently (rate limit, timeout, 5xx, a truncated
   body); nothing is stored, the record is tried again in the next round (its completed
   calls come from the cache);
-* :data:`AWAITING` — the record waits for people's judgements; ``--resume`` continues once
+* :data:`~senseforge.pipelines.calls.AWAITING` — the record waits for people's judgements; ``--resume`` continues once
   they exist.
 
 A stage holds model specs and settings, never a live model or store: the runner hands
@@ -28,8 +28,8 @@ reject by a rule), and :class:`Route` (one of two sub-stages per record). Each b
 :meth:`~LMStage.applies`: the records a stage does not apply to pass through it unchanged
 (or as its ``skipped`` says). Every request a base sends carries the stage's name as its
 ``tag``, which scripted models read to tell the stages apart (no part of the cache key). How a
-stage calls its models (:func:`ask`, :class:`Recorder`, :class:`YesNo`, what replies come to) is
-:mod:`senseforge.pipelines.calls`, re-exported here.
+stage calls its models (:func:`ask`, :class:`~senseforge.pipelines.calls.Recorder`, :class:`YesNo`, what replies
+come to) is :mod:`senseforge.pipelines.calls`; the outcomes are :mod:`senseforge.pipelines.outcomes`.
 
 Every stage says what the runner needs to know of people's part in it, with two fields:
 :attr:`Stage.people_tasks` (the task types whose judgements it reads; empty for model and
@@ -48,97 +48,10 @@ from typing_extensions import TypeVar
 
 from senseforge.data.schema import Judgement
 from senseforge.llm.base import LLM, Completion, GenerateRequest
-from senseforge.pipelines.calls import (
-    AWAITING,
-    FATAL_FAILURES,
-    LLM_ERROR,
-    PENDING,
-    TRANSIENT_FAILURES,
-    Asked,
-    CallLog,
-    Recorder,
-    Reply,
-    Request,
-    Said,
-    Wait,
-    YesNo,
-    ask,
-    ask_yes_no,
-    failure_outcome,
-    in_chat,
-    request_text,
-    settle,
-    shown_text,
-    sliced,
-)
-from senseforge.pipelines.outcomes import (
-    MALFORMED,
-    NO_OUTPUT,
-    Children,
-    Data,
-    Outcome,
-    Parsed,
-    Reject,
-    RunIncomplete,
-    StageOutput,
-    child_id,
-    failed,
-    ok,
-    outcome,
-    rejected,
-    spent,
-    split_run,
-)
-from senseforge.pipelines.runstore import (
-    EVIDENCE,
-    Record,
-    StageResult,
-    StoredJudgement,
-)
+from senseforge.pipelines.calls import AWAITING, Reply, Request, Said, YesNo, ask, ask_yes_no, shown_text
+from senseforge.pipelines.outcomes import Outcome, Parsed, StageOutput, failed, ok, outcome, rejected, split_run
+from senseforge.pipelines.runstore import Record, StageResult, StoredJudgement
 from senseforge.pipelines.taskqueue import QueuedTask
-
-# re-exported: EVIDENCE (the stored payload's key of a rejected record's evidence), what calls.py holds and what
-# outcomes.py holds, which recipes reach as ``stage.<name>``
-__all__ = [
-    "AWAITING",
-    "EVIDENCE",
-    "FATAL_FAILURES",
-    "LLM_ERROR",
-    "MALFORMED",
-    "NO_OUTPUT",
-    "PENDING",
-    "TRANSIENT_FAILURES",
-    "Asked",
-    "CallLog",
-    "Children",
-    "Data",
-    "Outcome",
-    "Parsed",
-    "Recorder",
-    "Reject",
-    "Reply",
-    "Request",
-    "RunIncomplete",
-    "Said",
-    "StageOutput",
-    "Wait",
-    "YesNo",
-    "ask",
-    "ask_yes_no",
-    "child_id",
-    "failed",
-    "failure_outcome",
-    "in_chat",
-    "ok",
-    "outcome",
-    "rejected",
-    "request_text",
-    "settle",
-    "shown_text",
-    "sliced",
-    "spent",
-    "split_run",
-]
 
 
 class StageContext(Protocol):

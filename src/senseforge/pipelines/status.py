@@ -17,8 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.errors import ConfigError
 from senseforge.llm.prices import PriceTable
-from senseforge.pipelines.rundir import password_hidden, resume_command, resume_note
-from senseforge.pipelines.runner import BATCHES, DEFAULT_RUN_STORE, store_url_of
+from senseforge.pipelines.rundir import (
+    DEFAULT_RUN_STORE,
+    password_hidden,
+    resume_command,
+    resume_note,
+    store_url_of,
+)
+from senseforge.pipelines.runner import BATCHES
 from senseforge.pipelines.runstore import HEARTBEAT_STALE_S, RunStore
 from senseforge.pipelines.tables import stage_results
 from senseforge.runfolder import files
@@ -94,7 +100,7 @@ class RunStatus(BaseModel):
 
 def _stage_names(manifest: Manifest, run: RunStore) -> list[str]:
     """The recipe's stage names in order (source first), then any other stage the store holds."""
-    from senseforge.pipelines.registry import recipes
+    from senseforge.pipelines.recipes import recipes
 
     names: list[str] = []
     recipe = recipes().get(str(manifest.recipe))

@@ -8,8 +8,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from senseforge.evaluate import html_report
 from senseforge.pipelines.registry import recipes
+
+from senseforge.evaluate import html_report
 
 PACKAGE = Path(html_report.__file__).parent
 

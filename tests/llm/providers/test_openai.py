@@ -18,7 +18,8 @@ pytest.importorskip("openai")
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, Message
 from senseforge.llm.cache import CachedLLM
-from senseforge.llm.loopback import LoopbackOpenAI, request_text
+from senseforge.llm.loopback import LoopbackOpenAI
+from senseforge.llm.loopback_handler import request_text
 from senseforge.llm.prices import Price, PriceTable
 from senseforge.llm.providers import openai as provider
 from senseforge.llm.providers import openai_answers as reading

@@ -16,8 +16,8 @@ from senseforge.pipelines.crow.records import CrowRecord, CrowTriple
 from senseforge.pipelines.crow.source import read_sources, source_records
 from senseforge.pipelines.crow.stages import CheckEdits, Dedup
 from senseforge.pipelines.crow.tasks import builtin_tasks, read_task_specs, task_specs
+from senseforge.pipelines.outcomes import Reject
 from senseforge.pipelines.runstore import StageResult
-from senseforge.pipelines.stage import Reject
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 SPECS = builtin_tasks()

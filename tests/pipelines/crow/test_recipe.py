@@ -22,8 +22,8 @@ from senseforge.llm.cache import open_llm
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.crow.recipe import CROW
 from senseforge.pipelines.crow.templates import CKA_MARK, CKV_QUESTIONS, WSG_MARK, WSV_QUESTIONS
+from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.runner import build
-from senseforge.pipelines.stage import RunIncomplete
 from senseforge.store.db import Store
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"

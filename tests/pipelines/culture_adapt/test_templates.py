@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from senseforge.data.lang import LANGUAGE_NAMES, language_name
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, PromptStyle
 from senseforge.pipelines.culture_adapt import templates as t
@@ -87,9 +88,9 @@ def test_completion_pages_show_worked_examples_one_json_line_each() -> None:
 def test_translation_pages_for_each_direction(source: str, target: str) -> None:
     page = t.translate_request("sawah", "option:B", source, target, "completion").prompt
     assert page is not None
-    assert page.endswith(f"{t.language_name(source)}: sawah\n{t.language_name(target)}:")
+    assert page.endswith(f"{language_name(source)}: sawah\n{language_name(target)}:")
     if target != "xx":
-        assert page.count(f"\n{t.language_name(target)}: ") == 3
+        assert page.count(f"\n{language_name(target)}: ") == 3
 
 
 def test_translation_user_turn_names_the_field_kind() -> None:
@@ -120,7 +121,7 @@ def test_cultures_and_languages() -> None:
     assert t.default_culture("id") == "Indonesia"
     assert t.default_culture("en") == "the United States"
     assert t.ELEMENTS == ("concept", "names", "places")
-    assert t.language_name("su") == "Sundanese" and t.LANGUAGE_NAMES["jv"] == "Javanese"
+    assert language_name("su") == "Sundanese" and LANGUAGE_NAMES["jv"] == "Javanese"
     with pytest.raises(ConfigError, match="--target-culture"):
         t.default_culture("xx")
 

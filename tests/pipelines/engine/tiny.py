@@ -15,7 +15,9 @@ from typing import Any, ClassVar, Literal
 from senseforge.data.schema import Choice, Judgement, MCItem
 from senseforge.llm.base import Completion, GenerateRequest
 from senseforge.pipelines import stage as st
+from senseforge.pipelines.calls import AWAITING, Reply
 from senseforge.pipelines.config import ReviewedConfig
+from senseforge.pipelines.outcomes import Outcome, Parsed, Reject, ok, rejected
 from senseforge.pipelines.release import Finished, Release, Splitting
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import Record, StageResult
@@ -58,9 +60,9 @@ class Expand(st.LMStage):
     def requests(self, records: Sequence[StageResult[Piece]]) -> list[GenerateRequest]:
         return [GenerateRequest.chat(f"Split {r.data.word} into three.", max_tokens=16) for r in records]
 
-    def parse(self, record: StageResult[Piece], text: str) -> st.Parsed:
+    def parse(self, record: StageResult[Piece], text: str) -> Parsed:
         parts = text.split("|")
-        return [record.data.with_(text=part) for part in parts] if len(parts) == 3 else st.Reject()
+        return [record.data.with_(text=part) for part in parts] if len(parts) == 3 else Reject()
 
 
 def item(record: StageResult[Piece]) -> MCItem:
@@ -76,9 +78,9 @@ class Pick(st.PeopleStage[Piece]):
     def shown(self, record: StageResult[Piece]) -> QueuedTask:
         return QueuedTask("answer", item(record))
 
-    def decide(self, record: StageResult[Piece], judged: Sequence[Judgement]) -> st.Outcome:
+    def decide(self, record: StageResult[Piece], judged: Sequence[Judgement]) -> Outcome:
         votes = [j.vote() for j in judged]
-        return st.AWAITING if not votes else st.ok(record) if votes[0] == "A" else st.rejected(record, "dropped")
+        return AWAITING if not votes else ok(record) if votes[0] == "A" else rejected(record, "dropped")
 
 
 @dataclass
@@ -86,7 +88,7 @@ class Flank(st.FanOutStage):  # two calls per part, whose prompt is the bare par
     def requests(self, record: StageResult[Piece]) -> list[GenerateRequest]:
         return [GenerateRequest.chat(record.data.text or "", max_tokens=8, seed=seed) for seed in (0, 1)]
 
-    def parse(self, record: StageResult[Piece], replies: Sequence[st.Reply]) -> st.Parsed:
+    def parse(self, record: StageResult[Piece], replies: Sequence[Reply]) -> Parsed:
         return record.data.with_(around="".join(r.text for r in replies if isinstance(r, Completion)))
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from senseforge.data.relations import MAX_PHRASE_WORDS, parse_relation, verbalize
 from senseforge.llm.jsonx import JSONExtractionError, extract_json
 from senseforge.pipelines.crow.records import CrowTriple
-from senseforge.pipelines.stage import MALFORMED, Reject
+from senseforge.pipelines.outcomes import MALFORMED, Reject
 
 NO_KNOWLEDGE = "no_knowledge"
 NO_ALTERNATIVE = "no_alternative"

@@ -33,28 +33,15 @@ from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, Rewri
 from senseforge.data.schema import Judgement
 from senseforge.kb.edits import check_rewrite
 from senseforge.llm.base import GenerateRequest, PromptStyle
+from senseforge.pipelines.calls import AWAITING
 from senseforge.pipelines.crow.parse import NO_ALTERNATIVE, NO_KNOWLEDGE, parse_rewrite, parse_triples
 from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, KnowledgeFrom, required
 from senseforge.pipelines.crow.tasks import TaskSpec
 from senseforge.pipelines.crow.templates import cka_request, ckv_prompt, wsg_request, wsv_prompt
+from senseforge.pipelines.outcomes import Children, Data, Outcome, Parsed, Reject, StageOutput, child_id, ok, rejected
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import JudgementSource, StageResult
-from senseforge.pipelines.stage import (
-    AWAITING,
-    Children,
-    Data,
-    LMStage,
-    Outcome,
-    Parsed,
-    PeopleStage,
-    Reject,
-    RuleStage,
-    StageContext,
-    StageOutput,
-    child_id,
-    ok,
-    rejected,
-)
+from senseforge.pipelines.stage import LMStage, PeopleStage, RuleStage, StageContext
 from senseforge.pipelines.taskqueue import QueuedTask
 
 UNCHANGED = "unchanged"

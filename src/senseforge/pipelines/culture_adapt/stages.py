@@ -21,6 +21,7 @@ from typing import Any, Literal
 from senseforge.data.langid import detect
 from senseforge.data.matching import concept_appears
 from senseforge.llm.base import Completion, GenerateRequest, PromptStyle
+from senseforge.pipelines.calls import Reply, Said, YesNo, request_text
 from senseforge.pipelines.choices import RawItem, check_choices
 from senseforge.pipelines.culture_adapt import parse, templates
 from senseforge.pipelines.culture_adapt.copies import (
@@ -41,26 +42,9 @@ from senseforge.pipelines.culture_adapt.records import (
 from senseforge.pipelines.culture_adapt.screen import screen, screen_evidence
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
 from senseforge.pipelines.moderation import Moderator
+from senseforge.pipelines.outcomes import MALFORMED, Outcome, Parsed, Reject, StageOutput, ok, rejected
 from senseforge.pipelines.runstore import StageResult
-from senseforge.pipelines.stage import (
-    MALFORMED,
-    CheckStage,
-    FanOutStage,
-    LMStage,
-    Outcome,
-    Parsed,
-    Reject,
-    Reply,
-    Route,
-    Said,
-    StageContext,
-    StageOutput,
-    YesNo,
-    YesNoStage,
-    ok,
-    rejected,
-    request_text,
-)
+from senseforge.pipelines.stage import CheckStage, FanOutStage, LMStage, Route, StageContext, YesNoStage
 from senseforge.pipelines.taskqueue import QueuedTask
 
 NO_ANSWER = "no_answer"
@@ -185,7 +169,7 @@ def adapt_mode(irrelevant: Sequence[str]) -> Mode:
 class Relevance(YesNoStage[AdaptRecord]):
     """Each element judged by five differently worded prompts; irrelevant when ``votes`` of them say so.
 
-    Each prompt is a yes/no question (:class:`~senseforge.pipelines.stage.YesNo`): a chat
+    Each prompt is a yes/no question (:class:`~senseforge.pipelines.calls.YesNo`): a chat
     model's answer in text that says neither is no vote; a base model's is calibrated by the
     same prompt with the item and the element blanked out (contextual calibration, Zhao et
     al. 2021): small base models prefer " yes" to any question, and without it every

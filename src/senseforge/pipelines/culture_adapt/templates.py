@@ -20,8 +20,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from senseforge.data.lang import LANGUAGE_NAMES as LANGUAGE_NAMES  # re-exported
-from senseforge.data.lang import language_name as language_name  # re-exported
+from senseforge.data.lang import language_name
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, PromptStyle
 from senseforge.pipelines.culture_adapt.item import Fields

@@ -22,20 +22,10 @@ from senseforge.pipelines.culture_gen.records import CultureRecord
 from senseforge.pipelines.culture_gen.templates import COMPLETION_PREFIX, build_request, worked_example
 from senseforge.pipelines.dedup import CopyIndex
 from senseforge.pipelines.moderation import INAPPROPRIATE, Moderator
+from senseforge.pipelines.outcomes import MALFORMED, Data, Parsed, Reject, StageOutput, ok, rejected
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import StageResult
-from senseforge.pipelines.stage import (
-    MALFORMED,
-    CheckStage,
-    Data,
-    LMStage,
-    Parsed,
-    Reject,
-    StageContext,
-    StageOutput,
-    ok,
-    rejected,
-)
+from senseforge.pipelines.stage import CheckStage, LMStage, StageContext
 
 NO_ITEM = "no_item"
 """Rejection reason: the reply held no item for this concept."""

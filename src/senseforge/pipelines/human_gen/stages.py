@@ -1,7 +1,7 @@
 """The stages of human-gen: concept slots, then three stages that wait for people.
 
 Each people stage reads the judgements of its task types for its records and either
-decides (``ok`` / ``rejected``) or waits (:data:`~senseforge.pipelines.stage.AWAITING`),
+decides (``ok`` / ``rejected``) or waits (:data:`~senseforge.pipelines.calls.AWAITING`),
 naming the task it waits for. Records it has decided go on while the rest wait, so
 checkers start on the first items while creators still write.
 
@@ -37,11 +37,13 @@ from senseforge.data.schema import (
     ReviseJudgement,
 )
 from senseforge.evaluate.policies import parse_policy, ruling
+from senseforge.pipelines.calls import AWAITING
 from senseforge.pipelines.human_gen.records import BlindAnswer, HumanGenRecord
+from senseforge.pipelines.outcomes import Outcome, ok, rejected
 from senseforge.pipelines.panel import Panel
 from senseforge.pipelines.review import EXCLUDED
 from senseforge.pipelines.runstore import StageResult
-from senseforge.pipelines.stage import AWAITING, Outcome, PeopleStage, Waiting, ok, rejected
+from senseforge.pipelines.stage import PeopleStage, Waiting
 from senseforge.pipelines.taskqueue import QueuedTask
 
 QC_UNRESOLVED = "qc_unresolved"

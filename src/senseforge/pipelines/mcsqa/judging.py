@@ -22,22 +22,14 @@ from dataclasses import dataclass
 
 from senseforge.data.schema import MCItem
 from senseforge.evaluate.run import EvalConfig, score_mc
+from senseforge.pipelines.calls import PENDING, Recorder
 from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.mcsqa.records import McsqaRecord, Verdict, VerifyOutcome, have
+from senseforge.pipelines.outcomes import Outcome, StageOutput, ok, rejected, spent
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import JudgementSource, StageResult
 from senseforge.pipelines.split import Split
-from senseforge.pipelines.stage import (
-    PENDING,
-    ModelStage,
-    Outcome,
-    Recorder,
-    StageContext,
-    StageOutput,
-    ok,
-    rejected,
-    spent,
-)
+from senseforge.pipelines.stage import ModelStage, StageContext
 
 REVIEW_TASK = "verify"
 """The judgement task of review decisions (the annotation app's *verify* task)."""

@@ -39,19 +39,9 @@ from senseforge.pipelines.mcsqa.templates import (
     templates,
 )
 from senseforge.pipelines.moderation import INAPPROPRIATE, Moderator
+from senseforge.pipelines.outcomes import MALFORMED, Outcome, Parsed, Reject, StageOutput, ok, rejected
 from senseforge.pipelines.runstore import StageResult
-from senseforge.pipelines.stage import (
-    MALFORMED,
-    CheckStage,
-    LMStage,
-    Outcome,
-    Parsed,
-    Reject,
-    StageContext,
-    StageOutput,
-    ok,
-    rejected,
-)
+from senseforge.pipelines.stage import CheckStage, LMStage, StageContext
 
 DUPLICATE_QUESTION = "duplicate_question"
 """Rejection reason: the question repeats (after :func:`~senseforge.pipelines.dedup.normalise`) an earlier
