@@ -7,7 +7,7 @@ import ast
 import json
 from pathlib import Path
 
-from senseforge.pipelines.registry import recipes
+from senseforge.pipelines.recipes import recipes
 
 from senseforge.data.schema import MCItem
 from senseforge.pipelines.crow.config import CrowConfig

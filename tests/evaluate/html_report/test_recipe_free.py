@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from senseforge.pipelines.registry import recipes
+from senseforge.pipelines.recipes import recipes
 
 from senseforge.evaluate import html_report
 
