@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
+from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
+from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
+from senseforge.pipelines.demo import CULTURE_ADAPT_DEMO, CULTURE_GEN_DEMO
+from senseforge.pipelines.runner import build
+from senseforge.store.db import Store
+
+from ..pipelines.conftest import kill_when_stored
 from ..pipelines.golden import compare_with_golden
 from .test_llm_cli import assert_one_line_error, run_cli
 
@@ -120,7 +130,17 @@ GOLDEN_DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "dem
 
 @pytest.mark.slow
 def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path) -> None:
+    """The whole demo, killed with SIGKILL twice (while culture-gen generates, then while culture-adapt localizes)
+    and run again each time: every run's outputs are the golden bytes of an uninterrupted demo. The kills and
+    resumes of culture-gen and culture-adapt on the real model are proved here, on the demo's own builds, rather
+    than by builds of their own; a rerun of each on the same cache makes no backend call."""
     out = tmp_path / "demo"
+    env = {**os.environ, "SENSEFORGE_HOME": str(senseforge_home), "HF_HUB_OFFLINE": "1"}
+    for recipe, stage, n in (("culture-gen", "generate", 3), ("culture-adapt", "localize", 1)):
+        args = [sys.executable, "-m", "senseforge", "demo", "--out", str(out)]
+        child = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        kill_when_stored(child, out / "runs" / recipe, stage, n, hung_after_s=2400)
+        assert not (out / "runs" / recipe / "funnel.json").exists(), "the build finished before the kill"
     result = run_cli("demo", "--out", str(out), home=senseforge_home, timeout=2400)  # ~6.5 min, 2 idle cores
     assert result.returncode == 0, result.stderr
     for lang in ("en", "ja"):
@@ -159,6 +179,16 @@ def test_demo_builds_every_recipe_offline(tmp_path: Path, senseforge_home: Path)
     assert "where everything is" in result.stdout
     for name in ("culture-gen", "culture-adapt", "crow"):  # the bytes the demo wrote before typed records
         compare_with_golden(out / "runs" / name, GOLDEN_DEMO / name)
+    # each killed recipe built again, uninterrupted, into a new run directory on the same cache: every call is
+    # answered from it and the bytes are the same (so the resumes stored what an uninterrupted build stores)
+    configs = {
+        "culture-gen": (CULTURE_GEN, CultureGenConfig(**CULTURE_GEN_DEMO)),
+        "culture-adapt": (CULTURE_ADAPT, CultureAdaptConfig(**CULTURE_ADAPT_DEMO)),
+    }
+    for name, (recipe, config) in configs.items():
+        again = build(recipe, config, tmp_path / "again" / name, store=Store())
+        assert again.ledger["calls"] == again.ledger["cache_hits"] > 0, name
+        compare_with_golden(again.run_dir, GOLDEN_DEMO / name)
     page = (out / "report.html").read_text(encoding="utf-8")  # the report over every run the demo built
     assert all(f"<h2>{name}</h2>" in page for name in ("mcsqa-en", "mcsqa-ja", "culture-gen", "crow"))
     # the demo's model verified the items it is evaluated on: the page says what its Easy 1.0 / Hard 0.0 means

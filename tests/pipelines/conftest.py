@@ -40,13 +40,16 @@ def _locked_at(run_dir: Path, stage: str | None, n: int) -> sqlite3.Connection |
     return None
 
 
-def kill_when_stored(child: subprocess.Popen[bytes], run_dir: Path, stage: str | None, n: int) -> None:
+def kill_when_stored(
+    child: subprocess.Popen[bytes], run_dir: Path, stage: str | None, n: int, *, hung_after_s: float = 1800
+) -> None:
     """SIGKILL ``child`` (a build of ``run_dir``) once ``stage`` has ``n`` stored results, however fast it runs.
 
     The count is read under an exclusive lock on the run store, and the lock is held through the kill: the
-    build cannot store another result, so it cannot finish, between the count and the kill.
+    build cannot store another result, so it cannot finish, between the count and the kill. ``hung_after_s``
+    bounds a hung build only: a slow one ends by itself.
     """
-    deadline = time.monotonic() + 1800  # a bound for a hung build only: a slow one ends by itself
+    deadline = time.monotonic() + hung_after_s
     held = None
     while held is None and child.poll() is None and time.monotonic() < deadline:
         held = _locked_at(run_dir, stage, n)
