@@ -7,14 +7,13 @@ import ast
 import json
 from pathlib import Path
 
-from senseforge.pipelines.recipes import recipes
-
 from senseforge.data.schema import MCItem
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_gen.recipe import CultureGenConfig
 from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.mcsqa import McsqaConfig
+from senseforge.pipelines.recipes import recipes
 from senseforge.pipelines.release import OwnFiles, Release, Splitting
 from senseforge.pipelines.runner import build
 from senseforge.pipelines.runstore import StageResult

@@ -8,9 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from senseforge.pipelines.recipes import recipes
-
 from senseforge.evaluate import html_report
+from senseforge.pipelines.recipes import recipes
 
 PACKAGE = Path(html_report.__file__).parent
 
