@@ -176,9 +176,7 @@ def released_row(record: StageResult[AdaptRecord], item: MCItem) -> dict[str, An
 
 
 def _adapted(done: Finished[AdaptRecord]) -> list[Figure]:
-    """Kept items by how they were adapted (none when nothing was kept)."""
-    if not done.kept:
-        return []
+    """Kept items by how they were adapted (all zero when nothing was kept)."""
     modes = {"full": 0, "names": 0, "none": 0}
     for record in done.kept:
         modes[record.data.mode or "none"] += 1
