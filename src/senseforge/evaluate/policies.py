@@ -24,6 +24,12 @@ string for the CLI (:func:`parse_policy`, :attr:`Unanimous.spec` …):
 ``unanimous``, ``unanimous:3``, ``majority``, ``at-least:3/5``, each optionally followed by
 ``,exclude-ambiguous:3``.
 
+A verification panel (several models answering each item, see
+:mod:`senseforge.pipelines.verification`) is read by two more policies in the same grammar:
+:data:`HardWhen` (``none``, ``minority``, ``at-most:N``: how few members may answer right for an
+item to be Hard, :func:`parse_hard_when`) and :class:`SkipReview` (``never``, ``confident:P``: which
+of those items the panel settles without review, :func:`parse_skip_review`).
+
 Agreement: :func:`agreement` computes Fleiss' kappa and Krippendorff's alpha from stored
 judgements; the arithmetic of both lives in :mod:`senseforge.evaluate.metrics`
 (:func:`~senseforge.evaluate.metrics.fleiss_kappa`,
@@ -47,12 +53,17 @@ from senseforge.evaluate.metrics import fleiss_kappa, krippendorff_alpha_nominal
 __all__ = [
     "Agreement",
     "AtLeast",
+    "AtMost",
     "Decision",
     "DecisionStatus",
     "ExcludeAmbiguous",
+    "HardWhen",
     "Majority",
+    "Minority",
+    "NoneRight",
     "Policy",
     "Rule",
+    "SkipReview",
     "Unanimous",
     "agreement",
     "ambiguity_flagged",
@@ -62,7 +73,9 @@ __all__ = [
     "is_ambiguity_flag",
     "krippendorff_alpha_nominal",
     "majority",
+    "parse_hard_when",
     "parse_policy",
+    "parse_skip_review",
     "ruling",
     "split",
     "unanimous",
@@ -405,6 +418,119 @@ def _bad_policy(text: str) -> str:
         f"unknown review policy {text!r}: write unanimous, unanimous:K, majority or at-least:M/K, "
         "optionally followed by ,exclude-ambiguous:N"
     )
+
+
+# --------------------------------------------------------------------------- verification panels
+
+
+@dataclass(frozen=True)
+class NoneRight:
+    """Hard when no member of the panel answers right (with one member: mCSQA's rule)."""
+
+    @property
+    def spec(self) -> str:
+        """The policy as :func:`parse_hard_when` reads it."""
+        return "none"
+
+    def hard(self, right: int, members: int) -> bool:
+        """Whether an item ``right`` of ``members`` answered right is Hard."""
+        return right == 0
+
+
+@dataclass(frozen=True)
+class Minority:
+    """Hard when fewer than half the members answer right."""
+
+    @property
+    def spec(self) -> str:
+        """The policy as :func:`parse_hard_when` reads it."""
+        return "minority"
+
+    def hard(self, right: int, members: int) -> bool:
+        """Whether an item ``right`` of ``members`` answered right is Hard."""
+        return 2 * right < members
+
+
+@dataclass(frozen=True)
+class AtMost:
+    """Hard when at most ``n`` members answer right (``at-most:0`` is ``none``)."""
+
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ConfigError(f"at-most needs n >= 0, got {self.n}")
+
+    @property
+    def spec(self) -> str:
+        """The policy as :func:`parse_hard_when` reads it."""
+        return f"at-most:{self.n}"
+
+    def hard(self, right: int, members: int) -> bool:
+        """Whether an item ``right`` of ``members`` answered right is Hard."""
+        return right <= self.n
+
+
+HardWhen: TypeAlias = NoneRight | Minority | AtMost
+"""How few members of a verification panel may answer an item right for it to be Hard (the rest are Easy)."""
+
+
+def parse_hard_when(text: str) -> HardWhen:
+    """A Hard policy from its short form.
+
+    >>> [parse_hard_when(text).hard(1, 3) for text in ("minority", "at-most:1", "none")]
+    [True, True, False]
+
+    Raises:
+        ConfigError: the text is not ``none``, ``minority`` or ``at-most:N``.
+    """
+    name, colon, arg = text.strip().lower().partition(":")
+    if name == "none" and not colon:
+        return NoneRight()
+    if name == "minority" and not colon:
+        return Minority()
+    if name == "at-most" and arg.strip().isdigit():
+        return AtMost(int(arg))
+    raise ConfigError(f"unknown hard-when policy {text!r}: write none, minority or at-most:N")
+
+
+@dataclass(frozen=True)
+class SkipReview:
+    """Which items a verification panel settles without review: none (``never``), or those it settles with
+    confidence at least :attr:`confidence` (``confident:P``; the decision table is
+    :func:`senseforge.pipelines.verification.decide`'s)."""
+
+    confidence: float | None = None
+    """The least probability a member must give its answer; ``None``: the panel settles nothing (``never``)."""
+
+    def __post_init__(self) -> None:
+        if self.confidence is not None and not 0.0 < self.confidence <= 1.0:
+            raise ConfigError(f"confident:P needs 0 < P <= 1, got {self.confidence}")
+
+    @property
+    def spec(self) -> str:
+        """The policy as :func:`parse_skip_review` reads it."""
+        return "never" if self.confidence is None else f"confident:{self.confidence:g}"
+
+
+def parse_skip_review(text: str) -> SkipReview:
+    """A skip-review policy from its short form.
+
+    >>> parse_skip_review("confident:0.9").spec, parse_skip_review("never").confidence
+    ('confident:0.9', None)
+
+    Raises:
+        ConfigError: the text is not ``never`` or ``confident:P`` with ``0 < P <= 1``.
+    """
+    name, colon, arg = text.strip().lower().partition(":")
+    if name == "never" and not colon:
+        return SkipReview()
+    if name == "confident" and colon:
+        try:
+            return SkipReview(float(arg))
+        except ValueError:
+            pass
+    raise ConfigError(f"unknown skip-review-when policy {text!r}: write never or confident:P (0 < P <= 1)")
 
 
 # --------------------------------------------------------------------------- agreement

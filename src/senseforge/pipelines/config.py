@@ -38,7 +38,7 @@ from pydantic.fields import FieldInfo
 from senseforge.errors import ConfigError
 from senseforge.llm.base import PromptStyle
 from senseforge.llm.registry import DEFAULT_MODEL, chat_template_for, parse_spec, provider_info
-from senseforge.pipelines.panel import Panel
+from senseforge.pipelines.panel import Panel, VerificationPanel
 
 StyleChoice = Literal["auto", PromptStyle]
 ContaminationMode = Literal["auto", "reject", "flag", "off"]
@@ -71,16 +71,29 @@ def runs_locally(spec: str) -> bool:
 ONE_BATCH = 1_000_000_000
 """Records per batch of a stage whose model answers through an API's Batch API: all of them at once."""
 
-LATER_SETTINGS: tuple[str, ...] = ("adjudicate", "registry", "contamination")
+LATER_SETTINGS: tuple[str, ...] = (
+    "adjudicate",
+    "registry",
+    "contamination",
+    "panel",
+    "hard_when",
+    "skip_review_when",
+)
 """Settings every recipe gained after runs existed; at their default they do not enter the config hash."""
 
-UNSTORED_AT_DEFAULT: dict[str, Any] = {"registry": None, "contamination": "auto"}
+UNSTORED_AT_DEFAULT: dict[str, Any] = {
+    "registry": None,
+    "contamination": "auto",
+    "panel": [],
+    "hard_when": "none",
+    "skip_review_when": "never",
+}
 """Later settings also left out of the stored form (the manifest's ``config``) while at their default, so a run
 that does not use them records its config as before."""
 
 
 def _stored(dumped: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in dumped.items() if UNSTORED_AT_DEFAULT.get(key, dumped) != value}
+    return {key: value for key, value in dumped.items() if UNSTORED_AT_DEFAULT.get(key, dumped) != _jsonish(value)}
 
 
 class ReviewSettings(Panel):
@@ -328,7 +341,7 @@ class RecipeConfig(BaseModel):
                 dumped.setdefault(name, default)
         for name in LATER_SETTINGS:
             field = type(self).settings().get(name)
-            if field is not None and dumped.get(name, field.default) == field.default:
+            if field is not None and dumped.get(name, _jsonish(field.default)) == _jsonish(field.default):
                 dumped.pop(name, None)
         return json.dumps(dumped, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
@@ -363,6 +376,34 @@ class ReviewedConfig(RecipeConfig):
             if key == "style":
                 out.update(review)
         return out
+
+
+class VerifiedConfig(ReviewedConfig):
+    """The config of a recipe whose items a verification panel may answer (``--panel``): the reviewed recipe's
+    settings, and the panel's (:class:`~senseforge.pipelines.panel.VerificationPanel`), flat."""
+
+    panel: tuple[str, ...] = ()
+    """The verification panel: model specs (each optionally ``@loglik``, ``@letter`` or ``@generate``) that each
+    answer every item; ``--hard-when`` makes an item Hard from how many answer it right."""
+    hard_when: str = "none"
+    """When an item is Hard: ``none`` (no member answers right), ``minority`` (fewer than half) or ``at-most:N``."""
+    skip_review_when: str = "never"
+    """``never``, or ``confident:P``: Hard candidates the panel settles with probability P or more skip review
+    (Easy when the members that answer right are that sure; rejected when every member is that sure the marked
+    answer is wrong, but for a likely wrong key, which people always see)."""
+
+    @model_validator(mode="after")
+    def _panel_ok(self) -> Self:
+        self.verification_panel()
+        return self
+
+    def verification_panel(self) -> VerificationPanel:
+        """The verification panel the settings describe (no members: none).
+
+        Raises:
+            ConfigError: a policy that does not parse, a member named twice, ``at-most:N`` with N ≥ members.
+        """
+        return VerificationPanel(members=self.panel, hard_when=self.hard_when, skip_review_when=self.skip_review_when)
 
 
 def review_names(settings: type[ReviewSettings]) -> dict[str, str]:

@@ -21,13 +21,25 @@ stages runs with, and the stages are built from those panels.
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from senseforge.evaluate.policies import AtLeast, ExcludeAmbiguous, Policy, Unanimous, parse_policy
+from senseforge.errors import ConfigError
+from senseforge.evaluate.policies import (
+    AtLeast,
+    AtMost,
+    ExcludeAmbiguous,
+    HardWhen,
+    Policy,
+    SkipReview,
+    Unanimous,
+    parse_hard_when,
+    parse_policy,
+    parse_skip_review,
+)
 
-__all__ = ["Panel"]
+__all__ = ["Member", "Panel", "PanelAnswer", "PanelVerdict", "VerificationPanel"]
 
 
 class Panel(BaseModel):
@@ -77,3 +89,142 @@ class Panel(BaseModel):
 
 def _rule(policy: Policy) -> Policy:
     return policy.inner if isinstance(policy, ExcludeAmbiguous) else policy
+
+
+AnswerMethod = Literal["loglik", "letter", "generate"]
+"""How a panel member answers: log-likelihood of each choice's text, of each choice's letter, or by writing a
+letter (the evaluation harness's formulations)."""
+
+METHODS: dict[str, AnswerMethod] = {"loglik": "loglik", "letter": "letter", "generate": "generate"}
+"""The method suffixes a member may carry (``spec@letter``)."""
+
+
+class Member(BaseModel):
+    """One member of a verification panel: a model spec and, if named, how it answers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    given: str
+    """The member as given (``llamacpp/gemma-3-270m@letter``): its name in ``panel.jsonl``."""
+    spec: str
+    """The model it asks (the same spec in two members is the same model)."""
+    method: AnswerMethod | None
+    """How it answers; ``None``: as the model's chat template says (generation for chat models, else
+    log-likelihood), or as the recipe's own setting (mCSQA's ``--verify-by``) says."""
+
+    @classmethod
+    def parse(cls, given: str) -> Member:
+        """``spec`` or ``spec@loglik|letter|generate``.
+
+        >>> Member.parse("llamacpp/gemma-3-270m@letter").method, Member.parse("openai/gpt-4o").method
+        ('letter', None)
+        """
+        spec, at, suffix = given.strip().rpartition("@")
+        if at and suffix in METHODS:
+            return cls(given=given.strip(), spec=spec, method=METHODS[suffix])
+        return cls(given=given.strip(), spec=given.strip(), method=None)
+
+
+class VerificationPanel(BaseModel):
+    """Models that answer each item (who), the policy that makes an item Hard from how many answered right, and
+    which items the panel settles without review. Empty :attr:`members`: no panel (mCSQA: its verify model
+    alone, as the paper has it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    members: tuple[str, ...] = ()
+    """Model specs, each optionally ``@loglik``, ``@letter`` or ``@generate``; each answers every item."""
+    hard_when: str = "none"
+    """``none`` (no member right), ``minority`` (fewer than half right) or ``at-most:N``: when an item is Hard."""
+    skip_review_when: str = "never"
+    """``never`` or ``confident:P``: which Hard candidates the panel settles without review (see
+    :func:`senseforge.pipelines.verification.decide`)."""
+
+    @field_validator("hard_when")
+    @classmethod
+    def _hard_when(cls, value: str) -> str:
+        return parse_hard_when(value).spec
+
+    @field_validator("skip_review_when")
+    @classmethod
+    def _skip(cls, value: str) -> str:
+        return parse_skip_review(value).spec
+
+    @field_validator("members")
+    @classmethod
+    def _members(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        members = tuple(Member.parse(given).given for given in value if given.strip())
+        twice = sorted({given for given in members if members.count(given) > 1})
+        if twice:
+            raise ConfigError(
+                f"--panel names {', '.join(twice)} twice: a member answers the same way each time it is asked; "
+                "give another method (spec@loglik, spec@letter, spec@generate) for a second member of one model"
+            )
+        return members
+
+    @model_validator(mode="after")
+    def _policy_fits(self) -> Self:
+        rule = self.hard()
+        if isinstance(rule, AtMost) and self.members and rule.n >= len(self.members):
+            raise ValueError(
+                f"--hard-when {self.hard_when} would make every item Hard: the panel has {len(self.members)} "
+                f"member(s); N must be below that"
+            )
+        return self
+
+    def hard(self) -> HardWhen:
+        """The Hard policy."""
+        return parse_hard_when(self.hard_when)
+
+    def skip(self) -> SkipReview:
+        """The skip-review policy."""
+        return parse_skip_review(self.skip_review_when)
+
+    def parsed(self) -> tuple[Member, ...]:
+        """The members, parsed."""
+        return tuple(Member.parse(given) for given in self.members)
+
+
+class PanelAnswer(BaseModel):
+    """What one member answered for one item."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    member: str
+    """The member as given."""
+    method: AnswerMethod
+    """How it answered."""
+    prediction: str | None
+    """The label it chose (``None``: its reply named none)."""
+    correct: bool
+    """Whether that is the item's answer (an unreadable reply is wrong)."""
+    confidence: float | None
+    """The probability it gave the item's answer: log-likelihood methods, the softmax over the choices' scores;
+    generation, the answer letter's probability from the endpoint's top log-probabilities (``None`` where it
+    gives none)."""
+    chosen: float | None = None
+    """The probability it gave its own prediction (as :attr:`confidence`)."""
+
+
+PanelDecision = Literal["easy", "review", "rejected"]
+"""What the panel made of an item: Easy, on to review (Hard if the review accepts it), or rejected."""
+
+
+class PanelVerdict(BaseModel):
+    """What a verification panel made of one item: each member's answer, and the decision table's row."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    answers: tuple[PanelAnswer, ...]
+    """Each member's answer, in the panel's order."""
+    right: int
+    """How many members answered right."""
+    hard: bool
+    """Whether ``--hard-when`` makes the item a Hard candidate."""
+    decision: PanelDecision
+    """Easy, review, or rejected."""
+    rule: str
+    """The decision table's row that decided (``easy``, ``hard``, ``wrong-key``, ``confident-right``,
+    ``confident-wrong``)."""
+    saved: bool
+    """The flow without a panel would have sent the item to review, and this one does not."""

@@ -41,6 +41,7 @@ from typing_extensions import TypeVar
 
 from senseforge.data.schema import JUDGEMENT, Judgement
 from senseforge.errors import StoreError
+from senseforge.pipelines.panel import PanelVerdict
 from senseforge.pipelines.tables import judgements, metadata, run_meta, stage_results
 from senseforge.store.db import connect
 
@@ -89,6 +90,9 @@ class Record(BaseModel):
     contamination: list[dict[str, Any]] | None = None
     """What the contamination check found and let the record pass with (a flag for people: a cross-lingual
     match, or any match under ``--contamination flag``), each a registry match; unset when nothing was found."""
+    panel: PanelVerdict | None = None
+    """What a verification panel (``--panel``) answered and decided (:mod:`senseforge.pipelines.verification`);
+    unset without one."""
 
     def stored(self) -> dict[str, Any]:
         """The fields that were set, as JSON values (nested models whole)."""

@@ -12,7 +12,7 @@ from senseforge.data.lang import normalize_tag
 from senseforge.errors import ConfigError
 from senseforge.kb import conceptnet
 from senseforge.kb.question_sets import DEFAULT_RELATIONS
-from senseforge.pipelines.config import ReviewedConfig, ReviewSettings, is_chat
+from senseforge.pipelines.config import ReviewSettings, VerifiedConfig, is_chat
 from senseforge.pipelines.mcsqa.templates import DEFAULT_SAMPLING, STAGES, resolve_language, template_hash
 from senseforge.pipelines.split import Ratios
 
@@ -31,7 +31,7 @@ class McsqaReviewSettings(ReviewSettings):
     """People per reviewed item (paper: two); all must accept."""
 
 
-class McsqaConfig(ReviewedConfig):
+class McsqaConfig(VerifiedConfig):
     """Everything that decides what an mCSQA build produces (hashed into the manifest)."""
 
     lm_stages: ClassVar[tuple[str, ...]] = LM_STAGES

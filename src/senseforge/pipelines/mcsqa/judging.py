@@ -3,6 +3,9 @@
 Verification asks a model (by default the one that wrote the question) to answer each
 item through the evaluation harness: by log-likelihood of each choice for base models,
 by generating a letter for chat models. Right → **Easy**. Wrong or unparsed → review.
+With ``--panel`` several models answer, and the verification panel's decision table
+(:mod:`senseforge.pipelines.verification`, ``--hard-when``, ``--skip-review-when``)
+makes each item Easy, sends it to review, or rejects it.
 
 Review is the engine's review stage (:mod:`senseforge.pipelines.review`) with the task
 ``verify``: people are the default, ``review_k`` of them (paper: two), and all must
@@ -19,17 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from senseforge.data.schema import MCItem
-from senseforge.evaluate.run import EvalConfig, score_mc
-from senseforge.pipelines.calls import PENDING, Recorder
+from senseforge.evaluate.records import MCSample
+from senseforge.pipelines.config import is_chat
 from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.mcsqa.records import McsqaRecord, Verdict, VerifyOutcome, have
-from senseforge.pipelines.outcomes import Outcome, StageOutput, ok, rejected, spent
+from senseforge.pipelines.panel import AnswerMethod, Member, PanelVerdict
 from senseforge.pipelines.review import Review
-from senseforge.pipelines.runstore import JudgementSource, StageResult
+from senseforge.pipelines.runstore import JudgementSource, Record, StageResult
 from senseforge.pipelines.split import Split
-from senseforge.pipelines.stage import ModelStage, StageContext
+from senseforge.pipelines.verification import TOP_LOGPROBS, PanelVerify
 
 REVIEW_TASK = "verify"
 """The judgement task of review decisions (the annotation app's *verify* task)."""
@@ -50,37 +54,69 @@ def review_prompt(item: MCItem) -> str:
     return "\n".join(lines) + "\nAnswer:"
 
 
+def panel_methods(config: McsqaConfig, members: Sequence[Member]) -> tuple[AnswerMethod, ...]:
+    """How each member answers: its ``@method``, else ``--verify-by``, else as its chat template says."""
+    out: list[AnswerMethod] = []
+    for member in members:
+        if member.method is not None:
+            out.append(member.method)
+        elif config.verify_by != "auto":
+            out.append(config.verify_by)
+        else:
+            out.append("generate" if is_chat(member.spec, config.options_for(member.spec)) else "loglik")
+    return tuple(out)
+
+
 @dataclass
-class LMVerify(ModelStage[McsqaRecord]):
-    """The LM answers each item; right → Easy, else → the review queue."""
+class McsqaVerify(PanelVerify[McsqaRecord]):
+    """Verification: the verify model alone (the paper's: right → Easy, else → review), or the verification
+    panel (``--panel``) by its decision table (:mod:`senseforge.pipelines.verification`)."""
 
-    config: McsqaConfig
+    @classmethod
+    def configured(cls, name: str, config: McsqaConfig) -> McsqaVerify:
+        """The stage a run's settings describe: the panel when one is named, else the verify model alone."""
+        panel = config.verification_panel()
+        writer = config.model_for("verify")
+        if not panel.members:
+            alone = Member.parse(writer)
+            return cls(name, writer, members=(alone,), methods=(config.verify_method(),), seed=config.seed)
+        members = panel.parsed()
+        return cls(
+            name,
+            members[0].spec,
+            members=members,
+            methods=panel_methods(config, members),
+            hard_when=panel.hard(),
+            skip=panel.skip(),
+            writer=next((m.given for m in members if m.spec == writer), None),
+            seed=config.seed,
+            top_logprobs=TOP_LOGPROBS,
+            recorded=True,
+        )
 
-    def _run(self, records: Sequence[StageResult[McsqaRecord]], ctx: StageContext) -> StageOutput:
-        method = self.config.verify_method()
-        items = [item_of(r) for r in records]
-        recording = Recorder(ctx.llm(self.spec), self.name)
-        samples = score_mc(items, recording, EvalConfig(formulation=method, seed=self.config.seed))
-        asked = recording.sliced([1 if method == "generate" else len(item.choices) for item in items])
-        outcomes: list[Outcome] = []
-        for record, sample, got in zip(records, samples, asked, strict=True):
-            if got.status is PENDING:
-                outcomes.append(PENDING)
-                continue
-            if isinstance(got.status, str):
-                outcomes.append(rejected(record, got.status, prompt=sample.prompt))
-                continue
-            parsed = method == "loglik" or bool(sample.parsed)
-            outcome: VerifyOutcome = "correct" if sample.correct else ("wrong" if parsed else "unparsed")
-            scores = [round(float(s), 6) for s in sample.scores or []] if method == "loglik" else None
-            verdict = Verdict(method=method, prediction=sample.prediction, outcome=outcome, scores=scores)
-            verified = record.data.with_(verify=verdict)
-            if outcome == "correct":
-                verified = verified.with_(difficulty="easy")
-            response = sample.response if method == "generate" else None
-            paid = spent(record, self.name, got.calls)
-            outcomes.append(ok(paid, verified, prompt=sample.prompt, response=response))
-        return StageOutput(outcomes)
+    recorded: bool = False
+    """Whether the record keeps the panel's answers (a named panel); else it keeps the verdict, as always."""
+
+    def item(self, record: StageResult[McsqaRecord]) -> MCItem:
+        return item_of(record)
+
+    def decided(self, record: StageResult[McsqaRecord], verdict: PanelVerdict, samples: Sequence[MCSample]) -> Record:
+        if self.recorded:
+            kept = record.data.with_(panel=verdict)
+            return kept.with_(difficulty="easy") if verdict.decision == "easy" else kept
+        sample, method = samples[0], self.methods[0]
+        parsed = method != "generate" or bool(sample.parsed)
+        outcome: VerifyOutcome = "correct" if sample.correct else ("wrong" if parsed else "unparsed")
+        scores = [round(float(s), 6) for s in sample.scores or []] if method != "generate" else None
+        verdict_of = Verdict(
+            method=_verdict_method(method), prediction=sample.prediction, outcome=outcome, scores=scores
+        )
+        verified = record.data.with_(verify=verdict_of)
+        return verified.with_(difficulty="easy") if outcome == "correct" else verified
+
+
+def _verdict_method(method: AnswerMethod) -> Literal["loglik", "generate"]:
+    return "generate" if method == "generate" else "loglik"
 
 
 @dataclass

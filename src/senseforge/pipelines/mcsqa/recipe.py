@@ -23,7 +23,7 @@ from senseforge.pipelines.contamination import gate
 from senseforge.pipelines.contamination import manifest_facts as contamination_facts
 from senseforge.pipelines.mcsqa.config import McsqaConfig, manifest_facts
 from senseforge.pipelines.mcsqa.dryrun import author_reply
-from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, LMVerify, McsqaReview, McsqaSplit
+from senseforge.pipelines.mcsqa.judging import REVIEW_TASK, McsqaReview, McsqaSplit, McsqaVerify
 from senseforge.pipelines.mcsqa.records import McsqaRecord, have
 from senseforge.pipelines.mcsqa.report import release
 from senseforge.pipelines.mcsqa.stages import Distractors, Filter, FilterCopies, Generate, Moderate, Refine, Shuffle
@@ -150,7 +150,7 @@ class Mcsqa:
             *gate(config, partial(question_unit, config.lang), CONTAMINATION_DEFAULT),
             Distractors("distractors", config.model_for("distractors"), config, moderator),
             Shuffle("shuffle", config),
-            LMVerify("verify", config.model_for("verify"), config),
+            McsqaVerify.configured("verify", config),
             McsqaReview.configured("review", REVIEW_TASK, config),
             Moderate("moderate", config, moderator),
             McsqaSplit("split", Ratios.of(config.ratios), config.seed),

@@ -1,0 +1,266 @@
+"""The verification panel: several models answer each item, and a written decision table makes it Easy, sends it
+to review, or rejects it.
+
+mCSQA makes an item Easy when *one* model (the verify stage's; by default the writer) answers it right, and
+sends the rest to review. A :class:`~senseforge.pipelines.panel.VerificationPanel` asks several members
+instead: each answers every item through the evaluation harness (:func:`~senseforge.evaluate.run.score_mc`), by
+log-likelihood of each choice, of each choice's letter, or by writing a letter (a member's ``@method``, else as
+its chat template says, else the recipe's own setting), and each answer is kept with its confidence
+(:class:`~senseforge.pipelines.panel.PanelAnswer`).
+
+**The decision table** (:func:`decide`). With ``n`` members, ``r`` of them right, ``--hard-when`` H and
+``--skip-review-when`` S:
+
+======================================================  ==================  ==================================
+panel outcome                                           S = ``never``       S = ``confident:P``
+======================================================  ==================  ==================================
+H does not make it Hard (e.g. ``none`` and r ≥ 1)        Easy                Easy
+Hard; all wrong, every member chose the *same* other    review              review (a likely wrong key: people
+option with probability ≥ P (``never``: ≥ 0.5)                               always see it)
+Hard; r ≥ 1 and every right member gave the answer      review              **Easy** (``confident-right``)
+probability ≥ P
+Hard; all wrong (not as above) and every member gave    review              **rejected**, ``panel_rejected``
+the answer probability ≤ 1 − P                                              (``confident-wrong``)
+Hard; otherwise                                         review              review
+======================================================  ==================  ==================================
+
+A confidence the member could not give (a generated answer without top log-probabilities) is never
+confident. Review (LM judges, then people, as ``--reviewers``/``--lm-review-as-hard`` say) keeps an item
+(Hard) or rejects it; it never changes a difficulty.
+
+**Saved judgements.** The flow without a panel sends to review the items its one verifier (mCSQA: the
+verify model, the *writer* here) answers wrong; where the writer is not a member, the items ``--hard-when``
+makes Hard; in a recipe whose review reads every item (culture-gen), every item. An item that flow would have
+queued and the panel does not is :attr:`~senseforge.pipelines.panel.PanelVerdict.saved`: ``review_k``
+judgements each, which ``cost.json`` counts and prices (:func:`saved_review`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from senseforge.data.schema import MCItem
+from senseforge.evaluate.policies import HardWhen, SkipReview
+from senseforge.evaluate.records import MCSample
+from senseforge.evaluate.run import EvalConfig, score_mc
+from senseforge.pipelines.calls import PENDING, Asked, Recorder
+from senseforge.pipelines.outcomes import Outcome, StageOutput, ok, rejected, spent
+from senseforge.pipelines.panel import AnswerMethod, Member, PanelAnswer, PanelDecision, PanelVerdict
+from senseforge.pipelines.runstore import CallEntry, Record, RunStore, StageResult
+from senseforge.pipelines.stage import ModelStage, R, StageContext
+from senseforge.runfolder.cost import HumanCost
+
+PANEL_REJECTED = "panel_rejected"
+"""Rejection reason: every member of the verification panel answered the item wrong, confidently."""
+KEY_CONFIDENCE = 0.5
+"""Without ``confident:P``, how sure each member must be of the same wrong option for the key to look wrong."""
+TOP_LOGPROBS = 5
+"""Top log-probabilities a generating member asks for (to read its answer letter's probability)."""
+
+
+def decide(
+    answers: Sequence[PanelAnswer], hard_when: HardWhen, skip: SkipReview, *, queued_without: bool
+) -> PanelVerdict:
+    """The decision table's row for one item (see the module's table).
+
+    ``queued_without``: whether the flow without a panel would have sent the item to review.
+
+    >>> from senseforge.evaluate.policies import NoneRight, SkipReview
+    >>> right = PanelAnswer(member="a", method="loglik", prediction="A", correct=True, confidence=0.9, chosen=0.9)
+    >>> wrong = PanelAnswer(member="b", method="loglik", prediction="B", correct=False, confidence=0.1, chosen=0.8)
+    >>> decide([right, wrong], NoneRight(), SkipReview(), queued_without=True).decision
+    'easy'
+    >>> decide([wrong], NoneRight(), SkipReview(0.8), queued_without=True).rule
+    'wrong-key'
+    """
+    n, r = len(answers), sum(a.correct for a in answers)
+    hard = hard_when.hard(r, n)
+    decision: PanelDecision
+    if not hard:
+        decision, rule = "easy", "easy"
+    else:
+        p = skip.confidence
+        threshold = KEY_CONFIDENCE if p is None else p
+        predictions = {a.prediction for a in answers}
+        if (
+            r == 0
+            and None not in predictions
+            and len(predictions) == 1
+            and all(_at_least(a.chosen, threshold) for a in answers)
+        ):
+            decision, rule = "review", "wrong-key"
+        elif p is None:
+            decision, rule = "review", "hard"
+        elif r > 0 and all(_at_least(a.confidence, p) for a in answers if a.correct):
+            decision, rule = "easy", "confident-right"
+        elif r == 0 and all(a.confidence is not None and a.confidence <= 1.0 - p for a in answers):
+            decision, rule = "rejected", "confident-wrong"
+        else:
+            decision, rule = "review", "hard"
+    saved = queued_without and decision != "review"
+    return PanelVerdict(answers=tuple(answers), right=r, hard=hard, decision=decision, rule=rule, saved=saved)
+
+
+def _at_least(value: float | None, threshold: float) -> bool:
+    return value is not None and value >= threshold
+
+
+def softmax_at(scores: Sequence[float], index: int) -> float:
+    """The softmax mass of ``scores[index]`` over ``scores`` (``-inf`` scores get none).
+
+    >>> round(softmax_at([0.0, 0.0], 1), 3)
+    0.5
+    """
+    top = max(scores)
+    if top == -math.inf:
+        return 1.0 / len(scores)
+    weights = [math.exp(s - top) for s in scores]
+    return weights[index] / sum(weights)
+
+
+def answer_of(member: Member, method: AnswerMethod, sample: MCSample, item: MCItem) -> PanelAnswer:
+    """A member's :class:`PanelAnswer` from its harness sample."""
+    labels = [c.label for c in item.choices]
+    confidence = chosen = None
+    if method != "generate" and sample.scores:
+        scores = [float(s) for s in sample.scores]
+        if item.answer in labels:
+            confidence = softmax_at(scores, labels.index(item.answer))
+        if sample.prediction in labels:
+            chosen = softmax_at(scores, labels.index(str(sample.prediction)))
+    elif method == "generate":
+        probs: Mapping[str, float] | None = getattr(sample, "label_probs", None)
+        if probs is not None:
+            confidence = probs.get(str(item.answer), 0.0)
+            chosen = probs.get(str(sample.prediction), 0.0) if sample.prediction is not None else None
+    return PanelAnswer(
+        member=member.given,
+        method=method,
+        prediction=sample.prediction,
+        correct=bool(sample.correct),
+        confidence=None if confidence is None else round(confidence, 6),
+        chosen=None if chosen is None else round(chosen, 6),
+    )
+
+
+@dataclass
+class PanelVerify(ModelStage[R]):
+    """The verification panel as an engine stage: every member answers every item the stage applies to; the
+    decision table (:func:`decide`) makes each Easy, sends it to review, or rejects it.
+
+    A recipe subclasses it with :meth:`item` (the item the members answer) and :meth:`decided` (the record once
+    the panel has decided; by default with :attr:`~senseforge.pipelines.runstore.Record.panel` set). The first
+    member is :attr:`spec`; :attr:`specs` are all of them.
+    """
+
+    members: tuple[Member, ...] = ()
+    """The panel (see :class:`~senseforge.pipelines.panel.VerificationPanel`); empty: :attr:`spec` alone."""
+    methods: tuple[AnswerMethod, ...] = ()
+    """How each member answers (resolved by the recipe: :meth:`Member.method`, the chat template, its setting)."""
+    hard_when: HardWhen | None = None
+    skip: SkipReview | None = None
+    writer: str | None = None
+    """The member whose wrong answers the flow without a panel sends to review; ``None``: that flow reviews every
+    item when :attr:`reviews_all`, else the items ``hard_when`` makes Hard."""
+    reviews_all: bool = False
+    seed: int = 0
+    top_logprobs: int = 0
+    """Top log-probabilities a generating member asks for (0: none; then its confidence is unknown)."""
+
+    @property
+    def specs(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(member.spec for member in self.members)) or (self.spec,)
+
+    def item(self, record: StageResult[R]) -> MCItem:
+        """The item the members answer."""
+        raise NotImplementedError
+
+    def decided(self, record: StageResult[R], verdict: PanelVerdict, samples: Sequence[MCSample]) -> Record:
+        """The record once the panel has decided (``samples``: each member's, in order)."""
+        return record.data.with_(panel=verdict)
+
+    def _run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
+        items = [self.item(record) for record in records]
+        members = self.members or (Member.parse(self.spec),)
+        per_member: list[tuple[list[MCSample], list[Asked]]] = []
+        for member, method in zip(members, self.methods, strict=True):
+            recording = Recorder(ctx.llm(member.spec), self.name)
+            top = self.top_logprobs if method == "generate" else 0
+            config = EvalConfig(formulation=method, seed=self.seed, **({"top_logprobs": top} if top else {}))
+            samples = score_mc(items, recording, config)
+            sizes = [1 if method == "generate" else len(item.choices) for item in items]
+            per_member.append((samples, recording.sliced(sizes)))
+        outcomes: list[Outcome] = []
+        for index, (record, item) in enumerate(zip(records, items, strict=True)):
+            asked = [got[index] for _, got in per_member]
+            samples = [found[index] for found, _ in per_member]
+            calls: list[CallEntry] = [entry for got in asked for entry in got.calls]
+            if any(got.status is PENDING for got in asked):
+                outcomes.append(PENDING)
+                continue
+            failure = next((got.status for got in asked if isinstance(got.status, str)), None)
+            if failure is not None:
+                outcomes.append(rejected(record, failure, prompt=samples[0].prompt))
+                continue
+            answers = [
+                answer_of(member, method, sample, item)
+                for member, method, sample in zip(members, self.methods, samples, strict=True)
+            ]
+            verdict = decide(answers, self._hard(), self.skip or SkipReview(), queued_without=self._queued(answers))
+            paid = spent(record, self.name, calls)
+            data = self.decided(paid, verdict, samples)
+            prompt = samples[0].prompt
+            response = samples[0].response if self.methods[0] == "generate" else None
+            if verdict.decision == "rejected":
+                outcomes.append(rejected(paid, PANEL_REJECTED, payload=data, prompt=prompt, response=response))
+            else:
+                outcomes.append(ok(paid, data, prompt=prompt, response=response))
+        return StageOutput(outcomes)
+
+    def _hard(self) -> HardWhen:
+        from senseforge.evaluate.policies import NoneRight
+
+        return self.hard_when or NoneRight()
+
+    def _queued(self, answers: Sequence[PanelAnswer]) -> bool:
+        if self.reviews_all:
+            return True
+        mine = [a for a in answers if a.member == self.writer]
+        if mine:
+            return not mine[0].correct
+        return self._hard().hard(sum(a.correct for a in answers), len(answers))
+
+
+def panel_rows(record_id: str, verdict: PanelVerdict) -> list[dict[str, Any]]:
+    """``panel.jsonl``'s rows of one item: ``id, member, method, prediction, correct, confidence``."""
+    return [
+        {
+            "id": record_id,
+            "member": a.member,
+            "method": a.method,
+            "prediction": a.prediction,
+            "correct": a.correct,
+            "confidence": a.confidence,
+        }
+        for a in verdict.answers
+    ]
+
+
+def saved_review(
+    run: RunStore, stage: str, record: type[Record], k: int, rate: float | Mapping[str, float] | None, task: str
+) -> dict[str, Any]:
+    """The review judgements the panel of ``stage`` saved: ``k`` for each item the flow without a panel would
+    have sent to review and it did not, priced at the review task's rate (``null`` without one)."""
+    saved = sum(
+        1
+        for status in ("ok", "rejected")
+        for result in run.results(stage, status, record)
+        if result.data.panel is not None and result.data.panel.saved
+    )
+    judgements = saved * k
+    price = rate.get(task) if isinstance(rate, Mapping) else rate
+    human = HumanCost(judgements=judgements, rate_usd=price, cost_usd=None if price is None else judgements * price)
+    return {"items": saved, "per_item": k, **human.model_dump(mode="json")}
