@@ -42,7 +42,7 @@ from senseforge.errors import ConfigError, SenseforgeError
 from senseforge.llm.base import LLM
 from senseforge.llm.prices import PRICING_RULE, PriceTable
 from senseforge.llm.registry import provider_info
-from senseforge.pipelines.config import RecipeConfig
+from senseforge.pipelines.config import RecipeConfig, ReviewedConfig
 from senseforge.pipelines.contamination import GATE, registry_of
 from senseforge.pipelines.executor import ModelPool, make_executor
 from senseforge.pipelines.finish import release
@@ -51,6 +51,7 @@ from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.progress import ProgressSink
 from senseforge.pipelines.recipe import Recipe, Source
 from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
+from senseforge.pipelines.review import Review
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
     MANIFEST,
@@ -61,9 +62,11 @@ from senseforge.pipelines.rundir import (
     resumed_stores,
     store_url_of,
 )
-from senseforge.pipelines.runstore import Heartbeat, RunStore, StageResult
+from senseforge.pipelines.runstore import Heartbeat, Record, RunStore, StageResult
 from senseforge.pipelines.stage import InOrder, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
+from senseforge.pipelines.verification import PanelVerify, answered, saved_review, write_panel
+from senseforge.runfolder import files
 from senseforge.runfolder.cost import Cost
 from senseforge.runfolder.funnel import Funnel
 from senseforge.store.batches import BatchRow
@@ -383,6 +386,7 @@ def build(
         if waiting:
             queued = [task for report in waiting for task in report.tasks]
             _write_queue(run_dir, queued, run)
+            _write_panels(run_dir, run, stages, recipe.record)
             run.set_meta({"state": "awaiting_review"})
             return BuildSummary(
                 run_dir,
@@ -405,6 +409,18 @@ def build(
             run.close()
         if opened is not None:
             opened.close()
+
+
+def _write_panels(
+    run_dir: Path, run: RunStore, stages: Sequence[Stage], record: type[Record]
+) -> list[StageResult] | None:
+    """``panel.jsonl`` of the run's verification panel, when one was named; what it answered (``None``: none)."""
+    panel = next((stage for stage in stages if isinstance(stage, PanelVerify) and stage.recorded), None)
+    if panel is None:
+        return None
+    found = answered(run, panel.name, record)
+    write_panel(run_dir / files.PANEL, found)
+    return found
 
 
 def _needs_all_before(stage: Stage) -> bool:
@@ -493,6 +509,11 @@ def _finish(
         prices=prices,
         kept_unit=funnel_doc.kept_unit,
     )
+    answered = _write_panels(run_dir, run, stages, recipe.record)
+    if answered is not None and isinstance(config, ReviewedConfig):
+        review = next((stage for stage in stages if isinstance(stage, Review)), None)
+        task = review.task if review is not None else "verify"
+        cost_doc.review_saved = saved_review(answered, config.review.k, human_rate, task)
     write_json(run_dir / "funnel.json", funnel_doc)
     write_json(run_dir / "cost.json", cost_doc)
     write_rejects(run_dir, run, names, recipe.record)

@@ -37,13 +37,16 @@ judgements each, which ``cost.json`` counts and prices (:func:`saved_review`).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from senseforge.data.schema import MCItem
-from senseforge.evaluate.policies import HardWhen, SkipReview
+from senseforge.data.io import atomic_open
+from senseforge.data.schema import MCItem, judgement
+from senseforge.evaluate.policies import AtMost, HardWhen, Minority, NoneRight, SkipReview, agreement
 from senseforge.evaluate.records import MCSample
 from senseforge.evaluate.run import EvalConfig, score_mc
 from senseforge.pipelines.calls import PENDING, Asked, Recorder
@@ -51,7 +54,8 @@ from senseforge.pipelines.outcomes import Outcome, StageOutput, ok, rejected, sp
 from senseforge.pipelines.panel import AnswerMethod, Member, PanelAnswer, PanelDecision, PanelVerdict
 from senseforge.pipelines.runstore import CallEntry, Record, RunStore, StageResult
 from senseforge.pipelines.stage import ModelStage, R, StageContext
-from senseforge.runfolder.cost import HumanCost
+from senseforge.runfolder.cost import ReviewSaved
+from senseforge.runfolder.figures import Agreement, Figure, Rated, Table
 
 PANEL_REJECTED = "panel_rejected"
 """Rejection reason: every member of the verification panel answered the item wrong, confidently."""
@@ -169,6 +173,9 @@ class PanelVerify(ModelStage[R]):
     seed: int = 0
     top_logprobs: int = 0
     """Top log-probabilities a generating member asks for (0: none; then its confidence is unknown)."""
+    recorded: bool = False
+    """Whether the records keep the panel's answers (:attr:`~senseforge.pipelines.runstore.Record.panel`; a named
+    panel), which ``panel.jsonl``, the figures and ``cost.json`` read."""
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -221,8 +228,6 @@ class PanelVerify(ModelStage[R]):
         return StageOutput(outcomes)
 
     def _hard(self) -> HardWhen:
-        from senseforge.evaluate.policies import NoneRight
-
         return self.hard_when or NoneRight()
 
     def _queued(self, answers: Sequence[PanelAnswer]) -> bool:
@@ -250,17 +255,126 @@ def panel_rows(record_id: str, verdict: PanelVerdict) -> list[dict[str, Any]]:
 
 
 def saved_review(
-    run: RunStore, stage: str, record: type[Record], k: int, rate: float | Mapping[str, float] | None, task: str
-) -> dict[str, Any]:
-    """The review judgements the panel of ``stage`` saved: ``k`` for each item the flow without a panel would
-    have sent to review and it did not, priced at the review task's rate (``null`` without one)."""
-    saved = sum(
-        1
-        for status in ("ok", "rejected")
-        for result in run.results(stage, status, record)
-        if result.data.panel is not None and result.data.panel.saved
-    )
-    judgements = saved * k
+    answered: Sequence[StageResult[Any]], k: int, rate: float | Mapping[str, float] | None, task: str
+) -> ReviewSaved:
+    """The review judgements the panel saved: ``k`` for each item the flow without a panel would have sent to
+    review and the panel did not, priced at the review task's rate (``null`` without one)."""
+    items = sum(1 for record in answered if record.data.panel.saved)
     price = rate.get(task) if isinstance(rate, Mapping) else rate
-    human = HumanCost(judgements=judgements, rate_usd=price, cost_usd=None if price is None else judgements * price)
-    return {"items": saved, "per_item": k, **human.model_dump(mode="json")}
+    judgements = items * k
+    return ReviewSaved(
+        items=items,
+        per_item=k,
+        judgements=judgements,
+        rate_usd=price,
+        cost_usd=None if price is None else round(judgements * price, 8),
+    )
+
+
+def answered(run: RunStore, stage: str, record: type[Record]) -> list[StageResult[Any]]:
+    """The records a recorded panel answered at ``stage`` (kept on or rejected by it), in record-id order."""
+    found = [r for status in ("ok", "rejected") for r in run.results(stage, status, record) if r.data.panel]
+    return sorted(found, key=lambda r: r.record_id)
+
+
+def write_panel(path: Path, records: Sequence[StageResult[Any]]) -> None:
+    """``panel.jsonl``: each member's answer to each item the panel answered (:func:`panel_rows`), atomically."""
+    with atomic_open(path) as handle:
+        for record in records:
+            for row in panel_rows(record.record_id, record.data.panel):
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def panel_figures(answered: Sequence[StageResult[Any]], kept: Sequence[str]) -> list[Figure]:
+    """The panel's figures: each member's accuracy on the kept items, how often each pair of members gave the same
+    answer, Fleiss' κ over them, and the Easy/Hard counts each ``--hard-when`` would make of every answered item."""
+    if not answered:
+        return []
+    members = [a.member for a in answered[0].data.panel.answers]
+    n = len(members)
+    keep = set(kept)
+    on_kept = [r.data.panel for r in answered if r.record_id in keep]
+    accuracy = [
+        [
+            _mean([float(v.answers[i].correct) for v in on_kept]),
+            _mean([c for v in on_kept if (c := v.answers[i].confidence) is not None]),
+        ]
+        for i in range(n)
+    ]
+    verdicts = [r.data.panel for r in answered]
+    same = [
+        [_mean([float(v.answers[i].prediction == v.answers[j].prediction) for v in verdicts]) for j in range(n)]
+        for i in range(n)
+    ]
+    votes = {
+        r.record_id: [
+            judgement(item_id=r.record_id, annotator=a.member, task="answer", choice=a.prediction or "-")
+            for a in r.data.panel.answers
+        ]
+        for r in answered
+    }
+    agreed = agreement(votes, "answer", panel=True)
+    rules: list[HardWhen] = [NoneRight(), Minority(), *(AtMost(k) for k in range(1, n))]
+    counts = [
+        [sum(not rule.hard(v.right, n) for v in verdicts), sum(rule.hard(v.right, n) for v in verdicts)]
+        for rule in rules
+    ]
+    unit = "questions"
+    return [
+        Table(
+            name="panel-accuracy",
+            title="Verification panel: accuracy on the kept items",
+            rows=members,
+            columns=["accuracy", "confidence"],
+            values=[[_round(a), _round(c)] for a, c in accuracy],
+            caption="Each member's share of the kept items it answered right, and the mean probability it gave the "
+            "marked answer (where it could give one).",
+            summary=True,
+        ),
+        Table(
+            name="panel-pairwise",
+            title="Verification panel: pairwise agreement",
+            rows=members,
+            columns=members,
+            values=[[_round(x) for x in row] for row in same],
+            caption="How often two members chose the same option, over every item the panel answered.",
+            draw=False,
+        ),
+        Agreement(
+            name="panel-agreement",
+            title="Verification panel: agreement beyond chance",
+            groups=[
+                Rated(
+                    label="panel",
+                    items=agreed.items,
+                    raters=n,
+                    ratings=agreed.ratings,
+                    fleiss_kappa=_round(agreed.fleiss_kappa),
+                    krippendorff_alpha=_round(agreed.krippendorff_alpha),
+                )
+            ],
+            caption="Fleiss' κ and Krippendorff's α over the members' chosen options (an unreadable answer counts "
+            "as its own option).",
+            draw=False,
+        ),
+        Table(
+            name="panel-policies",
+            title="Easy and Hard under each --hard-when",
+            rows=[rule.spec for rule in rules],
+            columns=["Easy", "Hard"],
+            values=[list(row) for row in counts],
+            stacked=True,
+            unit=unit,
+            caption="Of every item the panel answered, how many each Hard policy would make Easy and Hard (before "
+            "review and the skip rule).",
+            summary=True,
+        ),
+    ]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

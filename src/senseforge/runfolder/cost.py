@@ -49,6 +49,17 @@ class HumanCost(BaseModel):
     cost_usd: float | None = None
 
 
+class ReviewSaved(BaseModel):
+    """The review judgements a verification panel saved: items the flow without it would have sent to review and
+    it did not, ``per_item`` judgements each, at the review's rate (``None``: no rate given, so unknown)."""
+
+    items: int
+    per_item: int
+    judgements: int
+    rate_usd: float | None = None
+    cost_usd: float | None = None
+
+
 class Cost(_Ordered):
     """The cost of a run: per stage, people, and per kept item (``null`` wherever a price is unknown)."""
 
@@ -62,13 +73,15 @@ class Cost(_Ordered):
     total_usd: float | None
     kept: int
     cost_per_kept_item_usd: float | None = None
+    review_saved: ReviewSaved | None = None
+    """What a verification panel saved of the review (only when one ran)."""
     kept_unit: str = Field(default="item", exclude=True)
     """What was kept (the funnel's :attr:`Funnel.kept_unit`): the per-kept key is named after it."""
 
     @model_serializer(mode="wrap")
     def _named(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         dumped: dict[str, Any] = handler(self)
-        for key in ("lang", "human_by_task"):
+        for key in ("lang", "human_by_task", "review_saved"):
             if dumped.get(key, 0) is None:
                 del dumped[key]
         per = dumped.pop("cost_per_kept_item_usd")

@@ -94,9 +94,6 @@ class McsqaVerify(PanelVerify[McsqaRecord]):
             recorded=True,
         )
 
-    recorded: bool = False
-    """Whether the record keeps the panel's answers (a named panel); else it keeps the verdict, as always."""
-
     def item(self, record: StageResult[McsqaRecord]) -> MCItem:
         return item_of(record)
 

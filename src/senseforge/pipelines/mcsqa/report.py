@@ -13,6 +13,7 @@ from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.mcsqa.records import McsqaRecord, have
 from senseforge.pipelines.release import Finished, Release, Splitting
 from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.verification import answered, panel_figures
 from senseforge.runfolder.figures import Counts, Figure, Share, Table
 
 
@@ -29,7 +30,7 @@ def figures(done: Finished[McsqaRecord]) -> list[Figure]:
     run = done.run
     refined = run.results("refine", "ok", McsqaRecord)
     changed = sum(1 for r in refined if r.data.refined_changed)
-    outcomes = Counter(have(r.data.verify, "verdict").outcome for r in run.results("verify", "ok", McsqaRecord))
+    outcomes = Counter[str](r.data.verify.outcome for r in run.results("verify", "ok", McsqaRecord) if r.data.verify)
     reviewed = run.results("review", "ok", McsqaRecord)
     sets = {"sampled": done.facts.get("sampled"), **dict(done.facts.get("funnel", []))}
     out: list[Figure] = [Counts(name="question-sets", title="Question sets", values=sets, draw=False)]
@@ -49,18 +50,7 @@ def figures(done: Finished[McsqaRecord]) -> list[Figure]:
                 summary=True,
             )
         )
-    wrong, unparsed = outcomes.get("wrong", 0), outcomes.get("unparsed", 0)
-    verify = {"easy": outcomes.get("correct", 0), "to_review": wrong + unparsed}
-    out.append(
-        Counts(
-            name="verify",
-            title="Verification",
-            values={**verify, "wrong_answer": wrong, "unparsed_answer": unparsed},
-            unit="questions",
-            caption="Verification outcomes: Easy (the verifying model chose the answer), to review (it did not), "
-            "of them those it answered wrongly or unreadably.",
-        )
-    )
+    out += panel_counts(done) or verify_counts(outcomes)
     by = Counter(r.review for r in reviewed)
     out.append(
         Counts(name="review", title="Hard kept by", values={"humans": by["human"], "lm_panel": by["lm"]}, draw=False)
@@ -81,6 +71,48 @@ def figures(done: Finished[McsqaRecord]) -> list[Figure]:
         )
     )
     return out
+
+
+def verify_counts(outcomes: Counter[str]) -> list[Figure]:
+    """Verification by the verify model alone: Easy, and to review (wrong or unreadable answers)."""
+    wrong, unparsed = outcomes.get("wrong", 0), outcomes.get("unparsed", 0)
+    verify = {"easy": outcomes.get("correct", 0), "to_review": wrong + unparsed}
+    return [
+        Counts(
+            name="verify",
+            title="Verification",
+            values={**verify, "wrong_answer": wrong, "unparsed_answer": unparsed},
+            unit="questions",
+            caption="Verification outcomes: Easy (the verifying model chose the answer), to review (it did not), "
+            "of them those it answered wrongly or unreadably.",
+        )
+    ]
+
+
+def panel_counts(done: Finished[McsqaRecord]) -> list[Figure]:
+    """Verification by a panel (``--panel``): its decisions, then its own figures; none without a panel."""
+    found = answered(done.run, "verify", McsqaRecord)
+    if not found:
+        return []
+    verdicts = [have(r.data.panel, "panel") for r in found]
+    decided = Counter(v.decision for v in verdicts)
+    values = {
+        "easy": decided["easy"],
+        "to_review": decided["review"],
+        "panel_rejected": decided["rejected"],
+        "likely_wrong_key": sum(v.rule == "wrong-key" for v in verdicts),
+        "review_saved": sum(v.saved for v in verdicts),
+    }
+    counts = Counts(
+        name="verify",
+        title="Verification by the panel",
+        values=values,
+        unit="questions",
+        caption="The verification panel's decisions: Easy, to review, rejected without review; of those to review, "
+        "the likely wrong keys (every member chose the same other option); and the items the writer alone would "
+        "have sent to review that the panel did not.",
+    )
+    return [counts, *panel_figures(found, [r.record_id for r in done.kept])]
 
 
 def release(config: McsqaConfig) -> Release[McsqaRecord]:
