@@ -51,3 +51,31 @@ def test_an_unknown_demo_recipe_is_named(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["demo", "--recipe", "nope", "--out", str(tmp_path)])
     assert result.exit_code != 0
     assert "culture-adapt" in str(result.exception)
+
+
+def test_the_panel_demo_is_its_own_run_with_two_members_of_one_model(tmp_path: Path) -> None:
+    args = ["demo", "--panel", "-m", "scripted/mcsqa-author", "--n", "3", "--out", str(tmp_path)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "not two independent models" in first.output  # labelled as what it is
+    run_dir = tmp_path / "runs" / "mcsqa-en-panel"
+    assert not (tmp_path / "runs" / "mcsqa-en").exists()  # its own run, the default demo's untouched
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    members = ["scripted/mcsqa-author@loglik", "scripted/mcsqa-author@letter"]
+    assert manifest["config"]["panel"] == members
+    rows = [json.loads(line) for line in (run_dir / "panel.jsonl").read_text().splitlines()]
+    assert [row["member"] for row in rows[:2]] == members and {row["method"] for row in rows} == {"loglik", "letter"}
+    assert len(rows) == 2 * 9  # three sets, three questions each, two members
+    funnel = json.loads((run_dir / "funnel.json").read_text())
+    names = {figure["name"] for figure in funnel["figures"]}
+    assert {"panel-accuracy", "panel-pairwise", "panel-agreement", "panel-policies"} <= names
+    assert (tmp_path / "report-panel.html").is_file()
+    again = CliRunner().invoke(app, args)  # resumes: the same files
+    assert again.exit_code == 0, again.output
+    assert json.loads((run_dir / "funnel.json").read_text()) == funnel
+
+
+def test_the_panel_demo_is_mcsqas(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["demo", "--panel", "--recipe", "crow", "--out", str(tmp_path)])
+    assert result.exit_code != 0
+    assert "--panel" in str(result.exception)

@@ -45,18 +45,40 @@ def demo(
         "--recipe",
         help="Run one recipe's demo: mcsqa | culture-gen | culture-adapt | crow (default: every recipe).",
     ),
+    panel: bool = typer.Option(
+        False,
+        "--panel",
+        help="Instead, English mCSQA verified by a two-member panel (the bundled model by log-likelihood of each "
+        "choice and of each choice's letter: MODEL@loglik, MODEL@letter), in its own run, runs/mcsqa-en-panel.",
+    ),
 ) -> None:
     """Build small benchmarks offline with the bundled model: mCSQA (en, ja; then evaluated), culture-gen (id, su),
     culture-adapt (CommonsenseQA → id, su), crow (five CRoW tasks)."""
     from senseforge.cli.build import print_summary
     from senseforge.cli.eval import print_results
+    from senseforge.cli.report import write_page
     from senseforge.errors import ConfigError
-    from senseforge.pipelines.demo import DEMO_RECIPES, DemoEvents, run_demo, run_recipe_demo
+    from senseforge.pipelines.demo import DEMO_RECIPES, DemoEvents, run_demo, run_panel_demo, run_recipe_demo
     from senseforge.store.db import Store
 
     if recipe is not None and recipe not in DEMO_RECIPES:
         raise ConfigError(f"--recipe {recipe!r}: the demo has {', '.join(DEMO_RECIPES)}")
+    if panel and recipe not in (None, "mcsqa"):
+        raise ConfigError(f"--panel is a demo of mCSQA's verification panel; --recipe {recipe} has none in the demo")
     store_ = Store(store)
+    if panel:
+        events = DemoEvents(
+            note=err.print, building=lambda label: out.rule(f"mCSQA recipe · {label}"), built=print_summary
+        )
+        summary = run_panel_demo(out_dir, model=model, n=n, store=store_, progress=stage_progress, events=events)
+        page = write_page(out_dir / "report-panel.html", [summary.run_dir])
+        out.rule("where everything is")
+        out.print(
+            f"{summary.run_dir}: dataset/, items/ (Easy/Hard by the panel), panel.jsonl (each member's answer), "
+            "funnel.json (the panel's figures), cost.json"
+        )
+        out.print(f"{page}: the report of this run")
+        return
     where: list[str] = []
     built: list[Path] = []
     if recipe in (None, "mcsqa"):
@@ -85,8 +107,6 @@ def demo(
         out.print(_CULTURE_NOTES[name])
         where.append(f"{summary.run_dir}: {_CROW_OUTPUTS if name == 'crow' else _CULTURE_OUTPUTS}")
         built.append(summary.run_dir)
-    from senseforge.cli.report import write_page
-
     page = write_page(out_dir / "report.html", built)
     out.rule("where everything is")
     for line in where:

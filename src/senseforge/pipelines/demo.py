@@ -19,6 +19,13 @@ same model; it shows what survived and why the rest was rejected.
 model annotates knowledge, rewrites targets and, as three validators by log-likelihood,
 keeps or drops triples and rewrites; it shows what was kept and why the rest was left out.
 
+**The verification panel** (:func:`run_panel_demo`, ``senseforge demo --panel``): English mCSQA in its own run,
+``runs/mcsqa-en-panel``, verified by a panel of two members made of the one bundled model answering two ways:
+``<model>@loglik`` (the log-likelihood of each choice's text) and ``<model>@letter`` (of each choice's letter after
+the listed choices). A member is a model spec and, after ``@``, how it answers; the same spec twice is the same
+model, so the two members' agreement is one model's consistency, not two models' — the demo says so. Items neither
+answers right go to the LM review (the same model), the rest are Easy.
+
 Running it again resumes the same runs: finished stages are read from the run store and
 every model call is answered from the cache.
 """
@@ -82,6 +89,47 @@ def demo_config(lang: str, kb_dir: Path, model: str = DEFAULT_MODEL, n: int | No
         model=model,
         review=McsqaReviewSettings(reviewers=(model,), lm_review_final=True),
     )
+
+
+PANEL_RUN = "mcsqa-en-panel"
+"""The folder of the panel demo's run (under ``runs/``)."""
+PANEL_NOTE = (
+    "The panel's two members are the one bundled model answering two ways ({members}): a demonstration of the "
+    "panel, not two independent models. Name other models with --panel on build mcsqa (spec@loglik, spec@letter, "
+    "spec@generate) for a panel that means something."
+)
+
+
+def panel_members(model: str) -> tuple[str, str]:
+    """The demo panel: ``model`` by log-likelihood of each choice's text, and of each choice's letter."""
+    return (f"{model}@loglik", f"{model}@letter")
+
+
+def run_panel_demo(
+    out_dir: Path,
+    *,
+    model: str = DEFAULT_MODEL,
+    n: int | None = None,
+    store: Store | None = None,
+    progress: ProgressSink | None = None,
+    events: DemoEvents | None = None,
+) -> BuildSummary:
+    """English mCSQA verified by a two-member panel of the bundled model (:func:`panel_members`), into
+    ``out_dir/runs/mcsqa-en-panel`` (resuming what exists)."""
+    events = events or DemoEvents()
+    store = store or Store()
+    kb_dir = out_dir / "kb"
+    if not (kb_dir / "kb.json").is_file():
+        events.note("importing the demo knowledge base (ours, in ConceptNet's format) …")
+        import_dump("demo", kb_dir)
+    members = panel_members(model)
+    events.note(PANEL_NOTE.format(members=", ".join(members)))
+    config = demo_config("en", kb_dir, model, n).model_copy(update={"panel": members})
+    run_dir = out_dir / "runs" / PANEL_RUN
+    events.building("en, a two-member verification panel")
+    summary = build(MCSQA, config, run_dir, resume=read_manifest(run_dir) is not None, store=store, progress=progress)
+    events.built(summary)
+    return summary
 
 
 def run_demo(

@@ -81,14 +81,16 @@ class McsqaVerify(PanelVerify[McsqaRecord]):
             alone = Member.parse(writer)
             return cls(name, writer, members=(alone,), methods=(config.verify_method(),), seed=config.seed)
         members = panel.parsed()
+        methods = panel_methods(config, members)
+        verifier = (writer, config.verify_method())  # how the flow without a panel verifies
         return cls(
             name,
             members[0].spec,
             members=members,
-            methods=panel_methods(config, members),
+            methods=methods,
             hard_when=panel.hard(),
             skip=panel.skip(),
-            writer=next((m.given for m in members if m.spec == writer), None),
+            writer=next((m.given for m, how in zip(members, methods, strict=True) if (m.spec, how) == verifier), None),
             seed=config.seed,
             top_logprobs=TOP_LOGPROBS,
             recorded=True,
