@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import math
+
+import pytest
+
 from senseforge.data.schema import BinaryExample, Choice, MCItem, Triple
+from senseforge.errors import ConfigError
 from senseforge.evaluate.formulations import mc_prompt
+from senseforge.evaluate.records import write_samples_lines
 from senseforge.evaluate.report import binary_report, mc_metrics
 from senseforge.evaluate.run import EvalConfig, pick_shots, score_binary, score_mc
-from senseforge.llm.base import Loglikelihood, LoglikelihoodRequest
+from senseforge.llm.base import Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest
 from senseforge.llm.mock import ScriptedLLM
 
 
@@ -155,3 +162,39 @@ def test_progress_counts_items_not_the_requests_sent_for_them() -> None:
     ticks.clear()
     score_binary(_binary(), ScriptedLLM(scorer=lambda r: -1.0), EvalConfig(), progress=ticks.append)
     assert ticks == [1] * len(_binary())
+
+
+def test_generate_with_top_logprobs_records_each_labels_probability() -> None:
+    def confident(request: GenerateRequest) -> Completion:
+        assert request.top_logprobs == 3
+        top = ((("\n", -0.01),), ((" C", math.log(0.7)), ("C", math.log(0.1)), (" A", math.log(0.15))))
+        return Completion(text="\n C", finish_reason="stop", top_logprobs=top)
+
+    # labels that are not the prompt's letters: the probabilities are keyed by label, as the predictions are
+    item = MCItem(
+        id="q0",
+        lang="en",
+        question="What is it?",
+        question_concept="thing",
+        choices=[Choice(label=label, text=text) for label, text in zip("vwxyz", "stuvw", strict=True)],
+        answer="x",
+    )
+    llm = ScriptedLLM(responder=confident, name="scripted/confident")
+    config = EvalConfig(formulation="generate", top_logprobs=3)
+    [sample] = score_mc([item], llm, config)
+    assert sample.prediction == "x" and sample.correct is True
+    assert sample.label_probs == pytest.approx({"v": 0.15, "w": 0.0, "x": 0.8, "y": 0.0, "z": 0.0})
+    assert config.model_dump()["top_logprobs"] == config.model_dump(mode="json")["top_logprobs"] == 3
+
+    # by default nothing is asked, and samples and the config are written as they always were
+    plain_llm = ScriptedLLM(responder=lambda r: "C", name="scripted/plain")
+    [plain] = score_mc([item], plain_llm, EvalConfig(formulation="generate"))
+    assert plain_llm.generate_calls[0].top_logprobs == 0 and plain.label_probs is None
+    assert "label_probs" not in json.loads(next(write_samples_lines([plain])))
+    assert "label_probs" in json.loads(next(write_samples_lines([sample])))
+    assert "top_logprobs" not in EvalConfig().model_dump() and "top_logprobs" not in EvalConfig().model_dump(
+        mode="json"
+    )
+
+    with pytest.raises(ConfigError, match="--top-logprobs is used by --formulation generate only"):
+        score_mc([item], llm, EvalConfig(formulation="letter", top_logprobs=3))

@@ -370,3 +370,26 @@ def test_a_failed_answer_in_flight_is_asked_again_by_the_batch_that_waited_for_i
     _, a, b = _two_batches_at_once(store, fails_once)
     assert not a[1].ok and b[0].ok and b[0].text == "p2" and not b[0].cached
     assert asked.count("p2") == 2
+
+
+def test_top_logprobs_are_part_of_the_key_only_when_asked_and_round_trip_through_the_cache(store: Store) -> None:
+    top = ((("B", -0.2), ("A", -1.8)),)
+    inner = ScriptedLLM(
+        responder=lambda request: Completion(text="B", finish_reason="stop", top_logprobs=top), name="scripted/p"
+    )
+    default = GenerateRequest(prompt="Which?")
+    asked = default.model_copy(update={"top_logprobs": 2})
+    assert cache_key("p", {}, "generate", default) != cache_key("p", {}, "generate", asked)
+    assert cache_key("p", {}, "generate", default) == cache_key(
+        "p", {}, "generate", GenerateRequest(prompt="Which?", top_logprobs=0)
+    )
+    llm = _wrapped(store, inner)
+    fresh = llm.generate([asked, default])
+    again = _wrapped(store, inner).generate([asked, default])
+    assert len(inner.generate_calls) == 2
+    assert [r.top_logprobs for r in fresh] == [r.top_logprobs for r in again] == [top, None]
+    assert all(r.cached for r in again)
+    keys = [cache_key("scripted", llm.identity(), "generate", request) for request in (asked, default)]
+    stored = store.cache_get(keys)
+    assert '"top_logprobs":[[["B",-0.2],["A",-1.8]]]' in stored[keys[0]]
+    assert "top_logprobs" not in stored[keys[1]]  # not asked: stored as before the field existed

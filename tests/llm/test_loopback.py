@@ -330,3 +330,69 @@ def test_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--until-signal" in page and "--port" in page and "--responder MODULE:FUNCTION" in page
     for markup in ("``", ":func:", ":mod:", ":class:", ":data:", "::"):
         assert markup not in page, markup
+
+
+# -- log-probabilities of generated tokens ----------------------------------------------------
+
+
+def letter_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """Answers ``B`` and says how likely each letter was there."""
+    return {"text": " B.", "top_logprobs": [[[" B", -0.2], [" A", -1.9], [" C", -3.0]], [[".", -0.01]]]}
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_the_responders_top_logprobs_come_back_to_the_provider(api: str) -> None:
+    with LoopbackOpenAI(letter_reply) as server:
+        asked, plain = client(server, api=api).generate(
+            [GenerateRequest(prompt="Which?", top_logprobs=2), GenerateRequest(prompt="Which?")]
+        )
+    assert asked.ok and plain.ok, (asked.failure, plain.failure)
+    assert asked.text == plain.text == " B."
+    assert asked.top_logprobs == (((" B", -0.2), (" A", -1.9)), ((".", -0.01),))  # at most the two asked for
+    assert plain.top_logprobs is None  # not asked: none, as from a real endpoint
+
+
+def test_the_request_asks_for_top_logprobs_in_each_apis_words() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def remember(body: dict[str, Any]) -> str:
+        seen.append(body)
+        return "A"
+
+    with LoopbackOpenAI(remember) as server:
+        client(server).generate([GenerateRequest.chat("Which?", top_logprobs=3), GenerateRequest.chat("Which?")])
+        client(server, api="completions").generate([GenerateRequest(prompt="Which?", top_logprobs=4)])
+    asked, plain, completion = seen
+    assert (asked["logprobs"], asked["top_logprobs"]) == (True, 3)
+    assert "logprobs" not in plain and "top_logprobs" not in plain
+    assert completion["logprobs"] == 4 and "echo" not in completion
+
+
+def test_top_logprobs_are_made_from_the_text_when_the_responder_gives_none() -> None:
+    with LoopbackOpenAI(lambda body: "C because") as server:
+        [done] = client(server).generate([GenerateRequest.chat("Which?", top_logprobs=5)])
+    assert done.top_logprobs == ((("C", -0.1),), ((" because", -0.7),))
+
+
+def test_the_openai_shape_of_top_logprobs_on_the_wire() -> None:
+    with LoopbackOpenAI(letter_reply) as server:
+        chat = {"messages": [{"role": "user", "content": "Which?"}], "logprobs": True, "top_logprobs": 1}
+        status, _, raw = post(server, "/chat/completions", chat)
+        assert status == 200
+        [token, _] = json.loads(raw)["choices"][0]["logprobs"]["content"]
+        assert token["token"] == " B" and token["logprob"] == -0.2
+        assert token["top_logprobs"] == [{"token": " B", "logprob": -0.2, "bytes": [32, 66]}]
+        status, _, raw = post(server, "/completions", {"prompt": "Which?", "logprobs": 2})
+        logprobs = json.loads(raw)["choices"][0]["logprobs"]
+        assert logprobs["tokens"] == [" B", "."] and logprobs["text_offset"] == [0, 2]
+        assert logprobs["top_logprobs"] == [{" B": -0.2, " A": -1.9}, {".": -0.01}]
+        status, _, raw = post(server, "/chat/completions", {"messages": chat["messages"]})
+        assert "logprobs" not in json.loads(raw)["choices"][0]  # not asked: the answer is as before
+
+
+def test_a_malformed_top_logprobs_reply_is_a_responder_error() -> None:
+    with LoopbackOpenAI(lambda body: {"text": "A", "top_logprobs": [["A", -0.1]]}) as server:
+        status, _, raw = post(
+            server, "/chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": True}
+        )
+    assert status == 500 and b"top_logprobs must be a list" in raw

@@ -138,3 +138,45 @@ def test_a_shared_cache_answers_as_a_fresh_run(tmp_path: Path) -> None:
         fresh = _answers(CachedLLM(get_llm("scripted/echo", {name: OPTION_VALUES[name]}), empty, prices=PriceTable({})))
         assert (on_shared.stats.hits == 3) is (name in Options.OUTPUT_NEUTRAL), name
         assert from_shared == fresh, name
+
+
+def test_a_python_responder_scripts_top_logprobs(tmp_path: Path) -> None:
+    responder = tmp_path / "panel.py"
+    responder.write_text(
+        "from senseforge.llm.base import Completion\n"
+        "def respond(request):\n"
+        "    top = [[[' B', -0.1], [' A', -2.5], [' C', -4.0]], [['.', -0.01]]]\n"
+        "    if request.prompt == 'dict':\n"
+        "        return {'text': ' B. Because', 'top_logprobs': top}\n"
+        "    if request.prompt == 'bad':\n"
+        "        return {'text': 'B', 'top_logprobs': [['B', 'likely']]}\n"
+        "    return Completion(text=' B', top_logprobs=top)\n"
+    )
+    llm = get_llm(f"scripted/{responder}:respond")
+    asked, made, plain, bad = llm.generate(
+        [
+            GenerateRequest(prompt="dict", top_logprobs=2, stop=(" Because",)),
+            GenerateRequest(prompt="completion", top_logprobs=5),
+            GenerateRequest(prompt="dict"),
+            GenerateRequest(prompt="bad", top_logprobs=2),
+        ]
+    )
+    assert asked.text == " B." and asked.finish_reason == "stop" and asked.tokens_out == 1  # cut at the stop
+    assert asked.top_logprobs == (((" B", -0.1), (" A", -2.5)), ((".", -0.01),))  # at most the two asked for
+    assert made.top_logprobs == (((" B", -0.1), (" A", -2.5), (" C", -4.0)), ((".", -0.01),))
+    assert plain.text == " B. Because" and plain.top_logprobs is None  # not asked: none, as from an endpoint
+    assert bad.failure is not None and "top_logprobs" in bad.failure.message  # a recorded failure, not a crash
+
+
+def test_a_script_line_may_carry_top_logprobs(tmp_path: Path) -> None:
+    script = tmp_path / "answers.jsonl"
+    script.write_text(
+        json.dumps({"text": "A", "top_logprobs": [[["A", -0.3], ["B", -1.5]]]}) + "\n" + json.dumps({"text": "C"})
+    )
+    llm = get_llm(f"scripted/{script}")
+    first, second = llm.generate([GenerateRequest(prompt="q", top_logprobs=5)] * 2)
+    assert first.text == "A" and first.top_logprobs == ((("A", -0.3), ("B", -1.5)),)
+    assert second.text == "C" and second.top_logprobs is None
+    script.write_text(json.dumps({"text": "A", "top_logprobs": "likely"}) + "\n")
+    with pytest.raises(ConfigError, match=r"answers.jsonl:1: .*top_logprobs"):
+        get_llm(f"scripted/{script}")

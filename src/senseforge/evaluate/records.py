@@ -59,6 +59,10 @@ class MCSample(_Record):
     with the text and stop sequences, or ``kind: chat`` with the messages and the template's name."""
     finish_reason: str | None = None
     """Generation: why the reply ended (``stop``, ``length`` …), as the backend said."""
+    label_probs: dict[str, float] | None = None
+    """Generation with :attr:`~senseforge.evaluate.run.EvalConfig.top_logprobs`: the probability of each choice's
+    label where the reply writes its answer letter, read from the endpoint's top log-probabilities
+    (:func:`senseforge.llm.base.letter_probabilities`); written only where the endpoint gave them."""
     error: str | None = None
     """The failed call (``kind: message``); such a sample has no prediction."""
     prediction: str | None = None

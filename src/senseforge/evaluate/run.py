@@ -15,9 +15,9 @@ import math
 import random
 import threading
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from senseforge.data.schema import BinaryExample, MCItem
 from senseforge.errors import ConfigError, DataValidationError
@@ -33,7 +33,14 @@ from senseforge.evaluate.formulations import (
 from senseforge.evaluate.judge import JUDGE_SYSTEM, judge_prompt, parse_verdict
 from senseforge.evaluate.literals import PromptLanguage
 from senseforge.evaluate.records import BinarySample, MCSample
-from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest, Progress
+from senseforge.llm.base import (
+    LLM,
+    MAX_TOP_LOGPROBS,
+    GenerateRequest,
+    LoglikelihoodRequest,
+    Progress,
+    letter_probabilities,
+)
 from senseforge.llm.prompting import DEFAULT_STOP, chat_template, fit, sent
 
 GENERATE_INSTRUCTION = "Answer with the letter of the correct option only."
@@ -106,6 +113,16 @@ class EvalConfig(BaseModel):
     (the item's answer, as every format has it) or the majority of the other annotators."""
     judge: str | None = None
     """``open`` only (and required there): the judge model, as ``provider/model``."""
+    top_logprobs: int = Field(default=0, ge=0, le=MAX_TOP_LOGPROBS)
+    """``generate`` only: ask the endpoint for this many likeliest tokens at each answer position, and record each
+    choice's probability where the answer letter is written (a sample's ``label_probs``); 0: none asked."""
+
+    @model_serializer(mode="wrap")
+    def _no_top_logprobs(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        shown: dict[str, Any] = handler(self)
+        if shown.get("top_logprobs") == 0:  # not asked: the config (and an evaluation's identity) as before
+            del shown["top_logprobs"]
+        return shown
 
     def with_gold(self, items: Sequence[MCItem]) -> list[MCItem]:
         """The items with the gold answer :attr:`gold_key` names.
@@ -143,10 +160,11 @@ class EvalConfig(BaseModel):
             )
 
     def check_judge(self) -> None:
-        """``open`` needs a judge, and only ``open`` uses one.
+        """``open`` needs a judge, and only ``open`` uses one; only ``generate`` uses :attr:`top_logprobs`.
 
         Raises:
-            ConfigError: ``open`` without :attr:`judge`, or a judge with another formulation.
+            ConfigError: ``open`` without :attr:`judge`, a judge with another formulation, or top log-probabilities
+                asked of another formulation than ``generate``.
         """
         if self.formulation == "open" and not self.judge:
             raise ConfigError(
@@ -155,6 +173,11 @@ class EvalConfig(BaseModel):
             )
         if self.judge and self.formulation != "open":
             raise ConfigError(f"--judge is used by --formulation open only (this run uses {self.formulation})")
+        if self.top_logprobs and self.formulation != "generate":
+            raise ConfigError(
+                f"--top-logprobs is used by --formulation generate only (this run uses {self.formulation}): the "
+                "other formulations score the choices themselves"
+            )
 
 
 def pick_shots(item: MCItem, pool: Sequence[MCItem], k: int, seed: int) -> list[MCItem]:
@@ -336,7 +359,14 @@ def _generate_mc(
     progress: Progress | None,
 ) -> list[MCSample]:
     asked = [
-        ask(llm, prompt.text, system=GENERATE_INSTRUCTION, max_tokens=config.max_tokens, temperature=0.0)
+        ask(
+            llm,
+            prompt.text,
+            system=GENERATE_INSTRUCTION,
+            max_tokens=config.max_tokens,
+            temperature=0.0,
+            top_logprobs=config.top_logprobs,
+        )
         for prompt in prompts
     ]
     completions = llm.generate([request for request, _ in asked], progress=progress)  # one request an item
@@ -353,6 +383,9 @@ def _generate_mc(
         as_label = {letter: label for letter, label in zip(letters, labels, strict=True)}
         prediction = as_label.get(lenient) if lenient else None
         prediction_strict = as_label.get(strict) if strict else None
+        probs = letter_probabilities(completion, letters)
+        if probs is not None:  # only where asked and given: other samples are written as they always were
+            base["label_probs"] = {as_label[letter]: p for letter, p in probs.items()}
         samples.append(
             _mc(
                 base,

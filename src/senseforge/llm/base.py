@@ -8,15 +8,32 @@ that fails after the backend's retries does not raise: its result carries a type
 from __future__ import annotations
 
 import json
+import math
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from senseforge.llm.jsonx import extract_json
 
 Progress = Callable[[int], None]
 """Called with the number of requests just finished (for progress bars)."""
+
+MAX_TOP_LOGPROBS = 20
+"""The most alternatives per position a request may ask for (OpenAI's limit)."""
+
+TopLogprobs = tuple[tuple[tuple[str, float], ...], ...]
+"""Per generated token position, in order: the most likely tokens there as ``(token, log-probability)``
+(natural log), the most likely first."""
 
 PromptStyle = Literal["chat", "completion"]
 """How a prompt is written: chat messages (for a model with a chat template), or a plain
@@ -69,6 +86,12 @@ class GenerateRequest(_Frozen):
     """Strings that end generation (not included in the text)."""
     json_mode: bool = False
     """Ask for a JSON object (native JSON mode where the backend has one)."""
+    top_logprobs: int = Field(default=0, ge=0, le=MAX_TOP_LOGPROBS)
+    """Ask for this many most likely tokens at each generated position, with their log-probabilities
+    (:attr:`Completion.top_logprobs`), where the backend gives them; 0 (the default) asks for none.
+
+    Part of the cache key when above 0; at 0 it is left out of every dump, so a default request's key, ledger
+    row and batch line are what they were before the field existed."""
     tag: str | None = Field(default=None, exclude=True)
     """Who asks (a recipe stage's name), for scripted models that answer each stage its own way.
 
@@ -81,6 +104,13 @@ class GenerateRequest(_Frozen):
         if self.messages is not None and not self.messages:
             raise ValueError("messages must not be empty")
         return self
+
+    @model_serializer(mode="wrap")
+    def _no_top_logprobs(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        shown: dict[str, Any] = handler(self)
+        if shown.get("top_logprobs") == 0:  # not asked: dumped (and keyed) as before the field existed
+            del shown["top_logprobs"]
+        return shown
 
     @classmethod
     def chat(cls, user: str, *, system: str | None = None, **sampling: Any) -> GenerateRequest:
@@ -167,6 +197,26 @@ class Completion(_Result):
     """Generated text (empty on failure)."""
     finish_reason: str | None = None
     """``stop``, ``length`` … as reported by the backend."""
+    top_logprobs: TopLogprobs | None = None
+    """Where the request asked for them (:attr:`GenerateRequest.top_logprobs`) and the backend gives them: per
+    generated token, the most likely tokens there with their log-probabilities (see :data:`TopLogprobs`) and
+    :func:`letter_probabilities`. ``None`` otherwise, and then left out of every dump, so a cached completion
+    without them is stored as before the field existed. An alternative whose log-probability is not finite
+    (``-inf``: probability 0) is dropped, as JSON, and so the cache, cannot keep it."""
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _finite(cls, value: TopLogprobs | None) -> TopLogprobs | None:
+        if value is None:
+            return None
+        return tuple(tuple((token, lp) for token, lp in position if math.isfinite(lp)) for position in value)
+
+    @model_serializer(mode="wrap")
+    def _no_top_logprobs(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        shown: dict[str, Any] = handler(self)
+        if "top_logprobs" in shown and shown["top_logprobs"] is None:
+            del shown["top_logprobs"]
+        return shown
 
     def json(self) -> Any:  # type: ignore[override]
         """The JSON value in the text, found tolerantly (code fences, prose around it).
@@ -186,6 +236,59 @@ class Loglikelihood(_Result):
     """Whether every continuation token is the most likely next token."""
     n_tokens: int | None = None
     """How many tokens the continuation has."""
+
+
+_TOKEN_MARKS = frozenset("\u2581\u0120")
+"""Word-start marks some tokenizers leave in a token's text (SentencePiece's ``▁``, byte-level BPE's ``Ġ``)."""
+
+
+def _bare(token: str) -> str:
+    """``token`` without the spaces, punctuation and word-start marks around it: ``" (B"`` → ``B``."""
+
+    def edge(char: str) -> bool:
+        return char.isspace() or char in _TOKEN_MARKS or unicodedata.category(char).startswith("P")
+
+    start, end = 0, len(token)
+    while start < end and edge(token[start]):
+        start += 1
+    while end > start and edge(token[end - 1]):
+        end -= 1
+    return token[start:end]
+
+
+def letter_probabilities(completion: Completion, letters: Sequence[str]) -> dict[str, float] | None:
+    """The probability of each answer letter where the completion writes its answer, from its top log-probabilities.
+
+    The answer's position is the first generated token whose most likely alternative is more than spaces and
+    punctuation (a leading ``(``, ``**`` or newline is passed over). There, each letter's probability is the sum
+    of ``exp(logprob)`` over the alternatives that are that letter once spaces and punctuation around it are
+    dropped (``" B"``, ``"B"``, ``"(B"``, ``"B."``), compared without case (as the evaluation reads a written
+    answer); 0.0 for a letter among none of them (its mass lies below the alternatives the endpoint gave).
+    ``None`` when the completion carries no top log-probabilities (not asked for, or the backend gives none) or
+    no position has more than spaces and punctuation.
+
+    >>> reply = Completion(text="(B)", top_logprobs=(
+    ...     (("(", -0.01), (" ", -4.6)),
+    ...     (("B", -0.2231), (" B", -2.9957), ("A", -2.3026), ("Answer", -3.0)),
+    ... ))
+    >>> {letter: round(p, 3) for letter, p in letter_probabilities(reply, ["A", "B", "C"]).items()}
+    {'A': 0.1, 'B': 0.85, 'C': 0.0}
+    >>> letter_probabilities(Completion(text="B"), ["A", "B"]) is None
+    True
+    """
+    if not completion.top_logprobs:
+        return None
+    wanted = {letter.casefold(): letter for letter in letters}
+    for alternatives in completion.top_logprobs:
+        if not alternatives or not _bare(alternatives[0][0]):
+            continue
+        out = dict.fromkeys(letters, 0.0)
+        for token, logprob in alternatives:
+            letter = wanted.get(_bare(token).casefold())
+            if letter is not None and math.isfinite(logprob):
+                out[letter] = min(1.0, out[letter] + math.exp(logprob))
+        return out
+    return None
 
 
 @runtime_checkable

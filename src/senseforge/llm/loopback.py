@@ -9,7 +9,11 @@ of attempts fail on purpose (rate limit, server error, a hang past the client's
 timeout, or a cut-off body) so that a client's retry logic can be exercised
 reproducibly. A legacy completions request with ``echo`` and ``logprobs`` is answered as
 vLLM and llama-cpp-python's server answer a log-likelihood request (see
-:func:`echo_logprobs`). It uses only the standard library; the HTTP side (routes, request
+:func:`echo_logprobs`). A generation request that asks for log-probabilities (chat:
+``logprobs: true, top_logprobs: N``; completions: ``logprobs: N``) gets them in OpenAI's shape:
+the responder's own where it returns ``{"text": ..., "top_logprobs": ...}``, else made from the
+text (each whitespace-led word a token, the only alternative there; see
+:func:`generated_logprobs`). It uses only the standard library; the HTTP side (routes, request
 bodies, answers and errors) is :mod:`senseforge.llm.loopback_handler`.
 
 >>> from senseforge.llm.loopback import LoopbackOpenAI
@@ -40,13 +44,18 @@ from senseforge.llm.loopback_handler import (
     CHAT_PATH,
     COMPLETIONS_PATH,
     LoopbackHTTPServer,
+    asked_top_logprobs,
+    chat_logprobs,
+    completion_logprobs,
     content_text,
     count_tokens,
     echo_logprobs,
+    generated_logprobs,
     handler_for,
     max_tokens_of,
     prompt_text,
     refusal_reason,
+    reply_parts,
     scores_prompt,
 )
 
@@ -58,8 +67,12 @@ __all__ = [
     "main",
 ]
 
-Responder = Callable[[dict[str, Any]], str]
-"""Turns a request's JSON body into the answer text; called from many threads at once."""
+Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
+"""Turns a request's JSON body into the answer text; called from many threads at once.
+
+It may also return ``{"text": ..., "top_logprobs": [[[token, logprob], ...], ...]}``: the log-probabilities the
+server gives for the generated tokens when a request asks for them (see
+:func:`~senseforge.llm.loopback_handler.reply_parts`)."""
 
 FAULT_KINDS: tuple[str, ...] = ("429", "500", "timeout", "truncated")
 """The faults the server can inject:
@@ -359,10 +372,14 @@ class LoopbackOpenAI:
 
     def _completion(self, path: str, body: dict[str, Any], number: int) -> dict[str, Any]:
         """The full success payload for one attempt."""
-        text = self.responder(body)
+        text, given = reply_parts(self.responder(body))
         prompt_tokens, completion_tokens = count_tokens(prompt_text(body)), count_tokens(text)
         logprobs: dict[str, Any] | None = None
         finish_reason = "stop"
+        top = asked_top_logprobs(path, body)
+        if top is not None:
+            positions = generated_logprobs(text, given)
+            logprobs = chat_logprobs(positions, top) if path == CHAT_PATH else completion_logprobs(positions, top)
         if path == COMPLETIONS_PATH and scores_prompt(body):
             limit = max_tokens_of(body)
             text, logprobs, completion_tokens = echo_logprobs(content_text(body.get("prompt")), text, limit)
@@ -380,7 +397,14 @@ class LoopbackOpenAI:
                 "object": "chat.completion",
                 "created": 0,
                 "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                        **({"logprobs": logprobs} if logprobs is not None else {}),
+                    }
+                ],
                 "usage": usage,
             }
         return {

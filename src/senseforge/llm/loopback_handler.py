@@ -4,8 +4,9 @@
 serves through :class:`LoopbackHTTPServer`: it reads each request, sends Files and Batch API
 paths to the batch desk, refuses what a real server refuses, and writes the answer (or an
 injected fault) that the server decides. The helpers here read a request body
-(:func:`request_text`, :func:`prompt_text`) and build a log-likelihood answer
-(:func:`echo_logprobs`). It uses only the standard library.
+(:func:`request_text`, :func:`prompt_text`), build a log-likelihood answer
+(:func:`echo_logprobs`) and the log-probabilities of generated tokens (:func:`reply_parts`,
+:func:`generated_logprobs`). It uses only the standard library.
 """
 
 from __future__ import annotations
@@ -112,6 +113,88 @@ def echo_logprobs(prompt: str, generated: str, max_tokens: int) -> tuple[str, di
     tops = [None if value is None else {token: value} for token, value in zip(tokens, values, strict=True)]
     logprobs = {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
     return prompt + "".join(made), logprobs, len(made)
+
+
+def asked_top_logprobs(path: str, body: dict[str, Any]) -> int | None:
+    """How many alternatives per generated token a body asks for, or ``None`` when it asks for no log-probabilities.
+
+    Chat asks with ``logprobs: true`` and ``top_logprobs: N``; legacy completions with ``logprobs: N`` (and
+    without ``echo``, which asks to score the prompt instead, see :func:`echo_logprobs`).
+
+    >>> asked_top_logprobs(CHAT_PATH, {"logprobs": True, "top_logprobs": 3})
+    3
+    >>> asked_top_logprobs(COMPLETIONS_PATH, {"logprobs": 2}), asked_top_logprobs(CHAT_PATH, {})
+    (2, None)
+    """
+    if path == CHAT_PATH:
+        return int(body.get("top_logprobs") or 0) if body.get("logprobs") is True else None
+    if path == COMPLETIONS_PATH and not body.get("echo") and body.get("logprobs") is not None:
+        return int(body["logprobs"])
+    return None
+
+
+def reply_parts(reply: object) -> tuple[str, list[list[tuple[str, float]]] | None]:
+    """A responder's reply as its text and, where it gives them, its top log-probabilities per generated token.
+
+    A reply is the text, or ``{"text": ..., "top_logprobs": [[[token, logprob], ...], ...]}`` (one list per
+    generated token, each alternative a token and its natural-log probability, the most likely first).
+
+    >>> reply_parts({"text": "B", "top_logprobs": [[["B", -0.1], ["A", -2.5]]]})
+    ('B', [[('B', -0.1), ('A', -2.5)]])
+
+    Raises:
+        ValueError: the reply is neither, or its ``top_logprobs`` is not of that shape.
+    """
+    if isinstance(reply, str):
+        return reply, None
+    if not isinstance(reply, dict) or not isinstance(reply.get("text"), str):
+        raise ValueError(f'a responder returns text or {{"text": ..., "top_logprobs": ...}}, not {reply!r:.80}')
+    given = reply.get("top_logprobs")
+    if given is None:
+        return reply["text"], None
+    try:
+        positions = [[(str(token), float(logprob)) for token, logprob in position] for position in given]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"top_logprobs must be a list of [[token, logprob], ...] per token ({exc})") from exc
+    return reply["text"], positions
+
+
+def generated_logprobs(text: str, given: list[list[tuple[str, float]]] | None) -> list[list[tuple[str, float]]]:
+    """The alternatives per generated token: ``given`` by the responder, else made from ``text``.
+
+    Made ones take the text's whitespace-led words as its tokens, each the only alternative at its position, with
+    -0.1 per character of the word as its log-probability (as :func:`echo_logprobs` scores a prompt's words).
+
+    >>> generated_logprobs(" B because", None)
+    [[(' B', -0.1)], [(' because', -0.7)]]
+    """
+    if given is not None:
+        return given
+    return [[(word, round(-0.1 * len(word.strip()), 6))] for word in _WORD.findall(text)]
+
+
+def chat_logprobs(positions: list[list[tuple[str, float]]], top: int) -> dict[str, Any]:
+    """A chat answer's ``logprobs`` object: per token, the most likely alternative and at most ``top`` of them."""
+    content = []
+    for alternatives in positions:
+        token, logprob = alternatives[0] if alternatives else ("", 0.0)
+        listed = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in alternatives[:top]]
+        content.append({"token": token, "logprob": logprob, "bytes": list(token.encode()), "top_logprobs": listed})
+    return {"content": content, "refusal": None}
+
+
+def completion_logprobs(positions: list[list[tuple[str, float]]], top: int) -> dict[str, Any]:
+    """A text completion's ``logprobs`` object: per token, the most likely alternative and at most ``top`` of them
+    as a token → log-probability object (offsets counted from the start of the generated text)."""
+    tokens, values, tops, offsets, position = [], [], [], [], 0
+    for alternatives in positions:
+        token, logprob = alternatives[0] if alternatives else ("", 0.0)
+        tokens.append(token)
+        values.append(logprob)
+        tops.append(dict(alternatives[:top]))
+        offsets.append(position)
+        position += len(token)
+    return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
 
 
 def count_tokens(text: str) -> int:

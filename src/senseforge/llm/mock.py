@@ -6,10 +6,13 @@ string:
 * ``scripted/echo`` — answers each request with its last user turn (or prompt), and
   scores a continuation by a deterministic, length-based pseudo log-probability;
 * ``scripted/<file.jsonl>`` — replays the ``text`` of each line in order (a line may also
-  carry ``failure`` to script a failed call); running out is a recorded failure;
+  carry ``top_logprobs``, or ``failure`` to script a failed call); running out is a recorded failure;
 * ``scripted/<file.py>:<function>`` — calls ``function(request)`` for each request: it
-  returns the text of a generation request (or a :class:`Completion`) and the
+  returns the text of a generation request (or a :class:`Completion`, or a dict
+  ``{"text": ..., "top_logprobs": [[[token, logprob], ...], ...]}``) and the
   log-probability of a log-likelihood request (a float, or a :class:`Loglikelihood`).
+  Scripted top log-probabilities reach the caller as an endpoint's would: only for a request
+  that asks for them (:attr:`GenerateRequest.top_logprobs`), at most that many per token.
   The model's identity holds the SHA-256 of the file, so an edited responder never
   replays answers cached for the old one;
 * ``scripted/<name>`` — a named responder handed in by the caller (recipes register their
@@ -27,9 +30,9 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from senseforge.errors import ConfigError
 from senseforge.llm.base import (
@@ -39,6 +42,7 @@ from senseforge.llm.base import (
     Loglikelihood,
     LoglikelihoodRequest,
     Progress,
+    TopLogprobs,
     options_identity,
 )
 
@@ -47,9 +51,12 @@ if TYPE_CHECKING:
 
 Responder = Callable[[GenerateRequest], "str | Completion"]
 Scorer = Callable[[LoglikelihoodRequest], "float | Loglikelihood"]
-AnyResponder = Callable[[GenerateRequest | LoglikelihoodRequest], "str | float | Completion | Loglikelihood"]
-"""One function for both kinds of request: text (or a completion) for a generation request,
-a log-probability (or a :class:`Loglikelihood`) for a log-likelihood request."""
+AnyResponder = Callable[
+    [GenerateRequest | LoglikelihoodRequest], "str | float | Completion | Loglikelihood | dict[str, Any]"
+]
+"""One function for both kinds of request: text (or a completion, or a dict with ``text`` and
+``top_logprobs``) for a generation request, a log-probability (or a :class:`Loglikelihood`) for a
+log-likelihood request."""
 
 
 def echo(request: GenerateRequest) -> str:
@@ -60,6 +67,32 @@ def echo(request: GenerateRequest) -> str:
 def length_score(request: LoglikelihoodRequest) -> float:
     """A deterministic stand-in score: shorter continuations score higher."""
     return -float(len(request.continuation))
+
+
+def written(request: GenerateRequest, text: str, top_logprobs: TopLogprobs | None = None) -> Completion:
+    """The completion of a scripted answer ``text``: cut at the request's first stop string, words counted as
+    tokens, and ``top_logprobs`` as the request asked for them (see :func:`as_asked`)."""
+    for stop in request.stop:
+        if stop and stop in text:
+            text = text[: text.index(stop)]
+    completion = Completion(
+        text=text,
+        finish_reason="stop",
+        tokens_in=sum(len(m.content.split()) for m in request.as_messages()),
+        tokens_out=len(text.split()),
+        top_logprobs=top_logprobs,
+    )
+    return as_asked(completion, request)
+
+
+def as_asked(completion: Completion, request: GenerateRequest) -> Completion:
+    """A scripted completion's top log-probabilities as an endpoint gives them: none unless the request asks
+    (:attr:`GenerateRequest.top_logprobs`), and then at most that many alternatives per token."""
+    top = completion.top_logprobs
+    if top is None:
+        return completion
+    kept = tuple(position[: request.top_logprobs] for position in top) if request.top_logprobs else None
+    return completion if kept == top else completion.model_copy(update={"top_logprobs": kept})
 
 
 class ScriptedLLM:
@@ -126,17 +159,8 @@ class ScriptedLLM:
         if scripted is None:
             return Completion(failure=Failure(kind="backend", message="scripted backend ran out of responses"))
         if isinstance(scripted, Completion):
-            return scripted
-        text = scripted
-        for stop in request.stop:
-            if stop and stop in text:
-                text = text[: text.index(stop)]
-        return Completion(
-            text=text,
-            finish_reason="stop",
-            tokens_in=sum(len(m.content.split()) for m in request.as_messages()),
-            tokens_out=len(text.split()),
-        )
+            return as_asked(scripted, request)
+        return written(request, scripted)
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
         out = []
@@ -191,13 +215,44 @@ def _load_script(path: Path) -> list[str | Completion]:
             row = json.loads(line)
             if "failure" in row:
                 items.append(Completion(failure=Failure.model_validate(row["failure"])))
+            elif "top_logprobs" in row:
+                text, top = _reply_fields(row)
+                items.append(Completion(text=text, finish_reason="stop", top_logprobs=top))
             else:
                 items.append(str(row["text"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(
-                f'{path}:{number}: a script line needs {{"text": ...}} or {{"failure": ...}} ({exc})'
+                f'{path}:{number}: a script line needs {{"text": ...}} (and optionally "top_logprobs") or '
+                f'{{"failure": ...}} ({exc})'
             ) from exc
     return items
+
+
+def _reply_fields(reply: Mapping[str, object]) -> tuple[str, TopLogprobs | None]:
+    """The text and top log-probabilities of a ``{"text": ..., "top_logprobs": [[[token, logprob], ...], ...]}``
+    reply (a script line or a responder's answer).
+
+    Raises:
+        ValueError: it has no text, another key, or ``top_logprobs`` of another shape.
+    """
+    unknown = sorted(set(reply) - {"text", "top_logprobs"})
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}: a reply has text and top_logprobs")
+    text = reply.get("text")
+    if not isinstance(text, str):
+        raise ValueError("a reply needs its text")
+    given = reply.get("top_logprobs")
+    if given is None:
+        return text, None
+    if not isinstance(given, list | tuple):
+        raise ValueError("top_logprobs is a list with one list of [token, logprob] pairs per generated token")
+    try:
+        completion = Completion(text=text, top_logprobs=given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"{where}: {first['msg']} (top_logprobs holds [[token, logprob], ...] per token)") from None
+    return text, completion.top_logprobs
 
 
 def from_responder(
@@ -213,6 +268,13 @@ def from_responder(
         reply = respond(request)
         if isinstance(reply, str | Completion):
             return reply
+        if isinstance(reply, dict):
+            try:
+                text, top = _reply_fields(reply)
+            except (TypeError, ValueError) as exc:
+                failure = Failure(kind="backend", message=f"{name}: a generation request got {reply!r:.120} ({exc})")
+                return Completion(failure=failure)
+            return written(request, text, top)
         return Completion(failure=Failure(kind="backend", message=f"{name}: a generation request got {reply!r}"))
 
     def score(request: LoglikelihoodRequest) -> float | Loglikelihood:

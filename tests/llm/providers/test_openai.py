@@ -710,3 +710,71 @@ def test_a_shared_cache_answers_as_a_fresh_run(
     else:
         assert (on_shared.stats.hits, on_shared.stats.misses, calls) == (0, n_requests, n_requests)
     assert from_shared == from_empty
+
+
+# -- top log-probabilities of generated tokens -------------------------------------------------
+
+
+def test_a_chat_answers_logprobs_are_read_most_likely_first() -> None:
+    def alternative(token: str, logprob: float) -> dict[str, Any]:
+        return {"token": token, "logprob": logprob, "bytes": None}
+
+    answer = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "(B"},
+                "logprobs": {
+                    "content": [
+                        {**alternative("(", -0.05), "top_logprobs": []},  # no alternatives: the token alone
+                        {**alternative("B", -0.3), "top_logprobs": [alternative("A", -1.6), alternative("B", -0.3)]},
+                    ]
+                },
+            }
+        ],
+    }
+    assert reading.from_chat(answer).top_logprobs == ((("(", -0.05),), (("B", -0.3), ("A", -1.6)))
+    answer["choices"][0]["logprobs"] = None  # type: ignore[index]
+    assert reading.from_chat(answer).top_logprobs is None
+
+
+def test_a_text_completions_logprobs_are_read_most_likely_first() -> None:
+    answer = {
+        "id": "c",
+        "object": "text_completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "text": " B",
+                "logprobs": {"tokens": [" B"], "token_logprobs": [-0.2], "top_logprobs": [{" A": -2.0, " B": -0.2}]},
+            }
+        ],
+    }
+    assert reading.from_completion(answer).top_logprobs == (((" B", -0.2), (" A", -2.0)),)
+    answer["choices"][0]["logprobs"]["top_logprobs"] = None  # type: ignore[index]
+    assert reading.from_completion(answer).top_logprobs == (((" B", -0.2),),)
+    answer["choices"][0]["logprobs"]["token_logprobs"] = [-0.2, -0.1]  # type: ignore[index]
+    with pytest.raises(reading.Undecodable, match="differ in length"):
+        reading.from_completion(answer)
+
+
+def test_top_logprobs_are_sent_and_cached_through_the_provider(tmp_path: Path) -> None:
+    def letters(body: dict[str, Any]) -> dict[str, Any]:
+        return {"text": "A", "top_logprobs": [[["A", -0.4], ["B", -1.2], ["C", -2.9]]]}
+
+    store = Store(f"sqlite:///{tmp_path / 'cache.db'}")
+    request = GenerateRequest.chat("which?", max_tokens=2, top_logprobs=3)
+    with LoopbackOpenAI(letters) as server:
+        first = CachedLLM(make(server), store).generate([request, GenerateRequest.chat("which?", max_tokens=2)])
+        again = CachedLLM(make(server), store).generate([request])
+        assert server.requests == 2
+    assert first[0].top_logprobs == again[0].top_logprobs == ((("A", -0.4), ("B", -1.2), ("C", -2.9)),)
+    assert again[0].cached and first[1].top_logprobs is None

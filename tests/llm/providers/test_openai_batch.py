@@ -103,3 +103,18 @@ def test_requests_of_a_batch_that_failed_go_in_a_new_one(tmp_path: Path) -> None
         server.finish_batches()
         assert all(r.ok for r in llm.generate(REQUESTS))
         assert server.batches_created == 2
+
+
+def test_a_batch_line_asks_for_top_logprobs_and_its_answer_keeps_them(tmp_path: Path) -> None:
+    def letters(body: dict[str, Any]) -> dict[str, Any]:
+        return {"text": "B", "top_logprobs": [[["B", -0.3], ["A", -1.4]]]}
+
+    asked = [GenerateRequest.chat("which letter?", max_tokens=4, top_logprobs=2)]
+    with LoopbackOpenAI(letters, batch_latency_s=None) as server:
+        llm = _llm(server, Store(f"sqlite:///{tmp_path / 'cache.db'}"), batch=True)
+        assert llm.generate(asked)[0].failure is not None  # submitted, awaiting its batch
+        server.finish_batches()
+        [done] = llm.generate(asked)
+        [again] = llm.generate(asked)
+    assert done.ok and done.batched and done.top_logprobs == ((("B", -0.3), ("A", -1.4)),)
+    assert again.cached and again.top_logprobs == done.top_logprobs

@@ -10,6 +10,12 @@ one for log-likelihood scoring. Scoring asks llama.cpp for the logits of just th
 positions that predict a continuation token, so the vocabulary projection (262,144 rows
 for Gemma 3) runs only there and no ``n_ctx × vocabulary`` score buffer is kept.
 
+A generation request's top log-probabilities (:attr:`~senseforge.llm.base.GenerateRequest.top_logprobs`) are not
+given here: its completion's ``top_logprobs`` stays ``None``. llama-cpp-python returns them only from an instance
+loaded with ``logits_all`` (that ``n_ctx × vocabulary`` buffer, 2 GiB for Gemma 3 at 2,048 tokens) and sorts the
+whole vocabulary in Python for every generated token; an answer letter's probability can be had from this provider
+as a score instead (the ``letter`` formulation).
+
 Scoring and batch layout. One llama.cpp call scores several questions: their contexts in
 one decode, each in a KV-cache stream of its own (together with its longest multi-token
 choice), then every other multi-token choice in a second decode, each in a stream holding a

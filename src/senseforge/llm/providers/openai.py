@@ -15,6 +15,11 @@ Results stream: ``on_result`` hears about each request as soon as it is done, so
 caller such as :class:`~senseforge.llm.cache.CachedLLM` can store it before the rest of
 the batch has finished.
 
+A request that asks for top log-probabilities (:attr:`~senseforge.llm.base.GenerateRequest.top_logprobs` above 0)
+is sent ``logprobs: true, top_logprobs: N`` on chat completions, ``logprobs: N`` on legacy completions (online and
+in a batch's lines alike), and the answer's alternatives per generated token come back in the completion's
+``top_logprobs``; an endpoint that answers without them leaves it ``None``.
+
 Log-likelihood scoring uses the legacy completions endpoint with ``echo`` and
 ``logprobs``: the server sends back the prompt's tokens with the log-probability of each,
 and the score sums those of the tokens that carry continuation text (a token that spans
@@ -386,12 +391,18 @@ class OpenAILLM:
         params = self._sampling(request)
         if request.json_mode:
             params["response_format"] = {"type": "json_object"}
+        if request.top_logprobs:
+            params["logprobs"] = True
+            params["top_logprobs"] = request.top_logprobs
         return {"messages": [_message(message) for message in request.as_messages()], **params}
 
     def _completion_body(self, request: GenerateRequest) -> dict[str, Any]:
         """A completions request's body (online, and as a line of a batch)."""
         assert request.prompt is not None
-        return {"prompt": request.prompt, **self._sampling(request)}
+        params = self._sampling(request)
+        if request.top_logprobs:
+            params["logprobs"] = request.top_logprobs
+        return {"prompt": request.prompt, **params}
 
     async def _chat(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
         return from_chat(await client.chat.completions.create(**self._chat_body(request)))

@@ -17,9 +17,10 @@ import openai
 from openai.types import Completion as SdkCompletion
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion
+from openai.types.chat.chat_completion import ChoiceLogprobs
 from openai.types.completion_choice import Logprobs
 
-from senseforge.llm.base import Completion, Failure, FailureKind, Loglikelihood
+from senseforge.llm.base import Completion, Failure, FailureKind, Loglikelihood, TopLogprobs
 
 __all__ = [
     "Echoed",
@@ -153,14 +154,49 @@ def from_chat(response: object) -> Completion:
     """A chat.completion answer (an SDK object, or its JSON from a batch's output file) as a completion."""
     chat = _answer(response, ChatCompletion, "chat.completion")
     choice = chat.choices[0]
-    return _completion(choice.message.content, choice.finish_reason, chat.usage)
+    return _completion(choice.message.content, choice.finish_reason, chat.usage, _chat_top(choice.logprobs))
 
 
 def from_completion(response: object) -> Completion:
     """A text_completion answer (an SDK object, or its JSON from a batch's output file) as a completion."""
     completion = _answer(response, SdkCompletion, "text_completion")
     choice = completion.choices[0]
-    return _completion(choice.text, choice.finish_reason, completion.usage)
+    return _completion(choice.text, choice.finish_reason, completion.usage, _completion_top(choice.logprobs))
+
+
+def _chat_top(logprobs: ChoiceLogprobs | None) -> TopLogprobs | None:
+    """A chat answer's ``logprobs.content`` as top log-probabilities per generated token (the token written
+    alone where the answer lists no alternatives), or ``None`` when it has none."""
+    if logprobs is None or not logprobs.content:
+        return None
+    return tuple(
+        _ranked([(alt.token, alt.logprob) for alt in token.top_logprobs] or [(token.token, token.logprob)])
+        for token in logprobs.content
+    )
+
+
+def _completion_top(logprobs: Logprobs | None) -> TopLogprobs | None:
+    """A text completion's ``logprobs`` (``top_logprobs``: one token → log-probability object per generated
+    token) as top log-probabilities per generated token, or ``None`` when it has none."""
+    if logprobs is None or not logprobs.tokens:
+        return None
+    tokens = logprobs.tokens
+    tops: list[dict[str, float] | None] = [*logprobs.top_logprobs] if logprobs.top_logprobs else [None] * len(tokens)
+    values: list[float | None] = [*logprobs.token_logprobs] if logprobs.token_logprobs else [None] * len(tokens)
+    if not len(tops) == len(values) == len(tokens):
+        raise Undecodable("tokens and log-probabilities differ in length")
+    out = []
+    for token, value, top in zip(tokens, values, tops, strict=True):
+        if top:
+            out.append(_ranked(list(top.items())))
+        else:
+            out.append(_ranked([] if value is None else [(token, value)]))
+    return tuple(out)
+
+
+def _ranked(alternatives: Sequence[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
+    """The alternatives, the most likely first (ties in the order given)."""
+    return tuple(sorted(alternatives, key=lambda pair: -pair[1]))
 
 
 _A = TypeVar("_A", ChatCompletion, SdkCompletion)
@@ -175,12 +211,15 @@ def _answer(response: object, kind: type[_A], name: str) -> _A:
     return response
 
 
-def _completion(text: str | None, finish_reason: str | None, usage: CompletionUsage | None) -> Completion:
+def _completion(
+    text: str | None, finish_reason: str | None, usage: CompletionUsage | None, top: TopLogprobs | None = None
+) -> Completion:
     return Completion(
         text=text or "",
         finish_reason=finish_reason,
         tokens_in=usage.prompt_tokens if usage else None,
         tokens_out=usage.completion_tokens if usage else None,
+        top_logprobs=top,
     )
 
 
