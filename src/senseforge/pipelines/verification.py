@@ -136,7 +136,7 @@ def answer_of(member: Member, method: AnswerMethod, sample: MCSample, item: MCIt
         if sample.prediction in labels:
             chosen = softmax_at(scores, labels.index(str(sample.prediction)))
     elif method == "generate":
-        probs: Mapping[str, float] | None = getattr(sample, "label_probs", None)
+        probs = sample.label_probs
         if probs is not None:
             confidence = probs.get(str(item.answer), 0.0)
             chosen = probs.get(str(sample.prediction), 0.0) if sample.prediction is not None else None
