@@ -153,3 +153,20 @@ def test_old_flags_and_sets_give_the_pinned_configs(tmp_path: Path) -> None:
     assert mcsqa.hash() == PINNED["mcsqa-lm-and-people"]
     culture = resolve_config(CultureGenConfig, sets=["review_k=3"], flags={"review_policy": "majority"})
     assert culture.hash() == PINNED["culture-gen-people"]
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"panel": ["m@letter", "m@letter"]}, "--panel: --panel names m@letter twice"),
+        ({"panel": ["a", "b"], "hard_when": "at-most:2"}, "--hard-when at-most:2 would make every item Hard"),
+        ({"panel": ["a"], "hard_when": "most"}, "--hard-when: unknown hard-when policy 'most'"),
+        ({"panel": ["a"], "skip_review_when": "confident:2"}, "--skip-review-when: unknown skip-review-when policy"),
+    ],
+)
+def test_a_verification_panel_setting_is_refused_at_the_flag_that_gives_it(
+    given: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        resolve_config(McsqaConfig, flags={"lang": "en", **given})
+    assert str(refused.value).startswith(message)

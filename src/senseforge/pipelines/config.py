@@ -392,6 +392,14 @@ class VerifiedConfig(ReviewedConfig):
     (Easy when the members that answer right are that sure; rejected when every member is that sure the marked
     answer is wrong, but for a likely wrong key, which people always see)."""
 
+    @field_validator("panel")
+    @classmethod
+    def _members_once(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """A member named twice is refused here, so the message is placed at ``--panel`` (the panel's own name for
+        its members, ``members``, is no flag)."""
+        VerificationPanel(members=value)
+        return value
+
     @model_validator(mode="after")
     def _panel_ok(self) -> Self:
         self.verification_panel()
