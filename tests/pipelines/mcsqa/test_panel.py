@@ -18,10 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from senseforge.data.splits import SPLIT_NAMES
-from senseforge.evaluate.run import EvalConfig
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
@@ -154,13 +152,6 @@ def test_each_hard_when_makes_every_item_easy_or_hard_as_the_panel_answered(
 # --------------------------------------------------------------------------- the verify model as the panel
 
 
-@pytest.mark.xfail(
-    "top_logprobs" not in EvalConfig.model_fields,
-    raises=ValidationError,
-    strict=True,
-    reason="a generating member asks the harness for top log-probabilities (EvalConfig.top_logprobs), which the "
-    "logprobs branch adds; until it lands a generating member cannot answer",
-)
 def test_the_verify_model_as_the_panel_writes_the_golden_dataset(demo_kb: Path, tmp_path: Path) -> None:
     """``--panel <the verify model>`` (a chat model: it answers by generation, as the verify stage does) makes the
     very dataset and items of ``test_dry_run_with_an_lm_panel``'s English golden run."""
