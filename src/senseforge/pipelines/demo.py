@@ -80,14 +80,18 @@ class DemoEvents:
     evaluated: Callable[[EvalResults], None] = lambda _payload: None
 
 
-def demo_config(lang: str, kb_dir: Path, model: str = DEFAULT_MODEL, n: int | None = None) -> McsqaConfig:
-    """The config of one demo language: the model writes, verifies and reviews (as an LM panel)."""
+def demo_config(
+    lang: str, kb_dir: Path, model: str = DEFAULT_MODEL, n: int | None = None, panel: tuple[str, ...] = ()
+) -> McsqaConfig:
+    """The config of one demo language: the model writes, verifies (or ``panel`` does) and reviews (as an LM
+    panel)."""
     return McsqaConfig(
         lang=lang,
         n=n or DEMO_SETS[lang],
         kb=str(kb_dir.resolve()),
         model=model,
         review=McsqaReviewSettings(reviewers=(model,), lm_review_final=True),
+        panel=panel,
     )
 
 
@@ -98,6 +102,15 @@ PANEL_NOTE = (
     "panel, not two independent models. Name other models with --panel on build mcsqa (spec@loglik, spec@letter, "
     "spec@generate) for a panel that means something."
 )
+
+
+def demo_kb(out_dir: Path, events: DemoEvents) -> Path:
+    """``out_dir/kb``, the demo knowledge base imported there unless it already is."""
+    kb_dir = out_dir / "kb"
+    if not (kb_dir / "kb.json").is_file():
+        events.note("importing the demo knowledge base (ours, in ConceptNet's format) …")
+        import_dump("demo", kb_dir)
+    return kb_dir
 
 
 def panel_members(model: str) -> tuple[str, str]:
@@ -118,13 +131,10 @@ def run_panel_demo(
     ``out_dir/runs/mcsqa-en-panel`` (resuming what exists)."""
     events = events or DemoEvents()
     store = store or Store()
-    kb_dir = out_dir / "kb"
-    if not (kb_dir / "kb.json").is_file():
-        events.note("importing the demo knowledge base (ours, in ConceptNet's format) …")
-        import_dump("demo", kb_dir)
+    kb_dir = demo_kb(out_dir, events)
     members = panel_members(model)
     events.note(PANEL_NOTE.format(members=", ".join(members)))
-    config = demo_config("en", kb_dir, model, n).model_copy(update={"panel": members})
+    config = demo_config("en", kb_dir, model, n, panel=members)
     run_dir = out_dir / "runs" / PANEL_RUN
     events.building("en, a two-member verification panel")
     summary = build(MCSQA, config, run_dir, resume=read_manifest(run_dir) is not None, store=store, progress=progress)
@@ -144,10 +154,7 @@ def run_demo(
     """Build the demo languages into ``out_dir/runs`` (resuming what exists), then evaluate the model on each."""
     events = events or DemoEvents()
     store = store or Store()
-    kb_dir = out_dir / "kb"
-    if not (kb_dir / "kb.json").is_file():
-        events.note("importing the demo knowledge base (ours, in ConceptNet's format) …")
-        import_dump("demo", kb_dir)
+    kb_dir = demo_kb(out_dir, events)
     events.note(f"model: {model} · cache and ledger: {store.url}")
     finished = []
     for lang in DEMO_LANGS:
