@@ -65,8 +65,7 @@ from senseforge.pipelines.rundir import (
 from senseforge.pipelines.runstore import Heartbeat, Record, RunStore, StageResult
 from senseforge.pipelines.stage import InOrder, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
-from senseforge.pipelines.verification import PanelVerify, answered, saved_review, write_panel
-from senseforge.runfolder import files
+from senseforge.pipelines.verification import PanelVerify, answered_by, saved_review, write_panels
 from senseforge.runfolder.cost import Cost
 from senseforge.runfolder.funnel import Funnel
 from senseforge.store.batches import BatchRow
@@ -414,12 +413,13 @@ def build(
 def _write_panels(
     run_dir: Path, run: RunStore, stages: Sequence[Stage], record: type[Record]
 ) -> list[StageResult] | None:
-    """``panel.jsonl`` of the run's verification panel, when one was named; what it answered (``None``: none)."""
+    """``panel.jsonl`` of the run's verification panel, when one was named (beside each dataset folder, as the
+    stage places its verdicts); what it answered (``None``: none)."""
     panel = next((stage for stage in stages if isinstance(stage, PanelVerify) and stage.recorded), None)
     if panel is None:
         return None
-    found = answered(run, panel.name, record)
-    write_panel(run_dir / files.PANEL, found)
+    found = answered_by(run, panel, record)
+    write_panels(run_dir, panel, found)
     return found
 
 
