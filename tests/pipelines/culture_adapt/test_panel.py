@@ -9,7 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import typer
 
+from senseforge.cli.main import app
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.recipe import CULTURE_ADAPT
 from senseforge.pipelines.culture_adapt.verify import AdaptVerify
@@ -87,3 +89,20 @@ def test_the_stage_a_panel_adds(tmp_path: Path) -> None:
     verify = stages[-1]
     assert isinstance(verify, AdaptVerify) and [s.name for s in stages][-2:] == ["keep", "verify"]
     assert verify.folders == ("id", "su") and verify.reference == "none" and verify.methods == ("loglik",) * 3
+
+
+def test_a_run_without_a_panel_keeps_its_config_hash_and_stored_form() -> None:
+    """The panel's settings are later settings: at their default they are neither hashed nor stored, so a run
+    made before them resumes (the hash pinned as computed before culture-adapt had them)."""
+    config = CultureAdaptConfig(source=("test=/x/t.jsonl",), adapt_check_k=2, similarity="chrf")
+    assert config.hash() == "6be6fb19d760905d4feceb93518396df3ce3979c104007b79c58e76793b8f21d"
+    assert not {"panel", "hard_when", "skip_review_when"} & set(config.model_dump(mode="json"))
+    panelled = config.model_copy(update={"panel": MEMBERS[:1], "hard_when": "none"})
+    assert panelled.model_dump(mode="json")["panel"] == [MEMBERS[0]] and panelled.hash() != config.hash()
+
+
+def test_build_help_names_the_panel_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    root = typer.main.get_command(app)
+    root.main(["build", "culture-adapt", "--help"], prog_name="senseforge", standalone_mode=False, terminal_width=100)
+    page = capsys.readouterr().out
+    assert all(flag in page for flag in ("--panel", "--hard-when", "--skip-review-when")), page

@@ -9,7 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import typer
 
+from senseforge.cli.main import app
 from senseforge.pipelines.culture_gen.recipe import CULTURE_GEN, CultureGenConfig
 from senseforge.pipelines.culture_gen.stages import CultureReview
 from senseforge.pipelines.culture_gen.verify import CultureVerify
@@ -99,3 +101,10 @@ def test_the_stages_a_panel_adds() -> None:
     assert isinstance(review, CultureReview) and review.judges == ()
     chat = CultureVerify.configured(_config(panel=[RESPONDER], reviewers=[RESPONDER]), ("id",))[0]
     assert chat.methods == ("generate",) and chat.reference == "all"  # a scripted model is a chat model
+
+
+def test_build_help_names_the_panel_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    root = typer.main.get_command(app)
+    root.main(["build", "culture-gen", "--help"], prog_name="senseforge", standalone_mode=False, terminal_width=100)
+    page = capsys.readouterr().out
+    assert all(flag in page for flag in ("--panel", "--hard-when", "--skip-review-when")), page

@@ -7,7 +7,8 @@ rewrite for the culture and the adaptation language, a name-only rewrite, or not
 check (five choices A–E, the answer among them, distinct choices) → localize (a draft
 still in the source language translated into the adaptation language) → translate (field
 by field into each further language) → back_translate (into the adaptation language) →
-keep (the concept still in the question in every language; every translation faithful).
+keep (the concept still in the question in every language; every translation faithful) → with ``--panel``,
+verify (a verification panel answers each kept item in every language: :mod:`.verify`).
 
 Outputs, per language: ``<lang>/dataset/<split>.jsonl`` in Putri et al.'s released shape
 (``id`` = ``adapt_<lang>_<source id>``, ``question``, ``question_concept``,

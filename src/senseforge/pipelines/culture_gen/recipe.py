@@ -3,6 +3,8 @@
 batches (at most five concepts of one category, per language, in input order) →
 generate (one call per batch, written directly in the target language; the reply split
 into one record per concept) → check → dedup → flag the language → moderate → split.
+With ``--panel``, a verification panel answers each kept item and people (``--reviewers`` first) review the
+ones it sends on (:mod:`.verify`); with ``--reviewers`` alone, the LM judges review every item.
 
 Outputs, per language, under the run directory: ``<lang>/dataset/<split>.jsonl`` in
 Putri et al.'s released shape (``id``, ``category``, ``question_concept``, ``question``,
