@@ -51,7 +51,6 @@ from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.progress import ProgressSink
 from senseforge.pipelines.recipe import Recipe, Source
 from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
-from senseforge.pipelines.review import Review
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
     MANIFEST,
@@ -511,8 +510,8 @@ def _finish(
     )
     answered = _write_panels(run_dir, run, stages, recipe.record)
     if answered is not None and isinstance(config, ReviewedConfig):
-        review = next((stage for stage in stages if isinstance(stage, Review)), None)
-        task = review.task if review is not None else "verify"
+        # the review's task: people's part of the stage the run pauses for (the runner names no kind of stage)
+        task = next((stage.people_tasks[0] for stage in stages if stage.pauses_run and stage.people_tasks), "verify")
         cost_doc.review_saved = saved_review(answered, config.review.k, human_rate, task)
     write_json(run_dir / "funnel.json", funnel_doc)
     write_json(run_dir / "cost.json", cost_doc)
