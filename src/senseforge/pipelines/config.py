@@ -378,9 +378,10 @@ class ReviewedConfig(RecipeConfig):
         return out
 
 
-class VerifiedConfig(ReviewedConfig):
-    """The config of a recipe whose items a verification panel may answer (``--panel``): the reviewed recipe's
-    settings, and the panel's (:class:`~senseforge.pipelines.panel.VerificationPanel`), flat."""
+class PanelledConfig(RecipeConfig):
+    """The settings of a verification panel (``--panel``, ``--hard-when``, ``--skip-review-when``), flat, for a
+    recipe whose items one may answer; :class:`VerifiedConfig` holds them beside a review, and a recipe without a
+    review (culture-adapt) holds them alone."""
 
     panel: tuple[str, ...] = ()
     """The verification panel: model specs (each optionally ``@loglik``, ``@letter`` or ``@generate``) that each
@@ -412,6 +413,11 @@ class VerifiedConfig(ReviewedConfig):
             ConfigError: a policy that does not parse, a member named twice, ``at-most:N`` with N ≥ members.
         """
         return VerificationPanel(members=self.panel, hard_when=self.hard_when, skip_review_when=self.skip_review_when)
+
+
+class VerifiedConfig(ReviewedConfig, PanelledConfig):
+    """The config of a recipe whose items a verification panel may answer (``--panel``): the reviewed recipe's
+    settings, and the panel's (:class:`~senseforge.pipelines.panel.VerificationPanel`), flat."""
 
 
 def review_names(settings: type[ReviewSettings]) -> dict[str, str]:

@@ -51,7 +51,6 @@ from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.progress import ProgressSink
 from senseforge.pipelines.recipe import Recipe, Source
 from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
-from senseforge.pipelines.review import Review
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
     MANIFEST,
@@ -65,8 +64,7 @@ from senseforge.pipelines.rundir import (
 from senseforge.pipelines.runstore import Heartbeat, Record, RunStore, StageResult
 from senseforge.pipelines.stage import InOrder, Stage
 from senseforge.pipelines.taskqueue import QueuedTask
-from senseforge.pipelines.verification import PanelVerify, answered, saved_review, write_panel
-from senseforge.runfolder import files
+from senseforge.pipelines.verification import PanelVerify, answered_by, saved_review, write_panels
 from senseforge.runfolder.cost import Cost
 from senseforge.runfolder.funnel import Funnel
 from senseforge.store.batches import BatchRow
@@ -414,12 +412,13 @@ def build(
 def _write_panels(
     run_dir: Path, run: RunStore, stages: Sequence[Stage], record: type[Record]
 ) -> list[StageResult] | None:
-    """``panel.jsonl`` of the run's verification panel, when one was named; what it answered (``None``: none)."""
+    """``panel.jsonl`` of the run's verification panel, when one was named (beside each dataset folder, as the
+    stage places its verdicts); what it answered (``None``: none)."""
     panel = next((stage for stage in stages if isinstance(stage, PanelVerify) and stage.recorded), None)
     if panel is None:
         return None
-    found = answered(run, panel.name, record)
-    write_panel(run_dir / files.PANEL, found)
+    found = answered_by(run, panel, record)
+    write_panels(run_dir, panel, found)
     return found
 
 
@@ -511,8 +510,8 @@ def _finish(
     )
     answered = _write_panels(run_dir, run, stages, recipe.record)
     if answered is not None and isinstance(config, ReviewedConfig):
-        review = next((stage for stage in stages if isinstance(stage, Review)), None)
-        task = review.task if review is not None else "verify"
+        # the review's task: people's part of the stage the run pauses for (the runner names no kind of stage)
+        task = next((stage.people_tasks[0] for stage in stages if stage.pauses_run and stage.people_tasks), "verify")
         cost_doc.review_saved = saved_review(answered, config.review.k, human_rate, task)
     write_json(run_dir / "funnel.json", funnel_doc)
     write_json(run_dir / "cost.json", cost_doc)

@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from senseforge.data.io import atomic_open
 from senseforge.data.schema import MCItem, judgement
@@ -50,10 +50,12 @@ from senseforge.evaluate.policies import AtMost, HardWhen, Minority, NoneRight, 
 from senseforge.evaluate.records import MCSample
 from senseforge.evaluate.run import EvalConfig, score_mc
 from senseforge.pipelines.calls import PENDING, Asked, Recorder
+from senseforge.pipelines.config import RecipeConfig, is_chat
 from senseforge.pipelines.outcomes import Outcome, StageOutput, ok, rejected, spent
 from senseforge.pipelines.panel import AnswerMethod, Member, PanelAnswer, PanelDecision, PanelVerdict
 from senseforge.pipelines.runstore import CallEntry, Record, RunStore, StageResult
 from senseforge.pipelines.stage import ModelStage, R, StageContext
+from senseforge.runfolder import files
 from senseforge.runfolder.cost import ReviewSaved
 from senseforge.runfolder.figures import Agreement, Figure, Rated, Table
 
@@ -150,6 +152,14 @@ def answer_of(member: Member, method: AnswerMethod, sample: MCSample, item: MCIt
     )
 
 
+Reference = Literal["verifier", "all", "none"]
+"""What the flow without a panel sends to review (:attr:`PanelVerify.reference`)."""
+
+Placed = tuple[str, str, PanelVerdict]
+"""Where a verdict belongs: the folder of its ``panel.jsonl`` (relative to the run folder; ``""``: the run folder
+itself), the id its rows carry (the item's, as ``items/`` has it), and the verdict."""
+
+
 @dataclass
 class PanelVerify(ModelStage[R]):
     """The verification panel as an engine stage: every member answers every item the stage applies to; the
@@ -158,6 +168,11 @@ class PanelVerify(ModelStage[R]):
     A recipe subclasses it with :meth:`item` (the item the members answer) and :meth:`decided` (the record once
     the panel has decided; by default with :attr:`~senseforge.pipelines.runstore.Record.panel` set). The first
     member is :attr:`spec`; :attr:`specs` are all of them.
+
+    A record may carry several items (culture-adapt: one per language): such a recipe overrides :meth:`items`
+    (each item with the folder its verdict belongs to), :meth:`settled` (the record once every item is decided)
+    and :meth:`placed` (a stored record's verdicts, each with its folder and item id). A record is rejected when
+    the panel rejects any of its items (its items are kept together or not at all).
     """
 
     members: tuple[Member, ...] = ()
@@ -167,15 +182,21 @@ class PanelVerify(ModelStage[R]):
     hard_when: HardWhen | None = None
     skip: SkipReview | None = None
     writer: str | None = None
-    """The member whose wrong answers the flow without a panel sends to review; ``None``: that flow reviews every
-    item when :attr:`reviews_all`, else the items ``hard_when`` makes Hard."""
-    reviews_all: bool = False
+    """The member whose wrong answers the flow without a panel sends to review (:attr:`reference` ``verifier``);
+    ``None``: the items ``hard_when`` makes Hard stand in for them."""
+    reference: Reference = "verifier"
+    """What the flow without a panel sends to review, against which :attr:`~PanelVerdict.saved` is counted: the
+    items its one verifier answers wrong (mCSQA; see :attr:`writer`), every item (a review that reads them all:
+    culture-gen with ``--reviewers``), or none (no review without the panel)."""
     seed: int = 0
     top_logprobs: int = 0
     """Top log-probabilities a generating member asks for (0: none; then its confidence is unknown)."""
     recorded: bool = False
     """Whether the records keep the panel's answers (:attr:`~senseforge.pipelines.runstore.Record.panel`; a named
     panel), which ``panel.jsonl``, the figures and ``cost.json`` read."""
+    folders: tuple[str, ...] = ("",)
+    """The folders a ``panel.jsonl`` is written in (relative to the run folder; each beside a dataset folder),
+    every one of them even when no verdict belongs there; the first is where a one-item record's goes."""
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -189,40 +210,78 @@ class PanelVerify(ModelStage[R]):
         """The record once the panel has decided (``samples``: each member's, in order)."""
         return record.data.with_(panel=verdict)
 
+    def items(self, record: StageResult[R]) -> list[tuple[str, MCItem]]:
+        """The items the members answer, each with the folder its verdict belongs to (by default one,
+        :meth:`item`, in the first of :attr:`folders`)."""
+        return [(self.folders[0], self.item(record))]
+
+    def settled(
+        self,
+        record: StageResult[R],
+        verdicts: Sequence[tuple[str, PanelVerdict]],
+        samples: Sequence[Sequence[MCSample]],
+    ) -> Record:
+        """The record once the panel has decided each of its :meth:`items` (``samples``: per item, each member's);
+        by default, for one item, :meth:`decided`."""
+        return self.decided(record, verdicts[0][1], samples[0])
+
+    def placed(self, record: StageResult[Any]) -> list[Placed]:
+        """A stored record's verdicts (none where the panel did not answer it), each with its folder and id (by
+        default :attr:`~senseforge.pipelines.runstore.Record.panel`, in the first folder, under the record's id)."""
+        verdict = record.data.panel
+        return [] if verdict is None else [(self.folders[0], record.record_id, verdict)]
+
+    def rejection(self, verdicts: Sequence[tuple[str, PanelVerdict]]) -> dict[str, Any] | None:
+        """The evidence of a record the panel rejects (default: none; a one-item record's verdict says it all)."""
+        return None
+
     def _run(self, records: Sequence[StageResult[Any]], ctx: StageContext) -> StageOutput:
-        items = [self.item(record) for record in records]
+        placed = [self.items(record) for record in records]
+        items = [item for found in placed for _, item in found]
         members = self.members or (Member.parse(self.spec),)
         per_member: list[tuple[list[MCSample], list[Asked]]] = []
         for member, method in zip(members, self.methods, strict=True):
             recording = Recorder(ctx.llm(member.spec), self.name)
             top = self.top_logprobs if method == "generate" else 0
             config = EvalConfig(formulation=method, seed=self.seed, **({"top_logprobs": top} if top else {}))
-            samples = score_mc(items, recording, config)
+            samples = score_mc(items, recording, config) if items else []
             sizes = [1 if method == "generate" else len(item.choices) for item in items]
             per_member.append((samples, recording.sliced(sizes)))
         outcomes: list[Outcome] = []
-        for index, (record, item) in enumerate(zip(records, items, strict=True)):
-            asked = [got[index] for _, got in per_member]
-            samples = [found[index] for found, _ in per_member]
+        at = 0
+        for record, found in zip(records, placed, strict=True):
+            span = range(at, at + len(found))
+            at += len(found)
+            if not found:  # nothing to answer: it passes as it is
+                outcomes.append(ok(record))
+                continue
+            asked = [got[index] for _, got in per_member for index in span]
+            by_item = [[scored[index] for scored, _ in per_member] for index in span]
             calls: list[CallEntry] = [entry for got in asked for entry in got.calls]
             if any(got.status is PENDING for got in asked):
                 outcomes.append(PENDING)
                 continue
             failure = next((got.status for got in asked if isinstance(got.status, str)), None)
             if failure is not None:
-                outcomes.append(rejected(record, failure, prompt=samples[0].prompt))
+                outcomes.append(rejected(record, failure, prompt=by_item[0][0].prompt))
                 continue
-            answers = [
-                answer_of(member, method, sample, item)
-                for member, method, sample in zip(members, self.methods, samples, strict=True)
-            ]
-            verdict = decide(answers, self._hard(), self.skip or SkipReview(), queued_without=self._queued(answers))
+            verdicts: list[tuple[str, PanelVerdict]] = []
+            for (folder, item), samples in zip(found, by_item, strict=True):
+                answers = [
+                    answer_of(member, method, sample, item)
+                    for member, method, sample in zip(members, self.methods, samples, strict=True)
+                ]
+                verdict = decide(answers, self._hard(), self.skip or SkipReview(), queued_without=self._queued(answers))
+                verdicts.append((folder, verdict))
             paid = spent(record, self.name, calls)
-            data = self.decided(paid, verdict, samples)
-            prompt = samples[0].prompt
-            response = samples[0].response if self.methods[0] == "generate" else None
-            if verdict.decision == "rejected":
-                outcomes.append(rejected(paid, PANEL_REJECTED, payload=data, prompt=prompt, response=response))
+            data = self.settled(paid, verdicts, by_item)
+            prompt = by_item[0][0].prompt
+            response = by_item[0][0].response if self.methods[0] == "generate" else None
+            if any(verdict.decision == "rejected" for _, verdict in verdicts):
+                evidence = self.rejection(verdicts)
+                outcomes.append(
+                    rejected(paid, PANEL_REJECTED, payload=data, prompt=prompt, response=response, evidence=evidence)
+                )
             else:
                 outcomes.append(ok(paid, data, prompt=prompt, response=response))
         return StageOutput(outcomes)
@@ -231,12 +290,23 @@ class PanelVerify(ModelStage[R]):
         return self.hard_when or NoneRight()
 
     def _queued(self, answers: Sequence[PanelAnswer]) -> bool:
-        if self.reviews_all:
-            return True
+        if self.reference != "verifier":
+            return self.reference == "all"
         mine = [a for a in answers if a.member == self.writer]
         if mine:
             return not mine[0].correct
         return self._hard().hard(sum(a.correct for a in answers), len(answers))
+
+
+def chat_methods(config: RecipeConfig, members: Sequence[Member]) -> tuple[AnswerMethod, ...]:
+    """How each member answers where the recipe has no setting of its own: its ``@method``, else as its chat
+    template says (generation for chat models, log-likelihood of each choice for base models)."""
+    return tuple(
+        member.method
+        if member.method is not None
+        else ("generate" if is_chat(member.spec, config.options_for(member.spec)) else "loglik")
+        for member in members
+    )
 
 
 def panel_rows(record_id: str, verdict: PanelVerdict) -> list[dict[str, Any]]:
@@ -277,23 +347,51 @@ def answered(run: RunStore, stage: str, record: type[Record]) -> list[StageResul
     return sorted(found, key=lambda r: r.record_id)
 
 
+def answered_by(run: RunStore, stage: PanelVerify[Any], record: type[Record]) -> list[StageResult[Any]]:
+    """The records ``stage`` answered (kept on or rejected by it; :meth:`PanelVerify.placed` has verdicts for
+    them), in record-id order."""
+    found = [r for status in ("ok", "rejected") for r in run.results(stage.name, status, record) if stage.placed(r)]
+    return sorted(found, key=lambda r: r.record_id)
+
+
 def write_panel(path: Path, records: Sequence[StageResult[Any]]) -> None:
     """``panel.jsonl``: each member's answer to each item the panel answered (:func:`panel_rows`), atomically."""
+    write_rows(path, [(record.record_id, record.data.panel) for record in records])
+
+
+def write_rows(path: Path, verdicts: Sequence[tuple[str, PanelVerdict]]) -> None:
+    """``panel.jsonl`` of ``(item id, verdict)`` pairs, in order (:func:`panel_rows`), atomically."""
     with atomic_open(path) as handle:
-        for record in records:
-            for row in panel_rows(record.record_id, record.data.panel):
+        for item_id, verdict in verdicts:
+            for row in panel_rows(item_id, verdict):
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def write_panels(run_dir: Path, stage: PanelVerify[Any], records: Sequence[StageResult[Any]]) -> None:
+    """Every ``panel.jsonl`` of ``stage`` (one per folder of :attr:`PanelVerify.folders`, beside its dataset), each
+    with the verdicts :meth:`PanelVerify.placed` puts there, in the records' order."""
+    placed = [entry for record in records for entry in stage.placed(record)]
+    for folder in dict.fromkeys([*stage.folders, *(where for where, _, _ in placed)]):
+        rows = [(item_id, verdict) for where, item_id, verdict in placed if where == folder]
+        write_rows(run_dir / folder / files.PANEL, rows)
+
+
 def panel_figures(answered: Sequence[StageResult[Any]], kept: Sequence[str]) -> list[Figure]:
+    """The panel's figures (:func:`verdict_figures`) of the records it answered (each its
+    :attr:`~senseforge.pipelines.runstore.Record.panel`), ``kept`` the ids of those kept."""
+    return verdict_figures([(r.record_id, r.data.panel) for r in answered], kept)
+
+
+def verdict_figures(answered: Sequence[tuple[str, PanelVerdict]], kept: Collection[str]) -> list[Figure]:
     """The panel's figures: each member's accuracy on the kept items, how often each pair of members gave the same
-    answer, Fleiss' κ over them, and the Easy/Hard counts each ``--hard-when`` would make of every answered item."""
+    answer, Fleiss' κ over them, and the Easy/Hard counts each ``--hard-when`` would make of every answered item
+    (``answered``: ``(item id, verdict)`` pairs; ``kept``: the ids of the kept ones)."""
     if not answered:
         return []
-    members = [a.member for a in answered[0].data.panel.answers]
+    members = [a.member for a in answered[0][1].answers]
     n = len(members)
     keep = set(kept)
-    on_kept = [r.data.panel for r in answered if r.record_id in keep]
+    on_kept = [verdict for item_id, verdict in answered if item_id in keep]
     accuracy = [
         [
             _mean([float(v.answers[i].correct) for v in on_kept]),
@@ -301,17 +399,17 @@ def panel_figures(answered: Sequence[StageResult[Any]], kept: Sequence[str]) -> 
         ]
         for i in range(n)
     ]
-    verdicts = [r.data.panel for r in answered]
+    verdicts = [verdict for _, verdict in answered]
     same = [
         [_mean([float(v.answers[i].prediction == v.answers[j].prediction) for v in verdicts]) for j in range(n)]
         for i in range(n)
     ]
     votes = {
-        r.record_id: [
-            judgement(item_id=r.record_id, annotator=a.member, task="answer", choice=a.prediction or "-")
-            for a in r.data.panel.answers
+        item_id: [
+            judgement(item_id=item_id, annotator=a.member, task="answer", choice=a.prediction or "-")
+            for a in verdict.answers
         ]
-        for r in answered
+        for item_id, verdict in answered
     }
     agreed = agreement(votes, "answer", panel=True)
     rules: list[HardWhen] = [NoneRight(), Minority(), *(AtMost(k) for k in range(1, n))]

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from senseforge.data.lang import normalize_tag
 from senseforge.llm.registry import parse_spec
-from senseforge.pipelines.config import RecipeConfig, runs_locally
+from senseforge.pipelines.config import PanelledConfig, runs_locally
 from senseforge.pipelines.culture_adapt.similarity import CHRF_THRESHOLD, EMBEDDING_THRESHOLD
 
 _SPLIT_ALIASES = {
@@ -50,7 +50,7 @@ LOCAL_MAX_TOKENS = 192
 """Adapting-call reply budget of a local base model: its one-line JSON item fits, and it writes until the limit."""
 
 
-class CultureAdaptConfig(RecipeConfig):
+class CultureAdaptConfig(PanelledConfig):
     """Everything that decides what a culture-adapt build produces."""
 
     lm_stages: ClassVar[tuple[str, ...]] = ("extract", "relevance", "adapt", "rename", "translate")
@@ -93,6 +93,10 @@ class CultureAdaptConfig(RecipeConfig):
     """Least chrF (share of one) of a faithful translation when chrF is the measure."""
     adapt_check_k: int | None = Field(default=None, ge=1)
     """Queue every adapted item for the ``adapt-check`` task with this many people; by default none is queued."""
+    skip_review_when: str = "never"
+    """``never``, or ``confident:P``: culture-adapt has no review, so the panel's Hard candidates stay Hard unless
+    the members that answer right are P sure (then Easy), or every member is P sure the marked answer is wrong
+    (then the item is dropped in every language), but for a likely wrong key (kept Hard)."""
 
     @field_validator("source")
     @classmethod

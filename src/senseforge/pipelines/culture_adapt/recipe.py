@@ -7,7 +7,8 @@ rewrite for the culture and the adaptation language, a name-only rewrite, or not
 check (five choices A–E, the answer among them, distinct choices) → localize (a draft
 still in the source language translated into the adaptation language) → translate (field
 by field into each further language) → back_translate (into the adaptation language) →
-keep (the concept still in the question in every language; every translation faithful).
+keep (the concept still in the question in every language; every translation faithful) → with ``--panel``,
+verify (a verification panel answers each kept item in every language: :mod:`.verify`).
 
 Outputs, per language: ``<lang>/dataset/<split>.jsonl`` in Putri et al.'s released shape
 (``id`` = ``adapt_<lang>_<source id>``, ``question``, ``question_concept``,
@@ -32,7 +33,7 @@ from senseforge.pipelines.contamination import manifest_facts as contamination_f
 from senseforge.pipelines.culture_adapt import templates
 from senseforge.pipelines.culture_adapt.config import CultureAdaptConfig
 from senseforge.pipelines.culture_adapt.dryrun import author_loglikelihood, author_reply
-from senseforge.pipelines.culture_adapt.records import AdaptRecord
+from senseforge.pipelines.culture_adapt.records import AdaptRecord, item_id
 from senseforge.pipelines.culture_adapt.similarity import similarity_for
 from senseforge.pipelines.culture_adapt.source import SourceItems
 from senseforge.pipelines.culture_adapt.stages import (
@@ -49,6 +50,7 @@ from senseforge.pipelines.culture_adapt.stages import (
     adapt,
     item_in,
 )
+from senseforge.pipelines.culture_adapt.verify import AdaptVerify, difficulty, panel_figures
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.release import Finished, Release, Splitting
@@ -72,11 +74,6 @@ def culture_adapt_author(request: GenerateRequest | LoglikelihoodRequest) -> str
 def culture_of(config: CultureAdaptConfig) -> str:
     """The target culture: as given, or the culture of the adaptation language."""
     return config.target_culture or templates.default_culture(config.adaptation_lang)
-
-
-def item_id(lang: str, source_id: str) -> str:
-    """The released id: ``adapt_<lang>_<source id>``."""
-    return f"adapt_{lang}_{source_id}"
 
 
 def _models(config: CultureAdaptConfig, data: AdaptRecord) -> list[str]:
@@ -134,6 +131,7 @@ def to_item(config: CultureAdaptConfig, record: StageResult[AdaptRecord], lang: 
         question_concept=item.concept,
         choices=[Choice(label=label.strip().upper(), text=text) for label, text in item.choices],
         answer=item.answer.strip().upper(),
+        difficulty=difficulty(data, lang),
         provenance=Provenance(recipe="culture-adapt", source_ids=[data.source_id], model_ids=_models(config, data)),
         metadata=meta,
     )
@@ -190,6 +188,11 @@ def _language(done: Finished[AdaptRecord], lang: str) -> list[Figure]:
     other = sum(1 for r in done.kept if (r.data.lang_detected or {}).get(lang) not in (lang, None))
     values: dict[str, int | float | None] = {"kept": len(done.items[lang]), "other_language": other}
     return [Counts(name="language", title="Language", values=values, draw=False)]
+
+
+def _language_and_panel(done: Finished[AdaptRecord], lang: str) -> list[Figure]:
+    """A language's figures with a verification panel: :func:`_language`'s, then the panel's."""
+    return [*_language(done, lang), *panel_figures(done, lang)]
 
 
 @dataclass
@@ -271,6 +274,7 @@ class CultureAdapt:
                 untranslated="flag" if translate.startswith("scripted/") else "reject",
                 check=partial(adapt_check, config) if config.adapt_check_k is not None else None,
             ),
+            *AdaptVerify.configured(config, config.langs),
             *self_check(config, draft_unit, CONTAMINATION_DEFAULT, split_of=_split_of),
         ]
 
@@ -290,7 +294,7 @@ class CultureAdapt:
     def release(self, config: CultureAdaptConfig) -> Release[AdaptRecord]:
         """Per language a folder: every kept item in it, in Putri et al.'s shape, in the split of its source."""
         return Release(
-            kept=kept_stage(config, "keep"),
+            kept=kept_stage(config, "verify" if config.panel else "keep"),
             record=AdaptRecord,
             item=lambda record, lang: to_item(config, record, str(lang)),
             row=released_row,
@@ -299,7 +303,7 @@ class CultureAdapt:
             group_by="lang",
             folders=True,
             figures=_adapted,
-            group_figures=_language,
+            group_figures=_language_and_panel if config.panel else _language,
             groups_title="Records out of each stage per language (Putri et al.'s per-language construction).",
         )
 

@@ -15,7 +15,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from senseforge.pipelines.culture_adapt.item import Fields
+from senseforge.pipelines.panel import PanelVerdict
 from senseforge.pipelines.runstore import Record, as_stored
+
+
+def item_id(lang: str, source_id: str) -> str:
+    """The released id: ``adapt_<lang>_<source id>``."""
+    return f"adapt_{lang}_{source_id}"
+
 
 Mode = Literal["full", "names", "none"]
 """How an item is adapted: the whole of it, its person names only, or not at all."""
@@ -116,6 +123,9 @@ class AdaptRecord(Record):
     """Per language, the language the identifier found in the item's question."""
     untranslated: Untranslated | None = None
     """A translation that copies its source, when copies are only flagged."""
+    panels: dict[str, PanelVerdict] | None = None
+    """Per language, what the verification panel (``--panel``) answered and decided of the item in it; unset
+    without a panel."""
 
     def shown_checked(self) -> dict[str, Any]:
         """The item's latest text: its translations once it has them, else its draft, else its source."""

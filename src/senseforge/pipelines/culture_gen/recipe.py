@@ -3,6 +3,8 @@
 batches (at most five concepts of one category, per language, in input order) →
 generate (one call per batch, written directly in the target language; the reply split
 into one record per concept) → check → dedup → flag the language → moderate → split.
+With ``--panel``, a verification panel answers each kept item and people (``--reviewers`` first) review the
+ones it sends on (:mod:`.verify`); with ``--reviewers`` alone, the LM judges review every item.
 
 Outputs, per language, under the run directory: ``<lang>/dataset/<split>.jsonl`` in
 Putri et al.'s released shape (``id``, ``category``, ``question_concept``, ``question``,
@@ -13,8 +15,6 @@ records with provenance); ``<lang>/funnel.json`` (per stage and per category) an
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections import Counter
 from collections.abc import Mapping
@@ -29,12 +29,12 @@ from senseforge.data.concepts import example_table, read_concepts
 from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import Choice, MCItem, Provenance
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
-from senseforge.pipelines.config import ReviewedConfig, runs_locally
+from senseforge.pipelines.config import VerifiedConfig, runs_locally
 from senseforge.pipelines.contamination import gate
 from senseforge.pipelines.contamination import manifest_facts as contamination_facts
 from senseforge.pipelines.culture_gen.concepts import batches
 from senseforge.pipelines.culture_gen.dryrun import author_reply
-from senseforge.pipelines.culture_gen.records import CultureRecord
+from senseforge.pipelines.culture_gen.records import CultureRecord, item_id
 from senseforge.pipelines.culture_gen.stages import (
     REVIEW_TASK,
     Check,
@@ -45,6 +45,7 @@ from senseforge.pipelines.culture_gen.stages import (
     Moderate,
 )
 from senseforge.pipelines.culture_gen.templates import template_hashes
+from senseforge.pipelines.culture_gen.verify import CultureVerify, panel_figures
 from senseforge.pipelines.moderation import Moderator, default_moderator
 from senseforge.pipelines.recipe import Flag
 from senseforge.pipelines.release import Finished, Release, Splitting
@@ -63,7 +64,7 @@ LOCAL_MAX_TOKENS = 192
 """Reply budget of a local base model: it writes until the limit, and 2048 tokens take minutes a call on 2 cores."""
 
 
-class CultureGenConfig(ReviewedConfig):
+class CultureGenConfig(VerifiedConfig):
     """Everything that decides what a culture-gen build produces (hashed into the manifest)."""
 
     lm_stages: ClassVar[tuple[str, ...]] = ("generate",)
@@ -162,12 +163,6 @@ def _lang(record: StageResult[CultureRecord]) -> str:
     return record.data.lang
 
 
-def item_id(lang: str, concept: str, question: str, choices: list[tuple[str, str]]) -> str:
-    """``gen_<lang>_<hash>`` of what the item says."""
-    text = json.dumps([lang, concept, question, choices], ensure_ascii=False)
-    return f"gen_{lang}_{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}"
-
-
 def to_item(record: StageResult[CultureRecord], model: str, template: str | None = None) -> MCItem:
     """A kept record as a full item (labels sorted A–E)."""
     data = record.data
@@ -181,6 +176,7 @@ def to_item(record: StageResult[CultureRecord], model: str, template: str | None
         question_concept=concept,
         choices=[Choice(label=label, text=text) for label, text in choices],
         answer=raw.answer,
+        difficulty=data.difficulty,
         category=data.category,
         provenance=Provenance(recipe="culture-gen", source_ids=[record.record_id], model_ids=[model]),
         metadata={
@@ -285,13 +281,15 @@ class CultureGen:
             *gate(config, culture_unit, CONTAMINATION_DEFAULT),
             FlagLanguage("language"),
             Moderate("moderate", moderator=self.moderator),
+            *CultureVerify.configured(config, config.langs),
             *self._review(config),
         ]
 
     @staticmethod
     def _review(config: CultureGenConfig) -> list[Stage]:
-        """The review stage, only when LM judges are named (LLM_Gen had no review)."""
-        if not config.review.judges:
+        """The review stage, only when LM judges or a verification panel are named (LLM_Gen had no review): after
+        a panel, people review the items it sends on (``--reviewers`` first)."""
+        if not config.review.judges and not config.panel:
             return []
         return [CultureReview.configured("review", REVIEW_TASK, config)]
 
@@ -318,7 +316,8 @@ class CultureGen:
         def language(done: Finished[CultureRecord], lang: str) -> list[Figure]:
             other = sum(1 for r in done.in_group(lang) if r.data.lang_detected not in (lang, None))
             values = {"slots": slots(done, lang), "kept": len(done.items[lang]), "other_language": other}
-            return [*_categories(done, lang), Counts(name="language", title="Language", values=values, draw=False)]
+            shown = [*_categories(done, lang), Counts(name="language", title="Language", values=values, draw=False)]
+            return [*shown, *panel_figures(done, lang)] if config.panel else shown
 
         def kept_of_slots(done: Finished[CultureRecord]) -> list[Figure]:
             return [
@@ -334,7 +333,7 @@ class CultureGen:
             ]
 
         return Release(
-            kept="review" if config.review.judges else "moderate",
+            kept="review" if config.review.judges or config.panel else "moderate",
             record=CultureRecord,
             item=lambda record, _lang: to_item(record, model, hashes[f"generate/{record.data.lang}/{style}"]),
             row=released_row,

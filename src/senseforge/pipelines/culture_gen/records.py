@@ -8,12 +8,21 @@ language stage adds ``lang_detected``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from senseforge.data.schema import Difficulty
 from senseforge.pipelines.choices import RawItem
 from senseforge.pipelines.runstore import Record
+
+
+def item_id(lang: str, concept: str, question: str, choices: list[tuple[str, str]]) -> str:
+    """``gen_<lang>_<hash>`` of what the item says."""
+    text = json.dumps([lang, concept, question, choices], ensure_ascii=False)
+    return f"gen_{lang}_{hashlib.sha256(text.encode('utf-8')).hexdigest()[:32]}"
 
 
 class CultureItem(BaseModel):
@@ -58,6 +67,9 @@ class CultureRecord(Record):
     """The item the reply gave the concept."""
     lang_detected: str | None = None
     """The language CLD3 found in the question (``None``: it could not tell)."""
+    difficulty: Difficulty | None = None
+    """With a verification panel (``--panel``): ``easy`` when the panel settled it, ``hard`` when review accepted
+    it; unset without one."""
 
     def for_concept(self, concept: str | None, item: RawItem | None = None) -> CultureRecord:
         """The record of one concept of this batch (with the item written for it, if any)."""
@@ -76,6 +88,12 @@ class CultureRecord(Record):
         if self.item is None:
             raise ValueError("a culture-gen record without an item reached a stage that reads one")
         return self.item.raw()
+
+    def released_id(self) -> str:
+        """The id of the item the record releases (:func:`item_id` of it, its labels sorted A–E)."""
+        raw = self.raw_item()
+        choices = sorted((label.strip().upper(), text) for label, text in raw.choices)
+        return item_id(self.lang, self.named_concept(), raw.question, choices)
 
     def named_concept(self) -> str:
         """The concept of a concept record.

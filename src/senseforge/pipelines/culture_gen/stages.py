@@ -24,7 +24,7 @@ from senseforge.pipelines.dedup import CopyIndex
 from senseforge.pipelines.moderation import INAPPROPRIATE, Moderator
 from senseforge.pipelines.outcomes import MALFORMED, Data, Parsed, Reject, StageOutput, ok, rejected
 from senseforge.pipelines.review import Review
-from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.runstore import JudgementSource, StageResult
 from senseforge.pipelines.stage import CheckStage, LMStage, StageContext
 
 NO_ITEM = "no_item"
@@ -210,9 +210,35 @@ class Moderate(CheckStage[CultureRecord]):
         return None
 
 
+def review_item(record: StageResult[CultureRecord]) -> MCItem:
+    """A kept record's item as people review it and a verification panel answers it (labels as written)."""
+    data = record.data
+    item = data.raw_item()
+    return MCItem(
+        id=record.record_id,
+        lang=data.lang,
+        question=item.question,
+        question_concept=data.named_concept(),
+        choices=[Choice(label=label.strip().upper(), text=text) for label, text in item.choices],
+        answer=item.answer,
+        category=data.category,
+    )
+
+
 @dataclass
 class CultureReview(Review[CultureRecord]):
-    """The engine's review stage over kept items (only when asked for: LLM_Gen had none)."""
+    """The engine's review stage over kept items (only when asked for: LLM_Gen had none).
+
+    After a verification panel (``--panel``) it reviews only the items the panel sent on (the Easy ones pass),
+    and an item it accepts is Hard.
+    """
+
+    def applies(self, record: StageResult[CultureRecord]) -> bool:
+        verdict = record.data.panel
+        return verdict is None or verdict.decision == "review"
+
+    def accepted(self, record: StageResult[CultureRecord], by: JudgementSource) -> CultureRecord | None:
+        return None if record.data.panel is None else record.data.with_(difficulty="hard")
 
     def judge_prompt(self, record: StageResult[CultureRecord]) -> str:
         item = record.data.raw_item()
@@ -222,14 +248,4 @@ class CultureReview(Review[CultureRecord]):
         return "\n".join(lines) + "\nAnswer:"
 
     def task_item(self, record: StageResult[CultureRecord]) -> MCItem:
-        data = record.data
-        item = data.raw_item()
-        return MCItem(
-            id=record.record_id,
-            lang=data.lang,
-            question=item.question,
-            question_concept=data.named_concept(),
-            choices=[Choice(label=label.strip().upper(), text=text) for label, text in item.choices],
-            answer=item.answer,
-            category=data.category,
-        )
+        return review_item(record)
