@@ -298,13 +298,13 @@ class PanelVerify(ModelStage[R]):
         return self._hard().hard(sum(a.correct for a in answers), len(answers))
 
 
-def chat_methods(config: RecipeConfig, members: Sequence[Member]) -> tuple[AnswerMethod, ...]:
-    """How each member answers where the recipe has no setting of its own: its ``@method``, else as its chat
-    template says (generation for chat models, log-likelihood of each choice for base models)."""
+def chat_methods(
+    config: RecipeConfig, members: Sequence[Member], by: AnswerMethod | None = None
+) -> tuple[AnswerMethod, ...]:
+    """How each member answers: its ``@method``, else the recipe's own setting ``by`` (mCSQA's ``--verify-by``),
+    else as its chat template says (generation for chat models, log-likelihood of each choice for base models)."""
     return tuple(
-        member.method
-        if member.method is not None
-        else ("generate" if is_chat(member.spec, config.options_for(member.spec)) else "loglik")
+        member.method or by or ("generate" if is_chat(member.spec, config.options_for(member.spec)) else "loglik")
         for member in members
     )
 

@@ -26,14 +26,13 @@ from typing import Literal
 
 from senseforge.data.schema import MCItem
 from senseforge.evaluate.records import MCSample
-from senseforge.pipelines.config import is_chat
 from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.mcsqa.records import McsqaRecord, Verdict, VerifyOutcome, have
 from senseforge.pipelines.panel import AnswerMethod, Member, PanelVerdict
 from senseforge.pipelines.review import Review
 from senseforge.pipelines.runstore import JudgementSource, Record, StageResult
 from senseforge.pipelines.split import Split
-from senseforge.pipelines.verification import TOP_LOGPROBS, PanelVerify
+from senseforge.pipelines.verification import TOP_LOGPROBS, PanelVerify, chat_methods
 
 REVIEW_TASK = "verify"
 """The judgement task of review decisions (the annotation app's *verify* task)."""
@@ -54,19 +53,6 @@ def review_prompt(item: MCItem) -> str:
     return "\n".join(lines) + "\nAnswer:"
 
 
-def panel_methods(config: McsqaConfig, members: Sequence[Member]) -> tuple[AnswerMethod, ...]:
-    """How each member answers: its ``@method``, else ``--verify-by``, else as its chat template says."""
-    out: list[AnswerMethod] = []
-    for member in members:
-        if member.method is not None:
-            out.append(member.method)
-        elif config.verify_by != "auto":
-            out.append(config.verify_by)
-        else:
-            out.append("generate" if is_chat(member.spec, config.options_for(member.spec)) else "loglik")
-    return tuple(out)
-
-
 @dataclass
 class McsqaVerify(PanelVerify[McsqaRecord]):
     """Verification: the verify model alone (the paper's: right → Easy, else → review), or the verification
@@ -81,7 +67,7 @@ class McsqaVerify(PanelVerify[McsqaRecord]):
             alone = Member.parse(writer)
             return cls(name, writer, members=(alone,), methods=(config.verify_method(),), seed=config.seed)
         members = panel.parsed()
-        methods = panel_methods(config, members)
+        methods = chat_methods(config, members, None if config.verify_by == "auto" else config.verify_by)
         verifier = (writer, config.verify_method())  # how the flow without a panel verifies
         return cls(
             name,
