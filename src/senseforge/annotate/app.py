@@ -278,6 +278,7 @@ class _App:
             status,
             who=caller.who,
             task=task.name,
+            kind=task,
             item=task.view(assignment.input),
             assignment_id=assignment.id,
             csrf=csrf_token(caller.token),
@@ -318,8 +319,9 @@ class _App:
             for name in progress["tasks"]
             if name in TASK_TYPES
         }
-        qc = self.store.qc_queue() if "qc" in progress["tasks"] else None
-        voting = [name for name in progress["tasks"] if name in TASK_TYPES and name not in ("create", "revise")]
+        queued = [TASK_TYPES[name] for name in progress["tasks"] if name in TASK_TYPES]
+        qc = self.store.qc_queue() if any(kind.checks_drafts for kind in queued) else None
+        voting = [kind.name for kind in queued if kind.votes]
         return self.page(
             "admin.html",
             who=caller.who,

@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from senseforge.annotate.fields import InvalidSubmission, comment_of, one, values_of, yes_no
+from senseforge.annotate.fields import InvalidSubmission, TaskType, comment_of, one, values_of, yes_no
 from senseforge.data.crow_items import AnnotationItem, CrowPair, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
 from senseforge.data.relations import DIMENSIONS, MAX_PHRASE_WORDS, parse_relation, relations, verbalize
 from senseforge.data.schema import (
@@ -72,7 +72,7 @@ def _pair_view(item: CrowPair) -> dict[str, Any]:
     }
 
 
-class CheckKnowledge:
+class CheckKnowledge(TaskType):
     """CKV by people: tick a triple that holds and links the pair."""
 
     name: str = "ckv"
@@ -112,7 +112,7 @@ def _conditions(fields: Mapping[str, Any], problems: list[str]) -> dict[str, boo
     return {name: name in given for name in SCHEMA_CONDITIONS}
 
 
-class CheckSchema:
+class CheckSchema(TaskType):
     """WSV by people: CRoW's four conditions on a rewrite, each ticked or not."""
 
     name: str = "wsv"
@@ -167,10 +167,11 @@ def _rows(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-class AnnotateKnowledge:
+class AnnotateKnowledge(TaskType):
     """CKA by people: the knowledge that links a pair, as one to five triples."""
 
     name: str = "cka"
+    votes: bool = False
     input_model: type[BaseModel] = AnnotationItem
     policy: Policy | None = None
 
@@ -232,10 +233,11 @@ class AnnotateKnowledge:
         )
 
 
-class WriteRewrite:
+class WriteRewrite(TaskType):
     """WSG by people: a minimal rewrite that breaks a kept triple and flips the label."""
 
     name: str = "wsg"
+    votes: bool = False
     input_model: type[BaseModel] = RewriteItem
     policy: Policy | None = None
 

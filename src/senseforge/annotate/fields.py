@@ -77,11 +77,36 @@ def choice_of(fields: Mapping[str, Any], name: str, allowed: Sequence[str], prob
 
 
 class TaskType(Protocol):
+    """A task type: its input, how it is shown and read, and what its judgements are for.
+
+    The task types of :mod:`~senseforge.annotate.tasktypes` subclass it to take the defaults
+    of the declared properties below.
+    """
+
     name: str
     input_model: type[BaseModel]
     """What a task of this type holds (validated when the store reads it back)."""
     policy: Policy | None
     """How several judgements of one item are decided (``None``: the one judgement decides)."""
+
+    # What a task type's judgements are for, declared so that the app, the store's oversight,
+    # the interop exports and the templates read them instead of naming task types. A class
+    # that subclasses this protocol gets these defaults and declares only where it differs.
+    votes: bool = True
+    """Its judgements are votes: they count in agreement, and people splitting on an item go to adjudication."""
+    writes_items: bool = False
+    """The annotator writes an item (question, options, answer, hard distractor): ``create`` and ``revise``."""
+    checks_drafts: bool = False
+    """Its judgements are verdicts on written drafts, each round a task ``<item>@<round>``: ``qc``.
+
+    The QC queue (:meth:`~senseforge.annotate.oversight.Oversight.qc_queue`) reads these tasks.
+    """
+    revises_drafts: bool = False
+    """The creator revises a draft that a check sent back, the current version filled in: ``revise``.
+
+    The QC queue counts these judgements as revisions; the Label Studio and Argilla exports
+    pre-fill the current draft.
+    """
 
     def view(self, task: Any) -> dict[str, Any]:
         """The task's input as the annotator may see it (JSON-ready)."""

@@ -1,8 +1,8 @@
-"""The oversight side of the annotation store: gold tasks and accuracy, adjudication, and the QC queue.
+"""The oversight part of the annotation store: progress, gold tasks and accuracy, adjudication, and the QC queue.
 
-:class:`Oversight` is mixed into :class:`~senseforge.annotate.store.AnnotationStore`; it
-reads and writes through the store's run store, engine, clock and task readers, and adds
-what admins use to watch and steer the work (the admin page, ``annotate status``,
+:class:`Oversight` is one part of :class:`~senseforge.annotate.store.AnnotationStore`; it
+reads the queue's inputs and the submitted judgements through the store's other parts and
+adds what admins use to watch and steer the work (the admin page, ``annotate status``,
 ``annotate gold``).
 """
 
@@ -15,9 +15,11 @@ from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel
-from sqlalchemy.engine import Engine
 
-from senseforge.annotate.tasktypes import InvalidSubmission
+from senseforge.annotate.db import StoreDb
+from senseforge.annotate.leases import Leases
+from senseforge.annotate.submissions import Submissions
+from senseforge.annotate.tasktypes import TASK_TYPES, InvalidSubmission
 from senseforge.annotate.tasktypes import task_type as task_type_of
 from senseforge.data.schema import Judgement
 from senseforge.errors import ConfigError
@@ -30,24 +32,71 @@ from senseforge.pipelines.quality import (
     quality_settings,
 )
 from senseforge.pipelines.runstore import RunStore
-from senseforge.pipelines.tables import judgements, tasks
+from senseforge.pipelines.tables import assignments, gold, judgements, tasks
 from senseforge.pipelines.taskqueue import QueuedTask
 
 
 class Oversight:
-    """Gold tasks, adjudication and the QC queue, over the store this is mixed into."""
+    """Progress, gold tasks, adjudication and the QC queue, over the store's queue and judgements.
 
-    runs: RunStore
-    engine: Engine
-    clock: Any
+    Args:
+        db: the store's shared database handle.
+        leases: the store's task queue (for the tasks' inputs).
+        submissions: the store's judgements.
+    """
+
+    def __init__(self, db: StoreDb, leases: Leases, submissions: Submissions) -> None:
+        self.db = db
+        self.leases = leases
+        self.submissions = submissions
+
+    @property
+    def runs(self) -> RunStore:
+        return self.db.runs
 
     def inputs(self, task_type: str) -> list[tuple[BaseModel, int, str]]:
-        """(input, k, group) of every task of a type: the store's."""
-        raise NotImplementedError  # pragma: no cover - AnnotationStore defines it
+        """(input, k, group) of every task of a type: the queue's."""
+        return self.leases.inputs(task_type)
 
     def judgements(self, task_type: str, *, gold: bool = False) -> dict[str, list[Judgement]]:
-        """Human judgements per item of a task type: the store's."""
-        raise NotImplementedError  # pragma: no cover - AnnotationStore defines it
+        """Human judgements per item of a task type: the submissions'."""
+        return self.submissions.judgements(task_type, gold=gold)
+
+    def progress(self) -> dict[str, Any]:
+        """Per task type: tasks, complete ones, judgements wanted and made; per annotator: done and open."""
+        now = self.db.clock()
+        out: dict[str, Any] = {"tasks": {}, "annotators": {}}
+        with self.db.engine.connect() as conn:
+            per_task = conn.execute(
+                sa.select(
+                    tasks.c.type,
+                    tasks.c.k,
+                    sa.select(sa.func.count())
+                    .where(assignments.c.task_id == tasks.c.id, assignments.c.done_at.is_not(None))
+                    .scalar_subquery(),
+                ).where(tasks.c.id.not_in(sa.select(gold.c.task_id)))  # gold tasks are no work to finish
+            ).all()
+            people = conn.execute(
+                sa.select(
+                    assignments.c.annotator,
+                    tasks.c.type,
+                    sa.func.sum(sa.case((assignments.c.done_at.is_not(None), 1), else_=0)),
+                    sa.func.sum(
+                        sa.case((sa.and_(assignments.c.done_at.is_(None), assignments.c.expires_at > now), 1), else_=0)
+                    ),
+                )
+                .join(tasks, tasks.c.id == assignments.c.task_id)
+                .group_by(assignments.c.annotator, tasks.c.type)
+            ).all()
+        for task_type, k, done in per_task:
+            entry = out["tasks"].setdefault(task_type, {"tasks": 0, "complete": 0, "wanted": 0, "done": 0})
+            entry["tasks"] += 1
+            entry["wanted"] += int(k)
+            entry["done"] += min(int(done), int(k))
+            entry["complete"] += int(done) >= int(k)
+        for name, task_type, done, open_ in people:
+            out["annotators"].setdefault(name, {})[task_type] = {"done": int(done or 0), "open": int(open_ or 0)}
+        return out
 
     def add_gold(self, task_type: str, entries: Sequence[tuple[BaseModel, Mapping[str, Any]]]) -> int:
         """Queue gold tasks of a type: each an input and the fields a right judgement posts; how many were new.
@@ -67,7 +116,7 @@ class Oversight:
             if expected is None:
                 raise ConfigError(f"{task_type} judgements cast no vote: there is nothing to score gold items by")
             queued.append((QueuedTask(task_type, task, k=1, group=GOLD_GROUP), expected))
-        return add_gold(self.runs, queued, now=self.clock())
+        return add_gold(self.runs, queued, now=self.db.clock())
 
     def gold_report(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Per annotator, per task type: gold done, right, accuracy, and whether they are below the bar."""
@@ -111,7 +160,7 @@ class Oversight:
         if item_id not in inputs:
             raise LookupError(f"no {task_type} task for item {item_id!r}")
         body = task_type_of(task_type).parse(inputs[item_id], fields)
-        made = datetime.fromtimestamp(float(self.clock()), tz=UTC)
+        made = datetime.fromtimestamp(float(self.db.clock()), tz=UTC)
         update: dict[str, Any] = {"annotator": f"adjudicator:{admin}", "adjudication": True, "created_at": made}
         if comment and "comment" in type(body).model_fields:
             update["comment"] = comment
@@ -121,6 +170,10 @@ class Oversight:
 
     def qc_queue(self) -> dict[str, Any]:
         """Where each written item stands in QC, read from the ``qc`` tasks and the qc and revise judgements.
+
+        The task types are found by what they declare: those that check drafts
+        (:attr:`~senseforge.annotate.fields.TaskType.checks_drafts`, ``qc``) and those that
+        revise them (:attr:`~senseforge.annotate.fields.TaskType.revises_drafts`, ``revise``).
 
         An item is the part of a qc task's id before ``@<round>``; its state is its latest
         queued round's:
@@ -149,7 +202,9 @@ class Oversight:
                 return None
             return item, int(raw)
 
-        with self.engine.connect() as conn:
+        checking = sorted(name for name, kind in TASK_TYPES.items() if kind.checks_drafts)
+        revising = frozenset(name for name, kind in TASK_TYPES.items() if kind.revises_drafts)
+        with self.db.engine.connect() as conn:
             queued = conn.execute(
                 sa.select(
                     tasks.c.item_id,
@@ -157,12 +212,12 @@ class Oversight:
                     # the draft's JSON only where the task does not name the creator itself
                     sa.case((tasks.c.creator.is_(None), tasks.c.item), else_=sa.null()),
                 )
-                .where(tasks.c.type == "qc")
+                .where(tasks.c.type.in_(checking))
                 .order_by(tasks.c.id)
             ).all()
             judged = conn.execute(
                 sa.select(judgements.c.item_id, judgements.c.task, judgements.c.annotator, judgements.c.body)
-                .where(judgements.c.task.in_(("qc", "revise")), judgements.c.source == "human")
+                .where(judgements.c.task.in_([*checking, *sorted(revising)]), judgements.c.source == "human")
                 .order_by(judgements.c.id)
             ).all()
         latest: dict[str, tuple[int, str | None]] = {}  # item -> (latest round, its creator)
@@ -186,7 +241,7 @@ class Oversight:
                 continue
             creator = latest[parts[0]][1]
             by_creator = creator is not None and annotator == creator
-            if task == "revise":
+            if task in revising:
                 if by_creator or creator is None:
                     revised.add(parts)
                 continue

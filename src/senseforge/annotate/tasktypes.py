@@ -14,6 +14,10 @@ A task type is one object (and one template, ``templates/<name>.html``):
 * :attr:`TaskType.policy` — how several judgements of one item become a decision (the
   shared policies of :mod:`senseforge.evaluate.policies`; ``None``: one judgement is the
   decision).
+* what its judgements are for, declared (:class:`~senseforge.annotate.fields.TaskType`'s
+  ``votes``, ``writes_items``, ``checks_drafts``, ``revises_drafts``) so that the app, the
+  QC queue, the Label Studio and Argilla exports and the templates read these instead of
+  naming task types.
 
 ``verify``
     Does the marked answer follow from common sense, and is it the only right one?
@@ -103,7 +107,7 @@ def _item_view(item: MCItem) -> dict[str, Any]:
     }
 
 
-class Verify:
+class Verify(TaskType):
     """Verification of an item's marked answer (mCSQA's human review)."""
 
     name: str = "verify"
@@ -127,7 +131,7 @@ class Verify:
         return VerifyJudgement(item_id=task.id, annotator="?", accept=accept, flags=sorted(set(flags)), comment=comment)
 
 
-class Answer:
+class Answer(TaskType):
     """Blind answering: the annotator picks the right choice without seeing the answer."""
 
     name: str = "answer"
@@ -260,10 +264,12 @@ def parse_draft(
     )
 
 
-class Create:
+class Create(TaskType):
     """Writing a question from (category, concept): Putri et al.'s Human_Gen creation."""
 
     name: str = "create"
+    votes: bool = False
+    writes_items: bool = True
     input_model: type[BaseModel] = ConceptSlot
     policy: Policy | None = None
 
@@ -306,10 +312,11 @@ def _draft_view(task: DraftItem) -> dict[str, Any]:
 QC_VERDICTS: tuple[str, ...] = ("complete", "needs_revision")
 
 
-class QC:
+class QC(TaskType):
     """A checker's verdict on a written item."""
 
     name: str = "qc"
+    checks_drafts: bool = True
     input_model: type[BaseModel] = DraftItem
     policy: Policy | None = None
 
@@ -332,10 +339,13 @@ class QC:
         )
 
 
-class Revise:
+class Revise(TaskType):
     """The creator's edit of an item QC sent back, with the checker's comment in view."""
 
     name: str = "revise"
+    votes: bool = False
+    writes_items: bool = True
+    revises_drafts: bool = True
     input_model: type[BaseModel] = DraftItem
     policy: Policy | None = None
 
@@ -363,7 +373,7 @@ ADAPT_VERDICTS: tuple[str, ...] = get_args(AdaptVerdict)
 ADAPT_ERRORS: tuple[str, ...] = get_args(AdaptError)
 
 
-class AdaptCheck:
+class AdaptCheck(TaskType):
     """The check of an adapted item against its source (culture-adapt's ``adapt-check`` queue)."""
 
     name: str = "adapt-check"
@@ -421,7 +431,7 @@ QUESTION_ERRORS: tuple[str, ...] = get_args(QuestionError)
 OPTION_ERRORS: tuple[str, ...] = get_args(OptionsError)
 
 
-class LabelErrors:
+class LabelErrors(TaskType):
     """The primary error of an item's question and of its options (the error taxonomy of Putri et al.)."""
 
     name: str = "label-errors"
@@ -458,7 +468,7 @@ class LabelErrors:
 OPEN_VERDICTS: tuple[str, ...] = get_args(OpenVerdict)
 
 
-class OpenJudge:
+class OpenJudge(TaskType):
     """A person's verdict on a model's free answer, to set beside the LM judge's (``annotate open-agreement``)."""
 
     name: str = "open-judge"

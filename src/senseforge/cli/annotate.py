@@ -168,6 +168,7 @@ def status(
     from dataclasses import asdict
 
     from senseforge.annotate.store import AnnotationStore
+    from senseforge.annotate.tasktypes import TASK_TYPES
     from senseforge.evaluate.policies import agreement as agreement_of
 
     annotation = AnnotationStore(run_store_url(run_dir, store))
@@ -177,7 +178,8 @@ def status(
             name: asdict(agreement_of(annotation.judgements(name), name)) if _casts_votes(name) else None
             for name in progress["tasks"]
         }
-        qc = annotation.qc_queue() if "qc" in progress["tasks"] else None
+        checked = any(name in TASK_TYPES and TASK_TYPES[name].checks_drafts for name in progress["tasks"])
+        qc = annotation.qc_queue() if checked else None
         gold = annotation.gold_report()
     finally:
         annotation.close()

@@ -32,6 +32,7 @@ from senseforge.annotate.interop.common import (
     _optional,
     _parse,
     _resolve_input,
+    _task_type,
     carried,
     form_of,
     shown_texts,
@@ -99,7 +100,7 @@ def argilla_export(
     for task in tasks_in:
         input_id = _input_id(task)
         suggestions: dict[str, Any] = {}
-        if task_type == "revise":
+        if _task_type(task_type).revises_drafts:  # the current draft, filled in
             for name, value in _current_draft(task).items():
                 item = form.field(name)
                 if item is not None:

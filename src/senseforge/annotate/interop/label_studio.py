@@ -31,6 +31,7 @@ from senseforge.annotate.interop.common import (
     _optional,
     _parse,
     _resolve_input,
+    _task_type,
     _who,
     carried,
     form_of,
@@ -102,7 +103,7 @@ def label_studio_export(
             },
             "meta": {BOOKKEEPING: {"task_type": task_type, "input_id": input_id}},
         }
-        if task_type == "revise":
+        if _task_type(task_type).revises_drafts:  # the current draft, filled in
             current = _current_draft(task)
             result = [_ls_result(form, name, value) for name, value in current.items() if form.field(name)]
             entry["predictions"] = [{"model_version": "current draft", "result": result}]
