@@ -89,11 +89,13 @@ def test_keys_and_option_texts_are_declared_with_the_field() -> None:
 
 
 TEMPLATES = Path(__file__).parents[2] / "src" / "senseforge" / "annotate" / "templates"
-MACRO_CALL = re.compile(r'fields\.choice\("([^"]+)", (\[[^\]]*\]), (\[[^\]]*\]), (\[\[.*?\]\]), values\)')
+MACRO_CALL = re.compile(
+    r'fields\.choice\("([^"]+)", (\[[^\]]*\]), (\[[^\]]*\]), (\[\[.*?\]\]), values(?:, required=(\w+))?\)'
+)
 KEYS_CALL = re.compile(r'fields\.choice_keys\("([^"]+)", (\[[^\]]*\]), (\[\[.*?\]\])\)')
 
 
-@pytest.mark.parametrize("page", ["verify", "ckv", "open-judge"])
+@pytest.mark.parametrize("page", ["verify", "ckv", "open-judge", "adapt-check"])
 def test_a_page_built_from_the_macros_asks_what_its_form_declares(page: str) -> None:
     source = (TEMPLATES / f"{page}.html").read_text(encoding="utf-8")
     assert '{% import "_fields.html" as fields %}' in source
@@ -101,14 +103,15 @@ def test_a_page_built_from_the_macros_asks_what_its_form_declares(page: str) -> 
     declared = TASK_TYPES[page].form
     calls = MACRO_CALL.findall(source)
     assert calls
-    for name, options, texts, keys in calls:
+    for name, options, texts, keys, required in calls:
         item = declared.field(name)
         assert item is not None and item.kind == "choice", name
+        assert (required != "False") == item.required
         assert tuple(json.loads(options)) == item.options
         assert tuple(json.loads(texts)) == tuple(item.text_of(o) for o in item.options)
         assert tuple(tuple(k) for k in json.loads(keys)) == item.keys
     bound = KEYS_CALL.findall(source)
     assert [(name, json.loads(options)) for name, options, _ in bound] == [
-        (name, json.loads(options)) for name, options, _, _ in calls
+        (name, json.loads(options)) for name, options, *_ in calls
     ]
     assert all(tuple(tuple(k) for k in json.loads(keys)) == declared.field(name).keys for name, _, keys in bound)  # type: ignore[union-attr]

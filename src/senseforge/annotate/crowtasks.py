@@ -125,7 +125,7 @@ class CheckSchema:
         (
             FormField(
                 "conditions", "multi-choice", "The conditions that hold (tick each)", SCHEMA_CONDITIONS,
-                option_texts=tuple(CONDITION_TEXTS[name] for name in SCHEMA_CONDITIONS), keys=DIGITS,
+                option_texts=tuple(CONDITION_TEXTS[name] for name in SCHEMA_CONDITIONS), keys=DIGITS[:4],
             ),
             comment_field(),
         ),

@@ -366,8 +366,8 @@ class QC:
          Shown("history", "History", _history_text)),
         (
             FormField(
-                "verdict", "choice", "Verdict", QC_VERDICTS, option_texts=("Complete", "Needs revision"), keys=DIGITS,
-                required=True,
+                "verdict", "choice", "Verdict", QC_VERDICTS, option_texts=("Complete", "Needs revision"),
+                keys=DIGITS[:2], required=True,
             ),
             FormField(
                 "comment", "text", "What to change (required when it needs revision)", max_length=MAX_COMMENT,
@@ -441,7 +441,7 @@ class AdaptCheck:
         ),
         (
             FormField(
-                "verdict", "choice", "Verdict", ADAPT_VERDICTS, keys=DIGITS, required=True,
+                "verdict", "choice", "Verdict", ADAPT_VERDICTS, keys=DIGITS[:3], required=True,
                 option_texts=("Right, changed to fit the culture", "Right, little more than a translation", "Wrong"),
             ),
             FormField(
