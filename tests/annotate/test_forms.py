@@ -66,6 +66,7 @@ def test_the_reader_gives_typed_values() -> None:
         ({"verdict": "meh"}, "verdict: 'meh' is not one of ok, bad"),
         ({"verdict": "bad"}, "why: a bad one says why"),
         ({"verdict": "ok", "why": "typo"}, "why: only a bad one says why"),
+        ({"verdict": "bad", "why": "nonsense"}, "why: 'nonsense' is not one of typo, wrong"),
         ({"verdict": "ok", "picked": ["C"]}, "picked: unknown ['C'] (known: A, B)"),
         ({"verdict": "ok", "picked": {"A": True}}, "picked.B: required (true or false)"),
         ({"verdict": "ok", "stars": "6"}, "stars: '6' is not one of 1, 2, 3, 4, 5"),

@@ -171,8 +171,9 @@ class Form:
             values[item.name] = _READERS[item.kind](item, view, fields, problems)
         for item in self.fields:
             given = values[item.name] not in (None, "", [])
+            sent = given or any(v.strip() for v in values_of(fields, item.name))  # an invalid value is reported once
             rule = item.required_when
-            if rule is not None and not given and values.get(rule.field) in rule.values:
+            if rule is not None and not sent and values.get(rule.field) in rule.values:
                 problems.append(f"{item.name}: {rule.problem}")
             if item.only_when is not None and given:
                 other = values.get(item.only_when.field)
