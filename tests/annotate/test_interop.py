@@ -11,12 +11,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from pydantic import BaseModel
@@ -24,9 +25,19 @@ from pydantic import BaseModel
 from senseforge.annotate import interop
 from senseforge.annotate.store import AnnotationStore
 from senseforge.annotate.tasktypes import TASK_TYPES
-from senseforge.data.schema import ConceptSlot, Draft, DraftItem, Judgement, MCItem, QCEvent
+from senseforge.data.crow_items import AnnotationItem, CrowPair, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
+from senseforge.data.schema import (
+    ConceptSlot,
+    Draft,
+    DraftItem,
+    Judgement,
+    KnowledgeTriple,
+    MCItem,
+    OpenAnswer,
+    QCEvent,
+)
 from senseforge.errors import ConfigError, DataValidationError
-from senseforge.evaluate.policies import decide, parse_policy
+from senseforge.evaluate.policies import Majority, Policy, decide, exclude_ambiguous, parse_policy
 from senseforge.pipelines.runstore import sqlite_url
 
 HOSTILE = '<script>alert("x")</script> & "quoted" ]]> done'
@@ -89,10 +100,29 @@ def draft_item(n: int, *, sent_back: bool) -> DraftItem:
     )  # fmt: skip
 
 
-NO_FORM = ("open-judge", "cka", "ckv", "wsg", "wsv")
-EXPORTED = [name for name in TASK_TYPES if name not in NO_FORM]
-"""The task types with a Label Studio / Argilla form (people judging open answers and CRoW's validations have
-none yet)."""
+def open_answer(n: int, text: str) -> OpenAnswer:
+    return OpenAnswer(
+        id=f"q{n}::scripted/answerer", item_id=f"q{n}", model="scripted/answerer", lang="en",
+        question=f"What carries water to the sea, number {n}? {HOSTILE if n == 1 else ''}", gold="river", answer=text,
+    )  # fmt: skip
+
+
+P = TypeVar("P", bound=CrowPair)
+LID = KnowledgeTriple(head="lid", relation="UsedFor", tail="keeping heat in", dimension="physical/spatial")
+HEAT = KnowledgeTriple(head="heat", relation="Causes", tail="boiling over", dimension="causal")
+
+
+def pair(model: type[P], n: int, **extra: Any) -> P:
+    """A CRoW safety pair of ``model``: the context, the target, and what the task type adds."""
+    return model(
+        id=f"s{n}", task="safety", lang="en", context_name="scenario",
+        context=f"A pot of soup boils over, case {n}. {HOSTILE if n == 1 else ''}", target_name="action",
+        target="turn down the heat", label="safe", **extra,
+    )  # fmt: skip
+
+
+EXPORTED = list(TASK_TYPES)
+"""Every task type travels to Label Studio and Argilla."""
 
 INPUTS: dict[str, list[BaseModel]] = {
     "verify": [mc(1, question=HOSTILE, text=HOSTILE), mc(2), mc(3)],
@@ -102,6 +132,17 @@ INPUTS: dict[str, list[BaseModel]] = {
     "revise": [draft_item(1, sent_back=True), draft_item(2, sent_back=True)],
     "adapt-check": [adapted(1), adapted(2)],
     "label-errors": [mc(1, question=HOSTILE), mc(2)],
+    "open-judge": [open_answer(1, f"a river {HOSTILE}"), open_answer(2, "the wind")],
+    "cka": [pair(AnnotationItem, 1), pair(AnnotationItem, 2, max_triples=2)],
+    "ckv": [pair(KnowledgeCheckItem, 1, triple=LID), pair(KnowledgeCheckItem, 2, triple=HEAT)],
+    "wsg": [
+        pair(RewriteItem, 1, flipped="unsafe", triples=[LID, HEAT]),
+        pair(RewriteItem, 2, flipped="unsafe", triples=[HEAT], max_edits=3),
+    ],
+    "wsv": [
+        pair(RewriteCheckItem, 1, rewrite="turn up the heat", flipped="unsafe", violates=[HEAT], edits=1),
+        pair(RewriteCheckItem, 2, rewrite="leave the heat", flipped="unsafe", violates=[HEAT, LID]),
+    ],
 }
 
 
@@ -242,6 +283,73 @@ ANSWERS: dict[str, list[Answer]] = {
         Answer(1, "ana", {"question": "none", "options": "none"}, skipped=True),
         Answer(1, "ben", {"question": "context", "options": "none"}),
     ],
+    "open-judge": [
+        Answer(0, "ana", {"verdict": "correct", "comment": HOSTILE}),
+        Answer(0, "ben", {"verdict": "incorrect"}),
+        Answer(0, "cy", {"verdict": "correct"}),
+        Answer(1, "ana", {"comment": "no idea"}, valid=False),  # no verdict
+        Answer(1, "ben", {"verdict": "correct"}, skipped=True),
+        Answer(1, "cy", {"verdict": "incorrect"}),
+    ],
+    "cka": [
+        Answer(
+            0,
+            "ana",
+            {
+                "head_1": "soup",
+                "relation_1": "HasProperty",
+                "tail_1": "hot",
+                "head_2": "lid",
+                "relation_2": "UsedFor",
+                "tail_2": "keeping heat in",
+                "negated": ["2"],
+                "comment": HOSTILE,
+            },
+        ),
+        Answer(0, "ben", {"no_knowledge": "yes"}),
+        Answer(0, "cy", {"no_knowledge": "yes"}, skipped=True),
+        Answer(
+            1,
+            "cy",
+            {
+                "head_1": "a",
+                "relation_1": "IsA",
+                "tail_1": "b",
+                "head_2": "c",
+                "relation_2": "IsA",
+                "tail_2": "d",
+                "head_3": "e",
+                "relation_3": "IsA",
+                "tail_3": "f",
+            },
+            valid=False,
+        ),  # this pair takes two triples at most
+        Answer(1, "ana", {"head_1": "soup", "relation_1": "HasProperty"}, valid=False),  # no tail
+        Answer(1, "ben", {"head_4": "pot", "relation_4": "AtLocation", "tail_4": "stove", "negated": ["4"]}),
+    ],
+    "ckv": [
+        Answer(0, "ana", {"accept": "yes"}),
+        Answer(0, "ben", {"accept": "no", "comment": HOSTILE}),
+        Answer(0, "cy", {"accept": "yes"}),
+        Answer(1, "ana", {"comment": "unsure"}, valid=False),  # neither yes nor no
+        Answer(1, "ben", {"accept": "yes"}, skipped=True),
+        Answer(1, "cy", {"accept": "no"}),
+    ],
+    "wsg": [
+        Answer(0, "ana", {"rewrite": "turn up the heat", "violates": ["1"], "comment": HOSTILE}),
+        Answer(0, "ben", {"no_alternative": "yes"}),
+        Answer(1, "ana", {"rewrite": "run from the kitchen and call everyone you know"}, valid=False),  # > 3 edits
+        Answer(1, "cy", {"rewrite": "turn up the heat"}),
+        Answer(1, "ben", {"rewrite": "turn the heat"}, skipped=True),
+    ],
+    "wsv": [
+        Answer(0, "ana", {"conditions": ["minimal", "violates", "flips", "on_topic"]}),
+        Answer(0, "ben", {"conditions": ["minimal"], "comment": HOSTILE}),
+        Answer(0, "cy", {"conditions": ["minimal", "violates", "flips", "on_topic"]}),
+        Answer(1, "ana", {"conditions": ["flips"], "comment": "x" * 2001}, valid=False),  # too long a comment
+        Answer(1, "ben", {"conditions": ["flips"]}, skipped=True),
+        Answer(1, "cy", {"conditions": ["on_topic", "minimal"]}),
+    ],
 }
 
 
@@ -253,11 +361,31 @@ def blind(task_type: str, given: BaseModel) -> BaseModel:
     return MCItem(id=given.id, lang=given.lang, question=given.question, choices=given.choices)
 
 
+TRIPLE_PART = re.compile(r"^(head|relation|tail)_([0-9]+)$")
+
+
 def app_fields(values: dict[str, Any]) -> dict[str, Any]:
-    """The same answers as the app's form posts them (create and revise post ``option`` once per option)."""
-    fields = {name: value for name, value in values.items() if not name.startswith("option_")}
+    """The same answers as the app's form posts them.
+
+    Create and revise post ``option`` once per option; cka posts ``head``, ``relation`` and
+    ``tail`` once per row of its table (empty in the rows left empty) and the 0-based numbers
+    of the negated rows.
+    """
+    fields = {
+        name: value
+        for name, value in values.items()
+        if not name.startswith("option_") and not TRIPLE_PART.match(name) and name != "negated"
+    }
     texts = [value for name, value in sorted(values.items()) if name.startswith("option_")]
-    return {**fields, "option": texts} if texts else fields
+    if texts:
+        fields["option"] = texts
+    rows = [TRIPLE_PART.match(name) for name in values]
+    numbers = [int(found.group(2)) for found in rows if found]
+    if numbers:
+        for part in ("head", "relation", "tail"):
+            fields[part] = [str(values.get(f"{part}_{n}", "")) for n in range(1, max(numbers) + 1)]
+        fields["negated"] = [str(int(n) - 1) for n in values.get("negated", [])]
+    return fields
 
 
 def expected(task_type: str, namer: Any) -> list[Judgement]:
@@ -278,6 +406,18 @@ def by_item(judgements: Sequence[Judgement]) -> dict[str, list[Judgement]]:
     return out
 
 
+POLICIES: dict[str, Policy] = {
+    "verify": parse_policy("unanimous"),
+    "answer": exclude_ambiguous(3, Majority()),
+    "adapt-check": Majority(),
+    "label-errors": Majority(),
+    "open-judge": Majority(),
+    "ckv": parse_policy("at-least:2/3"),
+    "wsv": parse_policy("at-least:2/3"),
+}
+"""The policies the recipes decide these task types' items by (their configs' defaults)."""
+
+
 def assert_same(task_type: str, got: interop.Imported, want: list[Judgement]) -> None:
     invalid = sum(not a.valid and not a.skipped for a in ANSWERS[task_type])
     skipped = sum(a.skipped for a in ANSWERS[task_type])
@@ -285,7 +425,7 @@ def assert_same(task_type: str, got: interop.Imported, want: list[Judgement]) ->
     assert len(got.rejected) == invalid and got.skipped == skipped
     for rejection in got.rejected:
         assert rejection.problems and rejection.annotator and rejection.item_id and rejection.location
-    policy = TASK_TYPES[task_type].policy
+    policy = POLICIES.get(task_type)
     if policy is not None:  # the same decisions, whichever way the judgements came in
         assert decide(policy, by_item(got.judgements)) == decide(policy, by_item(want))
     if task_type == "verify":
@@ -588,7 +728,23 @@ def test_read_export_takes_json_and_json_lines(tmp_path: Path) -> None:
         interop.read_export(tmp_path / "c.jsonl")
 
 
-def test_a_task_type_without_a_form_is_refused_by_name() -> None:
-    for name in NO_FORM:
-        with pytest.raises(ConfigError, match=name):
-            interop.form_of(name)
+def test_every_task_type_has_a_form_and_an_unknown_one_is_refused_by_name() -> None:
+    for name in TASK_TYPES:
+        declared = TASK_TYPES[name].form
+        form = interop.form_of(name)
+        assert form.instructions == declared.instructions and form.shown == declared.shown
+        assert {f.source for f in form.fields} == {f.name for f in declared.fields}  # every declared field travels
+    with pytest.raises(ConfigError, match="no-such-type"):
+        interop.form_of("no-such-type")
+
+
+def test_the_triples_of_cka_travel_as_rows_and_come_back_as_the_apps() -> None:
+    form = interop.form_of("cka", INPUTS["cka"])
+    assert [f.name for f in form.fields[:4]] == ["head_1", "relation_1", "tail_1", "head_2"]
+    negated = form.field("negated")
+    assert negated is not None and negated.options == ("1", "2", "3", "4", "5")
+    fields, problems = interop.fields_for_parse(
+        form, INPUTS["cka"][0], {"head_2": "lid", "relation_2": "UsedFor", "tail_2": "heat", "negated": ["2", "21"]}
+    )
+    assert len(problems) == 1 and problems[0].startswith("negated: '21' is not one of 1, 2, 3,")
+    assert fields["triples"] == [{"head": "lid", "relation": "Not UsedFor", "tail": "heat"}]

@@ -104,7 +104,9 @@ def test_the_page_shows_question_reference_and_answer_escaped(client: TestClient
 def test_the_body_is_a_judgement_and_majority_ties_go_to_the_first() -> None:
     made = JUDGEMENT.validate_python({"item_id": "q1::m", "annotator": "ana", "task": TASK, "verdict": "correct"})
     assert isinstance(made, OpenJudgeJudgement) and made.vote() == "accept"
-    assert TASK_TYPES[TASK].policy is not None
+    verdict = TASK_TYPES[TASK].form.field("verdict")
+    assert verdict is not None and verdict.options == ("correct", "incorrect") and verdict.required
+    assert not hasattr(TASK_TYPES[TASK], "policy")  # the recipe's config decides, not the task type
     assert majority_verdict(["incorrect", "correct"]) == "incorrect"
     assert majority_verdict(["correct", "incorrect", "incorrect"]) == "incorrect"
     assert majority_verdict([]) is None

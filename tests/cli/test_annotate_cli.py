@@ -370,3 +370,39 @@ def test_gold_from_a_dataset_sets_the_rate_and_the_bar_and_status_shows_accuracy
     assert as_json["gold"]["ben"]["answer"] == {"gold": 1, "correct": 0, "accuracy": 0.0, "excluded": True}
     refused = CliRunner().invoke(app, ["gold", str(tmp_path), "--type", "create", str(gold_file)])
     assert refused.exit_code != 0
+
+
+def test_every_task_type_exports_checked_and_the_type_help_lists_them(tmp_path: Path) -> None:
+    from senseforge.annotate.tasktypes import TASK_TYPES
+    from senseforge.data.crow_items import AnnotationItem, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
+    from senseforge.data.schema import KnowledgeTriple, OpenAnswer
+
+    triple = KnowledgeTriple(head="lid", relation="UsedFor", tail="keeping heat in")
+    pair = {"id": "s1", "task": "safety", "lang": "en", "context_name": "scenario", "context": "Soup boils over",
+            "target_name": "action", "target": "turn down the heat", "label": "safe"}  # fmt: skip
+    inputs = {
+        "open-judge": OpenAnswer(id="q1::m", item_id="q1", model="m", lang="en", question="Q?", gold="river",
+                                 answer="a stream"),
+        "cka": AnnotationItem(**pair),
+        "ckv": KnowledgeCheckItem(**pair, triple=triple),
+        "wsg": RewriteItem(**pair, flipped="unsafe", triples=[triple]),
+        "wsv": RewriteCheckItem(**pair, rewrite="turn up the heat", flipped="unsafe", violates=[triple]),
+    }  # fmt: skip
+    store = AnnotationStore(sqlite_url(tmp_path / "run.db"))
+    try:
+        for name, given in inputs.items():
+            store.add_tasks(name, [given], k=3, group="g")
+    finally:
+        store.close()
+    runner = CliRunner()
+    help_text = " ".join(runner.invoke(app, ["export", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert all(name in help_text for name in TASK_TYPES)
+    formats = [f for f, package in (("label-studio", "label_studio_sdk"), ("argilla", "argilla"))
+               if importlib.util.find_spec(package) is not None]  # fmt: skip
+    for name in inputs:
+        for fmt in formats or ["label-studio"]:
+            out_dir = tmp_path / "out" / fmt / name
+            command = ["export", str(tmp_path), "--format", fmt, "--type", name, "--out", str(out_dir)]
+            result = runner.invoke(app, [*command, *(["--check"] if formats else [])])
+            assert result.exit_code == 0, result.output
+            assert f"1 open {name} task(s) of 1" in result.output

@@ -35,7 +35,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from senseforge.annotate.fields import InvalidSubmission, TaskType, comment_of, one, values_of, yes_no
+from senseforge.annotate.fields import InvalidSubmission, TaskType
+from senseforge.annotate.forms import (
+    DIGITS,
+    Form,
+    FormField,
+    Shown,
+    comment_field,
+    triples_text,
+    yes_no_field,
+)
 from senseforge.data.crow_items import AnnotationItem, CrowPair, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
 from senseforge.data.relations import DIMENSIONS, MAX_PHRASE_WORDS, parse_relation, relations, verbalize
 from senseforge.data.schema import (
@@ -47,7 +56,6 @@ from senseforge.data.schema import (
     RewriteJudgement,
     SchemaCheckJudgement,
 )
-from senseforge.evaluate.policies import Policy, parse_policy
 from senseforge.kb.edits import check_rewrite
 
 CONDITION_TEXTS: dict[str, str] = {
@@ -57,6 +65,13 @@ CONDITION_TEXTS: dict[str, str] = {
     "on_topic": "It stays on the topic of the context",
 }
 """What each of CRoW's four conditions asks, as the page shows it."""
+
+
+PAIR_SHOWN: tuple[Shown, ...] = (
+    Shown("context", "Context", lambda view: f"{view['context_name']}: {view['context']}"),
+    Shown("target", "Target", lambda view: f"{view['target_name']}: {view['target']} (label: {view['label']})"),
+)
+"""What every CRoW task shows of its pair."""
 
 
 def _pair_view(item: CrowPair) -> dict[str, Any]:
@@ -77,39 +92,22 @@ class CheckKnowledge(TaskType):
 
     name: str = "ckv"
     input_model: type[BaseModel] = KnowledgeCheckItem
-    policy: Policy | None = parse_policy("at-least:2/3")
+    form: Form = Form(
+        "Does the knowledge hold as common sense, and does it link the context and the target?",
+        (*PAIR_SHOWN, Shown("triple", "Knowledge", triples_text("triple"))),
+        (yes_no_field("accept", "Does it hold and link the two?", texts=("Yes, it holds", "No")), comment_field()),
+    )
 
     def view(self, task: KnowledgeCheckItem) -> dict[str, Any]:
         return {**_pair_view(task), "triple": task.triple.model_dump(mode="json")}
 
     def parse(self, task: KnowledgeCheckItem, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        accept = yes_no(fields, "accept", problems, required=True)
-        comment = comment_of(fields, "comment", problems)
-        if problems or accept is None:
+        values, problems = self.form.read(self.view(task), fields)
+        if problems:
             raise InvalidSubmission(problems)
-        return KnowledgeCheckJudgement(item_id=task.id, annotator="?", accept=accept, comment=comment)
-
-
-def _conditions(fields: Mapping[str, Any], problems: list[str]) -> dict[str, bool]:
-    raw = fields.get("conditions")
-    if isinstance(raw, Mapping):
-        unknown = sorted(set(map(str, raw)) - set(SCHEMA_CONDITIONS))
-        if unknown:
-            problems.append(f"conditions: unknown {unknown[:4]} (known: {', '.join(SCHEMA_CONDITIONS)})")
-        ticked: dict[str, bool] = {}
-        for name in SCHEMA_CONDITIONS:
-            value = raw.get(name)
-            if not isinstance(value, bool):
-                problems.append(f"conditions.{name}: required (true or false)")
-            else:
-                ticked[name] = value
-        return ticked
-    given = values_of(fields, "conditions")
-    unknown = sorted(set(given) - set(SCHEMA_CONDITIONS))
-    if unknown:
-        problems.append(f"conditions: unknown {unknown[:4]} (known: {', '.join(SCHEMA_CONDITIONS)})")
-    return {name: name in given for name in SCHEMA_CONDITIONS}
+        return KnowledgeCheckJudgement(
+            item_id=task.id, annotator="?", accept=values["accept"], comment=values["comment"]
+        )
 
 
 class CheckSchema(TaskType):
@@ -117,7 +115,21 @@ class CheckSchema(TaskType):
 
     name: str = "wsv"
     input_model: type[BaseModel] = RewriteCheckItem
-    policy: Policy | None = parse_policy("at-least:2/3")
+    form: Form = Form(
+        "Check the rewrite of the target on CRoW's four conditions: tick each that holds.",
+        (
+            *PAIR_SHOWN,
+            Shown("rewrite", "Rewrite", lambda view: f"{view['rewrite']} (label: {view['flipped']})"),
+            Shown("violates", "The knowledge it should go against", triples_text("violates")),
+        ),
+        (
+            FormField(
+                "conditions", "multi-choice", "The conditions that hold (tick each)", SCHEMA_CONDITIONS,
+                option_texts=tuple(CONDITION_TEXTS[name] for name in SCHEMA_CONDITIONS), keys=DIGITS[:4],
+            ),
+            comment_field(),
+        ),
+    )  # fmt: skip
 
     def view(self, task: RewriteCheckItem) -> dict[str, Any]:
         return {
@@ -131,11 +143,11 @@ class CheckSchema(TaskType):
         }
 
     def parse(self, task: RewriteCheckItem, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        conditions = _conditions(fields, problems)
-        comment = comment_of(fields, "comment", problems)
+        values, problems = self.form.read(self.view(task), fields)
         if problems:
             raise InvalidSubmission(problems)
+        conditions = {name: name in values["conditions"] for name in SCHEMA_CONDITIONS}
+        comment = values["comment"]
         return SchemaCheckJudgement(
             item_id=task.id, annotator="?", accept=all(conditions.values()), conditions=conditions, comment=comment
         )
@@ -144,36 +156,25 @@ class CheckSchema(TaskType):
 MAX_TEXT = 500
 
 
-def _rows(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The triples a cka submission gives: JSON ``triples``, or the repeated form fields row by row."""
-    raw = fields.get("triples")
-    if isinstance(raw, list):
-        return [dict(t) if isinstance(t, Mapping) else {"bad": t} for t in raw]
-    heads, relations_, tails = values_of(fields, "head"), values_of(fields, "relation"), values_of(fields, "tail")
-    others, negated = values_of(fields, "other"), set(values_of(fields, "negated"))
-    rows = []
-    for index in range(max(len(heads), len(relations_), len(tails))):
-        head = heads[index].strip() if index < len(heads) else ""
-        relation = relations_[index].strip() if index < len(relations_) else ""
-        tail = tails[index].strip() if index < len(tails) else ""
-        if not (head or tail):
-            continue  # an empty row of the form
-        if relation == "Other":
-            words = others[index].strip() if index < len(others) else ""
-            relation = f"Other: {words}" if words else "Other"
-        if str(index) in negated and relation:
-            relation = f"Not {relation}"
-        rows.append({"head": head, "relation": relation, "tail": tail})
-    return rows
-
-
 class AnnotateKnowledge(TaskType):
     """CKA by people: the knowledge that links a pair, as one to five triples."""
 
     name: str = "cka"
     votes: bool = False
     input_model: type[BaseModel] = AnnotationItem
-    policy: Policy | None = None
+    form: Form = Form(
+        "Give the common-sense knowledge that links the context and the target as triples (head, relation, tail):"
+        " head and tail a span of the text or a short phrase, the relation one of CRoW's (each may be negated).",
+        (*PAIR_SHOWN,),
+        (
+            FormField(
+                "triples", "triples", "Knowledge triples", tuple(r.name for r in relations()),
+                rows=lambda view: int(view["max_triples"]), max_length=MAX_TEXT,
+            ),
+            yes_no_field("no_knowledge", "No such knowledge links them", required=False),
+            comment_field(),
+        ),
+    )  # fmt: skip
 
     def view(self, task: AnnotationItem) -> dict[str, Any]:
         return {
@@ -192,9 +193,9 @@ class AnnotateKnowledge(TaskType):
         }
 
     def parse(self, task: AnnotationItem, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        none_found = yes_no(fields, "no_knowledge", problems, required=False) is True
-        rows = _rows(fields)
+        values, problems = self.form.read(self.view(task), fields)
+        none_found = values["no_knowledge"] is True
+        rows: list[dict[str, Any]] = values["triples"]
         triples: list[KnowledgeTriple] = []
         for number, row in enumerate(rows, start=1):
             parts = [str(row.get(key) or "").strip() for key in ("head", "relation", "tail")]
@@ -225,7 +226,7 @@ class AnnotateKnowledge(TaskType):
         keys = [(t.head.casefold(), t.relation, t.tail.casefold()) for t in triples]
         if len(set(keys)) != len(keys):
             problems.append("triples: the same triple twice")
-        comment = comment_of(fields, "comment", problems)
+        comment = values["comment"]
         if problems:
             raise InvalidSubmission(problems)
         return KnowledgeAnnotationJudgement(
@@ -239,7 +240,24 @@ class WriteRewrite(TaskType):
     name: str = "wsg"
     votes: bool = False
     input_model: type[BaseModel] = RewriteItem
-    policy: Policy | None = None
+    form: Form = Form(
+        "Rewrite the target so that it breaks the knowledge and flips its label, staying on topic and changing"
+        " at most a few words; or say there is no such rewrite.",
+        (
+            *PAIR_SHOWN,
+            Shown("flipped", "The label the rewrite should have"),
+            Shown("triples", "The knowledge to break (cite it by number)", triples_text("triples", numbered=True)),
+        ),
+        (
+            FormField("rewrite", "text", "Your rewrite of the target", squash=True, max_length=MAX_TEXT * 4),
+            FormField(
+                "violates", "multi-choice", "The knowledge it breaks (default the first)", ("0",),
+                options_from=lambda view: [str(n) for n in range(len(view["triples"]))],
+            ),
+            yes_no_field("no_alternative", "No such rewrite exists", required=False),
+            comment_field(),
+        ),
+    )  # fmt: skip
 
     def view(self, task: RewriteItem) -> dict[str, Any]:
         return {
@@ -250,36 +268,22 @@ class WriteRewrite(TaskType):
         }
 
     def parse(self, task: RewriteItem, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        none_found = yes_no(fields, "no_alternative", problems, required=False) is True
-        rewrite = " ".join((one(fields, "rewrite") or "").split())
-        cited_raw = fields.get("violates")
-        cited_values = cited_raw if isinstance(cited_raw, list) else values_of(fields, "violates")
-        cited: list[int] = []
-        for value in cited_values:
-            try:
-                index = int(value)
-            except (TypeError, ValueError):
-                problems.append(f"violates: {str(value)[:20]!r} is not a triple number")
-                continue
-            if not 0 <= index < len(task.triples):
-                problems.append(f"violates: {index} is not one of the triples 0–{len(task.triples) - 1}")
-            elif index not in cited:
-                cited.append(index)
+        values, problems = self.form.read(self.view(task), fields)
+        none_found = values["no_alternative"] is True
+        rewrite: str = values["rewrite"] or ""
+        cited = [int(n) for n in values["violates"]]
         if none_found and rewrite and not check_rewrite(task.target, rewrite, task.lang).unchanged:
             problems.append("no_alternative: give a rewrite or say there is none, not both")
         elif not none_found:
             if not rewrite:
                 problems.append("rewrite: required (or say there is no alternative)")
-            elif len(rewrite) > MAX_TEXT * 4:
-                problems.append(f"rewrite: at most {MAX_TEXT * 4} characters")
-            else:
+            elif len(rewrite) <= MAX_TEXT * 4:
                 check = check_rewrite(task.target, rewrite, task.lang, limit=task.max_edits)
                 if check.unchanged:
                     problems.append("rewrite: it is the original target")
                 elif not check.within:
                     problems.append(f"rewrite: changes {check.edits} words; at most {task.max_edits}")
-        comment = comment_of(fields, "comment", problems)
+        comment = values["comment"]
         if problems:
             raise InvalidSubmission(problems)
         return RewriteJudgement(

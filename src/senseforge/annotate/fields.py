@@ -1,8 +1,9 @@
-"""What every task type shares: the submission error, reading form or JSON fields, and the task-type protocol.
+"""What every task type shares: the submission error and the task-type protocol.
 
 A task type reads the fields of a form (every value a list of strings) or of a JSON body
-(values of any JSON type) with these helpers, collects every problem, and raises
-:class:`InvalidSubmission` with all of them (the app answers 422).
+(values of any JSON type) by its declared :class:`~senseforge.annotate.forms.Form`, adds
+the cross-field rules only it knows, and raises :class:`InvalidSubmission` with every
+problem (the app answers 422).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from senseforge.annotate.forms import MAX_COMMENT, Form, one, values_of
 from senseforge.data.schema import Judgement
-from senseforge.evaluate.policies import Policy
 
-MAX_COMMENT = 2000
+__all__ = ["MAX_COMMENT", "InvalidSubmission", "TaskType", "one", "values_of"]
 
 
 class InvalidSubmission(ValueError):
@@ -24,56 +25,6 @@ class InvalidSubmission(ValueError):
     def __init__(self, problems: Sequence[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = list(problems)
-
-
-def values_of(fields: Mapping[str, Any], name: str) -> list[str]:
-    value = fields.get(name)
-    if value is None:
-        return []
-    if isinstance(value, list | tuple):
-        return [str(v) for v in value]
-    return [str(value)]
-
-
-def one(fields: Mapping[str, Any], name: str) -> str | None:
-    values = values_of(fields, name)
-    return values[0].strip() if values else None
-
-
-def yes_no(fields: Mapping[str, Any], name: str, problems: list[str], *, required: bool) -> bool | None:
-    raw = fields.get(name)
-    if isinstance(raw, bool):
-        return raw
-    value = one(fields, name)
-    if value in (None, ""):
-        if required:
-            problems.append(f"{name}: required (yes or no)")
-        return None
-    lowered = value.lower()
-    if lowered in ("yes", "true", "1", "y"):
-        return True
-    if lowered in ("no", "false", "0", "n"):
-        return False
-    problems.append(f"{name}: expected yes or no, got {value[:40]!r}")
-    return None
-
-
-def comment_of(fields: Mapping[str, Any], name: str, problems: list[str]) -> str | None:
-    text = one(fields, name)
-    if text and len(text) > MAX_COMMENT:
-        problems.append(f"{name}: at most {MAX_COMMENT} characters")
-    return text or None
-
-
-def choice_of(fields: Mapping[str, Any], name: str, allowed: Sequence[str], problems: list[str]) -> str | None:
-    value = one(fields, name)
-    if not value:
-        problems.append(f"{name}: required (one of {', '.join(allowed)})")
-        return None
-    if value not in allowed:
-        problems.append(f"{name}: {value[:30]!r} is not one of {', '.join(allowed)}")
-        return None
-    return value
 
 
 class TaskType(Protocol):
@@ -86,8 +37,12 @@ class TaskType(Protocol):
     name: str
     input_model: type[BaseModel]
     """What a task of this type holds (validated when the store reads it back)."""
-    policy: Policy | None
-    """How several judgements of one item are decided (``None``: the one judgement decides)."""
+    form: Form
+    """What the task shows and asks, declared once: the page's keys, the reader of submissions, the tools' forms.
+
+    A task type has no aggregation policy of its own: how several judgements of one
+    item become a decision is the recipe's to say (its config's and panel's ``policy``).
+    """
 
     # What a task type's judgements are for, declared so that the app, the store's oversight,
     # the interop exports and the templates read them instead of naming task types. A class

@@ -11,13 +11,16 @@ A task type is one object (and one template, ``templates/<name>.html``):
 * :meth:`TaskType.parse` — form or JSON fields → the task's judgement body (one member of
   :data:`~senseforge.data.schema.Judgement`), or :class:`InvalidSubmission` with every
   problem, answered 422;
-* :attr:`TaskType.policy` — how several judgements of one item become a decision (the
-  shared policies of :mod:`senseforge.evaluate.policies`; ``None``: one judgement is the
-  decision).
+* :attr:`TaskType.form` — what the task shows and asks, declared once
+  (:mod:`senseforge.annotate.forms`): ``parse`` reads a submission by it, the Label
+  Studio and Argilla forms are derived from it;
 * what its judgements are for, declared (:class:`~senseforge.annotate.fields.TaskType`'s
   ``votes``, ``writes_items``, ``checks_drafts``, ``revises_drafts``) so that the app, the
   QC queue, the Label Studio and Argilla exports and the templates read these instead of
   naming task types.
+
+How several judgements of one item become a decision is not the task type's to say: the
+recipe's config and panel hold the one policy (:mod:`senseforge.evaluate.policies`).
 
 ``verify``
     Does the marked answer follow from common sense, and is it the only right one?
@@ -61,11 +64,20 @@ from pydantic import BaseModel
 
 from senseforge.annotate.crowtasks import AnnotateKnowledge, CheckKnowledge, CheckSchema, WriteRewrite
 from senseforge.annotate.fields import InvalidSubmission, TaskType
-from senseforge.annotate.fields import choice_of as _choice_of
-from senseforge.annotate.fields import comment_of as _comment
-from senseforge.annotate.fields import one as _one
-from senseforge.annotate.fields import values_of as _values
-from senseforge.annotate.fields import yes_no as _yes_no
+from senseforge.annotate.forms import (
+    DIGITS,
+    MAX_COMMENT,
+    YES_NO_KEYS,
+    Form,
+    FormField,
+    Shown,
+    When,
+    choices_text,
+    comment_field,
+    label_text,
+    view_list,
+    yes_no_field,
+)
 from senseforge.data.matching import concept_appears
 from senseforge.data.schema import (
     AdaptCheckJudgement,
@@ -90,11 +102,17 @@ from senseforge.data.schema import (
     VerifyJudgement,
 )
 from senseforge.data.text import fold
-from senseforge.evaluate.policies import Majority, Policy, exclude_ambiguous, parse_policy
 
 MAX_QUESTION = 1000
 MAX_OPTION = 300
 VERIFY_FLAGS: tuple[str, ...] = ("ambiguous-question", "several-right", "offensive", "wrong-language")
+
+
+ITEM_SHOWN: tuple[Shown, ...] = (
+    Shown("item_question", "Question", lambda view: view.get("question")),
+    Shown("item_choices", "Options", choices_text()),
+)
+"""What a task over an item shows of it: the question and the options."""
 
 
 def _item_view(item: MCItem) -> dict[str, Any]:
@@ -112,23 +130,28 @@ class Verify(TaskType):
 
     name: str = "verify"
     input_model: type[BaseModel] = MCItem
-    policy: Policy | None = parse_policy("unanimous")
     flags: tuple[str, ...] = VERIFY_FLAGS
+    form: Form = Form(
+        "Does the marked answer follow from common sense, and is it the only right one?",
+        (*ITEM_SHOWN, Shown("item_answer", "Marked answer", label_text("answer"))),
+        (
+            yes_no_field("accept", "Accept the marked answer?"),
+            FormField("flags", "flags", "Problems (any that apply)", VERIFY_FLAGS, options_from=view_list("flags")),
+            comment_field(),
+        ),
+    )
 
     def view(self, task: MCItem) -> dict[str, Any]:
         return {**_item_view(task), "answer": task.answer, "flags": list(self.flags)}
 
     def parse(self, task: MCItem, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        accept = _yes_no(fields, "accept", problems, required=True)
-        flags = _values(fields, "flags")
-        unknown = [f for f in flags if f not in self.flags]
-        if unknown:
-            problems.append(f"flags: unknown {unknown[:3]} (known: {', '.join(self.flags)})")
-        comment = _comment(fields, "comment", problems)
+        values, problems = self.form.read(self.view(task), fields)
         if problems:
             raise InvalidSubmission(problems)
-        return VerifyJudgement(item_id=task.id, annotator="?", accept=accept, flags=sorted(set(flags)), comment=comment)
+        return VerifyJudgement(
+            item_id=task.id, annotator="?", accept=values["accept"], flags=sorted(values["flags"]),
+            comment=values["comment"],
+        )  # fmt: skip
 
 
 class Answer(TaskType):
@@ -136,7 +159,23 @@ class Answer(TaskType):
 
     name: str = "answer"
     input_model: type[BaseModel] = MCItem
-    policy: Policy | None = exclude_ambiguous(3, Majority())
+    form: Form = Form(
+        "Pick the right option. Flag the question or an option when it is unclear.",
+        ITEM_SHOWN,
+        (
+            FormField(
+                "choice", "choice", "Your answer", tuple("ABCDE"), options_from=view_list("choices", "label"),
+                keys=DIGITS, required=True,
+            ),
+            yes_no_field("certain", "Are you sure?", texts=("Sure", "Not sure")),
+            FormField(
+                "flags", "flags", "Unclear (any that apply)",
+                ("ambiguous-question", *(f"ambiguous-option:{label}" for label in "ABCDE")),
+                options_from=view_list("flags"),
+            ),
+            comment_field("reason", "Why (optional)"),
+        ),
+    )  # fmt: skip
 
     def view(self, task: MCItem) -> dict[str, Any]:
         """The item without its answer, its creator or anyone's answers: answering is blind."""
@@ -144,25 +183,13 @@ class Answer(TaskType):
         return {**_item_view(task), "flags": flags}
 
     def parse(self, task: MCItem, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        labels = [c.label for c in task.choices]
-        choice = _one(fields, "choice")
-        if not choice:
-            problems.append("choice: required")
-        elif choice not in labels:
-            problems.append(f"choice: {choice[:10]!r} is not one of {', '.join(labels)}")
-        certain = _yes_no(fields, "certain", problems, required=True)
-        allowed = {"ambiguous-question", *(f"ambiguous-option:{label}" for label in labels)}
-        flags = _values(fields, "flags")
-        unknown = [f for f in flags if f not in allowed]
-        if unknown:
-            problems.append(f"flags: unknown {unknown[:3]}")
-        reason = _comment(fields, "reason", problems)
+        values, problems = self.form.read(self.view(task), fields)
         if problems:
             raise InvalidSubmission(problems)
         return AnswerJudgement(
-            item_id=task.id, annotator="?", choice=choice, certain=certain, flags=sorted(set(flags)), reason=reason
-        )
+            item_id=task.id, annotator="?", choice=values["choice"], certain=values["certain"],
+            flags=sorted(values["flags"]), reason=values["reason"],
+        )  # fmt: skip
 
 
 __all__ = ["TASK_TYPES", "InvalidSubmission", "TaskType", "task_type"]
@@ -171,25 +198,29 @@ LABELS = "ABCDEFGHIJ"
 """Option labels by position."""
 
 
-def _options(fields: Mapping[str, Any], wanted: int, problems: list[str]) -> list[str]:
-    """The option texts of a create or revise form: ``option`` repeated, or JSON ``options`` / ``choices``."""
-    raw = fields.get("options", fields.get("option"))
-    if raw is None and isinstance(fields.get("choices"), list):
-        raw = [c.get("text") if isinstance(c, Mapping) else c for c in fields["choices"]]
-    given = [] if raw is None else raw if isinstance(raw, list) else [raw]
-    texts = [" ".join(str(t).split()) if t is not None else "" for t in given]
-    if len(texts) != wanted:
-        problems.append(f"options: write exactly {wanted} options (got {len(texts)})")
-    for index, text in enumerate(texts):
-        label = LABELS[index] if index < len(LABELS) else str(index + 1)
-        if not text:
-            problems.append(f"options: option {label} is empty")
-        elif len(text) > MAX_OPTION:
-            problems.append(f"options: option {label} has more than {MAX_OPTION} characters")
-    folded = [fold(t) for t in texts if t]
-    if len(set(folded)) != len(folded):
-        problems.append("options: two options say the same thing")
-    return texts
+def draft_fields(verb: str) -> tuple[FormField, ...]:
+    """The fields of create and revise: the question, its options, the answer, the distractor, the concept's form."""
+    shift_digits = tuple((f"shift+{n}",) for n in range(1, 10))
+    return (
+        FormField(
+            "question", "text", f"{verb} question (it must contain the concept, or the form of it you give below)",
+            required=True, squash=True, max_length=MAX_QUESTION,
+        ),
+        FormField("options", "texts", "Options", max_length=MAX_OPTION, rows=lambda view: int(view["options"])),
+        FormField(
+            "answer", "choice", "The right option", tuple(LABELS[:5]), options_from=view_list("labels"), keys=DIGITS,
+            required=True,
+        ),
+        FormField(
+            "distractor", "choice", "The hard distractor (an option that could pass for the answer)",
+            tuple(LABELS[:5]), options_from=view_list("labels"), keys=shift_digits, required=True,
+        ),
+        FormField(
+            "concept_form", "text", "The form of the concept the question uses, if not the concept as given",
+            squash=True,
+        ),
+        comment_field(),
+    )  # fmt: skip
 
 
 _NASAL_DROPS = frozenset("kpts")
@@ -219,28 +250,21 @@ def is_variant(form: str, concept: str, lang: str) -> bool:
     return False
 
 
-def parse_draft(
-    fields: Mapping[str, Any], *, concept: str, lang: str, options: int, problems: list[str]
-) -> Draft | None:
-    """A written item from create or revise fields, or ``None`` with its problems added.
+def parse_draft(values: Mapping[str, Any], *, concept: str, lang: str, problems: list[str]) -> Draft | None:
+    """A written item from the values of create or revise (:func:`draft_fields`), or ``None`` with its problems added.
 
-    The concept must appear in the question (folded), or the typed ``concept_form`` must,
-    and be a variant of the concept: the lenient matcher of culture-adapt (a shared
-    non-stopword word, or a shared stem where the language has a stemmer) between the form
-    and the concept.
+    The answer is not the distractor. The concept must appear in the question (folded),
+    or the typed ``concept_form`` must, and be a variant of the concept: the lenient
+    matcher of culture-adapt (a shared non-stopword word, or a shared stem where the
+    language has a stemmer) between the form and the concept.
     """
-    question = " ".join((_one(fields, "question") or "").split())
-    if not question:
-        problems.append("question: required")
-    elif len(question) > MAX_QUESTION:
-        problems.append(f"question: at most {MAX_QUESTION} characters")
-    texts = _options(fields, options, problems)
-    labels = [LABELS[i] for i in range(min(len(texts), len(LABELS)))]
-    answer = _choice_of(fields, "answer", labels or ["A"], problems)
-    distractor = _choice_of(fields, "distractor", labels or ["A"], problems)
+    question: str | None = values["question"]
+    texts: list[str] = values["options"]
+    answer: str | None = values["answer"]
+    distractor: str | None = values["distractor"]
+    form: str | None = values["concept_form"]
     if answer and distractor and answer == distractor:
         problems.append("distractor: the hard distractor is another option than the answer")
-    form = " ".join((_one(fields, "concept_form") or "").split()) or None
     if question:
         if form is None:
             if fold(concept) not in fold(question):
@@ -254,10 +278,10 @@ def parse_draft(
             problems.append(f"concept_form: {form[:60]!r} is not a form of the concept {concept!r}")
     if problems:
         return None
-    assert answer is not None and distractor is not None
+    assert question is not None and answer is not None and distractor is not None
     return Draft(
         question=question,
-        choices=[Choice(label=label, text=text) for label, text in zip(labels, texts, strict=True)],
+        choices=[Choice(label=LABELS[i], text=text) for i, text in enumerate(texts)],
         answer=answer,
         distractor=distractor,
         concept_form=form,
@@ -271,7 +295,19 @@ class Create(TaskType):
     votes: bool = False
     writes_items: bool = True
     input_model: type[BaseModel] = ConceptSlot
-    policy: Policy | None = None
+    form: Form = Form(
+        "Write a question about the concept, its options, and mark the right one and one hard distractor.",
+        (
+            Shown("concept", "Concept"),
+            Shown("category", "Category"),
+            Shown("lang", "Language"),
+            Shown(
+                "brief", "What to write",
+                lambda v: f"{v['options']} options ({', '.join(v['labels'])}), one right answer, one hard distractor",
+            ),
+        ),
+        draft_fields("Your"),
+    )  # fmt: skip
 
     def view(self, task: ConceptSlot) -> dict[str, Any]:
         return {
@@ -284,12 +320,11 @@ class Create(TaskType):
         }
 
     def parse(self, task: ConceptSlot, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        draft = parse_draft(fields, concept=task.concept, lang=task.lang, options=task.options, problems=problems)
-        comment = _comment(fields, "comment", problems)
+        values, problems = self.form.read(self.view(task), fields)
+        draft = parse_draft(values, concept=task.concept, lang=task.lang, problems=problems)
         if problems or draft is None:
             raise InvalidSubmission(problems)
-        return CreateJudgement(item_id=task.id, annotator="?", draft=draft, comment=comment)
+        return CreateJudgement(item_id=task.id, annotator="?", draft=draft, comment=values["comment"])
 
 
 def _draft_view(task: DraftItem) -> dict[str, Any]:
@@ -310,6 +345,20 @@ def _draft_view(task: DraftItem) -> dict[str, Any]:
 
 
 QC_VERDICTS: tuple[str, ...] = ("complete", "needs_revision")
+DRAFT_SHOWN: tuple[Shown, ...] = (
+    *ITEM_SHOWN,
+    Shown("item_answer", "Answer", label_text("answer")),
+    Shown("item_distractor", "Hard distractor", label_text("distractor")),
+    Shown("item_concept_form", "Form of the concept used", lambda view: view.get("concept_form")),
+)
+"""What a task over a written item shows of it."""
+
+
+def _history_text(view: Mapping[str, Any]) -> str:
+    return "\n".join(
+        f"round {e['round']}: {e['status']} by {e['by']}" + (f": {e['comment']}" if e.get("comment") else "")
+        for e in view["history"]
+    )
 
 
 class QC(TaskType):
@@ -318,24 +367,33 @@ class QC(TaskType):
     name: str = "qc"
     checks_drafts: bool = True
     input_model: type[BaseModel] = DraftItem
-    policy: Policy | None = None
+    form: Form = Form(
+        "Check the written item: complete, or back to its creator with what to change.",
+        (*DRAFT_SHOWN, Shown("concept", "Concept"), Shown("category", "Category"),
+         Shown("history", "History", _history_text)),
+        (
+            FormField(
+                "verdict", "choice", "Verdict", QC_VERDICTS, option_texts=("Complete", "Needs revision"),
+                keys=DIGITS[:2], required=True,
+            ),
+            FormField(
+                "comment", "text", "What to change (required when it needs revision)", max_length=MAX_COMMENT,
+                required_when=When(
+                    "verdict", ("needs_revision",), "say what to change when the item goes back to its creator"
+                ),
+            ),
+        ),
+    )  # fmt: skip
 
     def view(self, task: DraftItem) -> dict[str, Any]:
         return {**_draft_view(task), "verdicts": list(QC_VERDICTS)}
 
     def parse(self, task: DraftItem, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        verdict = _choice_of(fields, "verdict", QC_VERDICTS, problems)
-        comment = _comment(fields, "comment", problems)
-        if verdict == "needs_revision" and not comment:
-            problems.append("comment: say what to change when the item goes back to its creator")
-        if problems or verdict is None:
+        values, problems = self.form.read(self.view(task), fields)
+        if problems:
             raise InvalidSubmission(problems)
-        return QCJudgement(
-            item_id=task.id,
-            annotator="?",
-            verdict="complete" if verdict == "complete" else "needs_revision",
-            comment=comment,
+        return QCJudgement.model_validate(
+            {"item_id": task.id, "annotator": "?", "verdict": values["verdict"], "comment": values["comment"]}
         )
 
 
@@ -347,7 +405,12 @@ class Revise(TaskType):
     writes_items: bool = True
     revises_drafts: bool = True
     input_model: type[BaseModel] = DraftItem
-    policy: Policy | None = None
+    form: Form = Form(
+        "The checker sent this item back: revise it (the current version is filled in).",
+        (Shown("feedback", "The checker's comment"), *DRAFT_SHOWN, Shown("concept", "Concept"),
+         Shown("category", "Category")),
+        draft_fields("The revised"),
+    )  # fmt: skip
 
     def view(self, task: DraftItem) -> dict[str, Any]:
         last = task.history[-1] if task.history else None
@@ -359,14 +422,11 @@ class Revise(TaskType):
         }
 
     def parse(self, task: DraftItem, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        draft = parse_draft(
-            fields, concept=task.concept, lang=task.lang, options=len(task.draft.choices), problems=problems
-        )
-        comment = _comment(fields, "comment", problems)
+        values, problems = self.form.read(self.view(task), fields)
+        draft = parse_draft(values, concept=task.concept, lang=task.lang, problems=problems)
         if problems or draft is None:
             raise InvalidSubmission(problems)
-        return ReviseJudgement(item_id=task.id, annotator="?", draft=draft, comment=comment)
+        return ReviseJudgement(item_id=task.id, annotator="?", draft=draft, comment=values["comment"])
 
 
 ADAPT_VERDICTS: tuple[str, ...] = get_args(AdaptVerdict)
@@ -378,7 +438,33 @@ class AdaptCheck(TaskType):
 
     name: str = "adapt-check"
     input_model: type[BaseModel] = MCItem
-    policy: Policy | None = Majority()
+    form: Form = Form(
+        "Is the adapted item right for the culture, beside its source? A wrong one names its error.",
+        (
+            *ITEM_SHOWN,
+            Shown("item_answer", "Answer", label_text("answer")),
+            Shown("item_concept", "Concept", lambda view: view.get("concept")),
+            Shown("source_question", "Source question", lambda view: view["source"]["question"]),
+            Shown("source_choices", "Source options", lambda view: choices_text()(view["source"])),
+            Shown("source_answer", "Source answer", lambda view: label_text("answer")(view["source"])),
+            Shown("source_concept", "Source concept", lambda view: view["source"]["concept"]),
+        ),
+        (
+            FormField(
+                "verdict", "choice", "Verdict", ADAPT_VERDICTS, keys=DIGITS[:3], required=True,
+                option_texts=("Right, changed to fit the culture", "Right, little more than a translation", "Wrong"),
+            ),
+            FormField(
+                "error", "choice", "Error of a wrong adaptation", ADAPT_ERRORS,
+                option_texts=("Translation", "Phrase structure", "Typo or mechanics"), keys=(("t",), ("p",), ("m",)),
+                required_when=When(
+                    "verdict", ("wrong",), f"a wrong adaptation names its error ({', '.join(ADAPT_ERRORS)})"
+                ),
+                only_when=When("verdict", ("wrong",), "only a wrong adaptation has an error type"),
+            ),
+            comment_field(),
+        ),
+    )  # fmt: skip
 
     def view(self, task: MCItem) -> dict[str, Any]:
         """The adapted item, its answer and concept, and the source it came from."""
@@ -406,25 +492,13 @@ class AdaptCheck(TaskType):
         }
 
     def parse(self, task: MCItem, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        verdict = _one(fields, "verdict")
-        if not verdict:
-            problems.append("verdict: required (correct-major, correct-minor or wrong)")
-        elif verdict not in ADAPT_VERDICTS:
-            problems.append(f"verdict: {verdict[:20]!r} is not one of {', '.join(ADAPT_VERDICTS)}")
-        error = _one(fields, "error") or None
-        if error is not None and error not in ADAPT_ERRORS:
-            problems.append(f"error: {error[:20]!r} is not one of {', '.join(ADAPT_ERRORS)}")
-        elif verdict == "wrong" and error is None:
-            problems.append(f"error: a wrong adaptation names its error ({', '.join(ADAPT_ERRORS)})")
-        elif verdict in ("correct-major", "correct-minor") and error is not None:
-            problems.append("error: only a wrong adaptation has an error type")
-        comment = _comment(fields, "comment", problems)
+        values, problems = self.form.read(self.view(task), fields)
         if problems:
             raise InvalidSubmission(problems)
         return AdaptCheckJudgement.model_validate(
-            {"item_id": task.id, "annotator": "?", "verdict": verdict, "error": error, "comment": comment}
-        )
+            {"item_id": task.id, "annotator": "?", "verdict": values["verdict"], "error": values["error"],
+             "comment": values["comment"]}
+        )  # fmt: skip
 
 
 QUESTION_ERRORS: tuple[str, ...] = get_args(QuestionError)
@@ -436,7 +510,20 @@ class LabelErrors(TaskType):
 
     name: str = "label-errors"
     input_model: type[BaseModel] = MCItem
-    policy: Policy | None = Majority()
+    form: Form = Form(
+        "Name the primary error of the question and of its options (none when there is none).",
+        (*ITEM_SHOWN, Shown("item_answer", "Marked answer", label_text("answer"))),
+        (
+            FormField(
+                "question", "choice", "Primary error of the question", QUESTION_ERRORS, keys=DIGITS, required=True
+            ),
+            FormField(
+                "options", "choice", "Primary error of the options", OPTION_ERRORS,
+                keys=tuple((key,) for key in "abcdefghi"), required=True,
+            ),
+            comment_field(),
+        ),
+    )  # fmt: skip
 
     def view(self, task: MCItem) -> dict[str, Any]:
         """The item with its marked answer (invalid options are judged against it) and the two label sets."""
@@ -448,21 +535,13 @@ class LabelErrors(TaskType):
         }
 
     def parse(self, task: MCItem, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        question = _choice_of(fields, "question", QUESTION_ERRORS, problems)
-        options = _choice_of(fields, "options", OPTION_ERRORS, problems)
-        comment = _comment(fields, "comment", problems)
+        values, problems = self.form.read(self.view(task), fields)
         if problems:
             raise InvalidSubmission(problems)
         return LabelErrorsJudgement.model_validate(
-            {
-                "item_id": task.id,
-                "annotator": "?",
-                "question_error": question,
-                "options_error": options,
-                "comment": comment,
-            }
-        )
+            {"item_id": task.id, "annotator": "?", "question_error": values["question"],
+             "options_error": values["options"], "comment": values["comment"]}
+        )  # fmt: skip
 
 
 OPEN_VERDICTS: tuple[str, ...] = get_args(OpenVerdict)
@@ -473,7 +552,17 @@ class OpenJudge(TaskType):
 
     name: str = "open-judge"
     input_model: type[BaseModel] = OpenAnswer
-    policy: Policy | None = Majority()
+    form: Form = Form(
+        "Does the model's answer mean the reference answer? Judge the meaning, not the wording.",
+        (Shown("question", "Question"), Shown("gold", "Reference answer"), Shown("answer", "The answer to judge")),
+        (
+            FormField(
+                "verdict", "choice", "Verdict", OPEN_VERDICTS, option_texts=("Correct", "Incorrect"),
+                keys=YES_NO_KEYS, required=True,
+            ),
+            comment_field(),
+        ),
+    )  # fmt: skip
 
     def view(self, task: OpenAnswer) -> dict[str, Any]:
         """The question, the reference answer and the answer to grade; never the LM judge's verdict."""
@@ -487,13 +576,11 @@ class OpenJudge(TaskType):
         }
 
     def parse(self, task: OpenAnswer, fields: Mapping[str, Any]) -> Judgement:
-        problems: list[str] = []
-        verdict = _choice_of(fields, "verdict", OPEN_VERDICTS, problems)
-        comment = _comment(fields, "comment", problems)
-        if problems or verdict is None:
+        values, problems = self.form.read(self.view(task), fields)
+        if problems:
             raise InvalidSubmission(problems)
-        return OpenJudgeJudgement(
-            item_id=task.id, annotator="?", verdict="correct" if verdict == "correct" else "incorrect", comment=comment
+        return OpenJudgeJudgement.model_validate(
+            {"item_id": task.id, "annotator": "?", "verdict": values["verdict"], "comment": values["comment"]}
         )
 
 

@@ -117,12 +117,10 @@ def _progress_table(progress: dict[str, Any]) -> tuple[Table, Table]:
 
 def _casts_votes(task_type: str) -> bool:
     """Whether judgements of this type vote (create and revise write drafts: no agreement to measure)."""
-    from typing import get_args
+    from senseforge.data.schema import JUDGEMENTS
 
-    from senseforge.data.schema import Judgement
-
-    union = get_args(Judgement)[0]
-    return any(cls.model_fields["task"].default == task_type and cls.vote_kind for cls in get_args(union))
+    body = JUDGEMENTS.bodies().get(task_type)
+    return body is not None and body.vote_kind is not None
 
 
 def _agreement_table(agreement: dict[str, dict[str, Any] | None]) -> Table:

@@ -21,9 +21,17 @@ class InteropFormat(StrEnum):
 FormatOption = typer.Option(
     ..., "--format", help="label-studio (tasks JSON + labeling config) or argilla (2.x settings + records)."
 )
-TaskTypeOption = typer.Option(
-    ..., "--type", help="Task type: verify, answer, create, qc, revise, adapt-check or label-errors."
-)
+
+
+def _task_types_help() -> str:
+    """The ``--type`` help, from the registry of task types (every one travels to both tools)."""
+    from senseforge.annotate.tasktypes import TASK_TYPES
+
+    *rest, last = TASK_TYPES
+    return f"Task type: {', '.join(rest)} or {last}."
+
+
+TaskTypeOption = typer.Option(..., "--type", help=_task_types_help())
 
 
 def _known_task_type(name: str) -> str:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from senseforge.data.judgements import JudgementRegistry
 from senseforge.data.lang import normalize_tag
 
 LangTag = Annotated[str, AfterValidator(normalize_tag)]
@@ -173,8 +174,8 @@ _LEGACY_KEYS = ("accept", "choice", "certain", "flags", "comment")
 class _Judgement(_Record):
     """What every judgement carries: who judged which item, for which task type, and when.
 
-    The rest is the task type's body (the subclasses below); :data:`Judgement` is their
-    union, told apart by ``task``. A body says how it counts for the shared aggregation
+    The rest is the task type's body (the subclasses below, each registered in
+    :data:`JUDGEMENTS`), told apart by ``task``. A body says how it counts for the shared aggregation
     policies (:mod:`senseforge.evaluate.policies`): :attr:`vote_kind` and :meth:`vote`,
     and whether it flags the item as ambiguous (:meth:`ambiguous`).
     """
@@ -210,10 +211,15 @@ class _Judgement(_Record):
         return False
 
 
+JUDGEMENTS: JudgementRegistry[_Judgement] = JudgementRegistry()
+"""The judgement bodies by task type (:mod:`senseforge.data.judgements`): each body below registers into it."""
+
+
 def _is_ambiguity(flag: str) -> bool:
     return flag.startswith("ambiguous")
 
 
+@JUDGEMENTS.register
 class VerifyJudgement(_Judgement):
     """Does the marked answer follow from common sense, and is it the only right one (mCSQA's review)?"""
 
@@ -233,6 +239,7 @@ class VerifyJudgement(_Judgement):
         return any(_is_ambiguity(f) for f in self.flags)
 
 
+@JUDGEMENTS.register
 class AnswerJudgement(_Judgement):
     """A blind answer with what Putri et al. collected beside it: certainty, ambiguity, a reason."""
 
@@ -295,6 +302,7 @@ class Draft(_Record):
         return self
 
 
+@JUDGEMENTS.register
 class CreateJudgement(_Judgement):
     """A question written from (category, concept): Putri et al.'s Human_Gen creation."""
 
@@ -303,6 +311,7 @@ class CreateJudgement(_Judgement):
     comment: str | None = None
 
 
+@JUDGEMENTS.register
 class ReviseJudgement(_Judgement):
     """The creator's edit of an item QC sent back (``item_id`` is ``<item>@<round>``)."""
 
@@ -315,6 +324,7 @@ class ReviseJudgement(_Judgement):
 QCVerdict = Literal["complete", "needs_revision"]
 
 
+@JUDGEMENTS.register
 class QCJudgement(_Judgement):
     """A checker's verdict on a created or revised item (``item_id`` is ``<item>@<round>``)."""
 
@@ -332,6 +342,7 @@ AdaptVerdict = Literal["correct-major", "correct-minor", "wrong"]
 AdaptError = Literal["translation", "phrase-structure", "typo-mechanics"]
 
 
+@JUDGEMENTS.register
 class AdaptCheckJudgement(_Judgement):
     """An adapted item checked against its source (Putri et al.'s Tables 2, 8 and 9)."""
 
@@ -363,6 +374,7 @@ QuestionError = Literal[
 OptionsError = Literal["none", "translation", "fluency", "context", "invalid-options", "typo-mechanics"]
 
 
+@JUDGEMENTS.register
 class LabelErrorsJudgement(_Judgement):
     """The primary error of a question and of its options (Putri et al.'s Tables 3–6)."""
 
@@ -383,6 +395,7 @@ class LabelErrorsJudgement(_Judgement):
 OpenVerdict = Literal["correct", "incorrect"]
 
 
+@JUDGEMENTS.register
 class OpenJudgeJudgement(_Judgement):
     """A person's verdict on a model's free answer (the ``open`` formulation), beside the LM judge's."""
 
@@ -396,6 +409,7 @@ class OpenJudgeJudgement(_Judgement):
         return ACCEPT_VOTE if self.verdict == "correct" else REJECT_VOTE
 
 
+@JUDGEMENTS.register
 class KnowledgeCheckJudgement(_Judgement):
     """Does a knowledge triple hold, and does it link the example's context with its target (CRoW's CKV)?"""
 
@@ -413,6 +427,7 @@ SCHEMA_CONDITIONS: tuple[str, ...] = ("minimal", "violates", "flips", "on_topic"
 """CRoW's four conditions on a rewrite: few words changed, against the knowledge, the label flipped, on topic."""
 
 
+@JUDGEMENTS.register
 class SchemaCheckJudgement(_Judgement):
     """Does a Winograd-style rewrite meet CRoW's four conditions (its WSV)?"""
 
@@ -446,6 +461,7 @@ class KnowledgeTriple(_Record):
     verbalized: str | None = None
 
 
+@JUDGEMENTS.register
 class KnowledgeAnnotationJudgement(_Judgement):
     """A person's knowledge for a CRoW pair (CKA): one to five triples, or none found."""
 
@@ -463,6 +479,7 @@ class KnowledgeAnnotationJudgement(_Judgement):
         return self
 
 
+@JUDGEMENTS.register
 class RewriteJudgement(_Judgement):
     """A person's Winograd-style rewrite of a CRoW target (WSG), or "no alternative"."""
 
@@ -481,41 +498,12 @@ class RewriteJudgement(_Judgement):
         return self
 
 
-Judgement = Annotated[
-    VerifyJudgement
-    | AnswerJudgement
-    | CreateJudgement
-    | ReviseJudgement
-    | QCJudgement
-    | AdaptCheckJudgement
-    | LabelErrorsJudgement
-    | OpenJudgeJudgement
-    | KnowledgeCheckJudgement
-    | SchemaCheckJudgement
-    | KnowledgeAnnotationJudgement
-    | RewriteJudgement,
-    Field(discriminator="task"),
-]
-"""One person's (or one LM judge's) decision about one item: a body per task type, told apart by ``task``."""
+Judgement = _Judgement
+"""One person's (or one LM judge's) decision about one item: the body of its task type (each registers itself
+into :data:`JUDGEMENTS`), told apart by ``task``."""
 
-JUDGEMENT: TypeAdapter[Judgement] = TypeAdapter(Judgement)
-"""Validates any judgement (``JUDGEMENT.validate_python(row)``, ``JUDGEMENT.validate_json(text)``)."""
-
-JUDGEMENT_TASKS: tuple[str, ...] = (
-    "verify",
-    "answer",
-    "create",
-    "revise",
-    "qc",
-    "adapt-check",
-    "label-errors",
-    "open-judge",
-    "ckv",
-    "wsv",
-    "cka",
-    "wsg",
-)
-"""The task types a judgement can be of."""
+JUDGEMENT: JudgementRegistry[Judgement] = JUDGEMENTS
+"""Validates any registered judgement (``JUDGEMENT.validate_python(row)``, ``JUDGEMENT.validate_json(text)``)."""
 
 
 def judgement(**fields: Any) -> Judgement:

@@ -1,11 +1,14 @@
 """Label Studio and Argilla 2.x: our annotation tasks out to them, their annotations back in as judgements.
 
-Every task type has one *form*: the pieces of text an annotator is shown (from the task
-type's :meth:`~senseforge.annotate.tasktypes.TaskType.view`) and the fields its
+Every task type has one *form*, derived from the form it declares
+(:attr:`~senseforge.annotate.tasktypes.TaskType.form`, :mod:`senseforge.annotate.forms`):
+the pieces of text an annotator is shown (rendered from the task type's
+:meth:`~senseforge.annotate.tasktypes.TaskType.view`) and the fields its
 :meth:`~senseforge.annotate.tasktypes.TaskType.parse` reads, each a single choice, a
-multiple choice or free text (:func:`form_of`). Both tools get that form in their own
-terms, and both ways go through the same ``parse`` as the app, so a judgement made in
-Label Studio or Argilla is exactly the judgement the same answers make in our app.
+multiple choice or free text (:func:`form_of`); create's options travel as one text per
+option, cka's triples as a head, relation and tail per row. Every task type travels.
+Both tools get that form in their own terms, and both ways go through the same ``parse``
+as the app, so a judgement made in Label Studio or Argilla is exactly the judgement the same answers make in our app.
 
 Label Studio
     :func:`label_studio_export` gives tasks in Label Studio's import format (``data``:
@@ -50,6 +53,7 @@ An annotation that ``parse`` refuses, or that does not fit the form, becomes a
 
 from __future__ import annotations
 
+from senseforge.annotate.forms import Shown
 from senseforge.annotate.interop.argilla import (
     argilla_export,
     argilla_import,
@@ -70,7 +74,6 @@ from senseforge.annotate.interop.common import (
     FormField,
     Imported,
     Rejection,
-    Shown,
     fields_for_parse,
     form_of,
     read_export,

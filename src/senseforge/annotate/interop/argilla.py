@@ -35,14 +35,16 @@ from senseforge.annotate.interop.common import (
     _task_type,
     carried,
     form_of,
+    readable_fields,
     shown_texts,
 )
 
 
-def _argilla_options(options: Sequence[str]) -> dict[str, Any]:
+def _argilla_options(item: FormField) -> dict[str, Any]:
     # Argilla shows every option when it is given fewer than three to show (its own default)
+    options = item.options
     return {
-        "options": [{"value": o, "text": o} for o in options],
+        "options": [{"value": o, "text": item.text_of(o)} for o in options],
         "visible_options": len(options) if len(options) >= 3 else None,
     }
 
@@ -50,9 +52,9 @@ def _argilla_options(options: Sequence[str]) -> dict[str, Any]:
 def _argilla_question(item: FormField) -> dict[str, Any]:
     settings: dict[str, Any]
     if item.kind == "single":
-        settings = {"type": "label_selection", **_argilla_options(item.options)}
+        settings = {"type": "label_selection", **_argilla_options(item)}
     elif item.kind == "multiple":
-        settings = {"type": "multi_label_selection", **_argilla_options(item.options), "options_order": "natural"}
+        settings = {"type": "multi_label_selection", **_argilla_options(item), "options_order": "natural"}
     else:
         settings = {"type": "text", "use_markdown": False}
     return {
@@ -194,7 +196,7 @@ def argilla_import(
             continue
         assert item_id is not None
         form = form_of(task_type, [found])
-        by_argilla = {item.argilla_name: item.name for item in form.fields}
+        by_argilla = {item.argilla_name: item.name for item in readable_fields(form).values()}
         for user, given in answers.items():
             at = f"{where}, user {user or '?'}"
             state = statuses.get(user, set())

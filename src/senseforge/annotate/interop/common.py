@@ -1,5 +1,14 @@
 """What both tools share: the form of each task type, what a task shows and carries, and reading annotations back
-(see :mod:`senseforge.annotate.interop`)."""
+(see :mod:`senseforge.annotate.interop`).
+
+A tool's form is derived from the task type's declared form (:mod:`senseforge.annotate.forms`),
+never written per task type: a ``choice`` or ``rating`` is a single choice, a ``multi-choice``
+or ``flags`` a multiple one, a ``text`` free text; a ``texts`` field (create's options) is one
+text per row (``option_A`` …) and a ``triples`` field (cka's knowledge) is a head, relation and
+tail per row (``head_1``, ``relation_1``, ``tail_1`` …) with the negated rows ticked in
+``negated``. :func:`fields_for_parse` folds the tool's answers back into the fields ``parse``
+reads.
+"""
 
 from __future__ import annotations
 
@@ -13,18 +22,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from senseforge.annotate.tasktypes import (
-    ADAPT_ERRORS,
-    ADAPT_VERDICTS,
-    LABELS,
-    OPTION_ERRORS,
-    QC_VERDICTS,
-    QUESTION_ERRORS,
-    TASK_TYPES,
-    VERIFY_FLAGS,
-    InvalidSubmission,
-    TaskType,
-)
+from senseforge.annotate import forms
+from senseforge.annotate.forms import Shown
+from senseforge.annotate.tasktypes import LABELS, TASK_TYPES, InvalidSubmission, TaskType
 from senseforge.data.io import json_problem
 from senseforge.data.schema import Judgement, MCItem
 from senseforge.errors import ConfigError, DataValidationError, MissingDependencyError
@@ -33,9 +33,13 @@ if TYPE_CHECKING:
     from senseforge.annotate.store import AnnotationStore
 
 FieldKind = Literal["single", "multiple", "text"]
-YES_NO: tuple[str, ...] = ("yes", "no")
+YES_NO: tuple[str, ...] = forms.YES_NO
 DEFAULT_OPTIONS = 5
-"""How many option labels a form offers when there are no inputs to count them from."""
+"""How many rows (create's options) a form offers when there are no inputs to count them from."""
+DEFAULT_TRIPLES = 5
+"""How many triple rows a form offers when there are no inputs to count them from."""
+MAX_TRIPLE_ROWS = 20
+"""The most triple rows an import reads (a row past a task's own is read, and ``parse`` refuses it)."""
 EMPTY = "—"
 """What is shown for a piece of text the input does not have (both tools want every shown text)."""
 LABEL_STUDIO_PREFIX = "ls:"
@@ -53,22 +57,28 @@ _SKIPPED_STATUSES = frozenset({"draft", "discarded"})
 
 
 @dataclass(frozen=True)
-class Shown:
-    """A piece of text the annotator reads: a Label Studio ``Text``, an Argilla text field."""
-
-    key: str
-    title: str
-
-
-@dataclass(frozen=True)
 class FormField:
-    """One field ``parse`` reads: a single choice, a multiple choice or free text."""
+    """One field of a tool's form: a single choice, a multiple choice or free text.
+
+    ``source`` is the declared field it comes from (itself, unless a row of a ``texts`` or
+    ``triples`` field), ``row`` its row (0-based) and ``part`` its part of a triple.
+    """
 
     name: str
     kind: FieldKind
     title: str
     options: tuple[str, ...] = ()
     required: bool = False
+    option_texts: tuple[str, ...] = ()
+    """What the tool shows for each option (default: the option)."""
+    source: str = ""
+    row: int | None = None
+    part: str = ""
+
+    def text_of(self, option: str) -> str:
+        if len(self.option_texts) == len(self.options) and option in self.options:
+            return self.option_texts[self.options.index(option)]
+        return option
 
     @property
     def argilla_name(self) -> str:
@@ -152,130 +162,68 @@ def _union(groups: Iterable[Iterable[str]]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _labels(views: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-    """The choice labels of the items (answer's choice), or A–E with no items."""
-    found = _union([c["label"] for c in view["choices"]] for view in views)
-    return found or tuple(LABELS[:DEFAULT_OPTIONS])
+_KINDS: dict[str, FieldKind] = {
+    "choice": "single",
+    "rating": "single",
+    "multi-choice": "multiple",
+    "flags": "multiple",
+    "text": "text",
+}
 
 
-def _draft_fields(views: Sequence[Mapping[str, Any]], verb: str) -> tuple[FormField, ...]:
-    """The fields of create and revise: the question, one text per option, the answer, the distractor."""
-    counts = [int(view["options"]) for view in views] or [DEFAULT_OPTIONS]
-    labels = tuple(LABELS[: max(counts)])
-    always = min(counts)
-    question = f"{verb} question (it must contain the concept, or the form of it you give below)"
-    distractor = "The hard distractor (an option that could pass for the answer)"
-    options = [
-        FormField(f"option_{label}", "text", f"Option {label}", required=i < always) for i, label in enumerate(labels)
-    ]
-    return (
-        FormField("question", "text", question, required=True),
-        *options,
-        FormField("answer", "single", "The right option", labels, required=True),
-        FormField("distractor", "single", distractor, labels, required=True),
-        FormField("concept_form", "text", "The form of the concept the question uses, if not the concept as given"),
-        FormField("comment", "text", "Comment (optional)"),
-    )
+def _rows(declared: forms.FormField, views: Sequence[Mapping[str, Any]], default: int) -> tuple[int, int]:
+    """The fewest and the most rows a ``texts`` or ``triples`` field has over the views."""
+    counts = [declared.rows(view) for view in views] if declared.rows is not None else []
+    return (min(counts), max(counts)) if counts else (default, default)
 
 
-_ITEM: tuple[Shown, ...] = (Shown("item_question", "Question"), Shown("item_choices", "Options"))
-_DRAFT: tuple[Shown, ...] = (
-    Shown("item_question", "Question"),
-    Shown("item_choices", "Options"),
-    Shown("item_answer", "Answer"),
-    Shown("item_distractor", "Hard distractor"),
-    Shown("item_concept_form", "Form of the concept used"),
-)
+def _tool_fields(
+    declared: forms.FormField, views: Sequence[Mapping[str, Any]], *, rows: int | None = None
+) -> list[FormField]:
+    """The tool's fields for one declared field over these views (``rows``: that many rows of a triples field)."""
+    name = declared.name
+    if declared.kind == "texts":
+        always, most = _rows(declared, views, DEFAULT_OPTIONS)
+        singular = name.removesuffix("s")
+        return [
+            FormField(f"{singular}_{LABELS[i]}", "text", f"{singular.capitalize()} {LABELS[i]}", required=i < always,
+                      source=name, row=i)
+            for i in range(min(most, len(LABELS)))
+        ]  # fmt: skip
+    if declared.kind == "triples":
+        most = rows if rows is not None else _rows(declared, views, DEFAULT_TRIPLES)[1]
+        out: list[FormField] = []
+        for i in range(most):
+            out += [
+                FormField(f"head_{i + 1}", "text", f"Triple {i + 1}: head (words of the text, or a short phrase)",
+                          source=name, row=i, part="head"),
+                FormField(f"relation_{i + 1}", "single", f"Triple {i + 1}: relation", declared.options,
+                          source=name, row=i, part="relation"),
+                FormField(f"tail_{i + 1}", "text", f"Triple {i + 1}: tail", source=name, row=i, part="tail"),
+            ]  # fmt: skip
+        numbers = tuple(str(i + 1) for i in range(most))
+        out.append(FormField("negated", "multiple", "Triples whose relation is negated (their numbers)", numbers,
+                             source=name, part="negated"))  # fmt: skip
+        return out
+    options = _union(declared.options_for(view) for view in views) if views else declared.options_for(None)
+    texts = tuple(declared.text_of(o) for o in options)
+    return [FormField(name, _KINDS[declared.kind], declared.title, options, declared.required, texts, source=name)]
 
 
 def form_of(task_type: str, inputs: Sequence[BaseModel] = ()) -> Form:
-    """The form of a task type over these inputs (the answer labels and option count come from them).
+    """The tool form of a task type over these inputs, derived from its declared form.
+
+    The options taken from a task's view (answer labels, flags) are those of all the
+    inputs; without inputs, the declared static ones.
 
     Raises:
         ConfigError: unknown task type.
     """
     kind = _task_type(task_type)
     views = [kind.view(i) for i in inputs]
-    if task_type == "verify":
-        verify_flags = _union(view["flags"] for view in views) or VERIFY_FLAGS
-        return Form(
-            task_type,
-            "Does the marked answer follow from common sense, and is it the only right one?",
-            (*_ITEM, Shown("item_answer", "Marked answer")),
-            (
-                FormField("accept", "single", "Accept the marked answer?", YES_NO, required=True),
-                FormField("flags", "multiple", "Problems (any that apply)", verify_flags),
-                FormField("comment", "text", "Comment (optional)"),
-            ),
-        )
-    if task_type == "answer":
-        labels = _labels(views)
-        flags = _union([view["flags"] for view in views]) or (
-            "ambiguous-question",
-            *(f"ambiguous-option:{label}" for label in labels),
-        )
-        return Form(
-            task_type,
-            "Pick the right option. Flag the question or an option when it is unclear.",
-            _ITEM,
-            (
-                FormField("choice", "single", "Your answer", labels, required=True),
-                FormField("certain", "single", "Are you sure?", YES_NO, required=True),
-                FormField("flags", "multiple", "Unclear (any that apply)", flags),
-                FormField("reason", "text", "Why (optional)"),
-            ),
-        )
-    if task_type == "create":
-        return Form(
-            task_type,
-            "Write a question about the concept, its options, and mark the right one and one hard distractor.",
-            (Shown("concept", "Concept"), Shown("category", "Category"), Shown("lang", "Language"),
-             Shown("brief", "What to write")),
-            _draft_fields(views, "Your"),
-        )  # fmt: skip
-    if task_type == "qc":
-        return Form(
-            task_type,
-            "Check the written item: complete, or back to its creator with what to change.",
-            (*_DRAFT, Shown("concept", "Concept"), Shown("category", "Category"), Shown("history", "History")),
-            (
-                FormField("verdict", "single", "Verdict", tuple(QC_VERDICTS), required=True),
-                FormField("comment", "text", "What to change (required when it needs revision)"),
-            ),
-        )
-    if task_type == "revise":
-        return Form(
-            task_type,
-            "The checker sent this item back: revise it (the current version is filled in).",
-            (Shown("feedback", "The checker's comment"), *_DRAFT, Shown("concept", "Concept"),
-             Shown("category", "Category")),
-            _draft_fields(views, "The revised"),
-        )  # fmt: skip
-    if task_type == "adapt-check":
-        return Form(
-            task_type,
-            "Is the adapted item right for the culture, beside its source? A wrong one names its error.",
-            (*_ITEM, Shown("item_answer", "Answer"), Shown("item_concept", "Concept"),
-             Shown("source_question", "Source question"), Shown("source_choices", "Source options"),
-             Shown("source_answer", "Source answer"), Shown("source_concept", "Source concept")),
-            (
-                FormField("verdict", "single", "Verdict", tuple(ADAPT_VERDICTS), required=True),
-                FormField("error", "single", "Error of a wrong adaptation", tuple(ADAPT_ERRORS)),
-                FormField("comment", "text", "Comment (optional)"),
-            ),
-        )  # fmt: skip
-    if task_type == "label-errors":
-        return Form(
-            task_type,
-            "Name the primary error of the question and of its options (none when there is none).",
-            (*_ITEM, Shown("item_answer", "Marked answer")),
-            (
-                FormField("question", "single", "Primary error of the question", tuple(QUESTION_ERRORS), required=True),
-                FormField("options", "single", "Primary error of the options", tuple(OPTION_ERRORS), required=True),
-                FormField("comment", "text", "Comment (optional)"),
-            ),
-        )
-    raise ConfigError(f"task type {task_type!r} has no form for Label Studio and Argilla yet")
+    declared = kind.form
+    fields = [made for item in declared.fields for made in _tool_fields(item, views)]
+    return Form(task_type, declared.instructions, declared.shown, tuple(fields))
 
 
 def _text(value: Any) -> str:
@@ -283,49 +231,11 @@ def _text(value: Any) -> str:
     return text if text.strip() else EMPTY
 
 
-def _choices_text(choices: Sequence[Mapping[str, Any]]) -> str:
-    return "\n".join(f"{c['label']}. {c['text']}" for c in choices) or EMPTY
-
-
-def _label_text(label: Any, choices: Sequence[Mapping[str, Any]]) -> str:
-    if label in (None, ""):
-        return EMPTY
-    text = next((c["text"] for c in choices if c["label"] == label), None)
-    return f"{label}. {text}" if text is not None else str(label)
-
-
 def shown_texts(task_type: str, task: BaseModel) -> dict[str, str]:
     """The texts a task shows, by :class:`Shown` key (never empty: a missing one is ``—``)."""
-    view = _task_type(task_type).view(task)
-    texts: dict[str, str] = {}
-    if "choices" in view:
-        texts["item_question"] = _text(view.get("question"))
-        texts["item_choices"] = _choices_text(view["choices"])
-        texts["item_answer"] = _label_text(view.get("answer"), view["choices"])
-    if "distractor" in view:
-        texts["item_distractor"] = _label_text(view.get("distractor"), view["choices"])
-        texts["item_concept_form"] = _text(view.get("concept_form"))
-    for key in ("concept", "category", "lang", "feedback"):
-        if key in view:
-            texts[key] = _text(view.get(key))
-    if task_type == "create":
-        labels = ", ".join(view["labels"])
-        texts["brief"] = f"{view['options']} options ({labels}), one right answer, one hard distractor"
-    if "history" in view:
-        lines = [
-            f"round {e['round']}: {e['status']} by {e['by']}" + (f": {e['comment']}" if e.get("comment") else "")
-            for e in view["history"]
-        ]
-        texts["history"] = "\n".join(lines) or EMPTY
-    if task_type == "adapt-check":
-        source = view["source"]
-        texts["item_concept"] = _text(view.get("concept"))
-        texts["source_question"] = _text(source.get("question"))
-        texts["source_choices"] = _choices_text(source.get("choices") or [])
-        texts["source_answer"] = _label_text(source.get("answer"), source.get("choices") or [])
-        texts["source_concept"] = _text(source.get("concept"))
-    form = form_of(task_type)
-    return {s.key: texts.get(s.key, EMPTY) for s in form.shown}
+    kind = _task_type(task_type)
+    view = kind.view(task)
+    return {shown.key: _text(shown.render(view)) for shown in kind.form.shown}
 
 
 def _input_id(task: BaseModel) -> str:
@@ -418,21 +328,41 @@ def _resolve_input(
         return None, input_id, [f"the input is not a {model.__name__}: {exc.error_count()} problem(s)"]
 
 
+def readable_fields(form: Form) -> dict[str, FormField]:
+    """The tool fields an import reads for a form, by name: its own, and rows past a task's own.
+
+    An export's form spans every task exported, so an annotation may fill a row (an option,
+    a triple) its own task does not have; it is read, and ``parse`` says there are too many.
+    """
+    out = {item.name: item for item in form.fields}
+    for item in _task_type(form.task_type).form.fields:
+        if item.kind == "texts":
+            singular = item.name.removesuffix("s")
+            for i, label in enumerate(LABELS):
+                out[f"{singular}_{label}"] = FormField(f"{singular}_{label}", "text", "", source=item.name, row=i)
+        elif item.kind == "triples":
+            for tool in _tool_fields(item, [], rows=MAX_TRIPLE_ROWS):
+                out[tool.name] = tool
+    return out
+
+
 def fields_for_parse(form: Form, task: BaseModel, values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """A tool's answers (by our field name) → the fields ``parse`` reads, and what does not fit the form.
 
     A single choice becomes a string, a multiple choice a list, a text one string (several
-    texts joined by new lines); create and revise option texts become ``options``, one per
-    option the task has (more when more were written, so ``parse`` says so).
+    texts joined by new lines). The rows of a ``texts`` field (``option_A`` …) become its
+    list, one per row the task has (more when more were written, so ``parse`` says so);
+    the rows of a ``triples`` field become its JSON rows (a negated row's relation
+    ``Not <relation>``).
     """
     problems: list[str] = []
     fields: dict[str, Any] = {}
-    drafting = any(f.name.startswith("option_") for f in form.fields)
-    option_fields = [f"option_{label}" for label in LABELS] if drafting else []
+    declared = _task_type(form.task_type).form
+    grouped = {f.source for f in form.fields if f.row is not None or f.part}
+    readable = readable_fields(form)
+    rows: dict[str, dict[int, dict[str, str]]] = {}
     for name, value in values.items():
-        item = form.field(name)
-        if item is None and name in option_fields:
-            item = FormField(name, "text", f"Option {name.removeprefix('option_')}")
+        item = readable.get(name)
         if item is None:
             problems.append(f"{name}: not a field of the {form.task_type} form")
             continue
@@ -442,18 +372,45 @@ def fields_for_parse(form: Form, task: BaseModel, values: Mapping[str, Any]) -> 
             picked = [str(v) for v in given if str(v) != ""]
             if len(picked) > 1:
                 problems.append(f"{name}: pick one (got {len(picked)})")
-            elif picked:
-                fields[name] = picked[0]
+            text = picked[0] if picked else None
         elif item.kind == "multiple":
-            fields[name] = [str(v) for v in given]
+            text = None
+            if not item.part:
+                fields[name] = [str(v) for v in given]
+                continue
+            for number in map(str, given):
+                if number not in item.options:
+                    problems.append(f"{name}: {number[:10]!r} is not one of {', '.join(item.options)}")
+                    continue
+                rows.setdefault(item.source, {}).setdefault(int(number) - 1, {})["negated"] = "yes"
         else:
-            fields[name] = "\n".join(str(v) for v in given)
-    if drafting:
-        texts = [str(fields.pop(name, "") or "") for name in option_fields]
-        written = [i for i, text in enumerate(texts) if text.strip()]
-        view = _task_type(form.task_type).view(task)
-        wanted = int(view["options"])
-        fields["options"] = texts[: max(wanted, written[-1] + 1 if written else 0)]
+            text = "\n".join(str(v) for v in given)
+        if text is None:
+            continue
+        if item.row is not None:
+            rows.setdefault(item.source, {}).setdefault(item.row, {})[item.part or "text"] = text
+        else:
+            fields[name] = text
+    view = _task_type(form.task_type).view(task)
+    for source in sorted(grouped):
+        group = declared.field(source)
+        assert group is not None
+        found = rows.get(source, {})
+        if group.kind == "texts":
+            texts = [found.get(i, {}).get("text", "") for i in range(max(found, default=-1) + 1)]
+            written = [i for i, text in enumerate(texts) if text.strip()]
+            wanted = group.rows(view) if group.rows is not None else len(texts)
+            texts += [""] * max(0, wanted - len(texts))
+            fields[source] = texts[: max(wanted, written[-1] + 1 if written else 0)]
+        else:
+            triples = []
+            for _, row in sorted(found.items()):
+                relation = row.get("relation", "")
+                if row.get("negated") and relation:
+                    relation = f"Not {relation}"
+                if row.get("head", "").strip() or row.get("tail", "").strip():
+                    triples.append({"head": row.get("head", ""), "relation": relation, "tail": row.get("tail", "")})
+            fields[source] = triples
     return fields, problems
 
 
