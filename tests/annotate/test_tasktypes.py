@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, get_args
+from typing import Any
 
 import jinja2
 import pytest
 
 from senseforge.annotate import interop
 from senseforge.annotate.tasktypes import TASK_TYPES
-from senseforge.data.schema import Choice, Draft, DraftItem, Judgement, QCEvent
+from senseforge.data.schema import JUDGEMENTS, Choice, Draft, DraftItem, QCEvent
 
 
 def judgement_model(task_type: str) -> Any:
-    """The judgement class a task type's judgements are (by its ``task`` default)."""
-    union = get_args(Judgement)[0]
-    return next(cls for cls in get_args(union) if cls.model_fields["task"].default == task_type)
+    """The judgement class a task type's judgements are (the body registered under its task)."""
+    return JUDGEMENTS.body(task_type)
 
 
 @pytest.mark.parametrize("name", list(TASK_TYPES))
