@@ -11,7 +11,9 @@ Routes:
 * ``GET /login?token=…`` — set the session cookie, redirect to ``/``; ``POST /logout``;
 * ``GET /`` — the caller's task types, with what is left of each;
 * ``GET /t/{type}`` and ``POST /t/{type}`` — the next assignment as a keyboard-first form,
-  and its submission (303 back to the next one; 422 with the problems shown);
+  and its submission (303 back to the next one; 422 with the problems shown); the page is
+  ``templates/<type>.html``, or for a registered task type without one ``task.html``, built
+  from the type's declared form;
 * ``GET /admin`` and ``GET /export/{type}.jsonl`` — progress, agreement, the QC queue and
   the judgements (``/export/all.jsonl``: of every type; admins only);
 * ``POST /api/{type}/next`` and ``POST /api/{type}/{assignment_id}`` — the same as JSON.
@@ -131,6 +133,8 @@ class _App:
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
+        self.own_pages = frozenset(self.templates.list_templates(extensions=["html"]))
+        """The templates there are: a task type without ``<name>.html`` is shown ``task.html``, built from its form."""
         sqlite = store.engine.dialect.name == "sqlite"
         self.writing: contextlib.AbstractContextManager[Any] = threading.Lock() if sqlite else contextlib.nullcontext()
 
@@ -273,12 +277,16 @@ class _App:
         values: Mapping[str, list[str]] | None = None,
         problems: list[str] | None = None,
     ) -> HTMLResponse:
+        own = f"{task.name}.html"
+        form_page = own not in self.own_pages
         return self.page(
-            f"{task.name}.html",
+            "task.html" if form_page else own,
             status,
             who=caller.who,
             task=task.name,
             kind=task,
+            form=task.form,
+            form_page=form_page,
             item=task.view(assignment.input),
             assignment_id=assignment.id,
             csrf=csrf_token(caller.token),

@@ -8,7 +8,8 @@ problem (the app answers 422).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -16,7 +17,7 @@ from pydantic import BaseModel
 from senseforge.annotate.forms import MAX_COMMENT, Form, one, values_of
 from senseforge.data.schema import Judgement
 
-__all__ = ["MAX_COMMENT", "InvalidSubmission", "TaskType", "one", "values_of"]
+__all__ = ["MAX_COMMENT", "InvalidSubmission", "TaskType", "TaskTypeRegistry", "one", "values_of"]
 
 
 class InvalidSubmission(ValueError):
@@ -74,3 +75,58 @@ class TaskType(Protocol):
             InvalidSubmission: with every problem.
         """
         ...
+
+
+_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+"""A task type's name: it is a path segment of the app (``/t/<name>``) and a file name (``<name>.html``)."""
+_TAKEN = frozenset({"all", "task", "base", "home", "done", "error", "admin", "adjudicate"})
+"""Names the app uses otherwise (``/export/all.jsonl``) or its pages' templates hold."""
+
+
+class TaskTypeRegistry(Mapping[str, TaskType]):
+    """The task types the app serves, by name, in the order they registered.
+
+    Adding a task type is defining it and registering it (:meth:`register`), beside its
+    judgement body's registration (``JUDGEMENTS.register``): the app serves it (its own
+    ``templates/<name>.html``, or the page built from its form), the interop exports and
+    imports it, and a recipe's people stage may queue it. Everything that names task
+    types reads this mapping.
+    """
+
+    def __init__(self) -> None:
+        self._types: dict[str, TaskType] = {}
+
+    def register(self, task_type: TaskType) -> TaskType:
+        """Register a task type under its ``name`` (registering the same object again changes nothing).
+
+        Raises:
+            ValueError: a name that cannot be a path segment, or one another task type holds.
+        """
+        name = task_type.name
+        if not isinstance(name, str) or not _NAME.fullmatch(name) or name in _TAKEN:
+            raise ValueError(
+                f"task type name {name!r}: lower-case letters, digits and '-', starting with a letter, "
+                f"none of {', '.join(sorted(_TAKEN))}"
+            )
+        known = self._types.get(name)
+        if known is not None and known is not task_type:
+            raise ValueError(f"task type {name!r} is already registered ({type(known).__name__})")
+        self._types[name] = task_type
+        return task_type
+
+    def unregister(self, name: str) -> TaskType:
+        """Remove a task type (a test's own, once it is done) and give it back.
+
+        Raises:
+            KeyError: no task type of that name.
+        """
+        return self._types.pop(name)
+
+    def __getitem__(self, name: str) -> TaskType:
+        return self._types[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._types)
+
+    def __len__(self) -> int:
+        return len(self._types)

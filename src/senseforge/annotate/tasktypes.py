@@ -63,7 +63,7 @@ from typing import Any, get_args
 from pydantic import BaseModel
 
 from senseforge.annotate.crowtasks import AnnotateKnowledge, CheckKnowledge, CheckSchema, WriteRewrite
-from senseforge.annotate.fields import InvalidSubmission, TaskType
+from senseforge.annotate.fields import InvalidSubmission, TaskType, TaskTypeRegistry
 from senseforge.annotate.forms import (
     DIGITS,
     MAX_COMMENT,
@@ -192,7 +192,7 @@ class Answer(TaskType):
         )  # fmt: skip
 
 
-__all__ = ["TASK_TYPES", "InvalidSubmission", "TaskType", "task_type"]
+__all__ = ["TASK_TYPES", "InvalidSubmission", "TaskType", "TaskTypeRegistry", "task_type"]
 
 LABELS = "ABCDEFGHIJ"
 """Option labels by position."""
@@ -584,24 +584,25 @@ class OpenJudge(TaskType):
         )
 
 
-TASK_TYPES: dict[str, TaskType] = {
-    task.name: task
-    for task in (
-        Verify(),
-        Answer(),
-        Create(),
-        QC(),
-        Revise(),
-        AdaptCheck(),
-        LabelErrors(),
-        OpenJudge(),
-        AnnotateKnowledge(),
-        CheckKnowledge(),
-        WriteRewrite(),
-        CheckSchema(),
-    )
-}
-"""The task types the app serves, by name (each has ``templates/<name>.html``)."""
+TASK_TYPES = TaskTypeRegistry()
+"""The task types the app serves, by name (each has ``templates/<name>.html``; a registered one without is
+shown the page built from its form)."""
+for _task in (
+    Verify(),
+    Answer(),
+    Create(),
+    QC(),
+    Revise(),
+    AdaptCheck(),
+    LabelErrors(),
+    OpenJudge(),
+    AnnotateKnowledge(),
+    CheckKnowledge(),
+    WriteRewrite(),
+    CheckSchema(),
+):
+    TASK_TYPES.register(_task)
+del _task
 
 
 def task_type(name: str) -> TaskType:

@@ -54,6 +54,16 @@ class JudgementRegistry(Generic[B]):
         self._adapter = None
         return body
 
+    def unregister(self, task: str) -> type[B]:
+        """Remove the body of ``task`` (a test's own, once it is done) and give it back.
+
+        Raises:
+            KeyError: no body registered for ``task``.
+        """
+        body = self._bodies.pop(task)
+        self._adapter = None
+        return body
+
     def bodies(self) -> Mapping[str, type[B]]:
         """Every registered body by task type, in the order they registered."""
         return dict(self._bodies)
