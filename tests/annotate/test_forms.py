@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
+import jinja2
 import pytest
 
 from senseforge.annotate.forms import (
@@ -116,3 +118,95 @@ def test_a_page_built_from_the_macros_asks_what_its_form_declares(page: str) -> 
         (name, json.loads(options)) for name, options, *_ in calls
     ]
     assert all(tuple(tuple(k) for k in json.loads(keys)) == declared.field(name).keys for name, _, keys in bound)  # type: ignore[union-attr]
+
+
+NOT_TASK_PAGES = {"_fields.html", "base.html", "home.html", "admin.html", "adjudicate.html", "done.html", "error.html"}
+"""The templates that are no task's page: the macros themselves, and the pages without a judgement form."""
+
+
+def marked_controls(html: str) -> list[tuple[str, str, str]]:
+    """(tag, name, data-field) of every control of the page's judgement form but its two hidden fields."""
+    form = html.split('id="judge"', 1)[1].split("</form>", 1)[0]
+    found = []
+    for tag, attributes in re.findall(r"<(input|textarea|select)\b([^>]*)>", form):
+        if 'type="hidden"' in attributes:
+            continue
+        name = re.search(r'\bname="([^"]*)"', attributes)
+        mark = re.search(r'\bdata-field="([^"]*)"', attributes)
+        found.append((tag, name.group(1) if name else "", mark.group(1) if mark else ""))
+    return found
+
+
+def test_no_task_template_writes_a_control_of_its_own() -> None:
+    for path in sorted(TEMPLATES.glob("*.html")):
+        if path.name in NOT_TASK_PAGES:
+            continue
+        source = path.read_text(encoding="utf-8")
+        assert not re.search(r"<(input|textarea|select)\b", source), f"{path.name}: a control outside _fields.html"
+
+
+@pytest.mark.parametrize("name", sorted(TASK_TYPES))
+def test_every_control_on_a_task_page_is_a_field_of_its_form(name: str) -> None:
+    """Each page, rendered as the app renders it, asks exactly its declared fields, every control from a macro."""
+    from .test_interop import INPUTS
+
+    kind = TASK_TYPES[name]
+    templates = jinja2.Environment(
+        loader=jinja2.PackageLoader("senseforge.annotate", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    for given in INPUTS[name]:
+        html = templates.get_template(f"{name}.html").render(
+            nonce="n", who=None, task=name, kind=kind, form=kind.form, form_page=False, item=kind.view(given),
+            assignment_id=1, csrf="c", values={}, problems=[],
+        )  # fmt: skip
+        marked = marked_controls(html)
+        assert marked, name
+        assert all(mark for *_, mark in marked), [m for m in marked if not m[2]]
+        assert {mark for *_, mark in marked} == {f.name for f in kind.form.fields}
+        for _, field_name, mark in marked:
+            declared = kind.form.field(mark)
+            assert declared is not None
+            if declared.kind in ("texts", "triples"):  # a row posts the field's singular, a triple its parts
+                assert field_name in {mark, mark.removesuffix("s"), "head", "relation", "tail", "other", "negated"}
+            else:
+                assert field_name == mark
+
+
+def test_the_page_built_from_a_form_asks_each_kind_of_field_and_reads_back() -> None:
+    """task.html over a form of every kind: each field marked once per control, posting the names its reader reads."""
+    form = Form(
+        "Every kind.",
+        (),
+        (
+            *FORM.fields,
+            FormField("lines", "texts", "Lines", rows=lambda view: 2, max_length=20),
+            FormField("triples", "triples", "Triples", ("IsA", "PartOf"), rows=lambda view: 2),
+        ),
+    )
+    kind = SimpleNamespace(form=form, writes_items=False, checks_drafts=False)
+    templates = jinja2.Environment(
+        loader=jinja2.PackageLoader("senseforge.annotate", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    html = templates.get_template("task.html").render(
+        nonce="n", who=None, task="every", kind=kind, form=form, form_page=True, item=VIEW, assignment_id=1,
+        csrf="c", values={"stars": ["4"], "lines": ["one", "two"], "head": ["a"], "relation": ["IsA"]}, problems=[],
+    )  # fmt: skip
+    marked = marked_controls(html)
+    assert [(mark, name) for _, name, mark in marked] == [
+        ("verdict", "verdict"), ("verdict", "verdict"), ("why", "why"), ("why", "why"), ("picked", "picked"),
+        ("picked", "picked"), *[("stars", "stars")] * 5, ("sure", "sure"), ("sure", "sure"), ("comment", "comment"),
+        ("lines", "lines"), ("lines", "lines"), *[("triples", part) for part in ("head", "relation", "tail")] * 2,
+    ]  # fmt: skip
+    assert 'value="4" checked' in html and 'value="two"' in html and '<option value="IsA" selected>' in html
+    keys = re.findall(r'"(\w)": \(\) => (pick|flip)\("(\w+)", "(\w+)"\)', html)
+    assert keys[:2] == [("1", "pick", "verdict", "ok"), ("2", "pick", "verdict", "bad")]
+    assert ("y", "pick", "sure", "yes") in keys
+    values, problems = form.read(
+        VIEW, {"verdict": ["ok"], "lines": ["one", "two"], "head": ["a", ""], "relation": ["IsA", ""],
+               "tail": ["b", ""]},
+    )  # fmt: skip
+    assert problems == [] and values["triples"] == [{"head": "a", "relation": "IsA", "tail": "b"}]
