@@ -185,7 +185,7 @@ def test_the_page_built_from_a_form_asks_each_kind_of_field_and_reads_back() -> 
             FormField("triples", "triples", "Triples", ("IsA", "PartOf"), rows=lambda view: 2),
         ),
     )
-    kind = SimpleNamespace(form=form, writes_items=False, checks_drafts=False)
+    kind = SimpleNamespace(form=form, writes_items=False, checks_drafts=False, page_note=None)
     templates = jinja2.Environment(
         loader=jinja2.PackageLoader("senseforge.annotate", "templates"),
         autoescape=True,

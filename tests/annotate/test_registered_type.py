@@ -69,6 +69,7 @@ class Keep(TaskType):
     """Is the first option a part of the word worth keeping?"""
 
     name: str = "keep"
+    page_note: str | None = "A part is a piece of the word, not the word."
     input_model: type[BaseModel] = MCItem
     form: Form = Form(
         "Is option A a part of the word worth keeping?",
@@ -184,6 +185,8 @@ def test_a_task_type_defined_here_is_served_parsed_exported_imported_and_read_by
             assert page.status_code == 200, page.text
             assert "Is option A a part of the word worth keeping?" in page.text
             assert f"A. sun-{part[-1]}" in page.text  # the shown texts, rendered from the view
+            assert '<p class="muted" id="note">A part is a piece of the word, not the word.</p>' in page.text
+            assert "<li>Keep it?: <kbd>1</kbd> <kbd>y</kbd> Keep · <kbd>2</kbd> <kbd>n</kbd> Drop</li>" in page.text
             marked = controls(page.text)
             assert [(tag, mark) for tag, _, mark in marked] == [
                 ("input", "keep"), ("input", "keep"), ("input", "sure"), ("input", "sure"), ("input", "sure"),

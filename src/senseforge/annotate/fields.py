@@ -64,6 +64,10 @@ class TaskType(Protocol):
     pre-fill the current draft.
     """
 
+    page_note: str | None = None
+    """A line the page built from the form (``task.html``, for a type without a template of its own) shows
+    below the task's texts; ``None``: none."""
+
     def view(self, task: Any) -> dict[str, Any]:
         """The task's input as the annotator may see it (JSON-ready)."""
         ...
