@@ -47,6 +47,7 @@ from senseforge.pipelines.taskqueue import QueuedTask
 from senseforge.store.db import Store
 
 from ..pipelines.engine.tiny import Piece, Tiny, TinyConfig, config, item
+from .test_browser import Served, served  # noqa: F401 (the fixture)
 
 REASONS = ("too-short", "not-a-part")
 
@@ -131,6 +132,11 @@ def registered() -> Iterator[Keep]:
 
 
 PARTS = [f"w{w}/{p}" for w in (0, 1) for p in range(3)]
+
+
+def item_of(part: str) -> MCItem:
+    """An item of the tiny recipe's shape for a part that no build made."""
+    return item(StageResult(part, "ok", Piece(word="bee", text=f"bee-{part[-1]}")))
 
 
 def answer_of(part: str) -> dict[str, Any]:
@@ -275,3 +281,36 @@ def test_without_the_registration_the_type_is_unknown_everywhere() -> None:
         JUDGEMENTS.body("keep")
     with pytest.raises(Exception, match="unknown task type 'keep'"):
         interop.label_studio_export("keep", [])
+
+
+@pytest.mark.browser
+def test_the_page_built_from_the_form_is_keyboard_first(registered: Keep, served: Served, page: Any) -> None:  # noqa: F811
+    """In chromium: the declared keys pick a choice, pick a rating and tick flags; Enter submits; ``?`` lists them."""
+    page.set_default_timeout(10_000)
+    served.store.queue([QueuedTask("keep", item_of("b0/1")), QueuedTask("keep", item_of("b0/2"))])
+    page.goto(served.link(served.store.invite("ana")))
+    with page.expect_navigation():
+        page.goto(f"{served.base}/t/keep")
+    page.keyboard.press("?")
+    assert page.locator("#shortcuts").is_visible() and "Why drop it" in page.locator("#shortcuts").inner_text()
+    page.keyboard.press("?")
+    for key in ("n", "d", "w", "q", "q"):  # drop, sure 3, tick not-a-part, tick and untick too-short
+        page.keyboard.press(key)
+    assert page.is_checked('input[name="keep"][value="no"]') and page.is_checked('input[name="sure"][value="3"]')
+    assert page.is_checked('input[name="reasons"][value="not-a-part"]')
+    assert not page.is_checked('input[name="reasons"][value="too-short"]')
+    page.click("#comment")
+    page.keyboard.type("y1")  # keys in the comment box are text
+    assert page.is_checked('input[name="keep"][value="no"]')
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    page.keyboard.press("1")
+    page.keyboard.press("a")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert "Nothing left for you in keep" in page.content()
+    made = {i: j[0] for i, j in served.judgements("keep").items()}
+    assert (made["b0/1"].keep, made["b0/1"].sure, made["b0/1"].reasons, made["b0/1"].comment) == (
+        False, 3, ("not-a-part",), "y1"
+    )  # fmt: skip
+    assert (made["b0/2"].keep, made["b0/2"].sure, made["b0/2"].reasons) == (True, 1, ())
