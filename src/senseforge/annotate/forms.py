@@ -384,3 +384,10 @@ def triples_text(key: str, *, numbered: bool = False) -> Callable[[Mapping[str, 
         return "\n".join(f"{n}. {line}" if numbered else line for n, line in enumerate(lines))
 
     return text
+
+
+ITEM_SHOWN: tuple[Shown, ...] = (
+    Shown("item_question", "Question", lambda view: view.get("question")),
+    Shown("item_choices", "Options", choices_text()),
+)
+"""What a task over an item shows of it: its question and its options."""

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from senseforge.annotate import forms
+from senseforge.annotate.drafting import LABELS
 from senseforge.annotate.forms import Shown
-from senseforge.annotate.tasktypes import LABELS, TASK_TYPES, InvalidSubmission, TaskType
+from senseforge.annotate.tasktypes import TASK_TYPES, InvalidSubmission, TaskType
 from senseforge.data.io import json_problem
 from senseforge.data.schema import Judgement, MCItem
 from senseforge.errors import ConfigError, DataValidationError, MissingDependencyError
