@@ -42,7 +42,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from senseforge.data.io import atomic_open
 from senseforge.data.schema import MCItem, judgement
@@ -52,7 +52,7 @@ from senseforge.evaluate.run import EvalConfig, score_mc
 from senseforge.pipelines.calls import PENDING, Asked, Recorder
 from senseforge.pipelines.config import RecipeConfig, is_chat
 from senseforge.pipelines.outcomes import Outcome, StageOutput, ok, rejected, spent
-from senseforge.pipelines.panel import AnswerMethod, Member, PanelAnswer, PanelDecision, PanelVerdict
+from senseforge.pipelines.panel import AnswerMethod, Member, PanelAnswer, PanelDecision, PanelVerdict, VerificationPanel
 from senseforge.pipelines.runstore import CallEntry, Record, RunStore, StageResult
 from senseforge.pipelines.stage import ModelStage, R, StageContext
 from senseforge.runfolder import files
@@ -201,6 +201,24 @@ class PanelVerify(ModelStage[R]):
     @property
     def specs(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(member.spec for member in self.members)) or (self.spec,)
+
+    @classmethod
+    def of_panel(cls, name: str, config: RecipeConfig, panel: VerificationPanel, **extra: Any) -> Self:
+        """The stage of a named panel (its members answering as :func:`chat_methods` says, their answers recorded);
+        ``extra``: the reference flow and the fields of the recipe's subclass."""
+        members = panel.parsed()
+        return cls(
+            name,
+            members[0].spec,
+            members=members,
+            methods=chat_methods(config, members),
+            hard_when=panel.hard(),
+            skip=panel.skip(),
+            seed=config.seed,
+            top_logprobs=TOP_LOGPROBS,
+            recorded=True,
+            **extra,
+        )
 
     def item(self, record: StageResult[R]) -> MCItem:
         """The item the members answer."""

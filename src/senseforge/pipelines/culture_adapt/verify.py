@@ -25,10 +25,8 @@ from senseforge.pipelines.panel import PanelVerdict
 from senseforge.pipelines.release import Finished
 from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.verification import (
-    TOP_LOGPROBS,
     PanelVerify,
     Placed,
-    chat_methods,
     verdict_figures,
 )
 from senseforge.runfolder.figures import Counts, Figure
@@ -73,21 +71,7 @@ class AdaptVerify(PanelVerify[AdaptRecord]):
         panel = config.verification_panel()
         if not panel.members:
             return []
-        members = panel.parsed()
-        stage = cls(
-            VERIFY,
-            members[0].spec,
-            members=members,
-            methods=chat_methods(config, members),
-            hard_when=panel.hard(),
-            skip=panel.skip(),
-            reference="none",
-            seed=config.seed,
-            top_logprobs=TOP_LOGPROBS,
-            recorded=True,
-            folders=langs,
-            langs=langs,
-        )
+        stage = cls.of_panel(VERIFY, config, panel, reference="none", folders=langs, langs=langs)
         return [stage]
 
     def items(self, record: StageResult[AdaptRecord]) -> list[tuple[str, MCItem]]:

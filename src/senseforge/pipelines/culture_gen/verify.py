@@ -22,7 +22,7 @@ from senseforge.pipelines.culture_gen.stages import review_item
 from senseforge.pipelines.panel import PanelVerdict
 from senseforge.pipelines.release import Finished
 from senseforge.pipelines.runstore import RunStore, StageResult
-from senseforge.pipelines.verification import TOP_LOGPROBS, PanelVerify, Placed, answered, chat_methods, verdict_figures
+from senseforge.pipelines.verification import PanelVerify, Placed, answered, verdict_figures
 from senseforge.runfolder.figures import Counts, Figure
 
 VERIFY = "verify"
@@ -40,19 +40,8 @@ class CultureVerify(PanelVerify[CultureRecord]):
         panel = config.verification_panel()
         if not panel.members:
             return []
-        members = panel.parsed()
-        stage = cls(
-            VERIFY,
-            members[0].spec,
-            members=members,
-            methods=chat_methods(config, members),
-            hard_when=panel.hard(),
-            skip=panel.skip(),
-            reference="all" if config.review.judges else "none",
-            seed=config.seed,
-            top_logprobs=TOP_LOGPROBS,
-            recorded=True,
-            folders=tuple(langs),
+        stage = cls.of_panel(
+            VERIFY, config, panel, reference="all" if config.review.judges else "none", folders=tuple(langs)
         )
         return [stage]
 
