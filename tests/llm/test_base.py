@@ -6,9 +6,9 @@ import json
 import math
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from senseforge.llm.base import Completion, GenerateRequest, letter_probabilities
+from senseforge.llm.base import Completion, GenerateRequest, ReplyShape, letter_probabilities
 
 
 def test_top_logprobs_is_off_and_out_of_every_dump_by_default() -> None:
@@ -96,3 +96,34 @@ def test_letter_probabilities_need_top_logprobs_and_a_word() -> None:
 def test_letter_probabilities_never_exceed_one() -> None:
     reply = _reply((("A", -0.01), (" A", -0.01)))  # a server's rounding can sum past 1
     assert letter_probabilities(reply, ["A"]) == {"A": 1.0}
+
+
+class _Pair(BaseModel):
+    question: str
+    options: list[str]
+
+
+def test_reply_shape_is_out_of_every_dump_when_unset_and_keyed_when_set() -> None:
+    request = GenerateRequest(prompt="Q:", max_tokens=8)
+    assert "reply_shape" not in request.model_dump(mode="json")
+    assert "reply_shape" not in json.loads(request.model_dump_json())
+    shaped = request.model_copy(update={"reply_shape": ReplyShape.of_model(_Pair)})
+    dumped = shaped.model_dump(mode="json")["reply_shape"]
+    assert dumped["name"] == "_Pair" and dumped["choices"] is None
+    assert json.loads(dumped["json_schema"])["required"] == ["question", "options"]
+    assert GenerateRequest.model_validate_json(shaped.model_dump_json()) == shaped
+    assert hash(shaped) != hash(request)
+
+
+def test_a_reply_shape_is_a_schema_or_choices_never_both_nor_neither() -> None:
+    assert ReplyShape.one_of("letter", "ABCDE").choices == ("A", "B", "C", "D", "E")
+    assert ReplyShape.one_of("letter", "AB").as_schema() is None
+    assert ReplyShape.of_model(_Pair).as_schema() == _Pair.model_json_schema()
+    with pytest.raises(ValidationError, match="exactly one"):
+        ReplyShape(name="x")
+    with pytest.raises(ValidationError, match="exactly one"):
+        ReplyShape(name="x", json_schema="{}", choices=("a",))
+    with pytest.raises(ValidationError, match="non-empty"):
+        ReplyShape.one_of("x", ["a", ""])
+    with pytest.raises(ValidationError, match="name"):
+        ReplyShape.one_of("no spaces", ["a"])

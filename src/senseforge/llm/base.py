@@ -67,6 +67,53 @@ class Message(_Frozen):
     """What they say."""
 
 
+class ReplyShape(_Frozen):
+    """The shape a reply must take, declared once by the stage that parses it.
+
+    Either a JSON schema (from the pydantic model the stage's parser validates against: :meth:`of_model`) or a
+    closed set of strings (a letter, ``yes``/``no``, a verdict word: :meth:`one_of`). A backend that can constrain
+    its decoding to the shape does; the stage's parser stays strict either way.
+
+    >>> ReplyShape.one_of("verdict", ["yes", "no"]).choices
+    ('yes', 'no')
+    """
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """A short name for the shape (the stage's), as OpenAI's ``json_schema`` response format wants one."""
+    json_schema: str | None = None
+    """The JSON schema, as canonical JSON text (sorted keys, no spaces), so the shape is hashable and keyed stably."""
+    choices: tuple[str, ...] | None = None
+    """The reply is exactly one of these strings."""
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ReplyShape:
+        if (self.json_schema is None) == (self.choices is None):
+            raise ValueError("give exactly one of json_schema and choices")
+        if self.choices is not None and (not self.choices or any(not c for c in self.choices)):
+            raise ValueError("choices must be non-empty strings, at least one")
+        if self.json_schema is not None and not isinstance(json.loads(self.json_schema), dict):
+            raise ValueError("json_schema must be a JSON object")
+        return self
+
+    @classmethod
+    def of_model(cls, model: type[BaseModel], name: str | None = None) -> ReplyShape:
+        """The shape of a reply that validates as ``model`` (its JSON schema, named after it unless ``name``)."""
+        schema = model.model_json_schema()
+        return cls(name=name or model.__name__, json_schema=json.dumps(schema, sort_keys=True, separators=(",", ":")))
+
+    @classmethod
+    def one_of(cls, name: str, choices: Iterable[str]) -> ReplyShape:
+        """The shape of a reply that is exactly one of ``choices``."""
+        return cls(name=name, choices=tuple(choices))
+
+    def as_schema(self) -> dict[str, Any] | None:
+        """The JSON schema as a dict (``None`` for a shape of choices)."""
+        if self.json_schema is None:
+            return None
+        loaded: dict[str, Any] = json.loads(self.json_schema)
+        return loaded
+
+
 class GenerateRequest(_Frozen):
     """A generation request: a plain prompt or a chat, plus sampling parameters."""
 
@@ -86,6 +133,11 @@ class GenerateRequest(_Frozen):
     """Strings that end generation (not included in the text)."""
     json_mode: bool = False
     """Ask for a JSON object (native JSON mode where the backend has one)."""
+    reply_shape: ReplyShape | None = None
+    """The shape the reply must take (:class:`ReplyShape`), for backends that constrain decoding to it.
+
+    Part of the cache key when set; unset, it is left out of every dump, so a request without one is keyed, ledgered
+    and batched as before the field existed."""
     top_logprobs: int = Field(default=0, ge=0, le=MAX_TOP_LOGPROBS)
     """Ask for this many most likely tokens at each generated position, with their log-probabilities
     (:attr:`Completion.top_logprobs`), where the backend gives them; 0 (the default) asks for none.
@@ -110,6 +162,8 @@ class GenerateRequest(_Frozen):
         shown: dict[str, Any] = handler(self)
         if shown.get("top_logprobs") == 0:  # not asked: dumped (and keyed) as before the field existed
             del shown["top_logprobs"]
+        if "reply_shape" in shown and shown["reply_shape"] is None:  # likewise
+            del shown["reply_shape"]
         return shown
 
     @classmethod
