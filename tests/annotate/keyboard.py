@@ -112,7 +112,7 @@ class Session:
     """The keys, as a person reads them (for the table)."""
 
 
-def _mc(n: int, **update: Any) -> MCItem:
+def mc_item(n: int, **update: Any) -> MCItem:
     item = MCItem(
         id=f"q{n}",
         lang="en",
@@ -126,7 +126,7 @@ def _mc(n: int, **update: Any) -> MCItem:
 def _adapted(n: int) -> MCItem:
     source = {"lang": "en", "question": "Where is snow kept?", "concept": "snow", "answer": "A",
               "choices": [[label, f"spot {label.lower()}"] for label in "ABCDE"]}  # fmt: skip
-    return _mc(n, question_concept="hujan abu", metadata={"source": source})
+    return mc_item(n, question_concept="hujan abu", metadata={"source": source})
 
 
 def _slot(n: int) -> ConceptSlot:
@@ -259,9 +259,9 @@ def _written(judgement: Any) -> tuple[str, str, str | None]:
 
 CROW = {"k": 1, "group": "g"}
 SESSIONS: dict[str, Session] = {
-    "verify": Session("verify", _items("verify", _mc), _keys("1"), lambda j: j.accept is True, "1 Enter"),
+    "verify": Session("verify", _items("verify", mc_item), _keys("1"), lambda j: j.accept is True, "1 Enter"),
     "answer": Session(
-        "verify", _items("answer", _mc), _keys("2"), lambda j: (j.choice, j.certain) == ("B", True), "2 Enter"
+        "verify", _items("answer", mc_item), _keys("2"), lambda j: (j.choice, j.certain) == ("B", True), "2 Enter"
     ),
     "create": Session(
         "write",
@@ -285,7 +285,7 @@ SESSIONS: dict[str, Session] = {
     ),
     "label-errors": Session(
         "pick",
-        _items("label-errors", _mc),
+        _items("label-errors", mc_item),
         _keys("1", "a"),
         lambda j: (j.question_error, j.options_error) == ("none", "none"),
         "1 a Enter",
