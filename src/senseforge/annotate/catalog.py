@@ -33,6 +33,10 @@ PACKAGE_DIR = Path(__file__).parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
 CONFIG = LOCALE_DIR / "babel.cfg"
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
+HEADER = (
+    "# The words of senseforge's annotation app (senseforge/annotate), extracted by `make i18n`.\n"
+    "# Distributed under the project's licence (MIT)."
+)
 _STAMPS = ('"POT-Creation-Date:', '"PO-Revision-Date:')
 
 
@@ -54,9 +58,12 @@ def _form_strings() -> Iterator[tuple[str, str]]:
         for field in form.fields:
             yield field.title, where
             yield from ((text, where) for text in field.option_texts)
-            if not field.option_texts:  # the values themselves, as a page shows them (dashes and underscores as spaces)
+            if not field.option_texts and field.kind in ("choice", "multi-choice", "flags"):
+                # values in lower-case words, as a page shows them (dashes and underscores as spaces); not labels
+                # (A, B, …) or names (CRoW's relations), which stay as they are
                 for option in field.options:
-                    yield option.replace("-", " ").replace("_", " "), where
+                    if option.islower():
+                        yield option.replace("-", " ").replace("_", " "), where
         note = getattr(task, "page_note", None)
         if isinstance(note, str):
             yield note, where
@@ -64,7 +71,15 @@ def _form_strings() -> Iterator[tuple[str, str]]:
 
 def extract() -> Catalog:
     """A fresh template catalogue of every string the app shows, sorted by msgid."""
-    catalog = Catalog(project="senseforge", domain=DOMAIN, charset="utf-8", fuzzy=False)
+    catalog = Catalog(
+        project="senseforge",
+        domain=DOMAIN,
+        charset="utf-8",
+        fuzzy=False,
+        header_comment=HEADER,
+        copyright_holder="senseforge developers",
+        msgid_bugs_address="",
+    )
     method_map, options_map = _mapping()
     for filename, lineno, message, comments, context in extract_from_dir(PACKAGE_DIR, method_map, options_map):
         catalog.add(message, None, [(filename, lineno)], auto_comments=comments, context=context)
@@ -158,12 +173,21 @@ _JINJA = "\x00"
 def unwrapped_text(source: str) -> list[str]:
     """The words a template writes as plain text, where a translation cannot reach them.
 
-    The template's literal text (what lies outside ``{{ }}``, ``{% %}`` and comments), less
+    The template's literal text (what lies outside ``{{ }}``, ``{% %}``, comments and ``{% trans %}`` blocks), less
     scripts, styles, ``<kbd>`` and ``<code>``, is read as HTML: any word left in its text or in
     a ``title``, ``aria-label``, ``placeholder`` or ``alt`` is reported (but for :data:`_ALLOWED`).
     """
     env = jinja2.Environment(extensions=["jinja2.ext.i18n"])
-    parts = [value if kind == "data" else _JINJA for _line, kind, value in env.lex(source)]
+    parts, in_trans, opened = [], False, False
+    for _line, kind, value in env.lex(source):
+        if kind == "block_begin":
+            opened = True
+        elif kind == "name" and opened:
+            in_trans = value in ("trans", "pluralize") or (in_trans and value != "endtrans")
+            opened = False
+        elif kind not in ("whitespace",):
+            opened = opened and kind == "block_begin"
+        parts.append(value if kind == "data" and not in_trans else _JINJA)  # a trans block's text is in the catalogue
     html = "".join(parts)
     html = _SCRIPT.sub(" ", html)
     html = _ALLOWED.sub(" ", _UNTRANSLATED.sub(" ", html))
