@@ -185,3 +185,16 @@ def test_a_said_message_is_english_as_a_string_and_translated_with_its_values() 
     assert i18n.html_lang("pt_BR") == "pt-BR"
     with pytest.raises(ConfigError, match="available are en, id"):
         i18n.translations("xx")
+
+
+def test_a_rejected_form_lists_its_problems_in_the_readers_language(run_dir: Path, client: TestClient) -> None:
+    token = invite(run_dir, "sari", "--lang", "id")
+    client.get(f"/login?token={token}")
+    page = client.get("/t/verify").text
+    assignment = re.search(r'name="assignment_id" value="(\d+)"', page)
+    assert assignment is not None
+    rejected = client.post("/t/verify", data={"csrf": csrf_token(token), "assignment_id": assignment.group(1)})
+    assert rejected.status_code == 422
+    assert "Mohon perbaiki:" in rejected.text and "<li>accept: wajib diisi (ya atau tidak)</li>" in rejected.text
+    api = client.post(f"/api/verify/{assignment.group(1)}", json={}, headers={"Authorization": f"Bearer {token}"})
+    assert api.status_code == 422 and "accept: required (yes or no)" in api.json()["problems"]

@@ -14,6 +14,7 @@ from its msgid, and text written into a template without ``_()`` around it
 
 from __future__ import annotations
 
+import copy
 import io
 import re
 import sys
@@ -57,6 +58,7 @@ def _form_strings() -> Iterator[tuple[str, str]]:
             yield shown.title, where
         for field in form.fields:
             yield field.title, where
+            yield from ((rule.problem, where) for rule in (field.required_when, field.only_when) if rule is not None)
             yield from ((text, where) for text in field.option_texts)
             if not field.option_texts and field.kind in ("choice", "multi-choice", "flags"):
                 # values in lower-case words, as a page shows them (dashes and underscores as spaces); not labels
@@ -125,7 +127,7 @@ def update() -> list[Path]:
     changed = [POT] if _write_if_changed(POT, _text(template)) else []
     for lang in dict.fromkeys((SOURCE_LANGUAGE, *languages())):
         catalog = read(lang)
-        catalog.update(template, update_creation_date=False)
+        catalog.update(copy.deepcopy(template), update_creation_date=False)  # update() adopts the template's entries
         catalog.obsolete.clear()
         if lang == SOURCE_LANGUAGE:  # the msgids are English: its catalogue says them as they are
             for message in catalog:

@@ -146,7 +146,8 @@ def translate(found: Any, text: object) -> str:
         return "" if text is None else str(text)
     if isinstance(text, Said) and text.values:
         try:
-            return str(found.ugettext(text.msgid)) % text.values
+            values = {key: translate(found, v) if isinstance(v, Said) else v for key, v in text.values.items()}
+            return str(found.ugettext(text.msgid)) % values
         except (KeyError, ValueError, TypeError):  # a translation with other placeholders: the English stands
             return str(text)
     return str(found.ugettext(text))
