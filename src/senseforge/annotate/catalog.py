@@ -134,6 +134,7 @@ def update() -> list[Path]:
                 if message.id:
                     message.string = message.id
                     message.flags.discard("fuzzy")
+                    message.previous_id = []
         if _write_if_changed(po_path(lang), _text(catalog)):
             changed.append(po_path(lang))
     return changed
