@@ -77,6 +77,7 @@ def test_an_annotator_invited_with_lang_id_gets_indonesian_pages_and_items_keep_
     question = r'<p class="question" lang="en" dir="auto" id="question">Where would you keep'
     assert re.search(question, task.text)  # the item keeps its words …
     assert '<ol class="choices" lang="en">' in task.text  # … and keep their language
+    assert '<span class="muted" lang="id">(jawaban yang ditandai)</span>' in task.text  # the page's words in it: id
     assert re.search(r'<label class="option"><input type="radio"[^>]*value="yes"[^>]*>\s*Ya <kbd>', task.text)
 
 
