@@ -13,7 +13,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK = 1
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: demo test test-fast lint install-local install-dev clean
+.PHONY: demo test test-fast lint install-local install-dev clean i18n i18n-check
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ test: lint
 # the inner loop: no lint, no test that loads a real model or runs an external tool (`make test` runs all)
 test-fast: install-dev
 	HF_HUB_OFFLINE=1 $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not slow" -q
+
+# the annotation app's catalogues: extract its strings into annotate/locale/messages.pot and merge them into every
+# language's messages.po (translate what arrives empty or fuzzy); i18n-check lists what is missing
+i18n: install-dev
+	$(VENV)/bin/python -m senseforge.annotate.catalog update
+
+i18n-check: install-dev
+	$(VENV)/bin/python -m senseforge.annotate.catalog check
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

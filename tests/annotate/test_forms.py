@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-import jinja2
 import pytest
 
+from senseforge.annotate.app import template_environment
 from senseforge.annotate.forms import (
     DIGITS,
     Form,
@@ -151,11 +151,7 @@ def test_every_control_on_a_task_page_is_a_field_of_its_form(name: str) -> None:
     from .test_interop import INPUTS
 
     kind = TASK_TYPES[name]
-    templates = jinja2.Environment(
-        loader=jinja2.PackageLoader("senseforge.annotate", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    templates = template_environment("en")  # the templates as the app renders them in English
     for given in INPUTS[name]:
         html = templates.get_template(f"{name}.html").render(
             nonce="n", who=None, task=name, kind=kind, form=kind.form, form_page=False, item=kind.view(given),
@@ -186,11 +182,7 @@ def test_the_page_built_from_a_form_asks_each_kind_of_field_and_reads_back() -> 
         ),
     )
     kind = SimpleNamespace(form=form, writes_items=False, checks_drafts=False, page_note=None)
-    templates = jinja2.Environment(
-        loader=jinja2.PackageLoader("senseforge.annotate", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    templates = template_environment("en")  # the templates as the app renders them in English
     html = templates.get_template("task.html").render(
         nonce="n", who=None, task="every", kind=kind, form=form, form_page=True, item=VIEW, assignment_id=1,
         csrf="c", values={"stars": ["4"], "lines": ["one", "two"], "head": ["a"], "relation": ["IsA"]}, problems=[],

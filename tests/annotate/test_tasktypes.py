@@ -5,10 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-import jinja2
 import pytest
 
 from senseforge.annotate import interop
+from senseforge.annotate.app import template_environment
 from senseforge.annotate.tasktypes import TASK_TYPES
 from senseforge.data.schema import JUDGEMENTS, Choice, Draft, DraftItem, QCEvent
 
@@ -34,11 +34,7 @@ def test_checking_and_revising_are_declared_by_qc_and_revise_over_drafts() -> No
 
 
 def shortcuts(kind: Any, task: str) -> str:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("senseforge.annotate", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    env = template_environment("en")  # the templates as the app renders them in English
     item = {"labels": ["A", "B", "C"], "choices": [{"label": "A"}, {"label": "B"}]}
     return env.get_template("_shortcuts.html").render(kind=kind, task=task, item=item)
 

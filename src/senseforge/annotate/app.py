@@ -4,11 +4,16 @@ People open their invite link (``/login?token=…``), which leaves the token in 
 HttpOnly, SameSite=Strict cookie; scripts send ``Authorization: Bearer <token>`` instead.
 Pages are rendered on the server from ``templates/`` with autoescaping on, because every
 item text is untrusted LM output, and served under a Content-Security-Policy that runs
-only the pages' own inline scripts (each carries the response's nonce).
+only the pages' own inline scripts (each carries the response's nonce). A page speaks its
+reader's language: the one stored with them (``annotate invite --lang``, or switched on the
+page), else the first of their browser's ``Accept-Language`` the app speaks, else English;
+``<html lang>`` says which, while item texts carry their own ``lang``.
 
 Routes:
 
 * ``GET /login?token=…`` — set the session cookie, redirect to ``/``; ``POST /logout``;
+* ``POST /lang`` — the language of the caller's pages (remembered with them; see
+  :mod:`senseforge.annotate.i18n`), then back to the page they were on;
 * ``GET /`` — the caller's task types, with what is left of each;
 * ``GET /t/{type}`` and ``POST /t/{type}`` — the next assignment as a keyboard-first form,
   and its submission (303 back to the next one; 422 with the problems shown); the page is
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import hmac
 import json
@@ -54,6 +60,16 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from senseforge.annotate.i18n import (
+    N_,
+    SOURCE_LANGUAGE,
+    Said,
+    html_lang,
+    language_name,
+    languages,
+    translate,
+    translations,
+)
 from senseforge.annotate.store import DEFAULT_LEASE_S, AnnotationStore, Annotator, Assignment, Closed, NotYours
 from senseforge.annotate.tasktypes import TASK_TYPES, InvalidSubmission, TaskType
 from senseforge.data.schema import Judgement
@@ -65,6 +81,10 @@ COOKIE_MAX_AGE = 30 * 24 * 3600
 MAX_BODY = 64 * 1024
 """The largest request body accepted (a judgement is well under a kilobyte)."""
 _RESERVED = frozenset({"csrf", "assignment_id"})
+SHOWN_WORDS = (N_("awaiting qc"), N_("needs revision"), N_("revised"), N_("complete"), N_("submitted"))
+"""Values the pages show from the store, translated when shown: the QC queue's states, a question's history's."""
+_answering = threading.local()
+"""The request the handler running in this thread answers (its path is where the language switch returns)."""
 
 
 def csrf_token(token: str) -> str:
@@ -84,6 +104,42 @@ class _Caller:
 def _wants_json(request: Request) -> bool:
     path = request.url.path
     return path.startswith(("/api/", "/export/")) or "authorization" in request.headers
+
+
+def template_environment(lang: str) -> jinja2.Environment:
+    """The templates in ``lang``: ``_()`` / ``{% trans %}`` from its catalogue, ``|tr`` for strings given as values."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("senseforge.annotate", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        extensions=["jinja2.ext.i18n"],
+    )
+    found = translations(lang)
+    env.install_gettext_translations(found, newstyle=True)  # type: ignore[attr-defined]  # added by the extension
+    env.filters["tr"] = functools.partial(translate, found)
+    env.globals.update(
+        page_lang=html_lang(lang),
+        lang_code=lang,
+        languages=[(code, html_lang(code), language_name(code)) for code in languages()],
+    )
+    return env
+
+
+def _accepted(header: str) -> str | None:
+    """The first language of an ``Accept-Language`` header that the app speaks, or ``None``."""
+    from babel import negotiate_locale
+
+    wanted: list[tuple[float, int, str]] = []
+    for part in header.split(","):
+        tag, _, weight = part.strip().partition(";q=")
+        try:
+            quality = float(weight) if weight else 1.0
+        except ValueError:
+            continue
+        if tag and tag != "*" and quality > 0:
+            wanted.append((-quality, len(wanted), tag.replace("-", "_")))
+    found = negotiate_locale([tag for _q, _i, tag in sorted(wanted)], list(languages()))
+    return found if isinstance(found, str) else None
 
 
 def _security_headers(nonce: str) -> dict[str, str]:
@@ -128,11 +184,9 @@ class _App:
     def __init__(self, store: AnnotationStore, *, secure_cookies: bool) -> None:
         self.store = store
         self.secure_cookies = secure_cookies
-        self.templates = jinja2.Environment(
-            loader=jinja2.PackageLoader("senseforge.annotate", "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-        )
+        self._environments: dict[str, jinja2.Environment] = {}
+        self._building = threading.Lock()
+        self.templates = self.environment(SOURCE_LANGUAGE)
         self.own_pages = frozenset(self.templates.list_templates(extensions=["html"]))
         """The templates there are: a task type without ``<name>.html`` is shown ``task.html``, built from its form."""
         sqlite = store.engine.dialect.name == "sqlite"
@@ -140,9 +194,30 @@ class _App:
 
     # -- plumbing ------------------------------------------------------------------------
 
+    def environment(self, lang: str) -> jinja2.Environment:
+        """The templates in ``lang`` (one environment per language, made when first asked for)."""
+        with self._building:
+            env = self._environments.get(lang)
+            if env is None:
+                env = self._environments[lang] = template_environment(lang)
+        return env
+
+    @staticmethod
+    def language(who: Annotator | None) -> str:
+        """The language of a page: its reader's, else their browser's first that the app speaks, else English."""
+        if who is not None and who.lang in languages():
+            return who.lang
+        request = getattr(_answering, "request", None)
+        header = request.headers.get("accept-language", "") if request is not None else ""
+        return (_accepted(header) if header else None) or SOURCE_LANGUAGE
+
     def page(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         nonce = secrets.token_urlsafe(16)
-        html = self.templates.get_template(name).render(nonce=nonce, **context)
+        who = context.get("who") or context.get("reader")
+        request = getattr(_answering, "request", None)
+        here = request.url.path if request is not None else "/"
+        env = self.environment(self.language(who if isinstance(who, Annotator) else None))
+        html = env.get_template(name).render(nonce=nonce, here=here, **context)
         return HTMLResponse(html, status_code=status_code, headers=_security_headers(nonce))
 
     def caller(self, request: Request) -> _Caller:
@@ -152,13 +227,13 @@ class _App:
         token = value.strip() if bearer else request.cookies.get(COOKIE, "")
         who = self.store.who(token) if token else None
         if who is None:
-            raise HTTPException(401, "use your invite link to sign in", headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(401, N_("use your invite link to sign in"), headers={"WWW-Authenticate": "Bearer"})
         return _Caller(who, token, bearer)
 
     def admin(self, request: Request) -> _Caller:
         caller = self.caller(request)
         if caller.who.role != "admin":
-            raise HTTPException(403, "this page is for admins")
+            raise HTTPException(403, N_("this page is for admins"))
         return caller
 
     @staticmethod
@@ -166,14 +241,14 @@ class _App:
         if caller.bearer:
             return
         if not supplied or not hmac.compare_digest(supplied, csrf_token(caller.token)):
-            raise HTTPException(403, "the form's security token is missing or wrong; reload the page")
+            raise HTTPException(403, N_("the form's security token is missing or wrong; reload the page"))
 
     @staticmethod
     def task(name: str) -> TaskType:
         try:
             return TASK_TYPES[name]
         except KeyError:
-            raise HTTPException(404, f"no task type {name!r}") from None
+            raise HTTPException(404, Said(N_("no task type %(name)s"), name=repr(name))) from None
 
     def lease(self, caller: _Caller, task: TaskType) -> Assignment | None:
         with self.writing:
@@ -182,11 +257,13 @@ class _App:
     def own_assignment(self, caller: _Caller, task_type: str, assignment_id: int) -> Assignment:
         assignment = self.store.assignment(assignment_id)
         if assignment is None:
-            raise HTTPException(404, f"no assignment {assignment_id}")
+            raise HTTPException(404, Said(N_("no assignment %(id)s"), id=assignment_id))
         if assignment.annotator != caller.who.name:
-            raise HTTPException(403, f"assignment {assignment_id} is not yours")
+            raise HTTPException(403, Said(N_("assignment %(id)s is not yours"), id=assignment_id))
         if assignment.type != task_type:
-            raise HTTPException(404, f"assignment {assignment_id} is not a {task_type} task")
+            raise HTTPException(
+                404, Said(N_("assignment %(id)s is not a %(type)s task"), id=assignment_id, type=task_type)
+            )
         return assignment
 
     def store_judgement(self, assignment: Assignment, annotator: str, judgement: Judgement) -> bool:
@@ -212,7 +289,7 @@ class _App:
         earlier = [s.judgement for s in stored if s.source == "human" and s.judgement.annotator == annotator]
         if earlier and _same(earlier[0], judgement):
             return False
-        raise HTTPException(409, "you already judged this item differently; your first judgement stands")
+        raise HTTPException(409, N_("you already judged this item differently; your first judgement stands"))
 
     async def handle_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -222,7 +299,15 @@ class _App:
         # A Strict cookie is withheld on a navigation that started on another site (an invite
         # link clicked in webmail is redirected to "/" without it): reload once from here.
         retry = exc.status_code == 401 and request.headers.get("sec-fetch-site") == "cross-site"
-        response = self.page("error.html", exc.status_code, status=exc.status_code, message=exc.detail, retry=retry)
+        token = request.cookies.get(COOKIE, "")
+        reader = self.store.who(token) if token else None  # the page in their language, when they are signed in
+        _answering.request = request
+        try:
+            response = self.page(
+                "error.html", exc.status_code, status=exc.status_code, message=exc.detail, retry=retry, reader=reader
+            )
+        finally:
+            _answering.request = None
         response.headers.update(headers)
         return response
 
@@ -232,7 +317,7 @@ class _App:
         token = request.query_params.get("token", "")
         who = self.store.who(token) if token else None
         if who is None:
-            raise HTTPException(401, "this invite link is not valid (any more); ask for a new one")
+            raise HTTPException(401, N_("this invite link is not valid (any more); ask for a new one"))
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
             COOKIE,
@@ -251,6 +336,24 @@ class _App:
         response = RedirectResponse("/", status_code=303)
         response.delete_cookie(COOKIE, httponly=True, samesite="strict", secure=self.secure_cookies)
         return response
+
+    def set_language(self, request: Request, body: bytes) -> Response:
+        """Switch the caller's pages to the posted ``lang`` (remembered with them), then back to the posted ``back``."""
+        caller = self.caller(request)
+        values = _form(body)
+        self.check_csrf(caller, values.get("csrf", [""])[0])
+        lang = values.get("lang", [""])[0]
+        if lang not in languages():
+            known = ", ".join(languages())
+            raise HTTPException(
+                422, Said(N_("no interface language %(lang)s: available are %(known)s"), lang=repr(lang), known=known)
+            )
+        with self.writing:
+            self.store.set_language(caller.who.name, lang)
+        back = values.get("back", ["/"])[0]
+        if not back.startswith("/") or back.startswith("//") or "\\" in back:
+            back = "/"  # only a path of this app, never another site
+        return RedirectResponse(back, status_code=303)
 
     def home(self, request: Request, _body: bytes) -> Response:
         caller = self.caller(request)
@@ -309,7 +412,7 @@ class _App:
         self.check_csrf(caller, values.get("csrf", [""])[0])
         raw_id = values.get("assignment_id", [""])[0]
         if not raw_id.isdigit():
-            raise HTTPException(422, "the form has no assignment; open the task page again")
+            raise HTTPException(422, N_("the form has no assignment; open the task page again"))
         assignment = self.own_assignment(caller, task.name, int(raw_id))
         fields = {key: value for key, value in values.items() if key not in _RESERVED}
         try:
@@ -373,7 +476,9 @@ class _App:
             judged = self.store.judgements(task.name).get(item_id, [])
             mine = next((j for j in judged if j.annotator == side and not j.adjudication), None)
             if mine is None:
-                raise InvalidSubmission([f"side: {side[:40]!r} did not judge item {item_id!r}"])
+                raise InvalidSubmission(
+                    [Said(N_("side: %(side)s did not judge item %(item)s"), side=repr(side[:40]), item=repr(item_id))]
+                )
             chosen = _fields_of(mine)
         with self.writing:
             try:
@@ -472,12 +577,12 @@ async def _read_body(request: Request) -> bytes:
     """The request body, refused (413) past :data:`MAX_BODY` without reading further."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY:
-        raise HTTPException(413, "request body too large")
+        raise HTTPException(413, N_("request body too large"))
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_BODY:
-            raise HTTPException(413, "request body too large")
+            raise HTTPException(413, N_("request body too large"))
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -516,9 +621,16 @@ def _form(body: bytes) -> dict[str, list[str]]:
 def _in_threadpool(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """An endpoint that reads the body, then runs the blocking handler in the threadpool in one hop."""
 
+    def answer(request: Request, body: bytes) -> Response:
+        _answering.request = request
+        try:
+            return handler(request, body)
+        finally:
+            _answering.request = None
+
     async def endpoint(request: Request) -> Response:
         body = await _read_body(request) if request.method == "POST" else b""
-        return await run_in_threadpool(handler, request, body)
+        return await run_in_threadpool(answer, request, body)
 
     return endpoint
 
@@ -551,6 +663,7 @@ def create_app(
     routes = [
         Route("/login", _in_threadpool(web.login), methods=["GET"]),
         Route("/logout", _in_threadpool(web.logout), methods=["POST"]),
+        Route("/lang", _in_threadpool(web.set_language), methods=["POST"]),
         Route("/", _in_threadpool(web.home), methods=["GET"]),
         Route("/t/{task_type}", _in_threadpool(web.next_page), methods=["GET"]),
         Route("/t/{task_type}", _in_threadpool(web.submit_page), methods=["POST"]),
@@ -568,4 +681,4 @@ def create_app(
     return app
 
 
-__all__ = ["COOKIE", "MAX_BODY", "agreement_summary", "create_app", "csrf_token"]
+__all__ = ["COOKIE", "MAX_BODY", "agreement_summary", "create_app", "csrf_token", "template_environment"]

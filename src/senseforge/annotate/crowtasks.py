@@ -45,6 +45,7 @@ from senseforge.annotate.forms import (
     triples_text,
     yes_no_field,
 )
+from senseforge.annotate.i18n import N_, Said
 from senseforge.data.crow_items import AnnotationItem, CrowPair, KnowledgeCheckItem, RewriteCheckItem, RewriteItem
 from senseforge.data.relations import DIMENSIONS, MAX_PHRASE_WORDS, parse_relation, relations, verbalize
 from senseforge.data.schema import (
@@ -201,10 +202,16 @@ class AnnotateKnowledge(TaskType):
             parts = [str(row.get(key) or "").strip() for key in ("head", "relation", "tail")]
             head, relation, tail = parts
             if not all(parts):
-                problems.append(f"triple {number}: give a head, a relation and a tail")
+                problems.append(Said(N_("triple %(n)s: give a head, a relation and a tail"), n=number))
                 continue
             if max(len(head.split()), len(tail.split())) > MAX_PHRASE_WORDS or max(len(head), len(tail)) > MAX_TEXT:
-                problems.append(f"triple {number}: a head or tail is a short phrase (at most {MAX_PHRASE_WORDS} words)")
+                problems.append(
+                    Said(
+                        N_("triple %(n)s: a head or tail is a short phrase (at most %(words)s words)"),
+                        n=number,
+                        words=MAX_PHRASE_WORDS,
+                    )
+                )
                 continue
             try:
                 parsed = parse_relation(relation, strict=True)
@@ -218,14 +225,14 @@ class AnnotateKnowledge(TaskType):
                 )
             )
         if none_found and rows:
-            problems.append("no_knowledge: give triples or say there is no knowledge, not both")
+            problems.append(N_("no_knowledge: give triples or say there is no knowledge, not both"))
         elif not none_found and not rows:
-            problems.append(f"triples: give one to {task.max_triples}, or say there is no knowledge")
+            problems.append(Said(N_("triples: give one to %(n)s, or say there is no knowledge"), n=task.max_triples))
         if len(rows) > task.max_triples:
-            problems.append(f"triples: at most {task.max_triples} (got {len(rows)})")
+            problems.append(Said(N_("triples: at most %(n)s (got %(got)s)"), n=task.max_triples, got=len(rows)))
         keys = [(t.head.casefold(), t.relation, t.tail.casefold()) for t in triples]
         if len(set(keys)) != len(keys):
-            problems.append("triples: the same triple twice")
+            problems.append(N_("triples: the same triple twice"))
         comment = values["comment"]
         if problems:
             raise InvalidSubmission(problems)
@@ -273,16 +280,18 @@ class WriteRewrite(TaskType):
         rewrite: str = values["rewrite"] or ""
         cited = [int(n) for n in values["violates"]]
         if none_found and rewrite and not check_rewrite(task.target, rewrite, task.lang).unchanged:
-            problems.append("no_alternative: give a rewrite or say there is none, not both")
+            problems.append(N_("no_alternative: give a rewrite or say there is none, not both"))
         elif not none_found:
             if not rewrite:
-                problems.append("rewrite: required (or say there is no alternative)")
+                problems.append(N_("rewrite: required (or say there is no alternative)"))
             elif len(rewrite) <= MAX_TEXT * 4:
                 check = check_rewrite(task.target, rewrite, task.lang, limit=task.max_edits)
                 if check.unchanged:
-                    problems.append("rewrite: it is the original target")
+                    problems.append(N_("rewrite: it is the original target"))
                 elif not check.within:
-                    problems.append(f"rewrite: changes {check.edits} words; at most {task.max_edits}")
+                    problems.append(
+                        Said(N_("rewrite: changes %(n)s words; at most %(limit)s"), n=check.edits, limit=task.max_edits)
+                    )
         comment = values["comment"]
         if problems:
             raise InvalidSubmission(problems)

@@ -24,6 +24,7 @@ from senseforge.annotate.forms import (
     label_text,
     view_list,
 )
+from senseforge.annotate.i18n import N_, Said
 from senseforge.data.matching import concept_appears
 from senseforge.data.schema import (
     Choice,
@@ -111,18 +112,29 @@ def parse_draft(values: Mapping[str, Any], *, concept: str, lang: str, problems:
     distractor: str | None = values["distractor"]
     form: str | None = values["concept_form"]
     if answer and distractor and answer == distractor:
-        problems.append("distractor: the hard distractor is another option than the answer")
+        problems.append(N_("distractor: the hard distractor is another option than the answer"))
     if question:
         if form is None:
             if fold(concept) not in fold(question):
                 problems.append(
-                    f"question: the concept {concept!r} does not appear in it; write it in, "
-                    "or type the form you used in concept_form"
+                    Said(
+                        N_(
+                            "question: the concept %(concept)s does not appear in it; write it in, "
+                            "or type the form you used in concept_form"
+                        ),
+                        concept=repr(concept),
+                    )
                 )
         elif fold(form) not in fold(question):
-            problems.append(f"concept_form: {form[:60]!r} does not appear in the question")
+            problems.append(Said(N_("concept_form: %(form)s does not appear in the question"), form=repr(form[:60])))
         elif not is_variant(form, concept, lang):
-            problems.append(f"concept_form: {form[:60]!r} is not a form of the concept {concept!r}")
+            problems.append(
+                Said(
+                    N_("concept_form: %(form)s is not a form of the concept %(concept)s"),
+                    form=repr(form[:60]),
+                    concept=repr(concept),
+                )
+            )
     if problems:
         return None
     assert question is not None and answer is not None and distractor is not None

@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from senseforge.annotate.i18n import N_, Said
 from senseforge.data.text import fold
 
 FieldKind = Literal["choice", "multi-choice", "flags", "rating", "text", "texts", "triples"]
@@ -174,11 +175,13 @@ class Form:
             sent = given or any(v.strip() for v in values_of(fields, item.name))  # an invalid value is reported once
             rule = item.required_when
             if rule is not None and not sent and values.get(rule.field) in rule.values:
-                problems.append(f"{item.name}: {rule.problem}")
+                problems.append(Said(N_("%(field)s: %(problem)s"), field=item.name, problem=Said(rule.problem)))
             if item.only_when is not None and given:
                 other = values.get(item.only_when.field)
                 if other is not None and other not in item.only_when.values:
-                    problems.append(f"{item.name}: {item.only_when.problem}")
+                    problems.append(
+                        Said(N_("%(field)s: %(problem)s"), field=item.name, problem=Said(item.only_when.problem))
+                    )
         return values, problems
 
 
@@ -190,25 +193,45 @@ def _choice(item: FormField, view: Mapping[str, Any], fields: Mapping[str, Any],
         value = one(fields, item.name)
         if value in (None, ""):
             if item.required:
-                problems.append(f"{item.name}: required (yes or no)")
+                problems.append(Said(N_("%(field)s: required (yes or no)"), field=item.name))
             return None
         assert value is not None
         if value.lower() in _TRUE:
             return True
         if value.lower() in _FALSE:
             return False
-        problems.append(f"{item.name}: expected yes or no, got {value[:40]!r}")
+        problems.append(
+            Said(N_("%(field)s: expected yes or no, got %(value)s"), field=item.name, value=repr(value[:40]))
+        )
         return None
     allowed = item.options_for(view)
     value = one(fields, item.name)
     if not value:
         if item.required:
-            problems.append(f"{item.name}: required (one of {', '.join(allowed)})")
+            problems.append(
+                Said(N_("%(field)s: required (one of %(options)s)"), field=item.name, options=", ".join(allowed))
+            )
         return None
     if value not in allowed:
-        problems.append(f"{item.name}: {value[:30]!r} is not one of {', '.join(allowed)}")
+        problems.append(
+            Said(
+                N_("%(field)s: %(value)s is not one of %(options)s"),
+                field=item.name,
+                value=repr(value[:30]),
+                options=", ".join(allowed),
+            )
+        )
         return None
     return value
+
+
+def _unknown(name: str, unknown: list[str], allowed: Sequence[str]) -> Said:
+    return Said(
+        N_("%(field)s: unknown %(unknown)s (known: %(options)s)"),
+        field=name,
+        unknown=str(unknown),
+        options=", ".join(allowed),
+    )
 
 
 def _rating(item: FormField, view: Mapping[str, Any], fields: Mapping[str, Any], problems: list[str]) -> Any:
@@ -224,21 +247,23 @@ def _many(item: FormField, view: Mapping[str, Any], fields: Mapping[str, Any], p
     if isinstance(raw, Mapping):  # JSON: {"option": true, …}, every option said
         unknown = sorted(set(map(str, raw)) - set(allowed))
         if unknown:
-            problems.append(f"{item.name}: unknown {unknown[:4]} (known: {', '.join(allowed)})")
+            problems.append(_unknown(item.name, unknown[:4], allowed))
         ticked = []
         for option in allowed:
             value = raw.get(option)
             if not isinstance(value, bool):
-                problems.append(f"{item.name}.{option}: required (true or false)")
+                problems.append(Said(N_("%(field)s: required (true or false)"), field=f"{item.name}.{option}"))
             elif value:
                 ticked.append(option)
         return ticked
     given = list(dict.fromkeys(values_of(fields, item.name)))
     unknown = [v for v in given if v not in allowed]
     if unknown:
-        problems.append(f"{item.name}: unknown {unknown[:3]} (known: {', '.join(allowed)})")
+        problems.append(_unknown(item.name, unknown[:3], allowed))
     elif item.required and not given:
-        problems.append(f"{item.name}: required (any of {', '.join(allowed)})")
+        problems.append(
+            Said(N_("%(field)s: required (any of %(options)s)"), field=item.name, options=", ".join(allowed))
+        )
     return [v for v in given if v in allowed]
 
 
@@ -248,10 +273,10 @@ def _text(item: FormField, view: Mapping[str, Any], fields: Mapping[str, Any], p
         text = " ".join(text.split())
     if not text:
         if item.required:
-            problems.append(f"{item.name}: required")
+            problems.append(Said(N_("%(field)s: required"), field=item.name))
         return None
     if item.max_length is not None and len(text) > item.max_length:
-        problems.append(f"{item.name}: at most {item.max_length} characters")
+        problems.append(Said(N_("%(field)s: at most %(n)s characters"), field=item.name, n=item.max_length))
     return text
 
 
@@ -264,17 +289,31 @@ def _texts(item: FormField, view: Mapping[str, Any], fields: Mapping[str, Any], 
     texts = [" ".join(str(t).split()) if t is not None else "" for t in given]
     wanted = item.rows(view) if item.rows is not None else len(texts)
     if len(texts) != wanted:
-        problems.append(f"{item.name}: write exactly {wanted} {item.name} (got {len(texts)})")
+        problems.append(
+            Said(
+                N_("%(field)s: write exactly %(n)s %(field)s (got %(got)s)"), field=item.name, n=wanted, got=len(texts)
+            )
+        )
     singular = item.name.removesuffix("s")
     for index, text in enumerate(texts):
         label = ROW_LABELS[index] if index < len(ROW_LABELS) else str(index + 1)
         if not text:
-            problems.append(f"{item.name}: {singular} {label} is empty")
+            problems.append(
+                Said(N_("%(field)s: %(row)s %(label)s is empty"), field=item.name, row=singular, label=label)
+            )
         elif item.max_length is not None and len(text) > item.max_length:
-            problems.append(f"{item.name}: {singular} {label} has more than {item.max_length} characters")
+            problems.append(
+                Said(
+                    N_("%(field)s: %(row)s %(label)s has more than %(n)s characters"),
+                    field=item.name,
+                    row=singular,
+                    label=label,
+                    n=item.max_length,
+                )
+            )
     folded = [fold(t) for t in texts if t]
     if len(set(folded)) != len(folded):
-        problems.append(f"{item.name}: two {item.name} say the same thing")
+        problems.append(Said(N_("%(field)s: two %(field)s say the same thing"), field=item.name))
     return texts
 
 

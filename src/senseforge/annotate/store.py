@@ -81,9 +81,13 @@ class AnnotationStore:
 
     # -- people --------------------------------------------------------------------------
 
-    def invite(self, name: str, role: Role = "annotator") -> str:
+    def invite(self, name: str, role: Role = "annotator", lang: str | None = None) -> str:
         """Create (or re-key) an annotator; returns their new invite token (:meth:`People.invite`)."""
-        return self.people.invite(name, role)
+        return self.people.invite(name, role, lang)
+
+    def set_language(self, name: str, lang: str) -> None:
+        """Remember the language of ``name``'s pages (:meth:`People.set_language`)."""
+        self.people.set_language(name, lang)
 
     def who(self, token: str | None) -> Annotator | None:
         """The annotator holding ``token``, or ``None`` (:meth:`People.who`)."""

@@ -87,16 +87,28 @@ def invite(
         "http://127.0.0.1:8000", "--base-url", help="Where people reach the app (as `annotate serve` printed it)."
     ),
     store: str | None = StoreUrlOption,
+    lang: str | None = typer.Option(
+        None,
+        "--lang",
+        help="The language of their pages (en, id, …: the app's catalogues); they can switch it on the page. "
+        "Re-inviting without it keeps theirs.",
+    ),
 ) -> None:
     """Create an annotator and print their invite link (shown once; the store keeps only a hash)."""
+    from senseforge.annotate.i18n import check_language
     from senseforge.annotate.store import AnnotationStore
 
+    if lang is not None:
+        check_language(lang)  # before the store is touched: an unknown language lists the known ones
     annotation = AnnotationStore(run_store_url(run_dir, store))
     try:
-        token = annotation.invite(name, "admin" if admin else "annotator")
+        token = annotation.invite(name, "admin" if admin else "annotator", lang)
     finally:
         annotation.close()
-    err.print(f"invited {name} as {'admin' if admin else 'annotator'}; send them this link (it is their password):")
+    said = f", pages in {lang}" if lang else ""
+    err.print(
+        f"invited {name} as {'admin' if admin else 'annotator'}{said}; send them this link (it is their password):"
+    )
     out.print(_invite_link(base_url, token), markup=False)
 
 

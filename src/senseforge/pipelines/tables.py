@@ -51,6 +51,9 @@ annotators = sa.Table(
     sa.Column("role", sa.String(16), nullable=False),
     sa.Column("token_sha256", sa.String(64), nullable=False, unique=True),
     sa.Column("created_at", sa.Float, nullable=False),
+    # the language of their pages (a code of senseforge/annotate/locale; NULL: the app's default); added to older
+    # stores by senseforge.annotate.people
+    sa.Column("lang", sa.String(16), nullable=True),
 )
 
 tasks = sa.Table(
