@@ -40,11 +40,11 @@ def test_pairs_share_a_concept_list_per_category() -> None:
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"pool": ("a", "b", "c")}, "even pool"),
-        ({"pool": ("a", "b"), "answers": 2}, "at most pool − 1"),
+        ({"pool": ("a", "b", "c")}, "even pool, got 3 annotators .a, b, c.: .*--assignment one .*--assignment each"),
+        ({"pool": ("a", "b"), "answers": 2}, "at most pool − 1 .* lower --answers or add people to --pool"),
         ({"pool": ("a", "a")}, "given twice"),
         ({"pool": ("a",), "assignment": "each"}, "at least two"),
-        ({"pool": ("a", "b"), "checkers": ("a",)}, "lone checker"),
+        ({"pool": ("a", "b"), "checkers": ("a",)}, "lone checker.*add another to --checkers, or leave --checkers out"),
     ],
 )
 def test_config_refuses_what_cannot_work(settings: dict[str, Any], message: str) -> None:
