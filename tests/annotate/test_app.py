@@ -570,3 +570,89 @@ def test_the_qc_queue_follows_create_qc_revise_and_the_admin_sees_it(
     assert final["items"][0] == {"item": "h1", "state": "complete", "round": 2, "creator": "cy", "comment": "clear now"}
     page = client.get("/admin", headers=bearer(boss))
     assert 'id="qc-queue"' not in page.text and "Every item that went through QC is complete." in page.text
+
+
+# -- undo, and where a task stands in one's queue -------------------------------------------
+
+
+def test_the_page_says_n_of_n_and_undo_brings_the_last_judgement_back(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    store.add_tasks("verify", [item(1), item(2)], k=1, group="g")
+    login(client, store.invite("ana"))
+    first = client.get("/t/verify").text
+    assert 'id="position">Task 1 of 2<' in first and 'id="undo"' not in first  # nothing submitted yet
+    client.post("/t/verify", data={**form_of(first), "accept": "no"})
+    second = client.get("/t/verify").text
+    assert 'id="position">Task 2 of 2<' in second and "item number 2" in second
+    assert form_of(second)["assignment_id"] != form_of(first)["assignment_id"]  # the undo form adds no field
+    action = re.search(r'<form method="post" action="([^"]+)" id="undo">', second)
+    assert action is not None and action.group(1) == f"/t/verify/undo/{form_of(first)['assignment_id']}"
+    assert f'id="undo-last" name="csrf" value="{form_of(first)["csrf"]}"' in second and "<kbd>u</kbd>" in second
+    back = client.post(action.group(1), data={"csrf": form_of(first)["csrf"]}, follow_redirects=False)
+    assert back.status_code == 303 and back.headers["location"] == "/t/verify"
+    again = client.get("/t/verify").text
+    assert "item number 1" in again and 'id="position">Task 1 of 2<' in again  # the task taken back comes next
+    assert judgement_rows(store.runs.url) == []
+    client.post("/t/verify", data={**form_of(again), "accept": "yes"})
+    assert [j.accept for j in store.judgements("verify")["q1"]] == [True]  # judged anew
+    assert [(u["item_id"], u["annotator"], u["judgement"]["accept"]) for u in store.undone()] == [("q1", "ana", False)]
+    assert client.post(action.group(1)).status_code == 403  # without the form's security token
+
+
+def test_the_json_api_gives_the_position_and_undoes_only_ones_own_last_undecided_judgement(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    from senseforge.pipelines.runstore import StageResult
+    from senseforge.pipelines.taskqueue import PEOPLE_STAGES
+
+    store.add_tasks("verify", [item(n) for n in range(1, 4)], k=1, group="g")
+    ana, ben = store.invite("ana"), store.invite("ben")
+    done = []
+    for n in (1, 2):
+        nxt = client.post("/api/verify/next", headers=bearer(ana)).json()
+        assert nxt["position"] == {"n": n, "of": 3}
+        assert (
+            client.post(f"/api/verify/{nxt['assignment_id']}", headers=bearer(ana), json={"accept": True}).status_code
+            == 201
+        )
+        done.append(nxt["assignment_id"])
+    older = client.post(f"/api/verify/{done[0]}/undo", headers=bearer(ana))
+    assert older.status_code == 409 and "only your last verify judgement" in older.json()["error"]
+    theirs = client.post(f"/api/verify/{done[1]}/undo", headers=bearer(ben))
+    assert theirs.status_code == 403 and "not yours" in theirs.json()["error"]
+    undone = client.post(f"/api/verify/{done[1]}/undo", headers=bearer(ana))
+    assert undone.status_code == 200 and undone.json()["status"] == "undone" and undone.json()["item"]["id"] == "q2"
+    twice = client.post(f"/api/verify/{done[1]}/undo", headers=bearer(ana))
+    assert twice.status_code == 409 and "no judgement of yours to undo" in twice.json()["error"]
+    assert client.post("/api/verify/next", headers=bearer(ana)).json()["assignment_id"] == done[1]
+    # a build recorded which stage reads verify; while it has not decided q2, q2 judged anew can be taken back
+    store.runs.set_meta({PEOPLE_STAGES: json.dumps({"verify": ["review"]})})
+    store.runs.put("review", [StageResult("q1", "ok", _loose())])
+    client.post(f"/api/verify/{done[1]}", headers=bearer(ana), json={"accept": False})
+    assert client.post(f"/api/verify/{done[1]}/undo", headers=bearer(ana)).status_code == 200
+    store.runs.put("review", [StageResult("q2", "ok", _loose())])  # now the stage decides q2
+    client.post(f"/api/verify/{done[1]}", headers=bearer(ana), json={"accept": False})
+    decided = client.post(f"/api/verify/{done[1]}/undo", headers=bearer(ana))
+    assert decided.status_code == 409 and "stage review has decided its record" in decided.json()["error"]
+    assert [j.accept for j in store.judgements("verify")["q2"]] == [False]
+    assert [u["item_id"] for u in store.undone()] == ["q2", "q2"]
+
+
+def _loose() -> Any:
+    from senseforge.pipelines.runstore import Loose
+
+    return Loose()
+
+
+def test_the_undo_key_is_no_task_pages_key() -> None:
+    """``u`` undoes on every page: no task type declares it and no page binds it to anything else."""
+    from pathlib import Path
+
+    from senseforge.annotate.tasktypes import TASK_TYPES
+
+    for kind in TASK_TYPES.values():
+        assert all("u" not in keys for field in kind.form.fields for keys in field.keys), kind.name
+    templates = Path(__file__).parents[2] / "src" / "senseforge" / "annotate" / "templates"
+    for page in templates.glob("*.html"):
+        assert not re.search(r"""["']u["']\s*:""", page.read_text(encoding="utf-8")), page.name
