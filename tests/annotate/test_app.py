@@ -533,7 +533,9 @@ def test_the_qc_queue_follows_create_qc_revise_and_the_admin_sees_it(
     queue_table = page.text.split('id="qc-queue"', 1)[1].split("</table>", 1)[0]
     assert "<td>h1</td>" in queue_table and "<td>awaiting qc</td>" in queue_table and "h2" not in queue_table
     assert "&lt;b&gt;which&lt;/b&gt; door? say it" in queue_table and hostile not in page.text
-    assert re.search(r"<td>qc</td>\s*<td class=\"n\">3</td>", page.text)  # three qc tasks, two rounds of h1
+    assert re.search(
+        r"<td data-label=\"task type\">qc</td>\s*<td class=\"n\" data-label=\"tasks\">3</td>", page.text
+    )  # three qc tasks, two rounds of h1
 
     def export(name: str) -> list[dict[str, Any]]:
         response = client.get(f"/export/{name}.jsonl", headers=bearer(boss))
@@ -656,3 +658,24 @@ def test_the_undo_key_is_no_task_pages_key() -> None:
     templates = Path(__file__).parents[2] / "src" / "senseforge" / "annotate" / "templates"
     for page in templates.glob("*.html"):
         assert not re.search(r"""["']u["']\s*:""", page.read_text(encoding="utf-8")), page.name
+
+
+def test_the_admin_page_warns_of_task_types_too_few_people_could_complete(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    from senseforge.pipelines.taskqueue import QueuedTask
+
+    store.add_tasks("verify", [item(1, creator="ana"), item(2)], k=2, group="g")
+    boss = store.invite("boss", "admin")
+    store.invite("ana")
+    page = client.get("/admin", headers=bearer(boss)).text
+    box = page.split('id="short"', 1)[1].split("</div>", 1)[0]
+    # q1: ana wrote it, so only boss could judge it; q2: boss and ana, enough
+    assert "verify: 1 open task(s) need 2 different people but only 1 of the 2 invited can take them" in box
+    store.queue([QueuedTask("answer", item(3), k=2, eligible=("ana", "zoe"))])  # zoe is not invited
+    short = {row["type"]: row for row in store.short_of_people()}
+    assert (short["answer"]["tasks"], short["answer"]["k"], short["answer"]["people"]) == (1, 2, 1)
+    store.invite("cy")
+    store.invite("zoe")
+    assert store.short_of_people() == []
+    assert 'id="short"' not in client.get("/admin", headers=bearer(boss)).text

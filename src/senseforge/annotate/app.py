@@ -381,6 +381,8 @@ class _App:
             gold=self.store.gold_report(),
             bar=quality_settings(self.store.runs),
             splits={name: len(self.store.splits(name)) for name in voting},
+            short=self.store.short_of_people(),
+            undone=self.store.undone()[-20:],
             csrf=csrf_token(caller.token),
         )
 

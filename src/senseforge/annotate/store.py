@@ -183,6 +183,11 @@ class AnnotationStore:
         """Per task type: tasks, complete ones, judgements wanted and made; per annotator: done and open."""
         return self.oversight.progress()
 
+    def short_of_people(self) -> list[dict[str, Any]]:
+        """Per task type, the open tasks that need more distinct people than could take them
+        (:meth:`Oversight.short_of_people`)."""
+        return self.oversight.short_of_people()
+
     def add_gold(self, task_type: str, entries: Sequence[tuple[BaseModel, Mapping[str, Any]]]) -> int:
         """Queue gold tasks of a type; how many were new (:meth:`Oversight.add_gold`).
 
