@@ -679,3 +679,27 @@ def test_the_admin_page_warns_of_task_types_too_few_people_could_complete(
     store.invite("zoe")
     assert store.short_of_people() == []
     assert 'id="short"' not in client.get("/admin", headers=bearer(boss)).text
+
+
+def test_flags_show_in_words_with_the_key_that_ticks_them(client: TestClient, store: AnnotationStore) -> None:
+    store.add_tasks("verify", [item(1)], k=2, group="g")
+    store.add_tasks("answer", [item(2)], k=1, group="g")
+    login(client, store.invite("ana"))
+    verify = client.get("/t/verify").text
+    for flag, words, key in [
+        ("ambiguous-question", "The question is ambiguous", "a"),
+        ("several-right", "More than one option is right", "s"),
+        ("offensive", "Offensive", "o"),
+        ("wrong-language", "Not in the item&#39;s language", "l"),
+    ]:
+        assert re.search(rf'value="{flag}">\s*{words} <kbd>{key}</kbd></label>', verify), flag
+        assert (
+            f'"{key}": () => {{ document.getElementById("flags-box").open = true; flip("flags", "{flag}"); }}' in verify
+        )
+    assert "<kbd>s</kbd>: more than one option is right" in verify  # in the list of keys too
+    answer = client.get("/t/answer").text
+    assert re.search(r'value="ambiguous-question">\s*the question <kbd>q</kbd>', answer)
+    assert re.search(r'value="ambiguous-option:C">\s*option C <kbd>Shift\+3</kbd>', answer)
+    # the JSON API and the exports still speak the identifiers
+    nxt = client.post("/api/verify/next", headers=bearer(store.invite("bo"))).json()
+    assert nxt["item"]["flags"] == ["ambiguous-question", "several-right", "offensive", "wrong-language"]
