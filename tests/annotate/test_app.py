@@ -533,7 +533,9 @@ def test_the_qc_queue_follows_create_qc_revise_and_the_admin_sees_it(
     queue_table = page.text.split('id="qc-queue"', 1)[1].split("</table>", 1)[0]
     assert "<td>h1</td>" in queue_table and "<td>awaiting qc</td>" in queue_table and "h2" not in queue_table
     assert "&lt;b&gt;which&lt;/b&gt; door? say it" in queue_table and hostile not in page.text
-    assert re.search(r"<td>qc</td>\s*<td class=\"n\">3</td>", page.text)  # three qc tasks, two rounds of h1
+    assert re.search(
+        r"<td data-label=\"task type\">qc</td>\s*<td class=\"n\" data-label=\"tasks\">3</td>", page.text
+    )  # three qc tasks, two rounds of h1
 
     def export(name: str) -> list[dict[str, Any]]:
         response = client.get(f"/export/{name}.jsonl", headers=bearer(boss))
@@ -570,3 +572,134 @@ def test_the_qc_queue_follows_create_qc_revise_and_the_admin_sees_it(
     assert final["items"][0] == {"item": "h1", "state": "complete", "round": 2, "creator": "cy", "comment": "clear now"}
     page = client.get("/admin", headers=bearer(boss))
     assert 'id="qc-queue"' not in page.text and "Every item that went through QC is complete." in page.text
+
+
+# -- undo, and where a task stands in one's queue -------------------------------------------
+
+
+def test_the_page_says_n_of_n_and_undo_brings_the_last_judgement_back(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    store.add_tasks("verify", [item(1), item(2)], k=1, group="g")
+    login(client, store.invite("ana"))
+    first = client.get("/t/verify").text
+    assert 'id="position">Task 1 of 2<' in first and 'id="undo"' not in first  # nothing submitted yet
+    client.post("/t/verify", data={**form_of(first), "accept": "no"})
+    second = client.get("/t/verify").text
+    assert 'id="position">Task 2 of 2<' in second and "item number 2" in second
+    assert form_of(second)["assignment_id"] != form_of(first)["assignment_id"]  # the undo form adds no field
+    action = re.search(r'<form method="post" action="([^"]+)" id="undo">', second)
+    assert action is not None and action.group(1) == f"/t/verify/undo/{form_of(first)['assignment_id']}"
+    assert f'id="undo-last" name="csrf" value="{form_of(first)["csrf"]}"' in second and "<kbd>u</kbd>" in second
+    back = client.post(action.group(1), data={"csrf": form_of(first)["csrf"]}, follow_redirects=False)
+    assert back.status_code == 303 and back.headers["location"] == "/t/verify"
+    again = client.get("/t/verify").text
+    assert "item number 1" in again and 'id="position">Task 1 of 2<' in again  # the task taken back comes next
+    assert judgement_rows(store.runs.url) == []
+    client.post("/t/verify", data={**form_of(again), "accept": "yes"})
+    assert [j.accept for j in store.judgements("verify")["q1"]] == [True]  # judged anew
+    assert [(u["item_id"], u["annotator"], u["judgement"]["accept"]) for u in store.undone()] == [("q1", "ana", False)]
+    assert client.post(action.group(1)).status_code == 403  # without the form's security token
+
+
+def test_the_json_api_gives_the_position_and_undoes_only_ones_own_last_undecided_judgement(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    from senseforge.pipelines.runstore import StageResult
+    from senseforge.pipelines.taskqueue import PEOPLE_STAGES
+
+    store.add_tasks("verify", [item(n) for n in range(1, 4)], k=1, group="g")
+    ana, ben = store.invite("ana"), store.invite("ben")
+    done = []
+    for n in (1, 2):
+        nxt = client.post("/api/verify/next", headers=bearer(ana)).json()
+        assert nxt["position"] == {"n": n, "of": 3}
+        assert (
+            client.post(f"/api/verify/{nxt['assignment_id']}", headers=bearer(ana), json={"accept": True}).status_code
+            == 201
+        )
+        done.append(nxt["assignment_id"])
+    older = client.post(f"/api/verify/{done[0]}/undo", headers=bearer(ana))
+    assert older.status_code == 409 and "only your last verify judgement" in older.json()["error"]
+    theirs = client.post(f"/api/verify/{done[1]}/undo", headers=bearer(ben))
+    assert theirs.status_code == 403 and "not yours" in theirs.json()["error"]
+    undone = client.post(f"/api/verify/{done[1]}/undo", headers=bearer(ana))
+    assert undone.status_code == 200 and undone.json()["status"] == "undone" and undone.json()["item"]["id"] == "q2"
+    twice = client.post(f"/api/verify/{done[1]}/undo", headers=bearer(ana))
+    assert twice.status_code == 409 and "no judgement of yours to undo" in twice.json()["error"]
+    assert client.post("/api/verify/next", headers=bearer(ana)).json()["assignment_id"] == done[1]
+    # a build recorded which stage reads verify; while it has not decided q2, q2 judged anew can be taken back
+    store.runs.set_meta({PEOPLE_STAGES: json.dumps({"verify": ["review"]})})
+    store.runs.put("review", [StageResult("q1", "ok", _loose())])
+    client.post(f"/api/verify/{done[1]}", headers=bearer(ana), json={"accept": False})
+    assert client.post(f"/api/verify/{done[1]}/undo", headers=bearer(ana)).status_code == 200
+    store.runs.put("review", [StageResult("q2", "ok", _loose())])  # now the stage decides q2
+    client.post(f"/api/verify/{done[1]}", headers=bearer(ana), json={"accept": False})
+    decided = client.post(f"/api/verify/{done[1]}/undo", headers=bearer(ana))
+    assert decided.status_code == 409 and "stage review has decided its record" in decided.json()["error"]
+    assert [j.accept for j in store.judgements("verify")["q2"]] == [False]
+    assert [u["item_id"] for u in store.undone()] == ["q2", "q2"]
+
+
+def _loose() -> Any:
+    from senseforge.pipelines.runstore import Loose
+
+    return Loose()
+
+
+def test_the_undo_key_is_no_task_pages_key() -> None:
+    """``u`` undoes on every page: no task type declares it and no page binds it to anything else."""
+    from pathlib import Path
+
+    from senseforge.annotate.tasktypes import TASK_TYPES
+
+    for kind in TASK_TYPES.values():
+        assert all("u" not in keys for field in kind.form.fields for keys in field.keys), kind.name
+    templates = Path(__file__).parents[2] / "src" / "senseforge" / "annotate" / "templates"
+    for page in templates.glob("*.html"):
+        assert not re.search(r"""["']u["']\s*:""", page.read_text(encoding="utf-8")), page.name
+
+
+def test_the_admin_page_warns_of_task_types_too_few_people_could_complete(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    from senseforge.pipelines.taskqueue import QueuedTask
+
+    store.add_tasks("verify", [item(1, creator="ana"), item(2)], k=2, group="g")
+    boss = store.invite("boss", "admin")
+    store.invite("ana")
+    page = client.get("/admin", headers=bearer(boss)).text
+    box = page.split('id="short"', 1)[1].split("</div>", 1)[0]
+    # q1: ana wrote it, so only boss could judge it; q2: boss and ana, enough
+    assert "verify: 1 open task(s) need 2 different people but only 1 of the 2 invited can take them" in box
+    store.queue([QueuedTask("answer", item(3), k=2, eligible=("ana", "zoe"))])  # zoe is not invited
+    short = {row["type"]: row for row in store.short_of_people()}
+    assert (short["answer"]["tasks"], short["answer"]["k"], short["answer"]["people"]) == (1, 2, 1)
+    store.invite("cy")
+    store.invite("zoe")
+    assert store.short_of_people() == []
+    assert 'id="short"' not in client.get("/admin", headers=bearer(boss)).text
+
+
+def test_flags_show_in_words_with_the_key_that_ticks_them(client: TestClient, store: AnnotationStore) -> None:
+    store.add_tasks("verify", [item(1)], k=2, group="g")
+    store.add_tasks("answer", [item(2)], k=1, group="g")
+    login(client, store.invite("ana"))
+    verify = client.get("/t/verify").text
+    for flag, words, key in [
+        ("ambiguous-question", "The question is ambiguous", "a"),
+        ("several-right", "More than one option is right", "s"),
+        ("offensive", "Offensive", "o"),
+        ("wrong-language", "Not in the item&#39;s language", "l"),
+    ]:
+        assert re.search(rf'value="{flag}">\s*{words} <kbd>{key}</kbd></label>', verify), flag
+        assert (
+            f'"{key}": () => {{ document.getElementById("flags-box").open = true; flip("flags", "{flag}"); }}' in verify
+        )
+    assert "<kbd>s</kbd>: more than one option is right" in verify  # in the list of keys too
+    answer = client.get("/t/answer").text
+    assert re.search(r'value="ambiguous-question">\s*the question <kbd>q</kbd>', answer)
+    assert re.search(r'value="ambiguous-option:C">\s*option C <kbd>Shift\+3</kbd>', answer)
+    # the JSON API and the exports still speak the identifiers
+    nxt = client.post("/api/verify/next", headers=bearer(store.invite("bo"))).json()
+    assert nxt["item"]["flags"] == ["ambiguous-question", "several-right", "offensive", "wrong-language"]

@@ -133,6 +133,48 @@ def test_judging_by_keyboard_and_the_admin_page(served: Served, page: Any) -> No
     assert "ana" in page.locator("#annotators").inner_text()
 
 
+FITS = """() => {
+  const width = window.innerWidth;
+  const cut = [...document.querySelectorAll("#progress a")].filter((link) => {
+    const r = link.getBoundingClientRect();
+    const box = link.closest(".scroll").getBoundingClientRect();
+    return r.width === 0 || r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.right > width + 0.5;
+  });
+  return {links: document.querySelectorAll("#progress a").length, cut: cut.map((a) => a.textContent),
+          wide: document.documentElement.scrollWidth > width};
+}"""
+"""Which export links of the admin's progress table are cut off (by its scroll box or the window)."""
+
+
+def test_flag_keys_undo_by_key_and_an_admin_table_that_fits(served: Served, page: Any) -> None:
+    page.set_default_timeout(10_000)
+    served.store.add_tasks("verify", [item(1), item(2)], k=1, group="g")
+    for task in ("adapt-check", "label-errors", "answer"):  # long names: a wide table
+        served.store.add_tasks(task, [item(9)], k=1, group="g")
+    ana, boss = served.store.invite("ana"), served.store.invite("boss", "admin")
+    page.goto(served.link(ana))
+    page.goto(f"{served.base}/t/verify")
+    assert page.locator("#position").inner_text() == "Task 1 of 2"
+    page.keyboard.press("s")  # a flag by its key: the box of problems opens, ticked
+    assert page.is_checked('input[name="flags"][value="several-right"]') and page.locator("#flags-box").is_visible()
+    page.keyboard.press("1")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert page.locator("#position").inner_text() == "Task 2 of 2"
+    assert [(j.accept, j.flags) for j in served.judgements("verify")["q1"]] == [(True, ["several-right"])]
+    with page.expect_navigation():
+        page.keyboard.press("u")  # taken back: q1 again, to judge anew
+    assert "number 1?" in page.locator("#question").inner_text() and served.judgements("verify") == {}
+    assert page.locator("#position").inner_text() == "Task 1 of 2"
+
+    page.goto(served.link(boss))
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{served.base}/admin")
+        fits = page.evaluate(FITS)
+        assert fits == {"links": 4, "cut": [], "wide": False}, (width, fits)
+
+
 def test_c_toggles_certainty_on_the_answer_page(served: Served, page: Any) -> None:
     page.set_default_timeout(10_000)
     served.store.add_tasks("answer", [item(1)], k=1, group="g")

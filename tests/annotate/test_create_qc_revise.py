@@ -348,6 +348,23 @@ def test_the_qc_form_marks_the_answer_and_distractor_and_keeps_the_verdict(
     ]
 
 
+def test_the_qc_page_shows_the_writers_comment_read_only_and_labelled(
+    client: TestClient, store: AnnotationStore
+) -> None:
+    said = [QCEvent(status="submitted", by="ana", round=0, comment="from my grandmother's <recipe>")]
+    store.queue([QueuedTask(type="qc", input=draft_item(1, rnd=1, history=said), creator="ana")])
+    store.queue([QueuedTask(type="qc", input=draft_item(2, rnd=1), creator="ana")])
+    token = store.invite("cy")
+    login(client, token)
+    page = client.get("/t/qc").text
+    block = page.split('id="creator-comment"', 1)[1].split("</section>", 1)[0]
+    assert "The writer's comment" in block and "from my grandmother&#39;s &lt;recipe&gt;" in block
+    assert "<textarea" not in block and "<input" not in block  # shown, not editable
+    assert lease(client, token, "qc")["item"]["creator_comment"] == "from my grandmother's <recipe>"
+    client.post("/t/qc", data={**form_of(page), "verdict": "complete"})
+    assert 'id="creator-comment"' not in client.get("/t/qc").text  # the next one's writer said nothing
+
+
 def test_the_revise_form_shows_the_feedback_and_starts_from_the_draft(
     client: TestClient, store: AnnotationStore
 ) -> None:

@@ -165,6 +165,7 @@ def test_every_stage_by_people_over_the_json_api(tmp_path: Path) -> None:
     with TestClient(create_app(url)) as client:
         got = client.post("/api/wsg/next", headers=bearer(tokens["bo"])).json()
         assert [t["head"] for t in got["item"]["triples"]] == ["lid"] and got["item"]["flipped"] == "unsafe"
+        assert got["item"]["flipped_valid"] is False  # the recipe says which way the label flips: the page words it
         where = f"/api/wsg/{got['assignment_id']}"
         six = client.post(where, headers=bearer(tokens["bo"]), json={"rewrite": "throw some cold water on it"})
         assert six.status_code == 422 and "rewrite: changes 6 words; at most 5" in six.json()["problems"]
@@ -246,3 +247,39 @@ def test_a_qualification_comes_first_and_gates_the_real_tasks(tmp_path: Path) ->
     assert qualification(store.runs, "ana", "ckv") == "passed" and qualification(store.runs, "bo", "ckv") == "failed"
     assert qualification(store.runs, "cy", "ckv") == "testing" and qualification(store.runs, "ana", "wsv") == "none"
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("label", "flipped", "valid", "asked", "not_asked"),
+    [
+        ("plausible", "implausible", False, "so that it is implausible, goes against the knowledge", "no longer"),
+        ("implausible", "plausible", True, "so that it is plausible: the\n    knowledge above no longer makes it "
+         "implausible", "goes against"),
+        ("safe", "unsafe", None, "so that it is unsafe instead of safe,\n    breaking the link", "goes against"),
+    ],
+)  # fmt: skip
+def test_the_wsg_page_words_the_rewrite_by_the_label_asked_for(
+    tmp_path: Path, label: str, flipped: str, valid: bool | None, asked: str, not_asked: str
+) -> None:
+    from senseforge.data.crow_items import RewriteItem
+    from senseforge.data.schema import KnowledgeTriple
+    from senseforge.pipelines.taskqueue import QueuedTask
+
+    url = sqlite_url(tmp_path / "run.db")
+    store = AnnotationStore(url)
+    rewrite = RewriteItem(
+        id="d1", task="dialogue", lang="en", context_name="dialogue", context="A: I'm cold. B: Close the window.",
+        target_name="response", target="I will open the oven", label=label, flipped=flipped, flipped_valid=valid,
+        triples=[KnowledgeTriple(head="window", relation="UsedFor", tail="letting air in")],
+    )  # fmt: skip
+    store.queue([QueuedTask("wsg", rewrite)])
+    token = store.invite("ana")
+    store.close()
+    with TestClient(create_app(url)) as client:
+        page = client.get("/t/wsg", headers=bearer(token)).text
+    instruction = page.split('id="instruction">', 1)[1].split("</label>", 1)[0]
+    assert asked in instruction and not_asked not in instruction
+    legend = page.split("<legend>", 1)[1].split("</legend>", 1)[0]
+    assert legend == (
+        "The knowledge that makes the response implausible" if valid else "The knowledge your rewrite goes against"
+    )

@@ -103,6 +103,7 @@ def test_baseline_queues_then_reports(tmp_path: Path) -> None:
     first = runner.invoke(app, ["baseline", str(run), "--n", "2", "--k", "1"])
     assert first.exit_code == 0, first.output
     assert "queued for blind answering" in first.output
+    assert "warning: --k 1 asks 1 different people to answer each item, but 0 are invited" in first.output
     store = AnnotationStore(run_store_url(run, None))
     store.invite("solo")
     while (assignment := store.next_assignment("solo", "answer")) is not None:
@@ -113,9 +114,27 @@ def test_baseline_queues_then_reports(tmp_path: Path) -> None:
     second = runner.invoke(app, ["baseline", str(run), "--n", "2", "--k", "1"])
     assert second.exit_code == 0, second.output
     assert "queued" not in second.output.split("human baseline")[0]
+    assert "warning" not in second.output  # one invited, one answer wanted per item
     assert second.output.count("1.000") >= 3  # every split answered right by the one annotator
     written = json.loads((run / "human_baseline.json").read_text())  # kept beside the run for senseforge report
     assert all(row["human_acc"] == 1.0 for row in written["splits"].values())
+
+
+def test_invite_warns_while_too_few_people_could_complete_what_is_queued(tmp_path: Path) -> None:
+    store = AnnotationStore(sqlite_url(tmp_path / "run.db"))
+    store.add_tasks("verify", [item(1), item(2)], k=3, group="g")
+    store.close()
+    runner = CliRunner()
+    first = runner.invoke(app, ["invite", "ana", str(tmp_path)])
+    assert first.exit_code == 0, first.output
+    assert "warning: verify: 2 open task(s) need 3 different people but only 1 of the 1 invited" in first.output
+    assert "senseforge annotate invite NAME RUN_DIR" in first.output
+    assert (
+        "need 3 different people but only 2 of the 2 invited"
+        in runner.invoke(app, ["invite", "bo", str(tmp_path)]).output
+    )
+    last = runner.invoke(app, ["invite", "cy", str(tmp_path)])
+    assert last.exit_code == 0 and "warning" not in last.output
 
 
 def test_status_shows_agreement_and_the_qc_queue(tmp_path: Path) -> None:

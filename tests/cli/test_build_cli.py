@@ -215,6 +215,7 @@ def test_build_human_gen_waits_for_people_and_names_the_tasks(tmp_path: Path, se
     assert again.returncode != 0 and "create: 'x' is not a number of dollars" in again.stderr
     odd = run_cli("build", "human-gen", "--pool", "ana,bo,cy", "--out", str(tmp_path / "odd"), home=senseforge_home)
     assert_one_line_error(odd, "even pool")
+    assert "--assignment one" in odd.stderr and "--assignment each" in odd.stderr  # the way out, named
 
 
 def test_a_resume_reads_the_run_manifest_once(

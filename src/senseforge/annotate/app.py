@@ -21,7 +21,11 @@ Routes:
   from the type's declared form;
 * ``GET /admin`` and ``GET /export/{type}.jsonl`` — progress, agreement, the QC queue and
   the judgements (``/export/all.jsonl``: of every type; admins only);
-* ``POST /api/{type}/next`` and ``POST /api/{type}/{assignment_id}`` — the same as JSON.
+* ``POST /api/{type}/next`` and ``POST /api/{type}/{assignment_id}`` — the same as JSON (``next`` says where
+  the task stands in the caller's queue: ``position``, ``{"n": …, "of": …}``);
+* ``POST /t/{type}/undo/{assignment_id}`` and ``POST /api/{type}/{assignment_id}/undo`` — take back one's last judgement
+  of the type while no stage has decided on it (409 once one has, or for another's); the task is one's own
+  again and comes next. Task pages offer it (a button, the key ``u``) after a submission.
 
 Form posts authenticated by the cookie carry a ``csrf`` field (HMAC-SHA256 of the literal
 ``csrf`` keyed with the token; JSON calls that rely on the cookie send it as an
@@ -291,6 +295,32 @@ class _App:
             return False
         raise HTTPException(409, N_("you already judged this item differently; your first judgement stands"))
 
+    def undoable(self, caller: _Caller, task: TaskType) -> dict[str, Any] | None:
+        """The caller's last judgement of the type, for the page's undo button (``None``: none)."""
+        last = self.store.last_done(caller.who.name, task.name)
+        if last is None:
+            return None
+        assignment = self.store.assignment(last)
+        return None if assignment is None else {"assignment_id": last, "item_id": assignment.item_id}
+
+    def take_back(self, caller: _Caller, task: TaskType, assignment_id: int) -> Assignment:
+        """Undo the caller's judgement of an assignment of this type (the store's rules).
+
+        Raises:
+            HTTPException: 409 when there is nothing to undo or a stage has decided on it, 403 for another's,
+                404 for no such assignment of the type.
+        """
+        self.own_assignment(caller, task.name, assignment_id)
+        try:
+            with self.writing:
+                return self.store.undo(assignment_id, caller.who.name)
+        except NotYours as exc:
+            raise HTTPException(403, str(exc)) from None
+        except Closed as exc:
+            raise HTTPException(409, str(exc)) from None
+        except LookupError as exc:
+            raise HTTPException(404, str(exc)) from None
+
     async def handle_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         headers = dict(exc.headers or {})
@@ -395,6 +425,8 @@ class _App:
             csrf=csrf_token(caller.token),
             values=values or {},
             problems=problems or [],
+            position=dict(zip(("n", "of"), self.store.position(caller.who.name, task.name), strict=True)),
+            undo=self.undoable(caller, task),
         )
 
     def next_page(self, request: Request, _body: bytes) -> Response:
@@ -402,8 +434,16 @@ class _App:
         task = self.task(request.path_params["task_type"])
         assignment = self.lease(caller, task)
         if assignment is None:
-            return self.page("done.html", who=caller.who, task=task.name, csrf=csrf_token(caller.token))
+            undo = self.undoable(caller, task)
+            return self.page("done.html", who=caller.who, task=task.name, csrf=csrf_token(caller.token), undo=undo)
         return self.form(caller, task, assignment)
+
+    def undo_page(self, request: Request, body: bytes) -> Response:
+        caller = self.caller(request)
+        task = self.task(request.path_params["task_type"])
+        self.check_csrf(caller, _form(body).get("csrf", [""])[0])
+        self.take_back(caller, task, request.path_params["assignment_id"])
+        return RedirectResponse(f"/t/{task.name}", status_code=303)
 
     def submit_page(self, request: Request, body: bytes) -> Response:
         caller = self.caller(request)
@@ -444,6 +484,8 @@ class _App:
             gold=self.store.gold_report(),
             bar=quality_settings(self.store.runs),
             splits={name: len(self.store.splits(name)) for name in voting},
+            short=self.store.short_of_people(),
+            undone=self.store.undone()[-20:],
             csrf=csrf_token(caller.token),
         )
 
@@ -549,8 +591,28 @@ class _App:
         assignment = self.lease(caller, task)
         if assignment is None:
             return Response(status_code=204)
+        n, of = self.store.position(caller.who.name, task.name)
         return JSONResponse(
-            {"assignment_id": assignment.id, "expires_at": assignment.expires_at, "item": task.view(assignment.input)}
+            {
+                "assignment_id": assignment.id,
+                "expires_at": assignment.expires_at,
+                "item": task.view(assignment.input),
+                "position": {"n": n, "of": of},
+            }
+        )
+
+    def api_undo(self, request: Request, _body: bytes) -> Response:
+        caller = self.caller(request)
+        task = self.task(request.path_params["task_type"])
+        self.check_csrf(caller, request.headers.get("x-csrf-token"))
+        reopened = self.take_back(caller, task, request.path_params["assignment_id"])
+        return JSONResponse(
+            {
+                "status": "undone",
+                "assignment_id": reopened.id,
+                "expires_at": reopened.expires_at,
+                "item": task.view(reopened.input),
+            }
         )
 
     def api_submit(self, request: Request, body: bytes) -> Response:
@@ -667,6 +729,7 @@ def create_app(
         Route("/", _in_threadpool(web.home), methods=["GET"]),
         Route("/t/{task_type}", _in_threadpool(web.next_page), methods=["GET"]),
         Route("/t/{task_type}", _in_threadpool(web.submit_page), methods=["POST"]),
+        Route("/t/{task_type}/undo/{assignment_id:int}", _in_threadpool(web.undo_page), methods=["POST"]),
         Route("/admin", _in_threadpool(web.admin_page), methods=["GET"]),
         Route("/admin/adjudicate/{task_type}", _in_threadpool(web.adjudication_page), methods=["GET"]),
         Route("/admin/adjudicate/{task_type}", _in_threadpool(web.adjudicate_form), methods=["POST"]),
@@ -675,6 +738,7 @@ def create_app(
         Route("/export/{task_type}.jsonl", _in_threadpool(web.export), methods=["GET"]),
         Route("/api/{task_type}/next", _in_threadpool(web.api_next), methods=["POST"]),
         Route("/api/{task_type}/{assignment_id:int}", _in_threadpool(web.api_submit), methods=["POST"]),
+        Route("/api/{task_type}/{assignment_id:int}/undo", _in_threadpool(web.api_undo), methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: web.handle_error})
     app.state.store = store

@@ -270,6 +270,7 @@ class WriteRewrite(TaskType):
         return {
             **_pair_view(task),
             "flipped": task.flipped,
+            "flipped_valid": task.flipped_valid,
             "triples": [t.model_dump(mode="json") for t in task.triples],
             "max_edits": task.max_edits,
         }

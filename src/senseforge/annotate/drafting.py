@@ -213,6 +213,13 @@ DRAFT_SHOWN: tuple[Shown, ...] = (
 """What a task over a written item shows of it."""
 
 
+def creator_comment(task: DraftItem) -> str | None:
+    """What the item's creator last said with it (on submitting it, or with their latest revision): the QC page
+    shows it, labelled as theirs; ``None`` when they said nothing."""
+    said = [e.comment for e in task.history if e.status in ("submitted", "revised") and e.by == task.creator]
+    return next((c for c in reversed(said) if c), None)
+
+
 def _history_text(view: Mapping[str, Any]) -> str:
     return "\n".join(
         f"round {e['round']}: {e['status']} by {e['by']}" + (f": {e['comment']}" if e.get("comment") else "")
@@ -245,7 +252,7 @@ class QC(TaskType):
     )  # fmt: skip
 
     def view(self, task: DraftItem) -> dict[str, Any]:
-        return {**_draft_view(task), "verdicts": list(QC_VERDICTS)}
+        return {**_draft_view(task), "verdicts": list(QC_VERDICTS), "creator_comment": creator_comment(task)}
 
     def parse(self, task: DraftItem, fields: Mapping[str, Any]) -> Judgement:
         values, problems = self.form.read(self.view(task), fields)

@@ -248,6 +248,34 @@ class Leases:
         with self.db.engine.connect() as conn:
             return {str(t): int(n) for t, n in conn.execute(query)}
 
+    def position(self, annotator: str, task_type: str) -> tuple[int, int]:
+        """Where the annotator stands in their queue of a type: ``(n, total)``, ``n`` the one they are on (those
+        they have done, plus one) and ``total`` those done plus those open to them now, the one they hold
+        included (a gold task among them counts). Others taking the last slots of a task can lower ``total``."""
+        now = self.db.clock()
+        with self.db.engine.connect() as conn:
+            done = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(assignments.join(tasks, tasks.c.id == assignments.c.task_id))
+                .where(
+                    assignments.c.annotator == annotator, tasks.c.type == task_type, assignments.c.done_at.is_not(None)
+                )
+            ).scalar_one()
+            held_gold = conn.execute(
+                sa.select(sa.func.count()).where(
+                    assignments.c.annotator == annotator,
+                    assignments.c.done_at.is_(None),
+                    assignments.c.expires_at > now,
+                    assignments.c.task_id.in_(
+                        sa.select(tasks.c.id).where(
+                            tasks.c.type == task_type, tasks.c.id.in_(sa.select(gold.c.task_id))
+                        )
+                    ),
+                )
+            ).scalar_one()
+        left = self.available(annotator).get(task_type, 0) + int(held_gold)
+        return int(done) + 1, int(done) + max(left, 1)
+
     def task_types(self) -> list[str]:
         """The task types with tasks queued, sorted."""
         with self.db.engine.connect() as conn:

@@ -32,7 +32,7 @@ from senseforge.pipelines.quality import (
     quality_settings,
 )
 from senseforge.pipelines.runstore import RunStore
-from senseforge.pipelines.tables import assignments, gold, judgements, tasks
+from senseforge.pipelines.tables import annotators, assignments, gold, judgements, task_eligible, tasks
 from senseforge.pipelines.taskqueue import QueuedTask
 
 
@@ -96,6 +96,50 @@ class Oversight:
             entry["complete"] += int(done) >= int(k)
         for name, task_type, done, open_ in people:
             out["annotators"].setdefault(name, {})[task_type] = {"done": int(done or 0), "open": int(open_ or 0)}
+        return out
+
+    def short_of_people(self) -> list[dict[str, Any]]:
+        """The task types whose open tasks need more distinct people than could ever take them.
+
+        A task can be taken by the invited annotators it is open to (those listed for it, or anyone), never its
+        creator; one that wants ``k`` judgements from fewer such people than ``k`` never completes. Per task
+        type with any such task, in name order: ``type``, ``tasks`` (how many are short), ``k`` (the most people
+        one of them needs), ``people`` (the fewest who could take one of them) and ``invited`` (how many people
+        are invited); and ``message``, which says it with what to do.
+        """
+        with self.db.engine.connect() as conn:
+            names = {str(r[0]) for r in conn.execute(sa.select(annotators.c.name))}
+            done = (
+                sa.select(sa.func.count())
+                .where(assignments.c.task_id == tasks.c.id, assignments.c.done_at.is_not(None))
+                .scalar_subquery()
+            )
+            open_ = conn.execute(
+                sa.select(tasks.c.id, tasks.c.type, tasks.c.k, tasks.c.creator).where(
+                    tasks.c.id.not_in(sa.select(gold.c.task_id)), done < tasks.c.k
+                )
+            ).all()
+            listed: dict[int, set[str]] = {}
+            for task_id, who in conn.execute(sa.select(task_eligible.c.task_id, task_eligible.c.annotator)):
+                listed.setdefault(int(task_id), set()).add(str(who))
+        short: dict[str, dict[str, Any]] = {}
+        for task_id, task_type, k, creator in open_:
+            could = (listed.get(int(task_id)) or set(names)) & names - ({str(creator)} if creator else set())
+            if len(could) >= int(k):
+                continue
+            row = short.setdefault(str(task_type), {"type": str(task_type), "tasks": 0, "k": 0, "people": len(names)})
+            row["tasks"] += 1
+            row["k"] = max(row["k"], int(k))
+            row["people"] = min(row["people"], len(could))
+        out = []
+        for name in sorted(short):
+            row = {**short[name], "invited": len(names)}
+            row["message"] = (
+                f"{name}: {row['tasks']} open task(s) need {row['k']} different people but only {row['people']} "
+                f"of the {row['invited']} invited can take them (never an item's creator, only those a task is "
+                f"for): invite more people (senseforge annotate invite NAME RUN_DIR) or queue them with a lower k"
+            )
+            out.append(row)
         return out
 
     def add_gold(self, task_type: str, entries: Sequence[tuple[BaseModel, Mapping[str, Any]]]) -> int:

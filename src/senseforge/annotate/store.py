@@ -133,6 +133,11 @@ class AnnotationStore:
         """The task types with tasks queued, sorted."""
         return self.leases.task_types()
 
+    def position(self, annotator: str, task_type: str) -> tuple[int, int]:
+        """Where the annotator stands in their queue of a type: (done so far + 1, done + left to them)
+        (:meth:`Leases.position`)."""
+        return self.leases.position(annotator, task_type)
+
     # -- submissions ---------------------------------------------------------------------
 
     def submit(self, assignment_id: int, annotator: str, judgement: Judgement) -> bool:
@@ -149,6 +154,29 @@ class AnnotationStore:
         """Human judgements per item of a task type, in the order they were stored (gold tasks' only if asked)."""
         return self.submissions.judgements(task_type, gold=gold)
 
+    def last_done(self, annotator: str, task_type: str) -> int | None:
+        """The id of the annotator's assignment of this type they judged last (:meth:`Submissions.last_done`)."""
+        return self.submissions.last_done(annotator, task_type)
+
+    def undo(self, assignment_id: int, annotator: str) -> Assignment:
+        """Take back the annotator's last judgement of its type while undecided; the task, theirs again.
+
+        See :meth:`Submissions.undo`.
+
+        Raises:
+            NotYours: the assignment is someone else's.
+            Closed: nothing to take back, not their last judgement of the type, or a stage has decided it.
+            LookupError: no such assignment.
+        """
+        self.submissions.undo(assignment_id, annotator, lease_s=self.lease_s)
+        reopened = self.assignment(assignment_id)
+        assert reopened is not None  # it was there in the transaction that reopened it
+        return reopened
+
+    def undone(self) -> list[dict[str, Any]]:
+        """The judgements taken back, oldest first (:meth:`Submissions.undone`)."""
+        return self.submissions.undone()
+
     def store_imported(self, made: Sequence[Judgement]) -> int:
         """Store judgements made elsewhere as people's and close their slots (:meth:`Submissions.store_imported`)."""
         return self.submissions.store_imported(made)
@@ -158,6 +186,11 @@ class AnnotationStore:
     def progress(self) -> dict[str, Any]:
         """Per task type: tasks, complete ones, judgements wanted and made; per annotator: done and open."""
         return self.oversight.progress()
+
+    def short_of_people(self) -> list[dict[str, Any]]:
+        """Per task type, the open tasks that need more distinct people than could take them
+        (:meth:`Oversight.short_of_people`)."""
+        return self.oversight.short_of_people()
 
     def add_gold(self, task_type: str, entries: Sequence[tuple[BaseModel, Mapping[str, Any]]]) -> int:
         """Queue gold tasks of a type; how many were new (:meth:`Oversight.add_gold`).

@@ -96,6 +96,15 @@ from senseforge.data.schema import (
 )
 
 VERIFY_FLAGS: tuple[str, ...] = ("ambiguous-question", "several-right", "offensive", "wrong-language")
+VERIFY_FLAG_TEXTS: tuple[str, ...] = (
+    "The question is ambiguous",
+    "More than one option is right",
+    "Offensive",
+    "Not in the item's language",
+)
+"""What the verify page says for each of :data:`VERIFY_FLAGS`, by position."""
+VERIFY_FLAG_KEYS: tuple[tuple[str, ...], ...] = (("a",), ("s",), ("o",), ("l",))
+"""The keys that tick each of :data:`VERIFY_FLAGS` on the verify page."""
 
 
 """What a task over an item shows of it: the question and the options."""
@@ -122,7 +131,15 @@ class Verify(TaskType):
         (*ITEM_SHOWN, Shown("item_answer", "Marked answer", label_text("answer"))),
         (
             yes_no_field("accept", "Accept the marked answer?"),
-            FormField("flags", "flags", "Problems (any that apply)", VERIFY_FLAGS, options_from=view_list("flags")),
+            FormField(
+                "flags",
+                "flags",
+                "Problems (any that apply)",
+                VERIFY_FLAGS,
+                option_texts=VERIFY_FLAG_TEXTS,
+                keys=VERIFY_FLAG_KEYS,
+                options_from=view_list("flags"),
+            ),
             comment_field(),
         ),
     )
@@ -157,7 +174,8 @@ class Answer(TaskType):
             FormField(
                 "flags", "flags", "Unclear (any that apply)",
                 ("ambiguous-question", *(f"ambiguous-option:{label}" for label in "ABCDE")),
-                options_from=view_list("flags"),
+                option_texts=("The question", *(f"Option {label}" for label in "ABCDE")),
+                keys=(("q",), *((f"shift+{n}",) for n in range(1, 10))), options_from=view_list("flags"),
             ),
             comment_field("reason", "Why (optional)"),
         ),

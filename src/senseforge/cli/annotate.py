@@ -103,8 +103,11 @@ def invite(
     annotation = AnnotationStore(run_store_url(run_dir, store))
     try:
         token = annotation.invite(name, "admin" if admin else "annotator", lang)
+        short = annotation.short_of_people()
     finally:
         annotation.close()
+    for row in short:  # still too few people for what is queued
+        err.print(f"warning: {row['message']}", markup=False)
     said = f", pages in {lang}" if lang else ""
     err.print(
         f"invited {name} as {'admin' if admin else 'annotator'}{said}; send them this link (it is their password):"
@@ -237,6 +240,15 @@ def baseline(
         if any(queued.values()):
             counts = ", ".join(f"{split} {count}" for split, count in queued.items())
             err.print(f"queued for blind answering, {k} people each: {counts}; run this again for the report")
+        invited = annotation.annotator_names()
+        if k > len(invited):  # no item can get k answers: the report would say "answered 0" for ever
+            err.print(
+                f"warning: --k {k} asks {k} different people to answer each item, but {len(invited)} "
+                f"{'is' if len(invited) == 1 else 'are'} invited{' (' + ', '.join(invited) + ')' if invited else ''}: "
+                f"invite {k - len(invited)} more (senseforge annotate invite NAME {run_dir}) or run this with a "
+                f"lower --k (items already queued keep the k they were queued with)",
+                markup=False,
+            )
         report = baseline_report(
             annotation,
             run_dir,

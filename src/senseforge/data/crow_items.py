@@ -65,5 +65,9 @@ class RewriteItem(CrowPair):
 
     flipped: str
     """What the rewrite must be for the task (the opposite of :attr:`label`)."""
+    flipped_valid: bool | None = None
+    """Whether :attr:`flipped` is the task's label 1 (``plausible``, ``safe`` …): the rewrite then has to get away
+    from the knowledge that made the original wrong, where otherwise it goes against the knowledge; ``None``:
+    not said (the page then asks for both ways)."""
     triples: list[KnowledgeTriple] = Field(min_length=1)
     max_edits: int = Field(default=5, ge=0)

@@ -63,7 +63,7 @@ from senseforge.pipelines.rundir import (
 )
 from senseforge.pipelines.runstore import Heartbeat, Record, RunStore, StageResult
 from senseforge.pipelines.stage import InOrder, Stage
-from senseforge.pipelines.taskqueue import QueuedTask
+from senseforge.pipelines.taskqueue import PEOPLE_STAGES, QueuedTask, people_stages
 from senseforge.pipelines.verification import PanelVerify, answered_by, saved_review, write_panels
 from senseforge.runfolder.cost import Cost
 from senseforge.runfolder.funnel import Funnel
@@ -329,6 +329,7 @@ def build(
             changed = import_decisions(run, decisions, tasks)
             logger.info("imported %d decision(s) of people", changed)
         run.set_meta({"state": "running"})
+        run.set_meta({PEOPLE_STAGES: json.dumps(people_stages(stages), sort_keys=True)})  # the app's undo reads it
         records = _source(recipe, config, source, run, first)
         waiting: list[StageReport] = []
         before: Stage | None = None

@@ -97,3 +97,15 @@ gold = sa.Table(
     sa.Column("expected", sa.Text, nullable=False),  # the vote a right judgement of this gold task casts
 )
 """Gold tasks: items with a known answer, mixed into a task type's queue to measure each annotator."""
+
+undone = sa.Table(
+    "undone",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task", sa.String(32), nullable=False),
+    sa.Column("item_id", sa.String(255), nullable=False),
+    sa.Column("annotator", sa.String(128), nullable=False),
+    sa.Column("body", sa.Text, nullable=False),  # the judgement taken back, as it was stored
+    sa.Column("undone_at", sa.Float, nullable=False),
+)
+"""Judgements their annotators took back while no stage had decided on them (the annotation app's undo): the trail."""

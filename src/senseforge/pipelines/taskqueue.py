@@ -52,6 +52,25 @@ class QueuedTask:
         return str(getattr(self.input, "id"))  # noqa: B009 — every task input model has an id
 
 
+PEOPLE_STAGES = "people_stages"
+"""The run fact (JSON) naming, per task type people do, the stages that read its judgements; a build records it, and
+the annotation app reads it to refuse an undo once one of them has decided the judgement's record."""
+
+
+def people_stages(stages: Iterable[Any]) -> dict[str, list[str]]:
+    """Per task type, the names of the stages (objects with ``name`` and ``people_tasks``) that read it."""
+    out: dict[str, list[str]] = {}
+    for stage in stages:
+        for task in stage.people_tasks:
+            out.setdefault(str(task), []).append(str(stage.name))
+    return dict(sorted(out.items()))
+
+
+def record_of(item_id: str) -> str:
+    """The record a task's item belongs to: the id itself, or for a round of it (``<id>@<round>``) the part before."""
+    return item_id.split("@", 1)[0]
+
+
 def queue_tasks(engine: Engine, queued: Sequence[QueuedTask], *, now: float | None = None) -> int:
     """Queue tasks (one already queued with the same type and id is left as it is); how many were new.
 

@@ -40,11 +40,11 @@ def test_pairs_share_a_concept_list_per_category() -> None:
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"pool": ("a", "b", "c")}, "even pool"),
-        ({"pool": ("a", "b"), "answers": 2}, "at most pool − 1"),
+        ({"pool": ("a", "b", "c")}, "even pool, got 3 annotators .a, b, c.: .*--assignment one .*--assignment each"),
+        ({"pool": ("a", "b"), "answers": 2}, "at most pool − 1 .* lower --answers or add people to --pool"),
         ({"pool": ("a", "a")}, "given twice"),
         ({"pool": ("a",), "assignment": "each"}, "at least two"),
-        ({"pool": ("a", "b"), "checkers": ("a",)}, "lone checker"),
+        ({"pool": ("a", "b"), "checkers": ("a",)}, "lone checker.*add another to --checkers, or leave --checkers out"),
     ],
 )
 def test_config_refuses_what_cannot_work(settings: dict[str, Any], message: str) -> None:
@@ -140,6 +140,32 @@ def test_qc_gives_up_after_max_rounds_and_dedicated_checkers_do_qc(tmp_path: Pat
     assert statuses == ["submitted", "needs_revision", "revised", "needs_revision"]
     (passed,) = run.results("answer", "ok", HumanGenRecord)
     assert passed.data.concept == "pasar" and passed.data.answer_majority == "A"
+    run.close()
+
+
+def test_the_creators_comment_reaches_the_checker(tmp_path: Path) -> None:
+    """What the creator says with an item is the comment of round 0's event: on the QC task and in the history."""
+    config = HumanGenConfig(concepts=str(_table(tmp_path)), assignment="one", pool=("a", "b"))
+    shown: dict[str, Any] = {}
+
+    def fields(who: str, task: str, given: Any) -> dict[str, Any] | None:
+        if task == "create":
+            said = {"comment": "sumber: resep nenek"} if given.concept == "rendang" else {}
+            return {**_write(given), **said}
+        if task == "qc":
+            shown[given.concept] = task_type("qc").view(given)["creator_comment"]
+            assert given.history[0].status == "submitted"
+            return {"verdict": "complete"}
+        return {"choice": "A", "certain": "yes"}
+
+    _drive(config, tmp_path / "run", fields)
+    assert shown == {"rendang": "sumber: resep nenek", "pasar": None}
+    run = RunStore(sqlite_url(tmp_path / "run" / "run.db"))
+    history = {r.data.concept: r.data.qc_history or [] for r in run.results("qc", "ok", HumanGenRecord)}
+    assert history["rendang"][0].comment == "sumber: resep nenek"
+    assert history["pasar"][0].comment is None
+    (slot,) = [r for r in run.results("create", "ok", HumanGenRecord) if r.data.concept == "pasar"]
+    assert "create_comment" not in slot.payload  # no comment: the record is stored as before
     run.close()
 
 

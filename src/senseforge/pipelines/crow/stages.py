@@ -197,6 +197,7 @@ class PeopleRewrite(_ByPeople):
             {
                 **_pair(record, spec),
                 "flipped": spec.label_word(not data.label),
+                "flipped_valid": not data.label,
                 "triples": [_shown(required(data.triple, "triple"))],
                 "max_edits": self.max_edits,
             }

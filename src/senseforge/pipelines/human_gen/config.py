@@ -82,11 +82,21 @@ class HumanGenConfig(RecipeConfig):
     @model_validator(mode="after")
     def _fits_the_pool(self) -> HumanGenConfig:
         if self.assignment == "pairs" and len(self.pool) % 2:
-            raise ValueError(f"assignment pairs needs an even pool, got {len(self.pool)} annotators")
+            raise ValueError(
+                f"assignment pairs needs an even pool, got {len(self.pool)} annotators ({', '.join(self.pool)}): "
+                "add or drop one, or use --assignment one (each concept to one writer in turn) or --assignment each "
+                "(everyone writes from every concept)"
+            )
         if self.answers is not None and self.answers > len(self.pool) - 1:
-            raise ValueError(f"answers: at most pool − 1 = {len(self.pool) - 1} (the creator never answers)")
+            raise ValueError(
+                f"answers: at most pool − 1 = {len(self.pool) - 1} (the creator never answers); "
+                f"lower --answers or add people to --pool"
+            )
         if self.checkers and len(self.checkers) == 1 and self.checkers[0] in self.pool:
-            raise ValueError("checkers: a lone checker from the pool could not check their own items; add another")
+            raise ValueError(
+                "checkers: a lone checker from the pool could not check their own items; add another to --checkers, "
+                "or leave --checkers out (any pool member but the item's writer checks)"
+            )
         return self
 
     @property

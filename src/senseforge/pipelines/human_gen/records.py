@@ -1,7 +1,8 @@
 """The records of human-gen, as the run store holds them between stages.
 
 A slot (one creator, one concept) holds ``lang``, ``category``, ``concept`` and ``creator``;
-``create`` adds the creator's ``draft`` and when it came (``created_at``); ``qc`` the draft as
+``create`` adds the creator's ``draft``, when it came (``created_at``) and what they said with it
+(``create_comment``, when they said anything); ``qc`` the draft as
 revised and the ``qc_history``; ``answer`` the blind ``answers``, their majority and, for an
 excluded item, why.
 """
@@ -45,6 +46,9 @@ class HumanGenRecord(Record):
     """The item as written, then as revised in QC."""
     created_at: str | None = None
     """When the creator submitted it (ISO 8601; ``None``: not known)."""
+    create_comment: str | None = None
+    """What the creator said with the item when they submitted it (QC sees it in the history's first event);
+    unset without one."""
     qc_history: list[QCEvent] | None = None
     """Submission, QC verdicts and revisions, in order."""
     answers: list[BlindAnswer] | None = None

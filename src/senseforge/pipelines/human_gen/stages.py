@@ -5,7 +5,8 @@ decides (``ok`` / ``rejected``) or waits (:data:`~senseforge.pipelines.calls.AWA
 naming the task it waits for. Records it has decided go on while the rest wait, so
 checkers start on the first items while creators still write.
 
-* :class:`CreateByPeople` — the slot's creator writes the item (``create``, only they may);
+* :class:`CreateByPeople` — the slot's creator writes the item (``create``, only they may); what they say with
+  it reaches QC as the comment of the history's first event;
 * :class:`QualityControl` — rounds of ``qc`` (a checker: ``complete`` or
   ``needs_revision``) and ``revise`` (the creator) on ``<item>@<round>``, until complete,
   or rejected ``qc_unresolved`` after ``max_rounds`` sendings back; the history is kept;
@@ -123,7 +124,8 @@ class CreateByPeople(PeopleStage[HumanGenRecord]):
         made = _first(judged, CreateJudgement, record.record_id, data.creator)
         if made is None:
             return AWAITING
-        return ok(record, data.with_(draft=made.draft, created_at=_when(made.created_at)))
+        said = {"create_comment": made.comment} if made.comment else {}  # unset without one: stored as before
+        return ok(record, data.with_(draft=made.draft, created_at=_when(made.created_at), **said))
 
 
 @dataclass
@@ -142,7 +144,7 @@ class QualityControl(PeopleStage[HumanGenRecord]):
         data = record.data
         creator = data.creator
         draft = data.current_draft()
-        history = [QCEvent(status="submitted", by=creator, round=0, at=data.created_at)]
+        history = [QCEvent(status="submitted", by=creator, round=0, comment=data.create_comment, at=data.created_at)]
         for round_no in range(1, self.max_rounds + 1):
             task_id = f"{record.record_id}@{round_no}"
 
