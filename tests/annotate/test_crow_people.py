@@ -253,9 +253,9 @@ def test_a_qualification_comes_first_and_gates_the_real_tasks(tmp_path: Path) ->
     ("label", "flipped", "valid", "asked", "not_asked"),
     [
         ("plausible", "implausible", False, "so that it is implausible, goes against the knowledge", "no longer"),
-        ("implausible", "plausible", True, "so that it is plausible: the\n    knowledge above no longer makes it "
+        ("implausible", "plausible", True, "so that it is plausible: the knowledge above no longer makes it "
          "implausible", "goes against"),
-        ("safe", "unsafe", None, "so that it is unsafe instead of safe,\n    breaking the link", "goes against"),
+        ("safe", "unsafe", None, "so that it is unsafe instead of safe, breaking the link", "goes against"),
     ],
 )  # fmt: skip
 def test_the_wsg_page_words_the_rewrite_by_the_label_asked_for(
