@@ -90,6 +90,15 @@ from senseforge.llm.providers.openai_answers import (
     unsupported,
 )
 from senseforge.llm.providers.openai_batch import BatchClient
+from senseforge.llm.providers.openai_formats import (
+    CONSTRAINING,
+    FORMS,
+    Form,
+    first_form,
+    format_refusal,
+    memory_for,
+    response_format,
+)
 from senseforge.llm.providers.openai_sending import (
     OnResult,
     Retries,
@@ -205,6 +214,7 @@ class OpenAILLM:
         # cannot send more than the endpoint's limit
         options = self._options
         self._retries = Retries(options.max_retries, options.backoff_base_s, options.backoff_max_s, sleep)
+        self._formats = memory_for(self._base_url, self._model)
         self._limiter = limiter_for(
             self._base_url,
             self._model,
@@ -227,7 +237,45 @@ class OpenAILLM:
             url="/v1/chat/completions" if chat else "/v1/completions",
             body=self._chat_body if chat else self._completion_body,
             parse=from_chat if chat else from_completion,
+            form=(lambda: self._formats.form) if chat else (lambda: None),
+            learn=self._learn_form if chat else None,
+            constrained=self._held_to_shape,
         )
+
+    def _held_to_shape(self, request: GenerateRequest, form: str | None) -> bool:
+        """Whether a request of a batch sent in ``form`` was held to its shape."""
+        shape = request.reply_shape
+        if shape is None or shape.json_schema is None or form not in FORMS:
+            return False
+        return first_form(shape, form) in CONSTRAINING
+
+    def _learn_form(self, request: GenerateRequest) -> None:
+        """Before a batch: find the form the endpoint takes for ``request``'s shape with one small online request
+        per refused form (not ledgered: one token asked), unless a request in the current form was answered."""
+        shape = request.reply_shape
+        if shape is None or shape.json_schema is None or self._formats.confirmed:
+            return
+        form = first_form(shape, self._formats.form)
+        with self._sync_client() as client:
+            while form != "none":
+                probe: dict[str, Any] = {
+                    "model": self._model,
+                    "messages": [{"role": "user", "content": "Reply with a JSON object."}],
+                    "max_tokens": 1,
+                    "response_format": response_format(shape, form),
+                }
+                try:
+                    client.chat.completions.create(**probe)
+                except openai.APIStatusError as exc:
+                    refusal = format_refusal(exc)
+                    if refusal is None:
+                        return  # not about the format: the batch goes in the form known
+                    form = self._formats.refused(form, refusal)
+                    continue
+                except openai.APIError:
+                    return
+                self._formats.answered(form)
+                return
 
     def _sync_client(self) -> openai.OpenAI:
         return openai.OpenAI(
@@ -386,10 +434,26 @@ class OpenAILLM:
             params["stop"] = list(request.stop)
         return params
 
-    def _chat_body(self, request: GenerateRequest) -> dict[str, Any]:
-        """A chat request's body (online, and as a line of a batch)."""
+    def _form(self, request: GenerateRequest) -> Form | None:
+        """The form a chat request's reply shape is sent in (see :mod:`.openai_formats`); ``None`` without a
+        JSON-schema shape."""
+        shape = request.reply_shape
+        if shape is None or shape.json_schema is None:
+            return None
+        return first_form(shape, self._formats.form)
+
+    def _chat_body(self, request: GenerateRequest, form: Form | None = None) -> dict[str, Any]:
+        """A chat request's body (online, and as a line of a batch), its shape sent in ``form`` (default: the form
+        learned for the endpoint)."""
         params = self._sampling(request)
-        if request.json_mode:
+        form = form or self._form(request)
+        if form is not None and request.reply_shape is not None:
+            shaped = response_format(request.reply_shape, form)
+            if shaped is not None:
+                params["response_format"] = shaped
+            elif request.json_mode:
+                params["response_format"] = {"type": "json_object"}
+        elif request.json_mode:
             params["response_format"] = {"type": "json_object"}
         if request.top_logprobs:
             params["logprobs"] = True
@@ -405,10 +469,25 @@ class OpenAILLM:
         return {"prompt": request.prompt, **params}
 
     async def _chat(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
-        return from_chat(await client.chat.completions.create(**self._chat_body(request)))
+        form = self._form(request)
+        if form is None:
+            answer = from_chat(await client.chat.completions.create(**self._chat_body(request)))
+            return answer if request.reply_shape is None else answer.model_copy(update={"constrained": False})
+        while True:  # a refused form is followed at once by the next, within this attempt (no failed record)
+            try:
+                answer = from_chat(await client.chat.completions.create(**self._chat_body(request, form)))
+            except openai.APIStatusError as exc:
+                refusal = format_refusal(exc) if form != "none" else None
+                if refusal is None:
+                    raise
+                form = self._formats.refused(form, refusal)
+                continue
+            self._formats.answered(form)
+            return answer.model_copy(update={"constrained": form in CONSTRAINING})
 
     async def _complete(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
-        return from_completion(await client.completions.create(**self._completion_body(request)))
+        answer = from_completion(await client.completions.create(**self._completion_body(request)))
+        return answer if request.reply_shape is None else answer.model_copy(update={"constrained": False})
 
     # -- scoring -----------------------------------------------------------------------------
 
