@@ -11,10 +11,12 @@ these forms the endpoint takes (:data:`FORMS`):
 4. ``none``: no ``response_format`` at all.
 
 The endpoint's first refusal of a form (HTTP 400 or 422 naming ``response_format``, ``json_schema`` or
-``json_object``) moves it to the next one: one line in the log, remembered for the endpoint (base URL and served
-model) for the life of the process, and the request is sent again at once in the next form within the same
-attempt, so it leaves no failed record. A refusal of one schema as invalid (``Invalid schema …``) moves only that
-request on. A schema that cannot be made strict (a free-form map) skips form 1 for its requests.
+``json_object``, or a 500 reporting a validation error of it, as llama-cpp-python's server answers) moves it to the
+next one: one line in the log, remembered for the endpoint (base URL and served model) for the life of the process,
+and the request is sent again at once in the next form within the same attempt, so it leaves no failed record.
+A refusal of one schema as invalid (``Invalid schema …``) moves only that request on. A schema that cannot be made
+strict (a free-form map) skips form 1 for its requests. The form learned is not stored: a new process learns it
+again from one refusal.
 
 Shapes of choices are sent nothing: no response format holds a reply to a bare word (a ``json_schema`` must be an
 object), and vLLM's ``guided_choice`` is an extra field other servers ignore without a word, so a reply could not
@@ -83,11 +85,15 @@ def first_form(shape: ReplyShape, learned: Form) -> Form:
 
 
 def format_refusal(exc: BaseException) -> str | None:
-    """The endpoint's message when ``exc`` refuses a request's response format, else ``None``."""
-    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 422):
+    """The endpoint's message when ``exc`` refuses a request's response format, else ``None``: a 400 or 422 that
+    names it, or a 500 that reports a validation error of it (llama-cpp-python's server 0.3.36 answers an unknown
+    ``response_format`` type so)."""
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 422, 500):
         return None
     message = " ".join(str(exc.message).split())
     lowered = message.lower()
+    if exc.status_code == 500 and "validation error" not in lowered:
+        return None
     return message if any(word in lowered for word in _REFUSAL_WORDS) else None
 
 
