@@ -20,7 +20,7 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
 from senseforge.errors import ConfigError  # noqa: E402
-from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest, Message  # noqa: E402
+from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest, Message, ReplyShape  # noqa: E402
 from senseforge.llm.cache import CachedLLM  # noqa: E402
 from senseforge.llm.prices import PriceTable  # noqa: E402
 from senseforge.llm.providers import hf  # noqa: E402
@@ -197,6 +197,20 @@ def test_greedy_generation_matches_argmax_loop(llm: hf.HFLLM, reference: tuple[A
     assert got.tokens_out == n
     assert got.tokens_in == len(tokenizer.encode(prompt, add_special_tokens=True))
     assert got.finish_reason == ("length" if n == 12 else "stop")
+
+
+def test_a_reply_shape_is_not_enforced_and_the_completion_says_so(llm: hf.HFLLM, reference: tuple[Any, Any]) -> None:
+    """No structured-generation library is used (see the hf module notes): the reply is the greedy one, unchanged,
+    and marked unconstrained; a request without a shape says nothing."""
+    tokenizer, model = reference
+    prompt = "The dog runs in the"
+    expected, _ = manual_greedy(tokenizer, model, prompt, 8)
+    shape = ReplyShape.one_of("verdict", ["yes", "no"])
+    shaped, plain = llm.generate(
+        [GenerateRequest(prompt=prompt, max_tokens=8, reply_shape=shape), GenerateRequest(prompt=prompt, max_tokens=8)]
+    )
+    assert shaped.ok and shaped.text == expected and shaped.constrained is False
+    assert plain.ok and plain.constrained is None
 
 
 def test_stop_strings_cut_the_text(llm: hf.HFLLM, reference: tuple[Any, Any]) -> None:

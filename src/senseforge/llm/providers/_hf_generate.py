@@ -142,4 +142,5 @@ def generate_one(
         tokens_in=len(prompt),
         tokens_out=len(new_tokens),
         latency_s=time.perf_counter() - began,
+        constrained=None if request.reply_shape is None else False,  # see the hf module notes: never constrained
     )
