@@ -191,3 +191,15 @@ def test_a_batch_learns_the_form_with_one_probe_and_its_lines_carry_it(tmp_path:
     rows = [row for row in store.ledger_rows(run="shapes") if not row.cache_hit]
     assert sorted(str(row.constrained) for row in rows) == ["None", "True", "True"]  # rows in key order
     assert all(row.failure_kind is None for row in rows)
+
+
+def test_json_mode_with_a_shape_follows_the_form_down_to_none(tmp_path: Path) -> None:
+    """A request with both ``json_mode`` and a shape is sent what its form says: once the endpoint has refused every
+    form, nothing (not the refused ``json_object`` again)."""
+    recorder = Recorder()
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    refused = ["json_schema", "json_object_schema", "json_object"]
+    with LoopbackOpenAI(recorder, refuse_formats=refused) as server:
+        request = GenerateRequest.chat("JSON please", json_mode=True, reply_shape=SHAPE)
+        [reply] = _cached(server, store).generate([request])
+    assert reply.ok and reply.constrained is False and recorder.forms() == [None]

@@ -448,11 +448,9 @@ class OpenAILLM:
         params = self._sampling(request)
         form = form or self._form(request)
         if form is not None and request.reply_shape is not None:
-            shaped = response_format(request.reply_shape, form)
+            shaped = response_format(request.reply_shape, form)  # the form decides, json_mode or not
             if shaped is not None:
                 params["response_format"] = shaped
-            elif request.json_mode:
-                params["response_format"] = {"type": "json_object"}
         elif request.json_mode:
             params["response_format"] = {"type": "json_object"}
         if request.top_logprobs:
