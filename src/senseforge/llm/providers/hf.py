@@ -15,14 +15,9 @@ request at a time so that each request keeps its own sampling parameters and see
 Transformers has no JSON mode: ``json_mode`` is accepted and ignored, and callers read
 the answer with the tolerant extractor (:meth:`senseforge.llm.base.Completion.json`).
 
-A request's reply shape (:attr:`~senseforge.llm.base.GenerateRequest.reply_shape`) is not enforced either, and its
-completion says so (``constrained=False``). The libraries that would do it were weighed against this project's pins
-(``constraints.txt``, transformers 5, CPU torch): ``xgrammar`` pulls ``triton`` and ``apache-tvm-ffi`` (hundreds of
-megabytes, for GPUs); ``outlines`` (with ``outlines-core``), ``lm-format-enforcer`` (with ``interegular``) and
-``llguidance`` resolve without new heavy dependencies, but each needs its own tokenizer adapter and logits
-processor kept in step with transformers 5's generation API, a maintenance cost out of proportion to a backend used
-for scoring and small local runs. The stages' parsers stay strict, so an unconstrained reply that does not fit is
-still rejected as ``malformed_output``.
+A request's reply shape (:attr:`~senseforge.llm.base.GenerateRequest.reply_shape`) is enforced with ``llguidance``
+where it is installed (the ``hf`` extra brings it) and the tokenizer is a fast one; its completion says whether it
+was (``constrained``). Why that library: :mod:`senseforge.llm.providers._hf_shapes`.
 """
 
 from __future__ import annotations
@@ -401,9 +396,9 @@ class HFLLM:
         Temperature 0 decodes greedily; otherwise tokens are sampled with ``top_p`` (no
         top-k) under ``torch.manual_seed(seed)``, inside a forked RNG so the caller's
         random state is left alone. Stop strings end generation early where transformers
-        can match them on this tokenizer, and always cut the text. ``json_mode`` and a reply
-        shape have no effect (a shaped request's completion says ``constrained=False``). A
-        request that raises gets a ``backend`` failure.
+        can match them on this tokenizer, and always cut the text. ``json_mode`` has no
+        effect; a reply shape holds the decoding to it where ``llguidance`` can (see
+        :mod:`senseforge.llm.providers._hf_shapes`). A request that raises gets a ``backend`` failure.
 
         Raises:
             BackendError: the model cannot be loaded.
