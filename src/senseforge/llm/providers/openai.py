@@ -15,6 +15,10 @@ Results stream: ``on_result`` hears about each request as soon as it is done, so
 caller such as :class:`~senseforge.llm.cache.CachedLLM` can store it before the rest of
 the batch has finished.
 
+A request with a reply shape (:attr:`~senseforge.llm.base.GenerateRequest.reply_shape`) is sent it in the first form
+the endpoint takes, learned from its refusals (:mod:`senseforge.llm.providers.openai_formats`); its completion says
+whether the reply was held to it (``constrained``).
+
 A request that asks for top log-probabilities (:attr:`~senseforge.llm.base.GenerateRequest.top_logprobs` above 0)
 is sent ``logprobs: true, top_logprobs: N`` on chat completions, ``logprobs: N`` on legacy completions (online and
 in a batch's lines alike), and the answer's alternatives per generated token come back in the completion's
@@ -97,6 +101,7 @@ from senseforge.llm.providers.openai_formats import (
     first_form,
     format_refusal,
     memory_for,
+    probe,
     response_format,
 )
 from senseforge.llm.providers.openai_sending import (
@@ -250,32 +255,9 @@ class OpenAILLM:
         return first_form(shape, form) in CONSTRAINING
 
     def _learn_form(self, request: GenerateRequest) -> None:
-        """Before a batch: find the form the endpoint takes for ``request``'s shape with one small online request
-        per refused form (not ledgered: one token asked), unless a request in the current form was answered."""
-        shape = request.reply_shape
-        if shape is None or shape.json_schema is None or self._formats.confirmed:
-            return
-        form = first_form(shape, self._formats.form)
-        with self._sync_client() as client:
-            while form != "none":
-                probe: dict[str, Any] = {
-                    "model": self._model,
-                    "messages": [{"role": "user", "content": "Reply with a JSON object."}],
-                    "max_tokens": 1,
-                    "response_format": response_format(shape, form),
-                }
-                try:
-                    client.chat.completions.create(**probe)
-                except openai.APIStatusError as exc:
-                    refusal = format_refusal(exc)
-                    if refusal is None:
-                        return  # not about the format: the batch goes in the form known
-                    form = self._formats.refused(form, refusal)
-                    continue
-                except openai.APIError:
-                    return
-                self._formats.answered(form)
-                return
+        """Before a batch: the form the endpoint takes for ``request``'s shape (see :func:`.openai_formats.probe`)."""
+        if request.reply_shape is not None:
+            probe(self._formats, request.reply_shape, self._sync_client, self._model)
 
     def _sync_client(self) -> openai.OpenAI:
         return openai.OpenAI(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -37,7 +38,7 @@ import openai
 from senseforge.llm.base import ReplyShape
 from senseforge.llm.schemas import strict_schema
 
-__all__ = ["FORMS", "Form", "FormMemory", "format_refusal", "memory_for", "response_format"]
+__all__ = ["FORMS", "Form", "FormMemory", "format_refusal", "memory_for", "probe", "response_format"]
 
 log = logging.getLogger("senseforge.llm.providers.openai")
 
@@ -149,3 +150,33 @@ def forget_all() -> None:
     """Forget every endpoint's learned form (tests)."""
     with _MEMORIES_LOCK:
         _MEMORIES.clear()
+
+
+def probe(memory: FormMemory, shape: ReplyShape, client: Callable[[], openai.OpenAI], model: str) -> None:
+    """Find the form the endpoint takes for ``shape`` before a batch is built, with one small online request (one
+    token asked, not ledgered) per form tried; nothing is sent when a request in the endpoint's current form has
+    been answered, or for a shape without a schema. A failure that is not about the format ends the probe: the
+    batch then goes in the form known."""
+    if shape.json_schema is None or memory.confirmed:
+        return
+    form = first_form(shape, memory.form)
+    with client() as endpoint:
+        while form != "none":
+            body: dict[str, Any] = {
+                "model": model,
+                "messages": [{"role": "user", "content": "Reply with a JSON object."}],
+                "max_tokens": 1,
+                "response_format": response_format(shape, form),
+            }
+            try:
+                endpoint.chat.completions.create(**body)
+            except openai.APIStatusError as exc:
+                refusal = format_refusal(exc)
+                if refusal is None:
+                    return
+                form = memory.refused(form, refusal)
+                continue
+            except openai.APIError:
+                return
+            memory.answered(form)
+            return
