@@ -142,3 +142,39 @@ def test_ledger_lists_calls_newest_first_and_the_failed_ones(senseforge_home: Pa
     assert table.returncode == 0 and "newest first" in table.stdout and "timeout: slow" in table.stdout
     missing = run_cli("llm", "ledger", "--run", str(tmp_path), home=senseforge_home)
     assert_one_line_error(missing, "no run manifest")
+
+
+def test_generate_holds_replies_to_a_schema_file(senseforge_home: Path, tmp_path: Path) -> None:
+    """``--schema``: the endpoint gets the schema (strict ``json_schema`` here), the printed value fits it, and the
+    ledger says the reply was constrained; a file that is not a schema is one clear line."""
+    from senseforge.llm.loopback import LoopbackOpenAI
+    from senseforge.llm.loopback_handler import request_text
+
+    schema = tmp_path / "answer.json"
+    properties = {"answer": {"enum": ["A", "B"]}, "why": {"type": "string"}}
+    schema.write_text(json.dumps({"type": "object", "properties": properties, "required": ["answer"]}))
+    sent: list[dict[str, object]] = []
+
+    def reply(body: dict[str, object]) -> str:
+        sent.append(body)
+        return request_text(body)
+
+    with LoopbackOpenAI(reply) as server:
+        model = ["-m", "openai/m", "--base-url", server.base_url]
+        result = run_cli("llm", "generate", *model, "--schema", str(schema), "Pick one.", home=senseforge_home)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"answer": "A", "why": ""}
+    assert sent[0]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "answer",
+            "schema": {**json.loads(schema.read_text()), "required": ["answer", "why"], "additionalProperties": False},
+            "strict": True,
+        },
+    }
+    rows = json.loads(run_cli("llm", "ledger", "--json", home=senseforge_home).stdout)
+    assert [row["constrained"] for row in rows] == [True]
+    schema.write_text("[1, 2]")
+    assert_one_line_error(
+        run_cli("llm", "generate", "--schema", str(schema), "hi", home=senseforge_home), "JSON object"
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -22,6 +24,9 @@ from senseforge.cli._common import (
     progress_bar,
 )
 from senseforge.errors import BackendError, ConfigError
+
+if TYPE_CHECKING:
+    from senseforge.llm.base import ReplyShape
 
 app = typer.Typer(help="Language models: list providers, generate text, score choices.", no_args_is_help=True)
 
@@ -55,6 +60,13 @@ def generate(
     max_tokens: int = typer.Option(128, "--max-tokens", min=1),
     stop: list[str] = typer.Option([], "--stop", help="Stop string; repeatable."),
     json_mode: bool = typer.Option(False, "--json", help="Ask for a JSON object and print the parsed value."),
+    schema: Path | None = typer.Option(
+        None,
+        "--schema",
+        exists=True,
+        dir_okay=False,
+        help="A JSON schema file: the backend holds each reply to it where it can (implies --json).",
+    ),
     base_url: str | None = BaseUrlOption,
     option: list[str] | None = ProviderOptions,
     store: str | None = StoreOption,
@@ -63,6 +75,8 @@ def generate(
     """Generate text for each prompt and print it (status and cost go to stderr)."""
     from senseforge.llm.base import GenerateRequest
 
+    shape = _shape_of(schema) if schema is not None else None
+    json_mode = json_mode or shape is not None
     sampling = {
         "temperature": temperature,
         "top_p": top_p,
@@ -70,6 +84,7 @@ def generate(
         "max_tokens": max_tokens,
         "stop": tuple(stop),
         "json_mode": json_mode,
+        **({"reply_shape": shape} if shape is not None else {}),
     }
     from senseforge.llm.prompting import chat_template, fit
 
@@ -95,6 +110,8 @@ def generate(
             failed += 1
             err.print(f"[red]failed[/] ({result.failure.kind}): {result.failure.message}")
             continue
+        if result.constrained is False:
+            err.print(f"note: {model} did not hold the reply to the schema (it does not take one)")
         if json_mode:
             try:
                 out.print_json(json.dumps(result.json(), ensure_ascii=False))
@@ -106,6 +123,27 @@ def generate(
     err.print(describe_stats(llm))
     if failed:
         raise BackendError(f"{failed} of {len(results)} requests failed")
+
+
+def _shape_of(path: Path) -> ReplyShape:
+    """The reply shape of a JSON schema file, named after the file.
+
+    Raises:
+        ConfigError: the file is not JSON, or not a JSON object.
+    """
+    import re
+
+    from senseforge.llm.base import ReplyShape
+    from senseforge.llm.schemas import canonical
+
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"--schema {path}: not a JSON file ({exc})") from exc
+    if not isinstance(schema, dict):
+        raise ConfigError(f"--schema {path}: a JSON schema is a JSON object, not {type(schema).__name__}")
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "reply"
+    return ReplyShape(name=name, json_schema=canonical(schema))
 
 
 @app.command("score")

@@ -258,6 +258,13 @@ class Completion(_Result):
     without them is stored as before the field existed. An alternative whose log-probability is not finite
     (``-inf``: probability 0) is dropped, as JSON, and so the cache, cannot keep it."""
 
+    constrained: bool | None = None
+    """Whether the backend constrained its decoding to the request's :attr:`GenerateRequest.reply_shape`: ``True``
+    where it did (a grammar from the schema or the choices, a strict ``json_schema`` response format), ``False``
+    where a shape was asked for and not enforced in full (a plain ``json_object``, or no form the endpoint takes).
+    ``None`` for a request without a shape and for backends that do not say (scripted models), and then left out
+    of every dump, so a cached completion without it is stored as before the field existed."""
+
     @field_validator("top_logprobs")
     @classmethod
     def _finite(cls, value: TopLogprobs | None) -> TopLogprobs | None:
@@ -268,8 +275,9 @@ class Completion(_Result):
     @model_serializer(mode="wrap")
     def _no_top_logprobs(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         shown: dict[str, Any] = handler(self)
-        if "top_logprobs" in shown and shown["top_logprobs"] is None:
-            del shown["top_logprobs"]
+        for name in ("top_logprobs", "constrained"):
+            if name in shown and shown[name] is None:
+                del shown[name]
         return shown
 
     def json(self) -> Any:  # type: ignore[override]

@@ -347,7 +347,8 @@ class CachedLLM:
                     self._awaited[batch_id] = None
             mine = [key for key in todo if holder[key] == batch_id]
             if state.finished:
-                answers = self._collect(batch_id, open_batches[batch_id], state.results)
+                held = open_batches[batch_id]
+                answers = self._collect(batch_id, held, batches.marked(state, held))
             else:
                 why = f"batch {batch_id} at {endpoint} is {state.status}"
                 if state.dead:

@@ -167,6 +167,7 @@ class LedgerWriter:
             failure_message=result.failure.message if result.failure else None,
             retry_errors=() if hit else result.retry_errors,
             concurrency=None if hit else result.concurrency,
+            constrained=result.constrained if isinstance(result, Completion) else None,
         )
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from senseforge.errors import ConfigError
 from senseforge.llm.loopback_batches import BatchDesk, error_payload
+from senseforge.llm.loopback_formats import REFUSABLE_FORMATS, shaped_text
 from senseforge.llm.loopback_handler import (
     CHAT_PATH,
     COMPLETIONS_PATH,
@@ -137,6 +138,10 @@ class LoopbackOpenAI:
             complete batches only when :meth:`finish_batches` is called. A batch's lines are answered as
             online requests are, but without ``latency_s`` and without injected faults.
         port: the port to listen on; 0 (the default) takes a free one.
+        refuse_formats: chat ``response_format`` forms refused with 400, as an endpoint that does not take them
+            answers (some of :data:`~senseforge.llm.loopback_formats.REFUSABLE_FORMATS`). Every other one is
+            checked as a real server checks it (a strict schema as OpenAI's strict mode does), and a reply to a
+            request with a schema fits it (:func:`~senseforge.llm.loopback_formats.shaped_text`).
 
     Statistics (``requests``, ``answered_ok``, ``faults_by_kind``, ``max_in_flight``,
     ``in_flight``, ``log``) may be read while the server runs. Each request is counted
@@ -164,6 +169,7 @@ class LoopbackOpenAI:
         headers: Mapping[str, str] | None = None,
         batch_latency_s: float | None = 0.0,
         port: int = 0,
+        refuse_formats: Sequence[str] = (),
     ) -> None:
         if latency_s < 0 or hang_s < 0:
             raise ConfigError(f"latency_s and hang_s must be >= 0, got {latency_s} and {hang_s}")
@@ -180,6 +186,10 @@ class LoopbackOpenAI:
             raise ConfigError(f"port must lie between 0 (a free one) and 65535, got {port}")
         if max_consecutive_faults is not None and max_consecutive_faults < 0:
             raise ConfigError(f"max_consecutive_faults must be >= 0, got {max_consecutive_faults}")
+        unknown_formats = sorted(set(refuse_formats) - set(REFUSABLE_FORMATS))
+        if unknown_formats:
+            raise ConfigError(f"unknown formats {unknown_formats}: refuse some of {', '.join(REFUSABLE_FORMATS)}")
+        self.refuse_formats = frozenset(refuse_formats)
         self.responder = responder
         self.port = port
         self.capacity = capacity
@@ -373,6 +383,8 @@ class LoopbackOpenAI:
     def _completion(self, path: str, body: dict[str, Any], number: int) -> dict[str, Any]:
         """The full success payload for one attempt."""
         text, given = reply_parts(self.responder(body))
+        if path == CHAT_PATH:
+            text = shaped_text(body, text)
         prompt_tokens, completion_tokens = count_tokens(prompt_text(body)), count_tokens(text)
         logprobs: dict[str, Any] | None = None
         finish_reason = "stop"
@@ -419,7 +431,7 @@ class LoopbackOpenAI:
     def _answer_line(self, path: str, body: dict[str, Any], number: int) -> tuple[int, dict[str, Any]]:
         """Status and JSON body of one batch line: as an online attempt at ``body`` would get, less latency and
         faults."""
-        refusal = refusal_reason(path, body)
+        refusal = refusal_reason(path, body, self.refuse_formats)
         if refusal is not None:
             return 400, error_payload(400, refusal)
         try:
@@ -515,6 +527,13 @@ def _parser() -> Any:
     parser.add_argument(
         "--header", action="append", default=[], metavar="NAME:VALUE", help="send with every completion answer"
     )
+    parser.add_argument(
+        "--refuse-format",
+        action="append",
+        default=[],
+        choices=REFUSABLE_FORMATS,
+        help="answer 400 to chat requests with this response_format (json_object_schema: a json_object with a schema)",
+    )
     return parser
 
 
@@ -556,6 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             headers=headers,
             batch_latency_s=args.batch_latency,
             port=args.port,
+            refuse_formats=args.refuse_format,
         ).start()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

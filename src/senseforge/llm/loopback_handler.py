@@ -15,10 +15,12 @@ import json
 import re
 import sys
 import time
+from collections.abc import Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 from senseforge.llm.loopback_batches import BatchDesk, error_payload
+from senseforge.llm.loopback_formats import format_problem
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -41,6 +43,7 @@ class Host(Protocol):
     headers: dict[str, str]
     latency_s: float
     hang_s: float
+    refuse_formats: frozenset[str]
     _desk: BatchDesk
 
     def _since_start(self) -> float: ...
@@ -226,8 +229,11 @@ def max_tokens_of(body: dict[str, Any]) -> int:
     return DEFAULT_MAX_TOKENS if value is None else int(value)
 
 
-def refusal_reason(path: str, body: dict[str, Any]) -> str | None:
-    """Why a well-formed JSON body is refused with 400, or None."""
+def refusal_reason(path: str, body: dict[str, Any], refused_formats: Collection[str] = ()) -> str | None:
+    """Why a well-formed JSON body is refused with 400, or None (a chat body's ``response_format`` is read as a
+    real server reads it, ``refused_formats`` refused: :func:`~senseforge.llm.loopback_formats.format_problem`)."""
+    if path == CHAT_PATH:
+        return format_problem(body, refused_formats)
     if path != COMPLETIONS_PATH or not scores_prompt(body):
         return None
     value = body.get("max_tokens")
@@ -301,7 +307,7 @@ def handler_for(server: Host) -> type[BaseHTTPRequestHandler]:
                 return "bad_request", 400, _error(400, f"the body is not JSON: {exc}"), {}
             if not isinstance(body, dict):
                 return "bad_request", 400, _error(400, "the body must be a JSON object"), {}
-            refusal = refusal_reason(path, body)
+            refusal = refusal_reason(path, body, server.refuse_formats)
             if refusal is not None:
                 return "bad_request", 400, _error(400, refusal), {}
             fault = server._draw_fault(body)

@@ -57,6 +57,10 @@ class LedgerRow(BaseModel):
     token budget, an endpoint's ``Retry-After`` (``None`` where not measured)."""
     batched: bool = False
     """Answered through an API's batch endpoint (priced at its share of the listed price)."""
+    constrained: bool | None = None
+    """Whether the backend constrained the reply to the request's shape (see
+    :attr:`senseforge.llm.base.Completion.constrained`); ``None`` when no shape was asked, for a scoring call, and
+    in older rows."""
 
 
 class CallPricer(Protocol):

@@ -46,6 +46,7 @@ llm_ledger = sa.Table(
     sa.Column("service_s", sa.Float, nullable=True),  # NULL in rows an older version wrote
     sa.Column("queue_s", sa.Float, nullable=True),
     sa.Column("batched", sa.Boolean, nullable=True),  # NULL (older rows): read as not batched
+    sa.Column("constrained", sa.Boolean, nullable=True),  # NULL: no reply shape asked (or an older row)
 )
 
 file_digests = sa.Table(
@@ -80,6 +81,7 @@ ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = (
     (llm_ledger, "service_s"),
     (llm_ledger, "queue_s"),
     (llm_ledger, "batched"),
+    (llm_ledger, "constrained"),
     # what a batch's row says of it for ``senseforge runs show``
     *((llm_batches, name) for name in ("run", "stage", "n_requests", "api_status", "polled_at")),
 )

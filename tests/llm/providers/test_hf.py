@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
 from senseforge.errors import ConfigError  # noqa: E402
-from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest, Message  # noqa: E402
+from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest, Message, ReplyShape  # noqa: E402
 from senseforge.llm.cache import CachedLLM  # noqa: E402
 from senseforge.llm.prices import PriceTable  # noqa: E402
 from senseforge.llm.providers import hf  # noqa: E402
@@ -197,6 +199,47 @@ def test_greedy_generation_matches_argmax_loop(llm: hf.HFLLM, reference: tuple[A
     assert got.tokens_out == n
     assert got.tokens_in == len(tokenizer.encode(prompt, add_special_tokens=True))
     assert got.finish_reason == ("length" if n == 12 else "stop")
+
+
+class _Verdict(BaseModel):
+    kind: Literal["good", "bad"]
+    sure: bool
+
+
+def test_a_reply_shape_holds_the_decoding_with_llguidance(llm: hf.HFLLM) -> None:
+    """On the random-weight model, whose free replies are noise: a schema's reply validates as the model and ends
+    when the schema does; a set of choices gives one of them; both say so."""
+    pytest.importorskip("llguidance")
+    schema = ReplyShape.of_model(_Verdict)
+    verdict = ReplyShape.one_of("verdict", ["yes", "no"])
+    as_json, as_word, sampled = llm.generate(
+        [
+            GenerateRequest(prompt="The dog runs in the", max_tokens=40, reply_shape=schema),
+            GenerateRequest(prompt="Is the cat on the mat?", max_tokens=8, reply_shape=verdict),
+            GenerateRequest(prompt="Hi", max_tokens=40, reply_shape=schema, temperature=1.0, seed=3),
+        ]
+    )
+    for reply in (as_json, sampled):
+        assert reply.ok and reply.constrained is True and reply.finish_reason == "stop", reply
+        _Verdict.model_validate_json(reply.text)
+    assert as_word.ok and as_word.constrained is True and as_word.text.strip() in ("yes", "no")
+
+
+def test_without_llguidance_a_shape_is_not_enforced_and_the_completion_says_so(
+    llm: hf.HFLLM, reference: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the library the reply is the greedy one, unchanged, and marked unconstrained; a request without a
+    shape says nothing."""
+    monkeypatch.setitem(sys.modules, "llguidance", None)  # as if not installed
+    tokenizer, model = reference
+    prompt = "The dog runs in the"
+    expected, _ = manual_greedy(tokenizer, model, prompt, 8)
+    shape = ReplyShape.one_of("verdict", ["yes", "no"])
+    shaped, plain = llm.generate(
+        [GenerateRequest(prompt=prompt, max_tokens=8, reply_shape=shape), GenerateRequest(prompt=prompt, max_tokens=8)]
+    )
+    assert shaped.ok and shaped.text == expected and shaped.constrained is False
+    assert plain.ok and plain.constrained is None
 
 
 def test_stop_strings_cut_the_text(llm: hf.HFLLM, reference: tuple[Any, Any]) -> None:

@@ -10,13 +10,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import BaseModel, Field
 
 pytest.importorskip("llama_cpp")
 
 from llama_cpp import Llama
 
 from senseforge.errors import ConfigError
-from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest
+from senseforge.llm.base import LLM, GenerateRequest, LoglikelihoodRequest, ReplyShape
 from senseforge.llm.cache import CachedLLM
 from senseforge.llm.prices import PriceTable
 from senseforge.llm.providers._llamacpp_scoring import MIN_ROWS, PAD_TOKEN
@@ -258,6 +259,39 @@ def test_a_base_model_refuses_chat_turns_and_json_mode_works(gemma: LlamaCppLLM)
     assert "no chat template" in refused.failure.message and "chat_format" in refused.failure.message
     assert plain.ok and plain.finish_reason in ("stop", "length") and template_marker(plain.text) is None
     assert as_json.ok and as_json.text.lstrip().startswith("{")
+
+
+class _Cat(BaseModel):
+    name: str = Field(max_length=12)
+    legs: int
+    colours: list[str] = Field(max_length=2)
+
+
+def test_a_reply_shape_holds_completion_and_chat_replies_to_it(gemma: LlamaCppLLM, model_path: Path) -> None:
+    """A schema's grammar holds a base model's completion to it (the prompt still ends on its cue), a set of
+    choices holds it to one of them, and both say so; a request without a shape says nothing."""
+    schema = ReplyShape.of_model(_Cat)
+    verdict = ReplyShape.one_of("verdict", ["yes", "no"])
+    as_cat, as_word, bare = gemma.generate(
+        [
+            GenerateRequest(prompt="A cat, as JSON:", reply_shape=schema, max_tokens=80),
+            GenerateRequest(prompt="Question: Is the sky green?\nAnswer:", reply_shape=verdict, max_tokens=4),
+            GenerateRequest(prompt="Question: Is the sky green?\nAnswer:", max_tokens=4, stop=("\n",)),
+        ]
+    )
+    assert as_cat.ok and as_cat.constrained is True
+    if as_cat.finish_reason == "stop":  # a complete reply validates; one cut at max_tokens is a prefix of one
+        _Cat.model_validate_json(as_cat.text)
+    else:
+        assert as_cat.text.startswith("{")
+    assert as_word.ok and as_word.constrained is True and as_word.text.strip() in ("yes", "no")
+    assert bare.ok and bare.constrained is None and "constrained" not in bare.model_dump()
+    chatml = create("gemma-3-270m", Options(chat_format="chatml"))
+    try:
+        [chat] = chatml.generate([GenerateRequest.chat("Is the sky green?", reply_shape=verdict, max_tokens=4)])
+    finally:
+        chatml.close()
+    assert chat.ok and chat.constrained is True and chat.text in ("yes", "no")
 
 
 def test_a_named_chat_format_is_a_template(model_path: Path) -> None:

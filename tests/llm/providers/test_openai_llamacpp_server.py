@@ -23,6 +23,7 @@ most one generated token.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import subprocess
@@ -35,11 +36,13 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+from pydantic import BaseModel, Field
 
 pytest.importorskip("openai")
 
-from senseforge.llm.base import LoglikelihoodRequest
+from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest, ReplyShape
 from senseforge.llm.providers.openai import OpenAILLM, Options
+from senseforge.llm.providers.openai_formats import forget_all, memory_for
 from senseforge.llm.registry import get_llm
 
 pytestmark = pytest.mark.slow
@@ -228,3 +231,29 @@ def test_a_scoring_request_generates_at_most_one_token(stock_server: str) -> Non
     assert score.tokens_out is not None and score.tokens_out <= 1  # the server's usage.completion_tokens
     assert score.n_tokens == 2  # " in", " water"
     assert score.logprob is not None and score.logprob < 0
+
+
+class _Fruit(BaseModel):
+    name: str = Field(max_length=12)
+    sweet: bool
+
+
+def test_a_reply_shape_is_sent_as_json_object_with_schema_and_honoured(
+    stock_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server takes no ``json_schema`` response format (a 422 naming it): the provider falls back once, with one
+    log line and no failed attempt, to ``{"type": "json_object", "schema": …}``, which the server turns into a
+    grammar: the reply validates against the stage's model."""
+    forget_all()
+    shape = ReplyShape.of_model(_Fruit)
+    request = GenerateRequest.chat("Name a fruit.", reply_shape=shape, max_tokens=40)
+    with caplog.at_level(logging.WARNING):
+        first, second = (_client(stock_server).generate([request])[0] for _ in range(2))
+    assert first.ok and second.ok, (first.failure, second.failure)
+    assert first.attempts == 1 and not first.retry_errors
+    assert first.constrained is True and second.constrained is True
+    assert memory_for(stock_server, ALIAS).form == "json_object_schema"
+    lines = [record.getMessage() for record in caplog.records if "refuses response_format" in record.getMessage()]
+    assert len(lines) == 1 and "json_schema" in lines[0]
+    assert first.finish_reason == "stop", first.text  # a complete reply within 40 tokens: the schema bounds it
+    _Fruit.model_validate_json(first.text)

@@ -113,6 +113,15 @@ def generate_one(
     make_config: Any = GenerationConfig  # untyped in transformers
     config = make_config(**settings)
 
+    processors: Any = None
+    holder = None
+    if request.reply_shape is not None:
+        from transformers import LogitsProcessorList
+
+        from senseforge.llm.providers._hf_shapes import shape_processor
+
+        holder = shape_processor(tokenizer, request.reply_shape, len(prompt), completion=request.prompt is not None)
+        processors = LogitsProcessorList([holder]) if holder is not None else None
     input_ids = torch.tensor([prompt], dtype=torch.long, device=device)
     rng_devices = [] if device.type == "cpu" else [device.index or 0]
     device_type = None if device.type == "cpu" else device.type
@@ -124,6 +133,7 @@ def generate_one(
             attention_mask=torch.ones_like(input_ids),
             generation_config=config,
             tokenizer=tokenizer if use_stop_strings else None,
+            logits_processor=processors,
         )
     new_tokens = [int(t) for t in output[0, len(prompt) :].tolist()]
     text = str(tokenizer.decode(new_tokens, skip_special_tokens=True))
@@ -142,4 +152,5 @@ def generate_one(
         tokens_in=len(prompt),
         tokens_out=len(new_tokens),
         latency_s=time.perf_counter() - began,
+        constrained=None if request.reply_shape is None else holder is not None,
     )

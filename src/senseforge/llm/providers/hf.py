@@ -14,6 +14,10 @@ Gemma) runs only at positions that predict a continuation token. Generation runs
 request at a time so that each request keeps its own sampling parameters and seed.
 Transformers has no JSON mode: ``json_mode`` is accepted and ignored, and callers read
 the answer with the tolerant extractor (:meth:`senseforge.llm.base.Completion.json`).
+
+A request's reply shape (:attr:`~senseforge.llm.base.GenerateRequest.reply_shape`) is enforced with ``llguidance``
+where it is installed (the ``hf`` extra brings it) and the tokenizer is a fast one; its completion says whether it
+was (``constrained``). Why that library: :mod:`senseforge.llm.providers._hf_shapes`.
 """
 
 from __future__ import annotations
@@ -393,7 +397,8 @@ class HFLLM:
         top-k) under ``torch.manual_seed(seed)``, inside a forked RNG so the caller's
         random state is left alone. Stop strings end generation early where transformers
         can match them on this tokenizer, and always cut the text. ``json_mode`` has no
-        effect. A request that raises gets a ``backend`` failure.
+        effect; a reply shape holds the decoding to it where ``llguidance`` can (see
+        :mod:`senseforge.llm.providers._hf_shapes`). A request that raises gets a ``backend`` failure.
 
         Raises:
             BackendError: the model cannot be loaded.

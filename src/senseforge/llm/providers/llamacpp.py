@@ -77,6 +77,7 @@ from senseforge.llm.base import (
     options_identity,
 )
 from senseforge.llm.providers import _llamacpp_scoring as scoring
+from senseforge.llm.providers._llamacpp_shapes import json_object_grammar, shape_grammar
 from senseforge.store.db import senseforge_home, sha256_file
 
 if TYPE_CHECKING:
@@ -353,12 +354,14 @@ class LlamaCppLLM:
         started = time.perf_counter()
         params = self._sampling(request)
         self.backend_calls += 1
+        shaped = (
+            None
+            if request.reply_shape is None
+            else shape_grammar(request.reply_shape, completion=request.prompt is not None)
+        )
+        constrained = None if request.reply_shape is None else shaped is not None
         if request.prompt is not None:
-            grammar = None
-            if request.json_mode:
-                from llama_cpp.llama_grammar import LlamaGrammar
-
-                grammar = LlamaGrammar.from_json_schema('{"type": "object"}', verbose=False)
+            grammar = shaped if shaped is not None else json_object_grammar() if request.json_mode else None
             out: Any = llm.create_completion(request.prompt, grammar=grammar, **params)
             choice = out["choices"][0]
             text = choice["text"]
@@ -369,8 +372,10 @@ class LlamaCppLLM:
                     "(senseforge.llm.prompting.fit), or name one with -o chat_format=NAME"
                 )
             messages: Any = [m.model_dump() for m in request.as_messages()]
-            response_format: Any = {"type": "json_object"} if request.json_mode else None
-            out = llm.create_chat_completion(messages=messages, response_format=response_format, **params)
+            response_format: Any = {"type": "json_object"} if request.json_mode and shaped is None else None
+            out = llm.create_chat_completion(
+                messages=messages, response_format=response_format, grammar=shaped, **params
+            )
             choice = out["choices"][0]
             text = choice["message"]["content"] or ""
         usage = out.get("usage") or {}
@@ -380,6 +385,7 @@ class LlamaCppLLM:
             tokens_in=usage.get("prompt_tokens"),
             tokens_out=usage.get("completion_tokens"),
             latency_s=time.perf_counter() - started,
+            constrained=constrained,
         )
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:

@@ -15,6 +15,10 @@ Results stream: ``on_result`` hears about each request as soon as it is done, so
 caller such as :class:`~senseforge.llm.cache.CachedLLM` can store it before the rest of
 the batch has finished.
 
+A request with a reply shape (:attr:`~senseforge.llm.base.GenerateRequest.reply_shape`) is sent it in the first form
+the endpoint takes, learned from its refusals (:mod:`senseforge.llm.providers.openai_formats`); its completion says
+whether the reply was held to it (``constrained``).
+
 A request that asks for top log-probabilities (:attr:`~senseforge.llm.base.GenerateRequest.top_logprobs` above 0)
 is sent ``logprobs: true, top_logprobs: N`` on chat completions, ``logprobs: N`` on legacy completions (online and
 in a batch's lines alike), and the answer's alternatives per generated token come back in the completion's
@@ -90,6 +94,16 @@ from senseforge.llm.providers.openai_answers import (
     unsupported,
 )
 from senseforge.llm.providers.openai_batch import BatchClient
+from senseforge.llm.providers.openai_formats import (
+    CONSTRAINING,
+    FORMS,
+    Form,
+    first_form,
+    format_refusal,
+    memory_for,
+    probe,
+    response_format,
+)
 from senseforge.llm.providers.openai_sending import (
     OnResult,
     Retries,
@@ -205,6 +219,7 @@ class OpenAILLM:
         # cannot send more than the endpoint's limit
         options = self._options
         self._retries = Retries(options.max_retries, options.backoff_base_s, options.backoff_max_s, sleep)
+        self._formats = memory_for(self._base_url, self._model)
         self._limiter = limiter_for(
             self._base_url,
             self._model,
@@ -227,7 +242,22 @@ class OpenAILLM:
             url="/v1/chat/completions" if chat else "/v1/completions",
             body=self._chat_body if chat else self._completion_body,
             parse=from_chat if chat else from_completion,
+            form=(lambda: self._formats.form) if chat else (lambda: None),
+            learn=self._learn_form if chat else None,
+            constrained=self._held_to_shape,
         )
+
+    def _held_to_shape(self, request: GenerateRequest, form: str | None) -> bool:
+        """Whether a request of a batch sent in ``form`` was held to its shape."""
+        shape = request.reply_shape
+        if shape is None or shape.json_schema is None or form not in FORMS:
+            return False
+        return first_form(shape, form) in CONSTRAINING
+
+    def _learn_form(self, request: GenerateRequest) -> None:
+        """Before a batch: the form the endpoint takes for ``request``'s shape (see :func:`.openai_formats.probe`)."""
+        if request.reply_shape is not None:
+            probe(self._formats, request.reply_shape, self._sync_client, self._model)
 
     def _sync_client(self) -> openai.OpenAI:
         return openai.OpenAI(
@@ -386,10 +416,24 @@ class OpenAILLM:
             params["stop"] = list(request.stop)
         return params
 
-    def _chat_body(self, request: GenerateRequest) -> dict[str, Any]:
-        """A chat request's body (online, and as a line of a batch)."""
+    def _form(self, request: GenerateRequest) -> Form | None:
+        """The form a chat request's reply shape is sent in (see :mod:`.openai_formats`); ``None`` without a
+        JSON-schema shape."""
+        shape = request.reply_shape
+        if shape is None or shape.json_schema is None:
+            return None
+        return first_form(shape, self._formats.form)
+
+    def _chat_body(self, request: GenerateRequest, form: Form | None = None) -> dict[str, Any]:
+        """A chat request's body (online, and as a line of a batch), its shape sent in ``form`` (default: the form
+        learned for the endpoint)."""
         params = self._sampling(request)
-        if request.json_mode:
+        form = form or self._form(request)
+        if form is not None and request.reply_shape is not None:
+            shaped = response_format(request.reply_shape, form)  # the form decides, json_mode or not
+            if shaped is not None:
+                params["response_format"] = shaped
+        elif request.json_mode:
             params["response_format"] = {"type": "json_object"}
         if request.top_logprobs:
             params["logprobs"] = True
@@ -405,10 +449,25 @@ class OpenAILLM:
         return {"prompt": request.prompt, **params}
 
     async def _chat(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
-        return from_chat(await client.chat.completions.create(**self._chat_body(request)))
+        form = self._form(request)
+        if form is None:
+            answer = from_chat(await client.chat.completions.create(**self._chat_body(request)))
+            return answer if request.reply_shape is None else answer.model_copy(update={"constrained": False})
+        while True:  # a refused form is followed at once by the next, within this attempt (no failed record)
+            try:
+                answer = from_chat(await client.chat.completions.create(**self._chat_body(request, form)))
+            except openai.APIStatusError as exc:
+                refusal = format_refusal(exc) if form != "none" else None
+                if refusal is None:
+                    raise
+                form = self._formats.refused(form, refusal)
+                continue
+            self._formats.answered(form)
+            return answer.model_copy(update={"constrained": form in CONSTRAINING})
 
     async def _complete(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
-        return from_completion(await client.completions.create(**self._completion_body(request)))
+        answer = from_completion(await client.completions.create(**self._completion_body(request)))
+        return answer if request.reply_shape is None else answer.model_copy(update={"constrained": False})
 
     # -- scoring -----------------------------------------------------------------------------
 

@@ -31,6 +31,10 @@ __all__ = ["SUBMISSION_KEY", "BatchClient", "BatchState"]
 SUBMISSION_KEY: Final = "senseforge_submission"
 """The metadata key of a batch that names its requests (a digest of their cache keys)."""
 
+FORM_KEY: Final = "senseforge_format"
+"""The metadata key of a batch with reply shapes that names the form they were sent in (see
+:mod:`senseforge.llm.providers.openai_formats`); absent from a batch without shapes."""
+
 FINISHED: Final = frozenset({"completed"})
 DEAD: Final = frozenset({"failed", "expired", "cancelled", "cancelling"})
 """States of a batch whose requests will never be answered there: they go in a new batch."""
@@ -47,6 +51,8 @@ class BatchState:
     """``validating``, ``in_progress``, ``finalizing``, ``completed``, ``failed``, ``expired``, ``cancelled`` …"""
     results: Mapping[str, Completion] = field(default_factory=dict)
     """Once completed: a completion per ``custom_id`` (a failure for each line of the error file)."""
+    form: str | None = None
+    """The form its reply shapes were sent in (:data:`FORM_KEY`), ``None`` for a batch without shapes."""
 
     @property
     def finished(self) -> bool:
@@ -68,6 +74,11 @@ class BatchClient:
         url: the path every request of a batch is sent to (``/v1/chat/completions`` or ``/v1/completions``).
         body: a request's JSON body, exactly as the provider would send it online.
         parse: a successful answer's body as a completion (as the provider reads an online answer).
+        form: the form the endpoint takes for reply shapes now (learned online, see
+            :mod:`~senseforge.llm.providers.openai_formats`); ``None`` where shapes are sent no response format.
+        learn: called before a batch with a JSON-schema shape is built, with one such request: probes the endpoint
+            once, online, for the form it takes, so that no line of the batch is refused for its format.
+        constrained: whether a request's reply was held to its shape, given the form its batch was sent in.
     """
 
     client: Callable[[], openai.OpenAI]
@@ -76,6 +87,9 @@ class BatchClient:
     url: Literal["/v1/chat/completions", "/v1/completions"]
     body: Callable[[GenerateRequest], dict[str, Any]]
     parse: Callable[[Any], Completion]
+    form: Callable[[], str | None] = lambda: None
+    learn: Callable[[GenerateRequest], None] | None = None
+    constrained: Callable[[GenerateRequest, str | None], bool] = lambda request, form: False
 
     @property
     def endpoint(self) -> str:
@@ -93,7 +107,17 @@ class BatchClient:
         return None
 
     def submit(self, requests: Sequence[GenerateRequest], keys: Sequence[str], submission: str) -> str:
-        """Upload ``requests`` (each under its cache key) as one batch; its id."""
+        """Upload ``requests`` (each under its cache key) as one batch; its id.
+
+        Where some request has a reply shape, the endpoint's form is learned first (:attr:`learn`), every line
+        carries it, and the batch's metadata names it (:data:`FORM_KEY`)."""
+        metadata = {SUBMISSION_KEY: submission}
+        shaped = [request for request in requests if request.reply_shape is not None]
+        if shaped:
+            schema = next((r for r in shaped if r.reply_shape and r.reply_shape.json_schema is not None), None)
+            if schema is not None and self.learn is not None:
+                self.learn(schema)
+            metadata[FORM_KEY] = self.form() or "none"
         lines = [
             json.dumps({"custom_id": key, "method": "POST", "url": self.url, "body": self.body(request)})
             for key, request in zip(keys, requests, strict=True)
@@ -105,7 +129,7 @@ class BatchClient:
                 input_file_id=uploaded.id,
                 endpoint=self.url,
                 completion_window="24h",
-                metadata={SUBMISSION_KEY: submission},
+                metadata=metadata,
             )
         return batch.id
 
@@ -113,8 +137,9 @@ class BatchClient:
         """The batch's state, and its answers once it is completed."""
         with self.client() as client:
             batch = client.batches.retrieve(batch_id)
+            form = (batch.metadata or {}).get(FORM_KEY)
             if batch.status not in FINISHED:
-                return BatchState(batch_id, batch.status)
+                return BatchState(batch_id, batch.status, form=form)
             latency = float(batch.completed_at - batch.created_at) if batch.completed_at and batch.created_at else 0.0
             results: dict[str, Completion] = {}
             for file_id in (batch.output_file_id, batch.error_file_id):
@@ -123,7 +148,17 @@ class BatchClient:
                         if line.strip():
                             custom_id, result = self._read_line(line, batch_id)
                             results[custom_id] = result.model_copy(update={"latency_s": latency, "batched": True})
-        return BatchState(batch_id, batch.status, results)
+        return BatchState(batch_id, batch.status, results, form)
+
+    def marked(self, state: BatchState, held: Mapping[str, str]) -> dict[str, Completion]:
+        """A completed batch's answers, each to a request with a reply shape (``held``: the requests' JSON by key)
+        marked with whether it was held to it (:attr:`Completion.constrained`)."""
+        out = dict(state.results)
+        for key, answer in state.results.items():
+            if key in held and answer.ok and '"reply_shape"' in held[key]:
+                request = GenerateRequest.model_validate_json(held[key])
+                out[key] = answer.model_copy(update={"constrained": self.constrained(request, state.form)})
+        return out
 
     def _read_line(self, line: str, batch_id: str) -> tuple[str, Completion]:
         """One line of an output or error file: its ``custom_id`` and what it answered."""
