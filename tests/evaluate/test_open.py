@@ -9,15 +9,16 @@ import pytest
 from typer.testing import CliRunner
 
 from senseforge.cli.eval import app
+from senseforge.data.schema import Choice, MCItem
 from senseforge.errors import ConfigError
 from senseforge.evaluate.harness import run_eval
-from senseforge.evaluate.judge import parse_verdict
+from senseforge.evaluate.judge import JUDGE_SHAPE, VERDICT_SHAPE, JudgeReply, parse_verdict
 from senseforge.evaluate.records import MCSample, read_results, read_samples
 from senseforge.evaluate.run import EvalConfig, score_mc
 from senseforge.llm.base import Completion, Failure, GenerateRequest
 from senseforge.llm.mock import ScriptedLLM
 
-from .open_items import ANSWERS, OPTIONS
+from .open_items import ANSWERS, GOLD, OPTIONS
 from .open_items import answer as _answer
 from .open_items import items_file as _items_file
 
@@ -147,3 +148,31 @@ def test_cli_open_with_a_judge(tmp_path: Path) -> None:
 def test_parse_verdict_is_tolerant_and_never_raises(reply: str, verdict: bool | None, reason: str | None) -> None:
     parsed = parse_verdict(reply)
     assert parsed.correct is verdict and parsed.reason == reason and parsed.raw == reply
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_the_judge_is_asked_for_its_reply_s_shape_json_in_chat_the_verdict_word_from_a_base_model(chat: bool) -> None:
+    llm = ScriptedLLM(responder=_answer, name="scripted/answers")
+    judge = ScriptedLLM(responder=_judge, name="scripted/judge", chat=chat)
+    items = [
+        MCItem(
+            id=f"q{index}",
+            lang="en",
+            question=question,
+            question_concept="nature",
+            choices=[Choice(label=label, text=text) for label, text in zip("ABCDE", OPTIONS, strict=True)],
+            answer=GOLD[question],
+        )
+        for index, question in enumerate(ANSWERS)
+    ]
+    score_mc(items, llm, EvalConfig(formulation="open", judge="scripted/judge"), judge=judge)
+    shapes = {request.reply_shape for request in judge.generate_calls}
+    assert shapes == {JUDGE_SHAPE if chat else VERDICT_SHAPE}
+    assert all(request.reply_shape is None for request in llm.generate_calls)  # the free answer is not shaped
+
+
+def test_a_judge_reply_in_its_shape_is_read_as_such_and_other_objects_as_before() -> None:
+    asked = JudgeReply(verdict="incorrect", reason="names a lake").model_dump_json()
+    assert (parse_verdict(asked).correct, parse_verdict(asked).reason) == (False, "names a lake")
+    other = parse_verdict('{"Verdict": "Correct", "reason": "same thing", "confidence": 0.9}')
+    assert (other.correct, other.reason) == (True, "same thing")

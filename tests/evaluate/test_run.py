@@ -13,7 +13,7 @@ from senseforge.evaluate.formulations import mc_prompt
 from senseforge.evaluate.records import write_samples_lines
 from senseforge.evaluate.report import binary_report, mc_metrics
 from senseforge.evaluate.run import EvalConfig, pick_shots, score_binary, score_mc
-from senseforge.llm.base import Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest
+from senseforge.llm.base import Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest, ReplyShape
 from senseforge.llm.mock import ScriptedLLM
 
 
@@ -198,3 +198,13 @@ def test_generate_with_top_logprobs_records_each_labels_probability() -> None:
 
     with pytest.raises(ConfigError, match="--top-logprobs is used by --formulation generate only"):
         score_mc([item], llm, EvalConfig(formulation="letter", top_logprobs=3))
+
+
+def test_generate_asks_for_a_letter_s_shape_only_when_told() -> None:
+    items = [_item(0), _item(1)]
+    for shaped in (False, True):
+        llm = ScriptedLLM(responder=lambda r: "B", name="scripted/letters")
+        samples = score_mc(items, llm, EvalConfig(formulation="generate"), letter_shape=shaped)
+        assert [s.prediction for s in samples] == ["B", "B"]
+        shapes = [request.reply_shape for request in llm.generate_calls]
+        assert shapes == ([ReplyShape.one_of("answer_letter", "ABCDE")] * 2 if shaped else [None, None])

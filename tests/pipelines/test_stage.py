@@ -17,11 +17,12 @@ from senseforge.llm.base import (
     LoglikelihoodRequest,
 )
 from senseforge.llm.cache import cache_key
+from senseforge.llm.jsonx import JSONExtractionError, extract_json
 from senseforge.llm.mock import ScriptedLLM, from_responder
 from senseforge.pipelines.calls import LLM_ERROR, PENDING, Reply, Said, YesNo, ask, ask_yes_no
-from senseforge.pipelines.outcomes import Parsed, StageOutput, ok
+from senseforge.pipelines.outcomes import MALFORMED, TRUNCATED, Parsed, Reject, StageOutput, cut_off, ok
 from senseforge.pipelines.runstore import Record, StageResult, StoredJudgement
-from senseforge.pipelines.stage import CheckStage, FanOutStage, Route, RuleStage, YesNoStage
+from senseforge.pipelines.stage import CheckStage, FanOutStage, LMStage, Route, RuleStage, YesNoStage
 
 
 class Word(Record):
@@ -214,3 +215,49 @@ def test_a_route_runs_each_sub_stage_on_its_share_in_order() -> None:
     out = route.run(_records("ox", "cloud", "sun", "rain"), _Context(None))
     assert [o.data.said for o in out.outcomes] == ["short", "long", "short", "long"]  # type: ignore[union-attr]
     assert route.specs == ()
+
+
+@dataclass
+class Listed(LMStage[Word]):
+    """Asks for a JSON list and keeps its first string; anything else is malformed."""
+
+    def requests(self, records: Sequence[StageResult[Word]]) -> list[GenerateRequest]:
+        return [GenerateRequest.chat(r.data.text, max_tokens=4) for r in records]
+
+    def parse(self, record: StageResult[Word], text: str) -> Parsed:
+        try:
+            return record.data.with_(said=str(extract_json(text)[0]))
+        except (JSONExtractionError, IndexError, KeyError, TypeError):
+            return Reject(MALFORMED)
+
+
+def test_a_reply_cut_off_at_the_token_limit_is_rejected_as_truncated_apart_from_a_malformed_one() -> None:
+    replies = {
+        "cut": Completion(text='["alpha", "be', finish_reason="length"),
+        "broken": Completion(text='["alpha", "be', finish_reason="stop"),
+        "long": Completion(text='["alpha"]', finish_reason="length"),
+    }
+    llm = from_responder("scripted/lists", lambda request: replies[request.as_messages()[-1].content])
+    done = Listed("listed", "scripted/lists").run(_records("cut", "broken", "long"), _Context(llm)).outcomes
+    assert [(r.status, r.reason) for r in done] == [  # type: ignore[union-attr]
+        ("rejected", TRUNCATED),
+        ("rejected", MALFORMED),
+        ("ok", None),  # cut off, but it parses: kept
+    ]
+    assert [r.response for r in done] == ['["alpha", "be', '["alpha", "be', '["alpha"]']  # type: ignore[union-attr]
+
+
+def test_cut_off_makes_only_malformed_rejections_truncated_in_a_split_reply() -> None:
+    cut = [Completion(text="…", finish_reason="length")]
+    parts = cut_off([Word(text="a"), Reject(MALFORMED), Reject("no_item")], cut)
+    assert isinstance(parts, list)
+    assert [p.reason if isinstance(p, Reject) else "ok" for p in parts] == ["ok", TRUNCATED, "no_item"]
+    assert cut_off(Reject(MALFORMED), [Completion(text="…", finish_reason="stop")]) == Reject(MALFORMED)
+
+
+def test_a_chat_yes_no_question_carries_the_shape_of_its_answer_and_a_base_model_s_does_not() -> None:
+    question = YesNo("moon?", words=(("yes", "no"), ("ya", "tidak"), ("yes", "nope")))
+    (chat,) = question.requests(chat=True)
+    assert isinstance(chat, GenerateRequest) and chat.reply_shape is not None
+    assert chat.reply_shape.choices == ("yes", "no", "ya", "tidak", "nope")
+    assert all(isinstance(r, LoglikelihoodRequest) for r in question.requests(chat=False))

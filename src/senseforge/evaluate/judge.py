@@ -14,9 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from senseforge.evaluate.records import MCSample
+from senseforge.llm.base import ReplyShape
 from senseforge.llm.jsonx import JSONExtractionError, extract_json
 
 JUDGE_SYSTEM = (
@@ -27,6 +30,21 @@ JUDGE_SYSTEM = (
     '{"verdict": "correct" or "incorrect", "reason": "one short sentence"}.'
 )
 """The judge's instruction (our wording)."""
+
+
+class JudgeReply(BaseModel):
+    """The reply :data:`JUDGE_SYSTEM` asks a chat judge for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["correct", "incorrect"]
+    reason: str
+
+
+JUDGE_SHAPE = ReplyShape.of_model(JudgeReply, name="open_judge")
+"""The shape of a chat judge's reply (:class:`JudgeReply`)."""
+VERDICT_SHAPE = ReplyShape.one_of("open_verdict", ("correct", "incorrect"))
+"""The shape of a base-model judge's reply after its cue (``Verdict (correct or incorrect):``): the word alone."""
 
 
 def judge_prompt(question: str, gold: str, others: Sequence[str], answer: str) -> str:
@@ -83,6 +101,12 @@ def parse_verdict(text: str) -> Verdict:
         data = extract_json(text)
     except JSONExtractionError:
         data = None
+    try:
+        asked = JudgeReply.model_validate(data)
+    except ValidationError:
+        asked = None
+    if asked is not None:  # the reply as asked for; other objects are read below
+        return Verdict(correct=asked.verdict == "correct", reason=asked.reason, raw=text)
     if isinstance(data, dict):
         lowered = {str(k).lower(): v for k, v in data.items()}
         verdict = _from_word(lowered.get("verdict", lowered.get("correct")))

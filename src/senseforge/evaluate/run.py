@@ -30,7 +30,7 @@ from senseforge.evaluate.formulations import (
     binary_prompt,
     mc_prompt,
 )
-from senseforge.evaluate.judge import JUDGE_SYSTEM, judge_prompt, parse_verdict
+from senseforge.evaluate.judge import JUDGE_SHAPE, JUDGE_SYSTEM, VERDICT_SHAPE, judge_prompt, parse_verdict
 from senseforge.evaluate.literals import PromptLanguage
 from senseforge.evaluate.records import BinarySample, MCSample
 from senseforge.llm.base import (
@@ -39,6 +39,7 @@ from senseforge.llm.base import (
     GenerateRequest,
     LoglikelihoodRequest,
     Progress,
+    ReplyShape,
     letter_probabilities,
 )
 from senseforge.llm.prompting import DEFAULT_STOP, chat_template, fit, sent
@@ -211,8 +212,14 @@ def score_mc(
     shot_pool: Sequence[MCItem] = (),
     progress: Progress | None = None,
     judge: LLM | None = None,
+    letter_shape: bool = False,
 ) -> list[MCSample]:
     """Per-sample records for multiple-choice items (one batched backend call per prompt variant).
+
+    With ``letter_shape``, each ``generate`` request carries the shape of its reply, one of the item's letters
+    (:attr:`~senseforge.llm.base.GenerateRequest.reply_shape`), for a backend that constrains its decoding to it:
+    the verification panel's generating members ask so. Off by default, so an evaluation still measures whether
+    a model writes a letter that can be read.
 
     With several variants (``putri-all``) every item is scored once per variant, in variant
     order, and each record names its variant. ``open`` needs ``judge``, the opened model
@@ -240,7 +247,7 @@ def score_mc(
             for item in items
         ]
         if config.formulation == "generate":
-            scored = _generate_mc(items, prompts, llm, config, progress)
+            scored = _generate_mc(items, prompts, llm, config, progress, letter_shape)
         elif config.formulation == "open" and judge is not None:
             scored = _open_mc(items, prompts, llm, judge, config, progress)
         else:
@@ -357,6 +364,7 @@ def _generate_mc(
     llm: LLM,
     config: EvalConfig,
     progress: Progress | None,
+    letter_shape: bool = False,
 ) -> list[MCSample]:
     asked = [
         ask(
@@ -366,6 +374,7 @@ def _generate_mc(
             max_tokens=config.max_tokens,
             temperature=0.0,
             top_logprobs=config.top_logprobs,
+            reply_shape=ReplyShape.one_of("answer_letter", prompt.letters) if letter_shape else None,
         )
         for prompt in prompts
     ]
@@ -422,6 +431,7 @@ def _open_mc(
     completions = llm.generate([request for request, _ in asked])
     to_judge: list[tuple[int, GenerateRequest]] = []
     judge_sent: dict[int, dict[str, object]] = {}
+    shape = JUDGE_SHAPE if chat_template(judge) is not None else VERDICT_SHAPE
     for index, (item, completion) in enumerate(zip(items, completions, strict=True)):
         gold = item.answer_text()
         if completion.failure is not None or item.answer is None or gold is None:
@@ -429,7 +439,13 @@ def _open_mc(
         others = [c.text for c in item.choices if c.label != item.answer]
         text = judge_prompt(item.question, gold, others, completion.text)
         request, record = ask(
-            judge, text, system=JUDGE_SYSTEM, cue=JUDGE_CUE, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0
+            judge,
+            text,
+            system=JUDGE_SYSTEM,
+            cue=JUDGE_CUE,
+            max_tokens=JUDGE_MAX_TOKENS,
+            temperature=0.0,
+            reply_shape=shape,
         )
         to_judge.append((index, request))
         judge_sent[index] = record

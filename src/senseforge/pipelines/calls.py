@@ -15,7 +15,15 @@ from typing import Literal
 
 from senseforge.errors import BackendError
 from senseforge.evaluate.extract import yes_no
-from senseforge.llm.base import LLM, Completion, GenerateRequest, Loglikelihood, LoglikelihoodRequest, Progress
+from senseforge.llm.base import (
+    LLM,
+    Completion,
+    GenerateRequest,
+    Loglikelihood,
+    LoglikelihoodRequest,
+    Progress,
+    ReplyShape,
+)
 from senseforge.llm.cache import cache_key
 from senseforge.llm.prompting import chat_template
 from senseforge.pipelines.runstore import CallEntry
@@ -258,10 +266,21 @@ class YesNo:
     words: tuple[tuple[str, str], ...] = (("yes", "no"),)
     """The (yes, no) words a chat reply is read for, in turn."""
 
+    @property
+    def shape(self) -> ReplyShape:
+        """The shape of a chat reply: one of :attr:`words` (every pair's, in turn), the answer alone."""
+        return ReplyShape.one_of("yes_no", dict.fromkeys(word for pair in self.words for word in pair))
+
     def requests(self, chat: bool) -> list[Request]:
-        """One chat request, or the log-likelihood requests (" yes", " no"; then the blank's) of a base model."""
+        """One chat request (its reply shaped as :attr:`shape`), or the log-likelihood requests (" yes", " no";
+        then the blank's) of a base model."""
         if chat:
-            return [GenerateRequest.chat(self.prompt, max_tokens=8, temperature=self.temperature, seed=self.seed)]
+            shape = self.shape
+            return [
+                GenerateRequest.chat(
+                    self.prompt, max_tokens=8, temperature=self.temperature, seed=self.seed, reply_shape=shape
+                )
+            ]
         contexts = [self.prompt] if self.blank is None else [self.prompt, self.blank]
         return [
             LoglikelihoodRequest(context=context + self.cue, continuation=answer)

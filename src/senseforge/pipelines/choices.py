@@ -8,11 +8,30 @@ choices the same way (:func:`check_choices`) before any recipe-specific check.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from senseforge.data.text import fold
 
 LABELS = ("A", "B", "C", "D", "E")
 """The five choice labels of a CommonsenseQA-style item."""
+
+Label = Literal["A", "B", "C", "D", "E"]
+"""One of :data:`LABELS`, as a reply's shape names the answer."""
+
+
+class FiveOptions(BaseModel):
+    """A reply's five options, by label (``{"A": "…", …, "E": "…"}``): part of the shapes the recipes that write
+    items declare for their replies."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    A: str
+    B: str
+    C: str
+    D: str
+    E: str
 
 
 @dataclass(frozen=True)

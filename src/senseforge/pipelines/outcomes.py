@@ -17,6 +17,9 @@ from senseforge.pipelines.taskqueue import QueuedTask
 
 MALFORMED = "malformed_output"
 """Rejection reason: the model's output holds nothing usable (broken JSON, a refusal, no question)."""
+TRUNCATED = "truncated"
+"""Rejection reason: the reply was cut off at the request's token limit (``finish_reason`` ``length``) and does not
+parse; told apart from :data:`MALFORMED`, a complete reply that does not parse (raise the stage's ``max_tokens``)."""
 NO_OUTPUT = "no_output"
 """Rejection reason: a stage that splits records made nothing of this one."""
 
@@ -114,6 +117,27 @@ class Reject:
 Parsed = Data | list[Data | Reject] | Reject
 """What :meth:`LMStage.parse` makes of a reply: the record's new data, the data of the record's
 children (each may be a :class:`Reject`), or a rejection."""
+
+
+def cut_off(parsed: Parsed, replies: Sequence[object]) -> Parsed:
+    """``parsed`` with each :data:`MALFORMED` rejection made :data:`TRUNCATED` when a reply it was read from stopped
+    at the token limit (``finish_reason`` ``length``); anything else as it is (the reply kept beside it either way).
+
+    >>> from senseforge.llm.base import Completion
+    >>> cut_off(Reject(), [Completion(text='{"a": [', finish_reason="length")]).reason
+    'truncated'
+    >>> cut_off(Reject(), [Completion(text="{", finish_reason="stop")]).reason
+    'malformed_output'
+    """
+    if not any(getattr(reply, "finish_reason", None) == "length" for reply in replies):
+        return parsed
+    if isinstance(parsed, list):
+        return [_cut(part) if isinstance(part, Reject) else part for part in parsed]
+    return _cut(parsed) if isinstance(parsed, Reject) else parsed
+
+
+def _cut(reject: Reject) -> Reject:
+    return replace(reject, reason=TRUNCATED) if reject.reason == MALFORMED else reject
 
 
 def split_run(

@@ -49,7 +49,17 @@ from typing_extensions import TypeVar
 from senseforge.data.schema import Judgement
 from senseforge.llm.base import LLM, Completion, GenerateRequest
 from senseforge.pipelines.calls import AWAITING, Reply, Request, Said, YesNo, ask, ask_yes_no, shown_text
-from senseforge.pipelines.outcomes import Outcome, Parsed, StageOutput, failed, ok, outcome, rejected, split_run
+from senseforge.pipelines.outcomes import (
+    Outcome,
+    Parsed,
+    StageOutput,
+    cut_off,
+    failed,
+    ok,
+    outcome,
+    rejected,
+    split_run,
+)
 from senseforge.pipelines.runstore import Record, StageResult, StoredJudgement
 from senseforge.pipelines.taskqueue import QueuedTask
 
@@ -169,7 +179,9 @@ class LMStage(ModelStage[R]):
 
     Subclasses write :meth:`requests` and :meth:`parse`; failures (transient → another
     round, fatal → the run stops, refused → rejected), the raw prompt and reply, and the
-    call log for the cost report are handled here, once.
+    call log for the cost report are handled here, once. A reply cut off at the token limit that
+    :meth:`parse` finds malformed is rejected as :data:`~senseforge.pipelines.outcomes.TRUNCATED`
+    (:func:`~senseforge.pipelines.outcomes.cut_off`; so in every base).
     """
 
     @property
@@ -195,7 +207,14 @@ class LMStage(ModelStage[R]):
             text = got.replies[0].text if isinstance(got.replies[0], Completion) else ""
             prompt = shown_text(got.requests[0])
             outcomes.append(
-                outcome(self.name, record, self.parse(record, text), got.calls, prompt=prompt, response=text)
+                outcome(
+                    self.name,
+                    record,
+                    cut_off(self.parse(record, text), got.replies),
+                    got.calls,
+                    prompt=prompt,
+                    response=text,
+                )
             )
         return StageOutput(outcomes)
 
@@ -223,7 +242,7 @@ class FanOutStage(ModelStage[R]):
         for record, got in zip(records, asked, strict=True):
             failure = failed(self.name, record, got)
             if failure is None:
-                failure = outcome(self.name, record, self.parse(record, got.replies), got.calls)
+                failure = outcome(self.name, record, cut_off(self.parse(record, got.replies), got.replies), got.calls)
             outcomes.append(failure)
         return StageOutput(outcomes)
 
@@ -247,7 +266,9 @@ class YesNoStage(ModelStage[R]):
         for record, (got, said) in zip(records, answered, strict=True):
             failure = failed(self.name, record, got)
             outcomes.append(
-                failure if failure is not None else outcome(self.name, record, self.decide(record, said), got.calls)
+                failure
+                if failure is not None
+                else outcome(self.name, record, cut_off(self.decide(record, said), got.replies), got.calls)
             )
         return StageOutput(outcomes)
 

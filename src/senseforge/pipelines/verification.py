@@ -262,7 +262,7 @@ class PanelVerify(ModelStage[R]):
             recording = Recorder(ctx.llm(member.spec), self.name)
             top = self.top_logprobs if method == "generate" else 0
             config = EvalConfig(formulation=method, seed=self.seed, **({"top_logprobs": top} if top else {}))
-            samples = score_mc(items, recording, config) if items else []
+            samples = score_mc(items, recording, config, letter_shape=True) if items else []
             sizes = [1 if method == "generate" else len(item.choices) for item in items]
             per_member.append((samples, recording.sliced(sizes)))
         outcomes: list[Outcome] = []

@@ -10,12 +10,14 @@ from typing import Any, ClassVar
 import pytest
 
 from senseforge.errors import ConfigError, DataValidationError
+from senseforge.llm.base import PromptStyle
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.crow.parse import parse_rewrite, parse_triples
 from senseforge.pipelines.crow.records import CrowRecord, CrowTriple
 from senseforge.pipelines.crow.source import read_sources, source_records
 from senseforge.pipelines.crow.stages import CheckEdits, Dedup
 from senseforge.pipelines.crow.tasks import builtin_tasks, read_task_specs, task_specs
+from senseforge.pipelines.crow.templates import CKA_SHAPE, WSG_SHAPE, Knowledge, Rewrite, cka_request, wsg_request
 from senseforge.pipelines.outcomes import Reject
 from senseforge.pipelines.runstore import StageResult
 
@@ -274,3 +276,24 @@ def test_the_config_checks_votes_and_names_tasks() -> None:
         CrowConfig(ckv_min=4)
     with pytest.raises(ValueError, match="unknown CRoW task 'nope'"):
         CrowConfig(task=("nope",))
+
+
+@pytest.mark.parametrize("style", ["chat", "completion"])
+def test_a_chat_cka_or_wsg_request_carries_its_reply_shape_and_a_completion_page_none(style: PromptStyle) -> None:
+    contexts = read_sources([FIXTURES / "commonmt" / "head100"], SPECS)
+    record = next(r for r in source_records(contexts, SPECS, ["mt-zh-en"], n=3, seed=0)[0] if r.status == "ok")
+    spec = SPECS["mt-zh-en"]
+    cka = cka_request(record.data, spec, style, temperature=0.0, max_tokens=64, seed=0)
+    triple = CrowTriple(head="tea", relation="IsA", tail="drink")
+    wsg = wsg_request(record.data.with_(triple=triple), spec, style, temperature=0.0, max_tokens=64, seed=0)
+    chat = style == "chat"
+    assert (cka.reply_shape, wsg.reply_shape) == ((CKA_SHAPE, WSG_SHAPE) if chat else (None, None))
+
+
+def test_a_reply_in_the_cka_and_wsg_shapes_parses() -> None:
+    triples = Knowledge.model_validate([{"head": "tea", "relation": "IsA", "tail": "drink"}]).model_dump_json()
+    (read,) = parse_triples(triples, limit=3)  # type: ignore[misc]
+    assert isinstance(read, CrowTriple) and (read.head, read.relation, read.tail) == ("tea", "IsA", "drink")
+    assert parse_triples(Knowledge.model_validate([]).model_dump_json(), limit=3) == Reject("no_knowledge")
+    assert parse_rewrite(Rewrite(rewrite="coffee is a drink").model_dump_json()) == "coffee is a drink"
+    assert parse_rewrite(Rewrite(rewrite=None).model_dump_json()) == Reject("no_alternative")

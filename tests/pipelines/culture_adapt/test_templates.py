@@ -10,6 +10,7 @@ import pytest
 from senseforge.data.lang import LANGUAGE_NAMES, language_name
 from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, PromptStyle
+from senseforge.pipelines.culture_adapt import parse
 from senseforge.pipelines.culture_adapt import templates as t
 from senseforge.pipelines.culture_adapt.item import Fields
 
@@ -151,3 +152,29 @@ def test_template_hashes_are_stable_and_distinct() -> None:
         ("jv", "id"),
     ]
     assert t.translation_pairs(["en"]) == []
+
+
+@pytest.mark.parametrize("style", ["chat", "completion"])
+def test_the_json_asking_requests_carry_their_reply_shape_and_a_translation_none(style: PromptStyle) -> None:
+    shapes = {kind: request.reply_shape for kind, request in _all_requests(style).items()}
+    assert shapes == {"extract": t.EXTRACT_SHAPE, "adapt": t.ADAPT_SHAPE, "rename": t.RENAME_SHAPE, "translate": None}
+    adapted = t.ADAPT_SHAPE.as_schema()
+    assert adapted is not None and adapted["required"] == ["question", "concept", "options", "answer"]
+
+
+@pytest.mark.parametrize("prefix", ["", t.EXTRACT_PREFIX])
+def test_a_reply_in_each_shape_parses_as_the_whole_reply_or_after_the_page_s_opening(prefix: str) -> None:
+    spans = t.FoundSpans(names=["James"], places=["illinois"]).model_dump_json()
+    assert parse.parse_spans(spans, ITEM.display(), prefix) == (["James"], ["illinois"])
+    options = {"A": "sawah", "B": "kebun", "C": "rumah", "D": "pasar", "E": "jawa barat"}
+    item = t.AdaptedItem.model_validate(
+        {"question": "Di mana James?", "concept": "sawah", "options": options, "answer": "A"}
+    )
+    adapted = parse.parse_adapted(item.model_dump_json(), ITEM, t.ADAPT_PREFIX if prefix else "")
+    assert adapted is not None and (adapted.question, adapted.answer) == ("Di mana James?", "A")
+    assert adapted.choices == tuple(options.items())
+    renamed = t.RenamedItem(question="Budi was looking for farmland.", options={"A": "sawah"}).model_dump_json()
+    again = parse.parse_rename(renamed, ITEM, t.RENAME_PREFIX if prefix else "")
+    assert (
+        again is not None and again.question == "Budi was looking for farmland." and again.choices[0] == ("A", "sawah")
+    )

@@ -13,7 +13,13 @@ from senseforge.pipelines.choices import RawItem
 from senseforge.pipelines.culture_gen.checks import check_item, lenient_contains
 from senseforge.pipelines.culture_gen.concepts import Batch, batches
 from senseforge.pipelines.culture_gen.parse import assign, parse_reply
-from senseforge.pipelines.culture_gen.templates import build_request, completion_page
+from senseforge.pipelines.culture_gen.templates import (
+    COMPLETION_PREFIX,
+    GENERATE_SHAPE,
+    WrittenItems,
+    build_request,
+    completion_page,
+)
 
 ITEM = {"question": "Di mana pasar biasanya ramai?", "choices": {"A": "a", "B": "b", "C": "c", "D": "d", "E": "e"}}
 
@@ -118,3 +124,20 @@ def test_prompts() -> None:
     page = completion_page(batch)
     assert page.endswith('concepts: ["surabi", "peuyeum"]\n[') and "colénak" in page  # a worked example, in Sundanese
     assert build_request(batch, "completion").stop == ("\n",)
+
+
+@pytest.mark.parametrize("style", ["chat", "completion"])
+def test_a_generate_request_carries_its_reply_shape_and_a_reply_in_it_parses(style: str) -> None:
+    batch = Batch("id", "culinary", ("rendang", "tempe"))
+    assert build_request(batch, style).reply_shape == GENERATE_SHAPE  # type: ignore[arg-type]
+    options = {"A": "santan", "B": "air", "C": "susu", "D": "kecap", "E": "cuka"}
+    rows = [
+        {"question_concept": c, "question": f"Apa bahan {c}?", "choices": options, "answer": "A"}
+        for c in batch.concepts
+    ]
+    reply = WrittenItems.model_validate(rows).model_dump_json()
+    items = parse_reply(reply, COMPLETION_PREFIX if style == "completion" else "")
+    assert items is not None
+    assert [(i.concept, i.question, i.answer, i.choices) for i in items] == [
+        (c, f"Apa bahan {c}?", "A", tuple(options.items())) for c in batch.concepts
+    ]

@@ -17,11 +17,16 @@ import json
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from senseforge.evaluate.records import MCSample
+from senseforge.evaluate.run import score_mc
 from senseforge.kb.conceptnet import import_dump
+from senseforge.pipelines import verification
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.mcsqa import templates as mcsqa_templates
 from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
@@ -90,22 +95,47 @@ def test_a_run_paused_before_typed_records_resumes_to_the_golden_bytes(
     compare_with_golden(tmp_path / run_dir, GOLDEN / "dry-en-people")
 
 
-def _call_keys(db: Path) -> set[str]:
-    """The cache keys of every call the records of a run store say they made."""
+SHAPED = {"distractors", "verify"}
+"""The stages of the paused run whose requests declare the shape of their reply (JSON; the answer's letter)."""
+
+
+def _call_keys(db: Path) -> dict[str, set[str]]:
+    """Per stage, the cache keys of every call the records of a run store say they made there."""
     with sqlite3.connect(db) as conn:
         payloads = [json.loads(row[0]) for row in conn.execute("select payload from stage_results")]
-    return {call["key"] for payload in payloads for calls in payload.get("calls", {}).values() for call in calls}
+    out: dict[str, set[str]] = {}
+    for payload in payloads:
+        for stage, calls in payload.get("calls", {}).items():
+            out.setdefault(stage, set()).update(call["key"] for call in calls)
+    return out
+
+
+def _without_letter_shape(*args: Any, **kwargs: Any) -> list[MCSample]:
+    return score_mc(*args, **{**kwargs, "letter_shape": False})
 
 
 @pytest.mark.usefixtures("schedule")
 def test_todays_requests_have_the_cache_keys_stored_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A user's paid cache stays valid: the paused run's calls, made again today, have the very same cache keys."""
+    """A user's paid cache stays valid: the paused run's calls, made again today, have the very same cache keys,
+    but at the stages whose requests now carry the shape of their reply, which is part of the key (a backend that
+    constrains its decoding to it answers otherwise): as many calls there, each keyed anew. Without their shapes,
+    today's requests key exactly as before."""
     monkeypatch.chdir(tmp_path)
     import_dump("demo", Path("kb/demo"))
     config = McsqaConfig(lang="en", n=20, kb="kb/demo", model=AUTHOR)
     assert build(MCSQA, config, Path("run"), store=Store()).state == "awaiting_review"
     with gzip.open(PAUSED / "run.db.gz") as packed, (tmp_path / "before.db").open("wb") as db:
         shutil.copyfileobj(packed, db)
-    before = _call_keys(tmp_path / "before.db")
-    assert len(before) > 40
-    assert _call_keys(tmp_path / "run" / "run.db") == before
+    before, today = _call_keys(tmp_path / "before.db"), _call_keys(tmp_path / "run" / "run.db")
+    assert sum(len(keys) for keys in before.values()) > 40
+    assert set(before) >= SHAPED and set(today) == set(before)
+    for stage, keys in before.items():
+        if stage in SHAPED:
+            assert len(today[stage]) == len(keys) and not today[stage] & keys, stage
+        else:
+            assert today[stage] == keys, stage
+
+    monkeypatch.setattr(mcsqa_templates, "DISTRACTORS_SHAPE", None)
+    monkeypatch.setattr(verification, "score_mc", _without_letter_shape)
+    assert build(MCSQA, config, Path("unshaped"), store=Store()).state == "awaiting_review"
+    assert _call_keys(tmp_path / "unshaped" / "run.db") == before

@@ -320,3 +320,21 @@ def test_parse_distractors_good(text: str, expected: list[str]) -> None:
 )
 def test_parse_distractors_bad(text: str) -> None:
     assert P.parse_distractors(text) is None
+
+
+@pytest.mark.parametrize("style", ["chat", "completion"])
+def test_only_the_distractors_request_carries_a_reply_shape_and_json_mode_stays_as_it_was(style: PromptStyle) -> None:
+    qs = _qs("en")
+    distractors = T.build_distractors(qs.targets, "en", style)
+    assert distractors.reply_shape == T.DISTRACTORS_SHAPE
+    assert distractors.json_mode == (style == "chat")
+    assert T.build_generate(qs, qs.targets[0], "en", style).reply_shape is None
+    schema = T.DISTRACTORS_SHAPE.as_schema()
+    assert schema is not None and schema["properties"]["distractors"]["minItems"] == 2
+
+
+def test_a_distractors_reply_in_its_shape_parses_from_a_chat_and_after_a_completion_page() -> None:
+    reply = T.DistractorsReply(distractors=["pond", "lake"]).model_dump_json()
+    assert P.parse_distractor_json(reply) == ["pond", "lake"]
+    assert P.parse_distractor_items(reply) == ["pond", "lake"]  # the whole object after the page's opening
+    assert P.parse_distractor_json('{"distractors": ["pond"]}') == ["pond"]  # outside the shape: read as before

@@ -20,8 +20,10 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, RootModel
+
 from senseforge.data.relations import relations, relations_prompt_block
-from senseforge.llm.base import GenerateRequest, PromptStyle
+from senseforge.llm.base import GenerateRequest, PromptStyle, ReplyShape
 from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, required
 from senseforge.pipelines.crow.tasks import TaskSpec
 
@@ -29,6 +31,34 @@ CKA_MARK = "Commonsense knowledge annotation"
 """The first words of every CKA prompt (the dry-run author recognises its requests by them)."""
 WSG_MARK = "Minimal rewrite"
 """The first words of every WSG prompt."""
+
+
+class KnowledgeTriple(BaseModel):
+    """One triple of a CKA reply, as the chat prompt asks for it (the relation one of the table's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    head: str
+    relation: str
+    tail: str
+
+
+class Knowledge(RootModel[list[KnowledgeTriple]]):
+    """A chat CKA reply as the prompt asks for it: a JSON list of triples, ``[]`` for none."""
+
+
+class Rewrite(BaseModel):
+    """A chat WSG reply as the prompt asks for it: the new target, or ``null`` for no alternative."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rewrite: str | None
+
+
+CKA_SHAPE = ReplyShape.of_model(Knowledge, name="crow_knowledge")
+WSG_SHAPE = ReplyShape.of_model(Rewrite, name="crow_rewrite")
+"""The shapes of the chat CKA and WSG replies, sent with their chat requests. A completion page asks for lines
+(``head | relation | tail``, a rewritten target), which no JSON shape describes: its requests carry none."""
 
 CKA_SYSTEM = f"""{CKA_MARK}. You point out the everyday knowledge a reader uses, without saying so, \
 to understand an example of a language task.
@@ -177,7 +207,7 @@ def cka_request(
     if style == "chat":
         user = CKA_USER.format(**{**fields, "targets": _targets(record, spec, fields["target_name"])})
         system = CKA_SYSTEM.format(relations=relations_prompt_block())
-        return GenerateRequest.chat(user, system=system, **sampling)
+        return GenerateRequest.chat(user, system=system, reply_shape=CKA_SHAPE, **sampling)
     names = ", ".join(r.name for r in relations())
     page = CKA_PAGE_HEAD.format(names=names) + CKA_PAGE_EXAMPLE
     item = {**fields, "description": _title(spec), "context": _one_line(record.context)}
@@ -195,7 +225,7 @@ def wsg_request(
     if style == "chat":
         user = WSG_USER.format(**fields, **_triple_fields(triple))
         system = WSG_SYSTEM.format(label=fields["label"], flipped=fields["flipped"])
-        return GenerateRequest.chat(user, system=system, **sampling)
+        return GenerateRequest.chat(user, system=system, reply_shape=WSG_SHAPE, **sampling)
     page = WSG_PAGE_HEAD + WSG_PAGE_EXAMPLE
     page += WSG_PAGE_ITEM.format(**{**fields, "context": _one_line(record.context)}, verbalized=triple.verbalized)
     return GenerateRequest(prompt=page, stop=("\n",), **sampling)

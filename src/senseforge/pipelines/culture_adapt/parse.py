@@ -6,7 +6,9 @@ Sundanese ``patarosan``/``waleran``), options as an object, a list of strings (l
 ``"A. …"`` or not), a list of ``{"label", "text"}`` objects or an object of ``label``/``text``
 lists, and the answer as a label or as the option's text. Parsing only reads, and keeps
 every text's case as written; the recipe's checks judge what was read (five options, the
-answer among them, the concept in the question).
+answer among them, the concept in the question). The shapes the prompts ask for (``FoundSpans``, ``AdaptedItem``,
+``RenamedItem`` in :mod:`~senseforge.pipelines.culture_adapt.templates`) go with the requests as their reply shapes;
+the parsers read them and every other shape as before.
 """
 
 from __future__ import annotations

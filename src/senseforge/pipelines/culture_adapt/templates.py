@@ -20,9 +20,12 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from senseforge.data.lang import language_name
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest, PromptStyle
+from senseforge.llm.base import GenerateRequest, PromptStyle, ReplyShape
+from senseforge.pipelines.choices import FiveOptions, Label
 from senseforge.pipelines.culture_adapt.item import Fields
 
 CULTURES: dict[str, str] = {
@@ -40,6 +43,40 @@ ELEMENTS: tuple[str, ...] = ("concept", "names", "places")
 EXTRACT_PREFIX = '{"names": ['
 ADAPT_PREFIX = '{"question": "'
 RENAME_PREFIX = '{"question": "'
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FoundSpans(_Reply):
+    """An extract reply as the prompts ask for it: the person names and places, empty lists where none."""
+
+    names: list[str]
+    places: list[str]
+
+
+class AdaptedItem(_Reply):
+    """An adapt reply as the prompts ask for it: the item rewritten, five options, the answer's label."""
+
+    question: str
+    concept: str
+    options: FiveOptions
+    answer: Label
+
+
+class RenamedItem(_Reply):
+    """A rename reply as the prompts ask for it: the question, and the options by their labels."""
+
+    question: str
+    options: dict[str, str]
+
+
+EXTRACT_SHAPE = ReplyShape.of_model(FoundSpans, name="culture_adapt_spans")
+ADAPT_SHAPE = ReplyShape.of_model(AdaptedItem, name="culture_adapt_item")
+RENAME_SHAPE = ReplyShape.of_model(RenamedItem, name="culture_adapt_renamed")
+"""The shapes of the extract, adapt and rename replies, sent with their requests in both styles (a completion page
+ends inside the object; the parsers read the reply with the page's opening put back, or as it is)."""
 
 OPENINGS: dict[str, tuple[str, str]] = {
     "extract": (
@@ -155,6 +192,7 @@ def extract_request(item: Fields, style: PromptStyle, *, max_tokens: int = 128, 
         style,
         lambda: (_EXTRACT_SYSTEM, _item_block(item)),
         lambda: _extract_page(item),
+        reply_shape=EXTRACT_SHAPE,
         temperature=0.0,
         max_tokens=max_tokens,
         seed=seed,
@@ -335,6 +373,7 @@ def adapt_request(
             _adapt_user(item, source_lang, target_lang, culture),
         ),
         lambda: _adapt_page(item, source_lang, target_lang, culture),
+        reply_shape=ADAPT_SHAPE,
         temperature=temperature,
         max_tokens=max_tokens,
         seed=seed,
@@ -425,6 +464,7 @@ def rename_request(
             f"Culture: {culture}\nItem: {_rename_json(item)}",
         ),
         lambda: _rename_page(item, source_lang, culture),
+        reply_shape=RENAME_SHAPE,
         temperature=temperature,
         max_tokens=max_tokens,
         seed=seed,

@@ -7,7 +7,9 @@ Models return a JSON list (fenced or not, with prose around it), an object holdi
 ``{"label", "text"}`` objects, an object of ``label``/``text`` lists, or strings such as
 ``"A. …"``. Parsing only reads; the checks (:mod:`~senseforge.pipelines.culture_gen.checks`)
 judge what was read. An item goes to the concept it names, or failing that to the one
-batch concept its question contains — never by its position in the list.
+batch concept its question contains — never by its position in the list. The shape the prompts ask for,
+:class:`~senseforge.pipelines.culture_gen.templates.WrittenItems`, goes with each request as its reply shape (for a
+backend that constrains its decoding to it); this parser stays as tolerant as before.
 """
 
 from __future__ import annotations

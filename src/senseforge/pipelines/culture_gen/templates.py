@@ -16,9 +16,12 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, RootModel
+
 from senseforge.data.lang import language_name
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest, Message, PromptStyle
+from senseforge.llm.base import GenerateRequest, Message, PromptStyle, ReplyShape
+from senseforge.pipelines.choices import FiveOptions, Label
 from senseforge.pipelines.culture_gen.concepts import Batch
 
 INSTRUCTION = """You write multiple-choice questions that test the everyday common sense of people \
@@ -101,6 +104,26 @@ COMPLETION_PREFIX = "["
 """The completion page ends with the list's opening bracket; the parser puts it back."""
 
 
+class WrittenItem(BaseModel):
+    """One item of a generate reply, as the prompts ask for it (keys in this order)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question_concept: str
+    question: str
+    choices: FiveOptions
+    answer: Label
+
+
+class WrittenItems(RootModel[list[WrittenItem]]):
+    """A generate reply as the prompts ask for it: a JSON list, one item per concept of the batch."""
+
+
+GENERATE_SHAPE = ReplyShape.of_model(WrittenItems, name="culture_gen_items")
+"""The shape of a generate reply (:class:`WrittenItems`), sent with every generate request. The parser reads this
+shape and the other shapes models write (:mod:`~senseforge.pipelines.culture_gen.parse`)."""
+
+
 def user_turn(batch: Batch) -> str:
     """The last turn: the batch's category and concepts."""
     listed = "\n".join(f"{index}. {concept}" for index, concept in enumerate(batch.concepts, start=1))
@@ -152,9 +175,15 @@ def build_request(
             temperature=temperature,
             max_tokens=max_tokens,
             seed=run_seed,
+            reply_shape=GENERATE_SHAPE,
         )
     return GenerateRequest(
-        prompt=completion_page(batch), temperature=temperature, max_tokens=max_tokens, seed=run_seed, stop=("\n",)
+        prompt=completion_page(batch),
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=run_seed,
+        stop=("\n",),
+        reply_shape=GENERATE_SHAPE,
     )
 
 

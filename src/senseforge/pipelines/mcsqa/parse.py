@@ -12,8 +12,16 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
+from pydantic import ValidationError
+
 from senseforge.llm.jsonx import JSONExtractionError, extract_json
-from senseforge.pipelines.mcsqa.templates import DISTRACTORS_PREFIX, SUPPORTED_LANGUAGES, one_line, templates
+from senseforge.pipelines.mcsqa.templates import (
+    DISTRACTORS_PREFIX,
+    SUPPORTED_LANGUAGES,
+    DistractorsReply,
+    one_line,
+    templates,
+)
 
 _OPEN_QUOTES = "\"'“”„‟«»‹›「『‘’‚`"
 _CLOSE_QUOTES = "\"'“”„‟«»‹›」』‘’`"
@@ -99,7 +107,14 @@ def parse_question(text: str, lang: str) -> str | None:
 
 
 def _items_from_json(value: Any) -> list[str] | None:
-    """The choice strings in a parsed JSON value, or ``None`` when it is not a dict or list."""
+    """The choice strings in a parsed JSON value, or ``None`` when it is not a dict or list.
+
+    The reply the prompt asks for (:class:`DistractorsReply`) is read as such; other objects and lists tolerantly.
+    """
+    try:
+        return DistractorsReply.model_validate(value).distractors
+    except ValidationError:
+        pass
     if isinstance(value, dict):
         items = value.get("distractors")
         if not isinstance(items, list):

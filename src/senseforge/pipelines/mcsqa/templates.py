@@ -65,7 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from senseforge.data.lang import normalize_tag
 from senseforge.data.schema import QuestionSet
 from senseforge.errors import ConfigError
-from senseforge.llm.base import GenerateRequest, PromptStyle
+from senseforge.llm.base import GenerateRequest, PromptStyle, ReplyShape
 
 WriteStep = Literal["generate", "refine", "distractors"]
 """A step that writes with an LM and has its own templates (the name of its stage, not a stage object)."""
@@ -105,6 +105,18 @@ COMPLETION_STOP: tuple[str, ...] = ("\n",)
 """Completion-style prompts want one line back."""
 DISTRACTORS_PREFIX = '{"distractors": ['
 """Where completion-style distractor prompts end: the model continues the JSON list."""
+
+
+class DistractorsReply(BaseModel):
+    """The reply the distractors prompt asks for: ``{"distractors": ["…", "…"]}``, two new choices."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    distractors: list[str] = Field(min_length=2, max_length=2)
+
+
+DISTRACTORS_SHAPE = ReplyShape.of_model(DistractorsReply, name="mcsqa_distractors")
+"""The shape of a distractors reply, sent with every distractors request (chat and completion alike)."""
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _FIELDS: Mapping[WriteStep, frozenset[str]] = {
@@ -365,12 +377,15 @@ def _request(
         "seed": params.seed,
         "max_tokens": max_tokens or MAX_TOKENS[stage],
     }
+    shaped: dict[str, Any] = {"reply_shape": DISTRACTORS_SHAPE} if stage == "distractors" else {}
     if chosen == "chat":
         text = t.stage(stage)
         return GenerateRequest.chat(
-            _fill(text.user, values), system=text.system, json_mode=stage == "distractors", **common
+            _fill(text.user, values), system=text.system, json_mode=stage == "distractors", **shaped, **common
         )
-    return GenerateRequest(prompt=_fill(_completion_skeleton(t, stage), values), stop=COMPLETION_STOP, **common)
+    return GenerateRequest(
+        prompt=_fill(_completion_skeleton(t, stage), values), stop=COMPLETION_STOP, **shaped, **common
+    )
 
 
 def build_generate(
