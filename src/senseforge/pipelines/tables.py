@@ -94,3 +94,16 @@ gold = sa.Table(
     sa.Column("expected", sa.Text, nullable=False),  # the vote a right judgement of this gold task casts
 )
 """Gold tasks: items with a known answer, mixed into a task type's queue to measure each annotator."""
+
+run_lease = sa.Table(
+    "run_lease",
+    metadata,
+    sa.Column("name", sa.String(16), primary_key=True),  # one row, ``writer``: who builds the run now
+    sa.Column("token", sa.String(64), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("since", sa.Float, nullable=False),
+    sa.Column("renewed", sa.Float, nullable=False),
+)
+"""The run's writer lease: the one process that may build (or resume) the run now, renewed while it runs
+(:class:`senseforge.pipelines.runstore.WriterLease`)."""
