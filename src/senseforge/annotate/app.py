@@ -18,6 +18,11 @@ Routes:
   the judgements (``/export/all.jsonl``: of every type; admins only);
 * ``POST /api/{type}/next`` and ``POST /api/{type}/{assignment_id}`` — the same as JSON.
 
+With a :class:`~senseforge.annotate.follow.Follower` (``annotate serve --follow``) the run moves on by itself: an
+annotator whose queue is empty while it does is told that more work is coming (the page looks again by itself;
+``/api/{type}/next`` answers ``{"assignment_id": null, "more_coming": true}`` with ``Retry-After``), and the admin
+page shows the log of advances beside the run's state.
+
 Form posts authenticated by the cookie carry a ``csrf`` field (HMAC-SHA256 of the literal
 ``csrf`` keyed with the token; JSON calls that rely on the cookie send it as an
 ``X-CSRF-Token`` header); a missing or wrong one is answered 403; bearer calls need none.
@@ -54,6 +59,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from senseforge.annotate.follow import Follower, describe
 from senseforge.annotate.store import DEFAULT_LEASE_S, AnnotationStore, Annotator, Assignment, Closed, NotYours
 from senseforge.annotate.tasktypes import TASK_TYPES, InvalidSubmission, TaskType
 from senseforge.data.schema import Judgement
@@ -65,6 +71,21 @@ COOKIE_MAX_AGE = 30 * 24 * 3600
 MAX_BODY = 64 * 1024
 """The largest request body accepted (a judgement is well under a kilobyte)."""
 _RESERVED = frozenset({"csrf", "assignment_id"})
+RECHECK_S = 15
+"""Seconds after which a page (or a client) with nothing to do while more work is coming looks again."""
+RUN_STATES = {
+    "running": "running",
+    "awaiting_review": "waiting on people",
+    "awaiting_batch": "awaiting batch",
+    "done": "done",
+    "stopped": "stopped",
+}
+"""The admin page's words for a run's states (``run_status``)."""
+
+
+def _utc(ts: float) -> str:
+    """A time as the admin page shows it: ``2026-12-04 03:12:05``, UTC."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def csrf_token(token: str) -> str:
@@ -125,14 +146,24 @@ class _App:
     process queue on one lock instead of polling SQLite's busy handler.
     """
 
-    def __init__(self, store: AnnotationStore, *, secure_cookies: bool) -> None:
+    def __init__(
+        self,
+        store: AnnotationStore,
+        *,
+        secure_cookies: bool,
+        follower: Follower | None = None,
+        run_state: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
         self.store = store
         self.secure_cookies = secure_cookies
+        self.follower = follower
+        self.run_state = run_state
         self.templates = jinja2.Environment(
             loader=jinja2.PackageLoader("senseforge.annotate", "templates"),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
+        self.templates.filters["utc"] = _utc
         self.own_pages = frozenset(self.templates.list_templates(extensions=["html"]))
         """The templates there are: a task type without ``<name>.html`` is shown ``task.html``, built from its form."""
         sqlite = store.engine.dialect.name == "sqlite"
@@ -299,7 +330,14 @@ class _App:
         task = self.task(request.path_params["task_type"])
         assignment = self.lease(caller, task)
         if assignment is None:
-            return self.page("done.html", who=caller.who, task=task.name, csrf=csrf_token(caller.token))
+            return self.page(
+                "done.html",
+                who=caller.who,
+                task=task.name,
+                more_coming=self.more_coming(),
+                poll_s=RECHECK_S,
+                csrf=csrf_token(caller.token),
+            )
         return self.form(caller, task, assignment)
 
     def submit_page(self, request: Request, body: bytes) -> Response:
@@ -341,8 +379,47 @@ class _App:
             gold=self.store.gold_report(),
             bar=quality_settings(self.store.runs),
             splits={name: len(self.store.splits(name)) for name in voting},
+            run=self.run_view(progress["tasks"]),
             csrf=csrf_token(caller.token),
         )
+
+    # -- the run's state ---------------------------------------------------------------------
+
+    def more_coming(self) -> bool:
+        """Whether the run will hand out more work by itself: it is followed, and not done or stopped."""
+        follower = self.follower
+        if follower is None or not follower.following:
+            return False
+        return follower.state() != "done"
+
+    def run_view(self, queued: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+        """The run's state for the admin page: from ``run_status`` when the server was given it (``annotate serve``),
+        else the run store's own word; the tasks waiting per type; the follower's log of advances."""
+        status: Mapping[str, Any] = {}
+        if self.run_state is not None:
+            try:
+                status = self.run_state()
+            except Exception as exc:  # a run folder gone or unreadable: said on the page, the rest still works
+                status = {"state": "unknown", "problem": str(exc)}
+        state = str(status.get("state") or self.store.runs.meta("state") or "unknown")
+        follow = describe(self.follower)
+        waiting = {
+            name: row["tasks"] - row["complete"] for name, row in queued.items() if row["tasks"] > row["complete"]
+        }
+        cause = follow.get("cause") or status.get("problem")
+        if state == "stopped" and not cause:
+            causes = status.get("causes") or []
+            cause = causes[0].get("cause") if causes and isinstance(causes[0], Mapping) else None
+            cause = cause or "its build stopped before it finished; an advance or `build --resume` continues it"
+        return {
+            "state": state,
+            "label": RUN_STATES.get(state, state),
+            "waiting": waiting if state == "awaiting_review" else {},
+            "batches": len(status.get("batches") or []),
+            "cause": cause,
+            "follow": follow,
+            "advances": self.follower.advances() if self.follower is not None else [],
+        }
 
     def adjudication_page(
         self, request: Request, _body: bytes, *, status: int = 200, problems: list[str] | None = None
@@ -443,6 +520,9 @@ class _App:
         self.check_csrf(caller, request.headers.get("x-csrf-token"))
         assignment = self.lease(caller, task)
         if assignment is None:
+            if self.more_coming():
+                body = {"assignment_id": None, "more_coming": True, "retry_after_s": RECHECK_S}
+                return JSONResponse(body, headers={"Retry-After": str(RECHECK_S)})
             return Response(status_code=204)
         return JSONResponse(
             {"assignment_id": assignment.id, "expires_at": assignment.expires_at, "item": task.view(assignment.input)}
@@ -529,6 +609,8 @@ def create_app(
     lease_s: float = DEFAULT_LEASE_S,
     secure_cookies: bool = False,
     clock: Callable[[], float] | None = None,
+    follower: Follower | None = None,
+    run_state: Callable[[], Mapping[str, Any]] | None = None,
 ) -> Starlette:
     """The annotation app over the run store at ``store_url``.
 
@@ -537,15 +619,22 @@ def create_app(
         lease_s: how long an assignment stays reserved for its annotator.
         secure_cookies: mark the session cookie ``Secure`` (serve over HTTPS).
         clock: the time source of the store (tests move it forward); ``time.time`` by default.
+        follower: resumes the run as judgements let it move on (``--follow``); started and stopped with the app.
+        run_state: where the run stands (``run_status`` as JSON values), for the admin page; without it the page
+            shows the run store's state alone.
     """
     store = AnnotationStore(store_url, lease_s=lease_s, clock=clock or time.time)
-    web = _App(store, secure_cookies=secure_cookies)
+    web = _App(store, secure_cookies=secure_cookies, follower=follower, run_state=run_state)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        if follower is not None:
+            follower.start()
         try:
             yield
         finally:
+            if follower is not None:
+                await run_in_threadpool(follower.stop)
             store.close()
 
     routes = [
