@@ -118,6 +118,14 @@ def run_dir(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture
+def stored_run(tmp_path: Path, db_url: str) -> tuple[Path, str]:
+    """The same run with its store on SQLite or PostgreSQL (``--run-store``): the folder and the store's URL."""
+    folder = tmp_path / "stored-run"
+    assert build(HUMAN_GEN, config_of(tmp_path), folder, run_store_url=db_url).state == "awaiting_review"
+    return folder, db_url
+
+
 def invite(url: str) -> dict[str, str]:
     store = AnnotationStore(url)
     try:
@@ -280,8 +288,10 @@ def judge_one_create(url: str) -> None:
         store.close()
 
 
-def test_an_advance_waits_for_settled_judgements_and_an_undo_waits_again(run_dir: Path, tmp_path: Path) -> None:
-    url = sqlite_url(run_dir / "run.db")
+def test_an_advance_waits_for_settled_judgements_and_an_undo_waits_again(
+    stored_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    run_dir, url = stored_run
     clock = Clock()
     follower = Follower(run_dir, url, settle_s=10.0, command=program(tmp_path, 0, "resumed"), clock=clock)
     try:
@@ -322,9 +332,9 @@ def test_an_advance_waits_for_settled_judgements_and_an_undo_waits_again(run_dir
 
 
 def test_a_run_someone_else_builds_is_waited_for_never_forced_and_a_failed_advance_stops_following(
-    run_dir: Path, tmp_path: Path
+    stored_run: tuple[Path, str], tmp_path: Path
 ) -> None:
-    url = sqlite_url(run_dir / "run.db")
+    run_dir, url = stored_run
     judge_one_create(url)
     clock = Clock()
     busy = Follower(
