@@ -10,8 +10,11 @@ after a sleep.
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,7 @@ from senseforge.annotate.tasktypes import task_type
 from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.human_gen.recipe import HUMAN_GEN
 from senseforge.pipelines.runner import build
-from senseforge.pipelines.runstore import RunStore, WriterLease, sqlite_url
+from senseforge.pipelines.runstore import RunStore, WriterLease, lease_holder, sqlite_url
 from senseforge.pipelines.status import run_status
 from senseforge.pipelines.tables import assignments
 
@@ -70,6 +73,12 @@ def fields(task: str, shown: dict[str, Any]) -> dict[str, Any]:
     if task == "answer":
         return {"choice": "A", "certain": "yes"}
     raise AssertionError(f"no {task} task is expected here")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -390,3 +399,139 @@ def test_a_server_killed_mid_advance_leaves_it_marked_interrupted_for_the_next(r
     finally:
         second.stop()
         first.run.close()
+
+
+SITE_HOOK = """
+import os, sys
+from pathlib import Path
+
+here = os.environ.get("SENSEFORGE_TEST_HANDSHAKE")
+if here and "build" in sys.argv and not (Path(here) / "used").exists():  # the first advance only
+    (Path(here) / "used").touch()
+    from senseforge.pipelines.runstore import RunStore
+
+    stored = RunStore.put
+
+    def put(self, stage, results, **kwargs):
+        stored(self, stage, results, **kwargs)
+        if results:
+            with open(Path(here) / "ready", "w") as fifo:
+                fifo.write(f"{os.getpid()} {stage}\\n")
+            with open(Path(here) / "go") as fifo:
+                fifo.read()
+
+    RunStore.put = put
+"""
+
+
+def read_fifo(path: Path, timeout_s: float) -> str:
+    """What a writer writes into the named pipe ``path`` (the deadline only bounds a broken test)."""
+    import select
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        got = b""
+        deadline = time.monotonic() + timeout_s
+        while not got.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            assert left > 0, f"nothing came through {path}"
+            readable, _, _ = select.select([fd], [], [], left)
+            if readable:
+                got += os.read(fd, 4096)
+        return got.decode()
+    finally:
+        os.close(fd)
+
+
+def test_a_real_server_killed_mid_advance_loses_nothing_and_the_next_server_goes_on(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """``annotate serve --follow`` as its own process: killed (SIGKILL) while its advance is mid-way; the orphaned
+    advance finishes; a new server marks it interrupted in the log and follows the run to done."""
+    httpx = pytest.importorskip("httpx")
+    url = sqlite_url(run_dir / "run.db")
+    tokens = invite(url)
+    here = tmp_path / "handshake"
+    here.mkdir()
+    os.mkfifo(here / "ready")
+    os.mkfifo(here / "go")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITE_HOOK, encoding="utf-8")
+    env = {
+        **os.environ,
+        "SENSEFORGE_TEST_HANDSHAKE": str(here),
+        "PYTHONPATH": os.pathsep.join([str(hooks), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "senseforge", "annotate", "serve", str(run_dir), "--port", str(port)]
+    command += ["--no-access-log", "--follow", "--settle", "0"]
+
+    def serve() -> subprocess.Popen[bytes]:
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/favicon.ico", timeout=1.0).status_code == 204:
+                    return server
+            except httpx.TransportError:
+                time.sleep(0.1)
+        server.kill()
+        raise AssertionError("the annotation server did not come up")
+
+    def work() -> int:
+        made = 0
+        for who in PEOPLE:
+            for task in TASKS:
+                while True:
+                    headers = bearer(tokens[who])
+                    got = httpx.post(f"{base}/api/{task}/next", headers=headers, timeout=30)
+                    if got.status_code == 204 or got.json()["assignment_id"] is None:
+                        break
+                    body = got.json()
+                    answer = fields(task, body["item"])
+                    sent = httpx.post(f"{base}/api/{task}/{body['assignment_id']}", headers=headers, json=answer)
+                    assert sent.status_code == 201, sent.text
+                    made += 1
+        return made
+
+    server = serve()
+    try:
+        assert work() == 2  # the two creates
+        pid_text, stage = read_fifo(here / "ready", 120).split()
+        assert stage == "create"
+        store = RunStore(url)
+        try:
+            holder = lease_holder(store)
+            assert holder is not None and holder.pid == int(pid_text)  # the advance holds the run mid-way
+        finally:
+            store.close()
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=10)
+        with open(here / "go", "w") as fifo:  # the advance the dead server started goes on, and finishes
+            fifo.write("go\n")
+        deadline = time.monotonic() + 120
+        store = RunStore(url)
+        try:
+            while lease_holder(store) is not None or store.meta("state") == "running":
+                assert time.monotonic() < deadline, "the orphaned advance never finished"
+                time.sleep(0.1)
+        finally:
+            store.close()
+        server = serve()
+        deadline = time.monotonic() + 240
+        while True:
+            admin = httpx.get(f"{base}/admin", headers=bearer(tokens["boss"]), timeout=30).text
+            if '<strong id="run-state-label">done</strong>' in admin:
+                break
+            assert time.monotonic() < deadline, "the run never got done"
+            if not work():
+                time.sleep(0.2)
+        assert "interrupted (the server stopped first)" in admin
+        assert httpx.post(f"{base}/api/answer/next", headers=bearer(tokens["ana"]), timeout=30).status_code == 204
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    assert run_status(run_dir).state == "done"
+    assert len((run_dir / "id" / "dataset" / "test.jsonl").read_text(encoding="utf-8").splitlines()) == 2
