@@ -401,6 +401,27 @@ def test_a_server_killed_mid_advance_leaves_it_marked_interrupted_for_the_next(r
         first.run.close()
 
 
+def test_a_new_follower_does_not_resume_for_what_the_last_build_already_read(run_dir: Path, tmp_path: Path) -> None:
+    url = sqlite_url(run_dir / "run.db")
+    judge_one_create(url)
+    assert build(HUMAN_GEN, config_of(tmp_path), run_dir, resume=True).state == "awaiting_review"  # read it
+    clock = Clock()
+    follower = Follower(run_dir, url, settle_s=1.0, command=program(tmp_path, 0, "resumed"), clock=clock)
+    try:
+        follower.step()
+        clock.now += 5.0
+        follower.step()
+        assert not follower.busy and len(ready_tasks(follower.run.engine)) == 1
+    finally:
+        follower.stop()
+    (run_dir / "review" / "queue.jsonl").write_text("not json\n", encoding="utf-8")
+    unsure = Follower(run_dir, url, settle_s=1.0, command=program(tmp_path, 0, "resumed"), clock=clock)
+    try:  # a queue it cannot read: one advance checks
+        assert advance(unsure, clock) == 0
+    finally:
+        unsure.stop()
+
+
 SITE_HOOK = """
 import os, sys
 from pathlib import Path

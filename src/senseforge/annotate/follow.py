@@ -21,6 +21,7 @@ follower, not by every build.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -50,6 +51,8 @@ POLL_S = 2.0
 WAITING = "awaiting_review"
 RUNNING = "running"
 DONE = "done"
+QUEUE = Path("review") / "queue.jsonl"
+"""The tasks a run waits for, as its last build wrote them (with ``needed``: judgements still wanted then)."""
 INTERRUPTED_CODES = frozenset({130, 143})
 """Exit statuses of a build stopped by Ctrl-C or SIGTERM: not a failure of the run (the next advance resumes it)."""
 
@@ -187,6 +190,20 @@ class Follower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._close_interrupted()
+        if self.state() == WAITING:
+            self._consumed = self._seen_by_last_build()
+
+    def _seen_by_last_build(self) -> frozenset[tuple[str, str]]:
+        """What the run's last build had already read when it stopped to wait: every ready task but those its
+        review queue (``review/queue.jsonl``) still listed as needing judgements (empty when it cannot be read: one
+        advance then checks)."""
+        path = self.run_dir / QUEUE
+        try:
+            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            open_then = {(str(row["type"]), str(row["id"])) for row in rows if int(row["needed"]) > 0}
+        except (OSError, ValueError, KeyError, TypeError):
+            return frozenset()
+        return frozenset(ready_tasks(self.run.engine) - open_then)
 
     # -- state -------------------------------------------------------------------------------
 
