@@ -33,3 +33,13 @@ class BackendError(SenseforgeError, RuntimeError):
 
 class StoreError(SenseforgeError, RuntimeError):
     """The cache, ledger or run store could not be opened or written."""
+
+
+class RunBusy(StoreError):
+    """Another process builds the run now (it holds the run's writer lease); nothing was written.
+
+    The CLI exits with :attr:`exit_code` (75, ``EX_TEMPFAIL``: try again later) so that a caller that resumes runs
+    by itself (``annotate serve --follow``) can tell a busy run from a failed one.
+    """
+
+    exit_code = 75

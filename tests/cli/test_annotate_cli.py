@@ -425,3 +425,34 @@ def test_every_task_type_exports_checked_and_the_type_help_lists_them(tmp_path: 
             result = runner.invoke(app, [*command, *(["--check"] if formats else [])])
             assert result.exit_code == 0, result.output
             assert f"1 open {name} task(s) of 1" in result.output
+
+
+def test_serve_follow_is_opt_in_says_it_can_spend_money_and_needs_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    from senseforge.cli.annotate import _run_state
+    from senseforge.pipelines.human_gen.config import HumanGenConfig
+    from senseforge.pipelines.human_gen.recipe import HUMAN_GEN
+    from senseforge.pipelines.runner import build
+
+    shown = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
+    assert "--follow" in shown.output and "API money" in " ".join(shown.output.split())
+    started: list[Any] = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: started.append(self.config))
+    nothing = CliRunner().invoke(app, ["serve", str(tmp_path), "--follow"])
+    assert nothing.exit_code != 0 and "no run to follow here" in str(nothing.exception)
+    table = tmp_path / "concepts.csv"
+    table.write_text("category,concept\nculinary,rendang\n", encoding="utf-8")
+    run = tmp_path / "run"
+    build(HUMAN_GEN, HumanGenConfig(concepts=str(table), pool=("ana", "bo")), run)
+    result = CliRunner().invoke(app, ["serve", str(run), "--follow", "--settle", "3"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    command = f"senseforge build human-gen --out {run.resolve()} --resume"
+    assert f"following: the run is resumed by itself 3 s after judgements let a stage decide (`{command}`" in said
+    assert len(started) == 1
+    state = _run_state(run, None)
+    assert state is not None and state()["state"] == "awaiting_review"
+    assert _run_state(tmp_path, None) is None  # a task queue with no run folder: the page shows the store's word

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from sqlalchemy.exc import IntegrityError
 
 from senseforge.data.schema import MCItem, judgement
-from senseforge.errors import StoreError
+from senseforge.errors import RunBusy, StoreError
 from senseforge.pipelines.runstore import (
     HEARTBEAT_STALE_S,
     Beat,
@@ -20,6 +22,8 @@ from senseforge.pipelines.runstore import (
     Record,
     RunStore,
     StageResult,
+    WriterLease,
+    lease_holder,
     sqlite_url,
 )
 
@@ -153,3 +157,112 @@ def test_a_fresh_beat_of_a_process_gone_from_this_host_is_not_alive(tmp_path: Pa
         assert store.last_beat() is None
     finally:
         store.close()
+
+
+# -- the writer lease ------------------------------------------------------------------------------
+
+
+class Clock:
+    """A time source the test moves."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_second_writer_is_refused_in_one_line_naming_the_holder_until_the_first_lets_go(db_url: str) -> None:
+    store = RunStore(db_url)
+    clock = Clock()
+    try:
+        first = WriterLease(store, every_s=3600.0, clock=clock).acquire()
+        holder = lease_holder(store)
+        assert holder is not None and (holder.pid, holder.host) == (os.getpid(), socket.gethostname())
+        clock.now += 30.0  # within the TTL, and this process is alive: refused
+        with pytest.raises(RunBusy) as refused:
+            WriterLease(store, every_s=3600.0, clock=clock).acquire()
+        line = str(refused.value)
+        assert "\n" not in line and f"pid {os.getpid()} on {socket.gethostname()} since 1970-01-12 13:46:40 UTC" in line
+        assert refused.value.exit_code == 75
+        assert lease_holder(store) == holder  # the refused one changed nothing
+        first.release()
+        assert lease_holder(store) is None
+        with WriterLease(store, every_s=3600.0, clock=clock) as second:
+            assert lease_holder(store) is not None and lease_holder(store).token == second.token  # type: ignore[union-attr]
+        assert lease_holder(store) is None
+    finally:
+        store.close()
+
+
+def test_a_lapsed_lease_is_taken_over_and_its_old_holder_cannot_renew_or_release_it(db_url: str) -> None:
+    store = RunStore(db_url)
+    clock = Clock()
+    try:
+        old = WriterLease(store, ttl_s=60.0, every_s=3600.0, clock=clock).acquire()
+        clock.now += 59.0
+        assert old.renew()  # renewed at +59: alive until +119
+        clock.now += 60.0
+        with pytest.raises(RunBusy):
+            WriterLease(store, ttl_s=60.0, every_s=3600.0, clock=clock).acquire()
+        clock.now += 1.0  # +120: not renewed for 61 s
+        new = WriterLease(store, ttl_s=60.0, every_s=3600.0, clock=clock).acquire()
+        assert not old.renew()  # taken over: the stalled holder learns it
+        old.release()  # and lets go of nothing that is not its own
+        holder = lease_holder(store)
+        assert holder is not None and holder.token == new.token and holder.since == clock.now
+        new.release()
+    finally:
+        store.close()
+
+
+def test_a_holder_on_another_host_is_trusted_until_its_lease_lapses(tmp_path: Path) -> None:
+    from senseforge.pipelines.tables import run_lease
+
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    try:
+        with store.engine.begin() as conn:
+            conn.execute(
+                run_lease.insert().values(name="writer", token="t", pid=1, host="elsewhere", since=0.0, renewed=100.0)
+            )
+        with pytest.raises(RunBusy, match="pid 1 on elsewhere since 1970-01-01 00:00:00 UTC"):
+            WriterLease(store, ttl_s=60.0, every_s=3600.0, clock=Clock(160.0)).acquire()
+        WriterLease(store, ttl_s=60.0, every_s=3600.0, clock=Clock(160.5)).acquire().release()
+    finally:
+        store.close()
+
+
+HOLD = """
+import sys
+from senseforge.pipelines.runstore import RunStore, WriterLease
+store = RunStore(sys.argv[1])
+WriterLease(store, every_s=3600.0).acquire()
+print("held", flush=True)
+sys.stdin.read()  # until the test kills it
+"""
+
+
+def test_the_lease_of_a_killed_process_on_this_host_is_taken_over_at_once(db_url: str) -> None:
+    """A writer killed outright (kill -9) leaves its row; the next writer sees its process gone and takes over,
+    without waiting for the TTL. The kill follows a handshake (the holder says it holds), not a sleep."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, db_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        store = RunStore(db_url)
+        try:
+            with pytest.raises(RunBusy, match=f"pid {holder.pid} on"):
+                WriterLease(store, every_s=3600.0).acquire()
+            holder.kill()
+            holder.wait()
+            taken = WriterLease(store, ttl_s=3600.0, every_s=3600.0).acquire()  # TTL far off: the dead pid decides
+            found = lease_holder(store)
+            assert found is not None and found.pid == os.getpid() and found.token == taken.token
+            taken.release()
+        finally:
+            store.close()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()

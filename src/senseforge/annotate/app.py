@@ -27,6 +27,11 @@ Routes:
   of the type while no stage has decided on it (409 once one has, or for another's); the task is one's own
   again and comes next. Task pages offer it (a button, the key ``u``) after a submission.
 
+With a :class:`~senseforge.annotate.follow.Follower` (``annotate serve --follow``) the run moves on by itself: an
+annotator whose queue is empty while it does is told that more work is coming (the page looks again by itself;
+``/api/{type}/next`` answers ``{"assignment_id": null, "more_coming": true}`` with ``Retry-After``), and the admin
+page shows the log of advances beside the run's state.
+
 Form posts authenticated by the cookie carry a ``csrf`` field (HMAC-SHA256 of the literal
 ``csrf`` keyed with the token; JSON calls that rely on the cookie send it as an
 ``X-CSRF-Token`` header); a missing or wrong one is answered 403; bearer calls need none.
@@ -64,6 +69,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from senseforge.annotate.follow import Follower, describe
 from senseforge.annotate.i18n import (
     N_,
     SOURCE_LANGUAGE,
@@ -89,6 +95,21 @@ SHOWN_WORDS = (N_("awaiting qc"), N_("needs revision"), N_("revised"), N_("compl
 """Values the pages show from the store, translated when shown: the QC queue's states, a question's history's."""
 _answering = threading.local()
 """The request the handler running in this thread answers (its path is where the language switch returns)."""
+RECHECK_S = 15
+"""Seconds after which a page (or a client) with nothing to do while more work is coming looks again."""
+RUN_STATES = {
+    "running": N_("running"),
+    "awaiting_review": N_("waiting on people"),
+    "awaiting_batch": N_("awaiting batch"),
+    "done": N_("done"),
+    "stopped": N_("stopped"),
+}
+"""The admin page's words for a run's states (``run_status``), translated when shown."""
+
+
+def _utc(ts: float) -> str:
+    """A time as the admin page shows it: ``2026-12-04 03:12:05``, UTC."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def csrf_token(token: str) -> str:
@@ -121,6 +142,7 @@ def template_environment(lang: str) -> jinja2.Environment:
     found = translations(lang)
     env.install_gettext_translations(found, newstyle=True)  # type: ignore[attr-defined]  # added by the extension
     env.filters["tr"] = functools.partial(translate, found)
+    env.filters["utc"] = _utc
     env.globals.update(
         page_lang=html_lang(lang),
         lang_code=lang,
@@ -185,9 +207,18 @@ class _App:
     process queue on one lock instead of polling SQLite's busy handler.
     """
 
-    def __init__(self, store: AnnotationStore, *, secure_cookies: bool) -> None:
+    def __init__(
+        self,
+        store: AnnotationStore,
+        *,
+        secure_cookies: bool,
+        follower: Follower | None = None,
+        run_state: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
         self.store = store
         self.secure_cookies = secure_cookies
+        self.follower = follower
+        self.run_state = run_state
         self._environments: dict[str, jinja2.Environment] = {}
         self._building = threading.Lock()
         self.templates = self.environment(SOURCE_LANGUAGE)
@@ -435,7 +466,15 @@ class _App:
         assignment = self.lease(caller, task)
         if assignment is None:
             undo = self.undoable(caller, task)
-            return self.page("done.html", who=caller.who, task=task.name, csrf=csrf_token(caller.token), undo=undo)
+            return self.page(
+                "done.html",
+                who=caller.who,
+                task=task.name,
+                more_coming=self.more_coming(),
+                poll_s=RECHECK_S,
+                csrf=csrf_token(caller.token),
+                undo=undo,
+            )
         return self.form(caller, task, assignment)
 
     def undo_page(self, request: Request, body: bytes) -> Response:
@@ -486,8 +525,47 @@ class _App:
             splits={name: len(self.store.splits(name)) for name in voting},
             short=self.store.short_of_people(),
             undone=self.store.undone()[-20:],
+            run=self.run_view(progress["tasks"]),
             csrf=csrf_token(caller.token),
         )
+
+    # -- the run's state ---------------------------------------------------------------------
+
+    def more_coming(self) -> bool:
+        """Whether the run will hand out more work by itself: it is followed, and not done or stopped."""
+        follower = self.follower
+        if follower is None or not follower.following:
+            return False
+        return follower.state() != "done"
+
+    def run_view(self, queued: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+        """The run's state for the admin page: from ``run_status`` when the server was given it (``annotate serve``),
+        else the run store's own word; the tasks waiting per type; the follower's log of advances."""
+        status: Mapping[str, Any] = {}
+        if self.run_state is not None:
+            try:
+                status = self.run_state()
+            except Exception as exc:  # a run folder gone or unreadable: said on the page, the rest still works
+                status = {"state": "unknown", "problem": str(exc)}
+        state = str(status.get("state") or self.store.runs.meta("state") or "unknown")
+        follow = describe(self.follower)
+        waiting = {
+            name: row["tasks"] - row["complete"] for name, row in queued.items() if row["tasks"] > row["complete"]
+        }
+        cause = follow.get("cause") or status.get("problem")
+        if state == "stopped" and not cause:
+            causes = status.get("causes") or []
+            cause = causes[0].get("cause") if causes and isinstance(causes[0], Mapping) else None
+            cause = cause or "its build stopped before it finished; an advance or `build --resume` continues it"
+        return {
+            "state": state,
+            "label": RUN_STATES.get(state, state),
+            "waiting": waiting if state == "awaiting_review" else {},
+            "batches": len(status.get("batches") or []),
+            "cause": cause,
+            "follow": follow,
+            "advances": self.follower.advances() if self.follower is not None else [],
+        }
 
     def adjudication_page(
         self, request: Request, _body: bytes, *, status: int = 200, problems: list[str] | None = None
@@ -590,6 +668,9 @@ class _App:
         self.check_csrf(caller, request.headers.get("x-csrf-token"))
         assignment = self.lease(caller, task)
         if assignment is None:
+            if self.more_coming():
+                body = {"assignment_id": None, "more_coming": True, "retry_after_s": RECHECK_S}
+                return JSONResponse(body, headers={"Retry-After": str(RECHECK_S)})
             return Response(status_code=204)
         n, of = self.store.position(caller.who.name, task.name)
         return JSONResponse(
@@ -703,6 +784,8 @@ def create_app(
     lease_s: float = DEFAULT_LEASE_S,
     secure_cookies: bool = False,
     clock: Callable[[], float] | None = None,
+    follower: Follower | None = None,
+    run_state: Callable[[], Mapping[str, Any]] | None = None,
 ) -> Starlette:
     """The annotation app over the run store at ``store_url``.
 
@@ -711,15 +794,22 @@ def create_app(
         lease_s: how long an assignment stays reserved for its annotator.
         secure_cookies: mark the session cookie ``Secure`` (serve over HTTPS).
         clock: the time source of the store (tests move it forward); ``time.time`` by default.
+        follower: resumes the run as judgements let it move on (``--follow``); started and stopped with the app.
+        run_state: where the run stands (``run_status`` as JSON values), for the admin page; without it the page
+            shows the run store's state alone.
     """
     store = AnnotationStore(store_url, lease_s=lease_s, clock=clock or time.time)
-    web = _App(store, secure_cookies=secure_cookies)
+    web = _App(store, secure_cookies=secure_cookies, follower=follower, run_state=run_state)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        if follower is not None:
+            follower.start()
         try:
             yield
         finally:
+            if follower is not None:
+                await run_in_threadpool(follower.stop)
             store.close()
 
     routes = [

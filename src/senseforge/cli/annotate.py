@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,20 @@ def serve(
         False, "--secure-cookies", help="Mark the session cookie Secure (when served over HTTPS behind a proxy)."
     ),
     access_log: bool = typer.Option(True, "--access-log/--no-access-log", help="Log every request."),
+    follow: bool = typer.Option(
+        False,
+        "--follow",
+        help="Move the run on by itself: when people's judgements let a waiting stage decide, resume it "
+        "(`senseforge build RECIPE --out RUN_DIR --resume` as a child process, one at a time). Opt-in: a resume "
+        "runs the recipe's model stages, which can spend API money.",
+    ),
+    settle: float = typer.Option(
+        10.0,
+        "--settle",
+        min=0.0,
+        help="With --follow: seconds the judgements must stay unchanged before a resume (an undo within it waits "
+        "again).",
+    ),
 ) -> None:
     """Serve the annotation app over the run store (invite people with `senseforge annotate invite`)."""
     try:
@@ -67,8 +82,24 @@ def serve(
     tasks = ", ".join(f"{name} {count}" for name, count in queued.items()) or "none queued yet"
     err.print(f"serving {run_dir} at {base}  (tasks: {tasks}; {len(people)} annotator(s))", markup=False)
     err.print(f"invite someone:  senseforge annotate invite NAME {run_dir} --base-url {base}  [--admin]", markup=False)
+    follower = None
+    if follow:
+        from senseforge.annotate.follow import Follower
+
+        follower = Follower(run_dir, url, run_store=store, settle_s=settle)
+        err.print(
+            f"following: the run is resumed by itself {settle:g} s after judgements let a stage decide "
+            f"(`{follower.shown}`; each resume can spend API money)",
+            markup=False,
+        )
     config = uvicorn.Config(
-        create_app(url, lease_s=lease, secure_cookies=secure_cookies),
+        create_app(
+            url,
+            lease_s=lease,
+            secure_cookies=secure_cookies,
+            follower=follower,
+            run_state=_run_state(run_dir, store),
+        ),
         host=host,
         port=port,
         access_log=access_log,
@@ -76,6 +107,22 @@ def serve(
     )
     logging.getLogger("uvicorn.access").addFilter(_HideTokens())  # after Config has set up uvicorn's logging
     uvicorn.Server(config).run()
+
+
+def _run_state(run_dir: Path, store: str | None) -> Callable[[], dict[str, Any]] | None:
+    """Where the run stands (``runs show``'s status as JSON values) for the admin page; ``None`` without a run
+    folder (a task queue served on its own)."""
+    from senseforge.pipelines.status import run_status
+    from senseforge.runfolder import files
+
+    if not (run_dir / files.MANIFEST).is_file():
+        return None
+
+    def state() -> dict[str, Any]:
+        status = run_status(run_dir, run_store_url=store, failures=1)
+        return status.model_dump(mode="json", include={"state", "batches", "causes", "heartbeat"})
+
+    return state
 
 
 @app.command("invite")

@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         err.print(f"error: {_one_line(str(exc))}", markup=False)
-        sys.exit(1)
+        sys.exit(getattr(exc, "exit_code", 1))  # 1, or an error's own status (RunBusy: 75, try again later)
     except KeyboardInterrupt:
         _interrupted(terminated)
     finally:

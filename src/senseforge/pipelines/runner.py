@@ -13,6 +13,9 @@ requests as one batch; until the API has answered, the run stops with state
 ``awaiting_batch``, and ``--resume`` collects the answers (never submitting them twice);
 :func:`senseforge.pipelines.batchwait.wait_for_batches` (``build --wait``) does those resumes by itself.
 Records whose calls wait for a batch get no further call round: polling again at once would only find it running.
+One process writes a run at a time: every build and resume takes the run store's writer lease
+(:class:`~senseforge.pipelines.runstore.WriterLease`) for its whole run; a second is refused in one line
+(:class:`~senseforge.errors.RunBusy`) before it writes anything.
 
 The runner knows people's part in a stage only by two fields every stage has:
 ``people_tasks`` (the task types whose judgements it reads) and ``pauses_run`` (a record
@@ -61,7 +64,7 @@ from senseforge.pipelines.rundir import (
     resumed_stores,
     store_url_of,
 )
-from senseforge.pipelines.runstore import Heartbeat, Record, RunStore, StageResult
+from senseforge.pipelines.runstore import Heartbeat, Record, RunStore, StageResult, WriterLease
 from senseforge.pipelines.stage import InOrder, Stage
 from senseforge.pipelines.taskqueue import PEOPLE_STAGES, QueuedTask, people_stages
 from senseforge.pipelines.verification import PanelVerify, answered_by, saved_review, write_panels
@@ -270,6 +273,7 @@ def build(
     Raises:
         ConfigError: a fresh build over an existing run, a resume with a changed config …
         RunIncomplete: calls kept failing; ``--resume`` retries them.
+        RunBusy: another process builds the run now (it holds the writer lease).
     """
     run_dir = run_dir or recipe.default_run_dir(config)
     manifest = check_resume(run_dir, config, resume=resume, manifest=manifest)
@@ -296,6 +300,7 @@ def build(
     causes = _failure_hint(store, run_label, run_dir, store.ledger_last_id())
     work = make_executor(executor, pool)
     run: RunStore | None = None
+    lease: WriterLease | None = None
     heartbeat: Heartbeat | None = None
     try:
         first: tuple[list[StageResult], dict[str, Any]] | None = None
@@ -320,6 +325,7 @@ def build(
             manifest["run_id"] = run_label
             write_json(run_dir / MANIFEST, manifest)
         run = RunStore(url)
+        lease = WriterLease(run).acquire()  # one writer per run: a second build or resume is refused here
         heartbeat = Heartbeat(run).start()  # `runs show` tells a running build from a stopped one
         human_rate = _remember_rate(run, human_rate)
         if decisions:
@@ -404,6 +410,8 @@ def build(
         work.close()
         if heartbeat is not None:
             heartbeat.stop()
+        if lease is not None:
+            lease.release()
         if run is not None:
             run.close()
         if opened is not None:

@@ -109,3 +109,17 @@ undone = sa.Table(
     sa.Column("undone_at", sa.Float, nullable=False),
 )
 """Judgements their annotators took back while no stage had decided on them (the annotation app's undo): the trail."""
+
+
+run_lease = sa.Table(
+    "run_lease",
+    metadata,
+    sa.Column("name", sa.String(16), primary_key=True),  # one row, ``writer``: who builds the run now
+    sa.Column("token", sa.String(64), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("since", sa.Float, nullable=False),
+    sa.Column("renewed", sa.Float, nullable=False),
+)
+"""The run's writer lease: the one process that may build (or resume) the run now, renewed while it runs
+(:class:`senseforge.pipelines.runstore.WriterLease`)."""
