@@ -55,7 +55,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -129,6 +129,19 @@ class _Caller:
 def _wants_json(request: Request) -> bool:
     path = request.url.path
     return path.startswith(("/api/", "/export/")) or "authorization" in request.headers
+
+
+@contextlib.contextmanager
+def _refusals_as_http() -> Iterator[None]:
+    """The store's refusals of a write as HTTP answers: 403 for another's, 409 once closed, 404 for no such."""
+    try:
+        yield
+    except NotYours as exc:
+        raise HTTPException(403, str(exc)) from None
+    except Closed as exc:
+        raise HTTPException(409, str(exc)) from None
+    except LookupError as exc:
+        raise HTTPException(404, str(exc)) from None
 
 
 def template_environment(lang: str) -> jinja2.Environment:
@@ -310,16 +323,9 @@ class _App:
         """
         made = datetime.fromtimestamp(float(self.store.clock()), tz=UTC)
         judgement = judgement.model_copy(update={"annotator": annotator, "created_at": made})
-        try:
-            with self.writing:
-                if self.store.submit(assignment.id, annotator, judgement):
-                    return True
-        except NotYours as exc:
-            raise HTTPException(403, str(exc)) from None
-        except Closed as exc:
-            raise HTTPException(409, str(exc)) from None
-        except LookupError as exc:
-            raise HTTPException(404, str(exc)) from None
+        with _refusals_as_http(), self.writing:
+            if self.store.submit(assignment.id, annotator, judgement):
+                return True
         stored = self.store.runs.judgements_for(judgement.task, [judgement.item_id]).get(judgement.item_id, [])
         earlier = [s.judgement for s in stored if s.source == "human" and s.judgement.annotator == annotator]
         if earlier and _same(earlier[0], judgement):
@@ -342,15 +348,8 @@ class _App:
                 404 for no such assignment of the type.
         """
         self.own_assignment(caller, task.name, assignment_id)
-        try:
-            with self.writing:
-                return self.store.undo(assignment_id, caller.who.name)
-        except NotYours as exc:
-            raise HTTPException(403, str(exc)) from None
-        except Closed as exc:
-            raise HTTPException(409, str(exc)) from None
-        except LookupError as exc:
-            raise HTTPException(404, str(exc)) from None
+        with _refusals_as_http(), self.writing:
+            return self.store.undo(assignment_id, caller.who.name)
 
     async def handle_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
