@@ -83,6 +83,12 @@ def test_no_list_is_none_and_items_go_by_concept_not_position() -> None:
     assert given == {"pasar": [second], "sawah": [first]} and stray == [third]
 
 
+def test_an_empty_list_is_a_reply_with_no_item_not_a_malformed_one() -> None:
+    """The shape's list, closed at once (what a held-to-shape base model wrote after the page's ``[``): no items."""
+    assert parse_reply("] ", COMPLETION_PREFIX) == [] and parse_reply("[]") == []
+    assert GENERATE_SHAPE.as_schema()["minItems"] == 1  # a backend holding replies to the shape asks for one at least
+
+
 def test_checks_in_order() -> None:
     five = tuple((label, label.lower()) for label in "ABCDE")
     good = RawItem("Di mana pasar biasanya ramai?", five, "B", "pasar")

@@ -28,12 +28,14 @@ _LABELLED = re.compile(r"^\s*\(?([A-Za-z])[.):]\s*(.*)$", re.DOTALL)
 
 
 def parse_reply(text: str, prefix: str = "") -> list[RawItem] | None:
-    """The items of a reply, or ``None`` when it holds no list of items at all."""
+    """The items of a reply (none for an empty list), or ``None`` when it holds no list of items at all."""
     for candidate in ((prefix + text) if prefix else text, text):
         try:
             value = extract_json(candidate)
         except JSONExtractionError:
             continue
+        if value == []:  # a list with no item in it: the reply's shape, and no item for any concept
+            return []
         rows = _rows(value)
         if rows is not None:
             items = [item for item in (_item(row) for row in rows) if item is not None]

@@ -14,9 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from senseforge.data.lang import language_name
 from senseforge.errors import ConfigError
@@ -115,8 +115,9 @@ class WrittenItem(BaseModel):
     answer: Label
 
 
-class WrittenItems(RootModel[list[WrittenItem]]):
-    """A generate reply as the prompts ask for it: a JSON list, one item per concept of the batch."""
+class WrittenItems(RootModel[Annotated[list[WrittenItem], Field(min_length=1)]]):
+    """A generate reply as the prompts ask for it: a JSON list, one item per concept of the batch (at least one, so a
+    backend holding the reply to this shape does not let a model close the list it was asked to fill)."""
 
 
 GENERATE_SHAPE = ReplyShape.of_model(WrittenItems, name="culture_gen_items")
