@@ -30,6 +30,6 @@ def test_the_summary_prints_the_stage_table_the_figures_marked_for_it_and_the_fi
     assert "mcsqa funnel (ja)" in said
     for row in folder.funnel.stages:
         assert row.stage in said
-    assert "kept 12 questions" in said and "Refinement: 9 of 42 questions changed (21.4%)" in said
-    assert "train: Easy 3 · Hard 7" in said
+    assert "kept 7 questions" in said and "Refinement: 9 of 42 questions changed (21.4%)" in said
+    assert "train: Easy 0 · Hard 5" in said
     assert "per kept question: " in said and f"dataset: {run / 'dataset'} · reports: {run / 'funnel.json'}" in said

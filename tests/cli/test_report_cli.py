@@ -57,7 +57,7 @@ def test_an_evaluation_folder_is_read_as_one_and_a_bare_folder_refused(tmp_path:
     assert result.returncode == 0, result.stderr
     assert f"{evals}: evaluation results, not a run folder; read as --eval {evals}" in result.stdout
     text = page.read_text(encoding="utf-8")
-    assert "scripted/echo · loglik · n=9" in text and "No funnel yet" not in text
+    assert "scripted/echo · loglik · n=7" in text and "No funnel yet" not in text
     assert (tmp_path / "page_figures").is_dir() and any((tmp_path / "page_figures").glob("*.pdf"))
 
     bare = tmp_path / "bare"

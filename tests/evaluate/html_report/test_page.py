@@ -69,8 +69,9 @@ def test_every_evaluation_is_filed_under_the_dataset_it_evaluated(inputs: Inputs
     }
     en, ja = parts["runs/mcsqa-en"], parts["mcsqa-ja"]
     # in the run's eval/ folder, and by its path from another folder, and by its items' digest after the move
-    assert en.count("scripted/echo · loglik · n=9") >= 2 and "n=9" not in ja
-    assert "scripted/echo · loglik · n=12" in ja
+    # (both demo runs keep 7 questions: en's three evaluations are filed under en, ja's one under ja)
+    evaluated = "scripted/echo · loglik · n=7"
+    assert en.count(evaluated) >= 2 and 0 < ja.count(evaluated) < en.count(evaluated)
     assert "scripted/echo · binary/loglik" in parts["crow"]
     assert "No evaluations yet" in parts["second/mcsqa-en"] and "No evaluations yet" in parts["culture-gen"]
     other = parts["Evaluations of other data"]
@@ -149,7 +150,7 @@ def test_the_overview_lists_every_run_and_every_model_dataset_language(inputs: I
     en = json.loads(inputs.results["en"].read_text(encoding="utf-8"))
     acc = en["breakdowns"]["lang"]["en"]["acc,none"]
     low, high = en["breakdowns"]["lang"]["en"]["acc_ci95,none"]
-    row = f"<td>scripted/echo · loglik</td><td>runs/mcsqa-en</td><td>en</td><td>9</td><td>acc</td><td>{acc:.3f}</td>"
+    row = f"<td>scripted/echo · loglik</td><td>runs/mcsqa-en</td><td>en</td><td>7</td><td>acc</td><td>{acc:.3f}</td>"
     assert row + f"<td>[{low:.3f}, {high:.3f}]</td>" in overview
     human = re.search(r">human-gen</a></td>(<td>[^<]*</td>){7}<td>([^<]*)</td>", overview)
     assert human and human.group(2) == "1.000"  # people wrote every item
