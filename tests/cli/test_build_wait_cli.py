@@ -126,7 +126,7 @@ def test_resume_with_wait_goes_through_every_batch_by_itself(
         code, said = _senseforge(capsys, *resume)
         assert code == 0, said
         assert awaited == LM_STAGES and waits == [0.01] * len(LM_STAGES)  # a new batch each time: the first wait
-        assert server.batches_created == len(LM_STAGES) and server.requests == 1  # nothing sent twice; online only the format probe of the shaped distractors
+        assert server.batches_created == len(LM_STAGES) and server.requests == 1  # only the format probe online
     assert "(retry" not in said
     for stage in LM_STAGES:
         assert f"waiting for batch batch_{LM_STAGES.index(stage) + 1} (stage {stage}, " in said, stage

@@ -81,7 +81,7 @@ def test_a_batched_build_waits_for_each_stage_batch_and_ends_as_the_online_one(
         # a stage whose batch is running waits for the resume: no retry rounds, which would only poll it again
         assert events and not [e.label for e in events if "retry" in e.label or e.retry]
         assert any(e.batch for e in events)  # said as waiting for the batch instead
-        assert server.batches_created == LM_STAGES and server.requests == 1  # a batch per stage; online only the one format probe (the distractors shape)
+        assert server.batches_created == LM_STAGES and server.requests == 1  # one format probe online
     for name in OUTPUTS:
         assert (run_dir / name).read_bytes() == (tmp_path / "online" / name).read_bytes(), name
     # the same calls, at half the price
