@@ -32,8 +32,9 @@ from senseforge.annotate.store import AnnotationStore
 from senseforge.annotate.tasktypes import task_type
 from senseforge.pipelines.human_gen.config import HumanGenConfig
 from senseforge.pipelines.human_gen.recipe import HUMAN_GEN
+from senseforge.pipelines.runlease import WriterLease, lease_holder
 from senseforge.pipelines.runner import build
-from senseforge.pipelines.runstore import RunStore, WriterLease, lease_holder, sqlite_url
+from senseforge.pipelines.runstore import RunStore, sqlite_url
 from senseforge.pipelines.status import run_status
 from senseforge.pipelines.tables import assignments
 

@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from senseforge.data.schema import MCItem, judgement
 from senseforge.errors import RunBusy, StoreError
+from senseforge.pipelines.runlease import WriterLease, lease_holder
 from senseforge.pipelines.runstore import (
     HEARTBEAT_STALE_S,
     Beat,
@@ -22,8 +23,6 @@ from senseforge.pipelines.runstore import (
     Record,
     RunStore,
     StageResult,
-    WriterLease,
-    lease_holder,
     sqlite_url,
 )
 
@@ -234,7 +233,8 @@ def test_a_holder_on_another_host_is_trusted_until_its_lease_lapses(tmp_path: Pa
 
 HOLD = """
 import sys
-from senseforge.pipelines.runstore import RunStore, WriterLease
+from senseforge.pipelines.runlease import WriterLease
+from senseforge.pipelines.runstore import RunStore
 store = RunStore(sys.argv[1])
 WriterLease(store, every_s=3600.0).acquire()
 print("held", flush=True)

@@ -38,7 +38,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from senseforge.errors import ConfigError, RunBusy
-from senseforge.pipelines.runstore import RunStore, lease_holder
+from senseforge.pipelines.runlease import lease_holder
+from senseforge.pipelines.runstore import RunStore
 from senseforge.pipelines.tables import assignments, gold, judgements, tasks
 from senseforge.runfolder.folder import read_manifest
 

@@ -64,7 +64,8 @@ from senseforge.pipelines.rundir import (
     resumed_stores,
     store_url_of,
 )
-from senseforge.pipelines.runstore import Heartbeat, Record, RunStore, StageResult, WriterLease
+from senseforge.pipelines.runlease import WriterLease
+from senseforge.pipelines.runstore import Heartbeat, Record, RunStore, StageResult
 from senseforge.pipelines.stage import InOrder, Stage
 from senseforge.pipelines.taskqueue import PEOPLE_STAGES, QueuedTask, people_stages
 from senseforge.pipelines.verification import PanelVerify, answered_by, saved_review, write_panels
