@@ -6,7 +6,7 @@ nothing changed for a settle time (so an undo within it is honoured: it resets t
 child process, ``senseforge build RECIPE --out RUN_DIR --resume``, one at a time. The app imports no recipe: the
 child does, and the recipe's name comes from the run's manifest.
 
-The child takes the run's writer lease (:class:`senseforge.pipelines.runstore.WriterLease`) like any build: while
+The child takes the run's writer lease (:class:`senseforge.pipelines.runlease.WriterLease`) like any build: while
 someone else holds it (a ``build --resume`` typed by hand, another server) the child is refused (exit 75) and the
 follower waits and tries again; it never forces. A run whose last build was killed (state ``running``, its lease
 holder gone) is resumed the same way. Following stops when the run is done, or when an advance fails (its last line

@@ -14,7 +14,7 @@ requests as one batch; until the API has answered, the run stops with state
 :func:`senseforge.pipelines.batchwait.wait_for_batches` (``build --wait``) does those resumes by itself.
 Records whose calls wait for a batch get no further call round: polling again at once would only find it running.
 One process writes a run at a time: every build and resume takes the run store's writer lease
-(:class:`~senseforge.pipelines.runstore.WriterLease`) for its whole run; a second is refused in one line
+(:class:`~senseforge.pipelines.runlease.WriterLease`) for its whole run; a second is refused in one line
 (:class:`~senseforge.errors.RunBusy`) before it writes anything.
 
 The runner knows people's part in a stage only by two fields every stage has:

@@ -122,4 +122,4 @@ run_lease = sa.Table(
     sa.Column("renewed", sa.Float, nullable=False),
 )
 """The run's writer lease: the one process that may build (or resume) the run now, renewed while it runs
-(:class:`senseforge.pipelines.runstore.WriterLease`)."""
+(:class:`senseforge.pipelines.runlease.WriterLease`)."""
