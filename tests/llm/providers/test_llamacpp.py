@@ -294,6 +294,44 @@ def test_a_reply_shape_holds_completion_and_chat_replies_to_it(gemma: LlamaCppLL
     assert chat.ok and chat.constrained is True and chat.text in ("yes", "no")
 
 
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        {"temperature": 0.0, "top_k": 1, "top_p": 1.0},  # greedy: the highest allowed logit
+        {"temperature": 0.2, "top_k": 0, "top_p": 1.0},  # min_p's band
+        {"temperature": 1.0, "top_k": 0, "top_p": 1.0},
+        {"temperature": 1.2, "top_k": 0, "top_p": 0.7},  # top_p: llama.cpp's grammar sampler itself
+    ],
+    ids=["greedy", "t0.2", "t1.0", "top_p"],
+)
+def test_the_grammar_mask_samples_what_llama_cpps_grammar_sampler_samples(
+    model_path: Path, sampling: dict[str, float]
+) -> None:
+    """The mask checks only the tokens the chain can keep, yet every reply is the one llama.cpp's own grammar
+    sampler gives, token for token, for the recipes' shapes, a set of words, and several seeds."""
+    from senseforge.llm.providers._llamacpp_shapes import MIN_P, grammar_mask, shape_grammar
+    from senseforge.pipelines.culture_adapt.templates import ADAPT_SHAPE, EXTRACT_SHAPE
+    from senseforge.pipelines.culture_gen.templates import GENERATE_SHAPE
+
+    llm = Llama(model_path=str(model_path), n_ctx=1024, n_batch=16, n_ubatch=16, n_threads=1, seed=0, verbose=False)
+    shapes = [EXTRACT_SHAPE, ADAPT_SHAPE, GENERATE_SHAPE, ReplyShape.one_of("verdict", ["yes", "no", "unsure"])]
+    prompts = ["Find the culture-specific words in: Tom ate a bagel at Thanksgiving.\nJSON:", "Is it green?\nAnswer:"]
+    try:
+        for shape in shapes:
+            grammar = shape_grammar(shape, completion=True)
+            for prompt in prompts:
+                for seed in (0, 7):
+                    params = {"max_tokens": 20, "seed": seed, "repeat_penalty": 1.0, "min_p": MIN_P, **sampling}
+                    llm.reset()
+                    native = llm.create_completion(prompt, grammar=grammar, **params)["choices"][0]["text"]
+                    llm.reset()
+                    with grammar_mask(llm, grammar, params) as masking:
+                        masked = llm.create_completion(prompt, **masking, **params)["choices"][0]["text"]
+                    assert masked == native, (shape.name, prompt, seed)
+    finally:
+        llm.close()
+
+
 def test_a_named_chat_format_is_a_template(model_path: Path) -> None:
     from senseforge.llm.prompting import chat_template
 

@@ -77,7 +77,8 @@ from senseforge.llm.base import (
     options_identity,
 )
 from senseforge.llm.providers import _llamacpp_scoring as scoring
-from senseforge.llm.providers._llamacpp_shapes import json_object_grammar, shape_grammar
+from senseforge.llm.providers._llamacpp_shapes import MIN_P, json_object_grammar, shape_grammar
+from senseforge.llm.providers._llamacpp_shapes import grammar_mask as _grammar_mask
 from senseforge.store.db import senseforge_home, sha256_file
 
 if TYPE_CHECKING:
@@ -338,6 +339,7 @@ class LlamaCppLLM:
             "seed": request.seed if request.seed is not None else 0,
             "stop": list(request.stop) or None,
             "repeat_penalty": 1.0,
+            "min_p": MIN_P,
         }
         if request.temperature == 0 or request.top_p == 0:
             params.update(temperature=0.0, top_k=1)
@@ -362,7 +364,8 @@ class LlamaCppLLM:
         constrained = None if request.reply_shape is None else shaped is not None
         if request.prompt is not None:
             grammar = shaped if shaped is not None else json_object_grammar() if request.json_mode else None
-            out: Any = llm.create_completion(request.prompt, grammar=grammar, **params)
+            with _grammar_mask(llm, grammar, params) as masking:
+                out: Any = llm.create_completion(request.prompt, **masking, **params)
             choice = out["choices"][0]
             text = choice["text"]
         else:
@@ -373,9 +376,10 @@ class LlamaCppLLM:
                 )
             messages: Any = [m.model_dump() for m in request.as_messages()]
             response_format: Any = {"type": "json_object"} if request.json_mode and shaped is None else None
-            out = llm.create_chat_completion(
-                messages=messages, response_format=response_format, grammar=shaped, **params
-            )
+            with _grammar_mask(llm, shaped, params) as masking:
+                out = llm.create_chat_completion(
+                    messages=messages, response_format=response_format, **masking, **params
+                )
             choice = out["choices"][0]
             text = choice["message"]["content"] or ""
         usage = out.get("usage") or {}
