@@ -294,6 +294,9 @@ def test_a_reply_shape_holds_completion_and_chat_replies_to_it(gemma: LlamaCppLL
     assert chat.ok and chat.constrained is True and chat.text in ("yes", "no")
 
 
+VERDICT = ReplyShape.one_of("verdict", ["yes", "no", "unsure"])
+
+
 @pytest.mark.parametrize(
     "sampling",
     [
@@ -308,26 +311,27 @@ def test_the_grammar_mask_samples_what_llama_cpps_grammar_sampler_samples(
     model_path: Path, sampling: dict[str, float]
 ) -> None:
     """The mask checks only the tokens the chain can keep, yet every reply is the one llama.cpp's own grammar
-    sampler gives, token for token, for the recipes' shapes, a set of words, and several seeds."""
+    sampler gives, token for token, for the recipes' shapes, a set of words, and two seeds (with ``top_p`` the
+    mask hands the grammar to llama.cpp's own sampler: one case shows it is passed on)."""
     from senseforge.llm.providers._llamacpp_shapes import MIN_P, grammar_mask, shape_grammar
-    from senseforge.pipelines.culture_adapt.templates import ADAPT_SHAPE, EXTRACT_SHAPE
+    from senseforge.pipelines.culture_adapt.templates import EXTRACT_SHAPE
     from senseforge.pipelines.culture_gen.templates import GENERATE_SHAPE
 
     llm = Llama(model_path=str(model_path), n_ctx=1024, n_batch=16, n_ubatch=16, n_threads=1, seed=0, verbose=False)
-    shapes = [EXTRACT_SHAPE, ADAPT_SHAPE, GENERATE_SHAPE, ReplyShape.one_of("verdict", ["yes", "no", "unsure"])]
-    prompts = ["Find the culture-specific words in: Tom ate a bagel at Thanksgiving.\nJSON:", "Is it green?\nAnswer:"]
+    json_cue = "Find the culture-specific words in: Tom ate a bagel at Thanksgiving.\nJSON:"
+    cases = [(EXTRACT_SHAPE, json_cue), (GENERATE_SHAPE, json_cue), (VERDICT, "Is it green?\nAnswer:")]
     try:
-        for shape in shapes:
+        full = sampling["top_p"] == 1.0
+        for shape, prompt in cases if full else cases[:1]:
             grammar = shape_grammar(shape, completion=True)
-            for prompt in prompts:
-                for seed in (0, 7):
-                    params = {"max_tokens": 20, "seed": seed, "repeat_penalty": 1.0, "min_p": MIN_P, **sampling}
-                    llm.reset()
-                    native = llm.create_completion(prompt, grammar=grammar, **params)["choices"][0]["text"]
-                    llm.reset()
-                    with grammar_mask(llm, grammar, params) as masking:
-                        masked = llm.create_completion(prompt, **masking, **params)["choices"][0]["text"]
-                    assert masked == native, (shape.name, prompt, seed)
+            for seed in (0, 7) if full else (0,):
+                params = {"max_tokens": 16, "seed": seed, "repeat_penalty": 1.0, "min_p": MIN_P, **sampling}
+                llm.reset()
+                native = llm.create_completion(prompt, grammar=grammar, **params)["choices"][0]["text"]
+                llm.reset()
+                with grammar_mask(llm, grammar, params) as masking:
+                    masked = llm.create_completion(prompt, **masking, **params)["choices"][0]["text"]
+                assert masked == native, (shape.name, seed)
     finally:
         llm.close()
 
