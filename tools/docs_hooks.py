@@ -80,9 +80,7 @@ def settings_table(recipe: str) -> str:
         annotation = info.annotation
         shown = annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
         default: Any = info.get_default(call_default_factory=True)
-        rows.append(
-            f"| `{name}` | {flag} | `{_cell(shown)}` | `{_cell(default)}` | {_cell(info.description or '')} |"
-        )
+        rows.append(f"| `{name}` | {flag} | `{_cell(shown)}` | `{_cell(default)}` | {_cell(info.description or '')} |")
     return "\n".join(rows)
 
 
