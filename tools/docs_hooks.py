@@ -6,7 +6,8 @@ A page asks for a generated part with a marker on a line of its own:
   ``senseforge build RECIPE`` makes for each, its type, default and description;
 - ``<!-- generated: build-options RECIPE -->``: every option of ``senseforge build RECIPE --help``;
 - ``<!-- generated: cli -->``: the whole command-line reference, walked from the Typer app;
-- ``<!-- generated: layers -->``: the import-linter contracts of ``pyproject.toml``.
+- ``<!-- generated: layers -->``: the import-linter contracts of ``pyproject.toml``;
+- ``<!-- generated: funnel PATH -->``: the funnel of a real run (a ``funnel.json`` under ``tests/fixtures/golden``).
 
 The build runs with ``src`` importable (``PYTHONPATH=src`` or an installed senseforge).
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_MARKER = re.compile(r"^<!-- generated: ([a-z-]+)(?: ([a-z-]+))? -->$", re.MULTILINE)
+_MARKER = re.compile(r"^<!-- generated: ([a-z-]+)(?: (\S+))? -->$", re.MULTILINE)
 
 
 def _cell(text: object) -> str:
@@ -140,12 +141,33 @@ def layers_table() -> str:
     return "\n".join(out)
 
 
+def funnel_table(path: str) -> str:
+    """A stored run's funnel: records into and out of each stage, and why the rest were dropped."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    file = (root / path).resolve()
+    if root / "tests" / "fixtures" / "golden" not in file.parents:
+        raise ValueError(f"funnel {path!r}: name a funnel.json under tests/fixtures/golden")
+    doc = json.loads(file.read_text(encoding="utf-8"))
+    rows = ["| stage | in | out | dropped, and why |", "|---|---:|---:|---|"]
+    for stage in doc["stages"]:
+        why = ", ".join(f"{reason} {count}" for reason, count in sorted(stage.get("rejected", {}).items()))
+        rows.append(f"| {stage['stage']} | {stage['in']} | {stage['out']} | {_cell(why)} |")
+    unit = doc.get("kept_unit", "item")
+    rows.append(f"\nkept: **{doc['kept']}** {unit}(s); splits: {doc.get('splits') or {}}  \n(`{path}`)")
+    return "\n".join(rows)
+
+
 def render(kind: str, arg: str | None) -> str:
     """The generated text for one marker."""
     if kind == "settings" and arg:
         return settings_table(arg)
     if kind == "build-options" and arg:
         return options_table(_build_command(arg))
+    if kind == "funnel" and arg:
+        return funnel_table(arg)
     if kind == "layers":
         return layers_table()
     if kind == "cli":
