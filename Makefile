@@ -13,7 +13,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK = 1
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: demo test test-fast lint install-local install-dev clean i18n i18n-check docs docs-build
+.PHONY: demo test test-fast lint install-local install-dev clean i18n i18n-check docs docs-build screenshots
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ docs: install-dev
 
 docs-build: install-dev
 	$(VENV)/bin/mkdocs build --strict
+
+# the gallery of task types (docs/concepts/annotation-gallery.md): a browser test photographs every task type's
+# page in chromium into docs/img/tasks/ (commit the pictures; the site's build needs no browser)
+screenshots: install-dev
+	SENSEFORGE_SCREENSHOTS=docs/img/tasks $(VENV)/bin/python -m pytest -q tests/annotate/test_screenshots.py
 
 # the inner loop: no lint, no test that loads a real model or runs an external tool (`make test` runs all)
 test-fast: install-dev

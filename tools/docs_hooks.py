@@ -7,6 +7,7 @@ A page asks for a generated part with a marker on a line of its own:
 - ``<!-- generated: build-options RECIPE -->``: every option of ``senseforge build RECIPE --help``;
 - ``<!-- generated: cli -->``: the whole command-line reference, walked from the Typer app;
 - ``<!-- generated: layers -->``: the import-linter contracts of ``pyproject.toml``;
+- ``<!-- generated: gallery -->``: every task type of the annotation app with its committed screenshot;
 - ``<!-- generated: funnel PATH -->``: the funnel of a real run (a ``funnel.json`` under ``tests/fixtures/golden``).
 
 The build runs with ``src`` importable (``PYTHONPATH=src`` or an installed senseforge).
@@ -160,6 +161,24 @@ def funnel_table(path: str) -> str:
     return "\n".join(rows)
 
 
+def gallery() -> str:
+    """Every registered task type with its screenshot (``docs/img/tasks/NAME.png``, written by ``make screenshots``)."""
+    from pathlib import Path
+
+    from senseforge.annotate.tasktypes import TASK_TYPES
+
+    folder = Path(__file__).resolve().parents[1] / "docs" / "img" / "tasks"
+    out: list[str] = []
+    for name, task in sorted(TASK_TYPES.items()):
+        summary = _cell((type(task).__doc__ or "").strip().split("\n")[0])
+        out.append(f"## `{name}`\n\n{summary}\n")
+        if (folder / f"{name}.png").is_file():
+            out.append(f"![The {name} page](../img/tasks/{name}.png)\n")
+        else:
+            raise ValueError(f"no screenshot of task type {name!r}: run `make screenshots`")
+    return "\n".join(out)
+
+
 def render(kind: str, arg: str | None) -> str:
     """The generated text for one marker."""
     if kind == "settings" and arg:
@@ -168,6 +187,8 @@ def render(kind: str, arg: str | None) -> str:
         return options_table(_build_command(arg))
     if kind == "funnel" and arg:
         return funnel_table(arg)
+    if kind == "gallery":
+        return gallery()
     if kind == "layers":
         return layers_table()
     if kind == "cli":
