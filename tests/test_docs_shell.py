@@ -113,3 +113,16 @@ def test_shell_block(block: Block, tmp_path: Path) -> None:
             os.killpg(process.pid, signal.SIGTERM)
         process.wait()
     assert process.returncode == 0, f"{block.path}:{block.line} exited {process.returncode}\n{stdout}\n{stderr}"
+
+
+def test_the_readme_is_short_and_keeps_the_quickstart() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    assert "make demo   # install into .venv and run the offline demo on the bundled model\n" in readme
+    assert "make test   # install everything the tests need, lint, type-check and run the whole suite\n" in readme
+
+
+def test_no_page_points_outside_the_repository() -> None:
+    pages = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
+    outside = [str(page.relative_to(ROOT)) for page in pages if "../shared" in page.read_text(encoding="utf-8")]
+    assert not outside, f"pages that point outside the repository: {outside}"
