@@ -8,6 +8,8 @@ PIP := $(VENV)/bin/pip
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 export CMAKE_ARGS ?= $(LLAMA_CMAKE_ARGS)
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
+# mkdocs-material prints a banner about its successor on every build
+export NO_MKDOCS_2_WARNING = 1
 # the suite runs in parallel under pytest-xdist: CI has two cores (`make test TEST_WORKERS=0` runs it in one
 # process); tests that must not overlap share an xdist_group, which --dist loadgroup keeps on one worker
 TEST_WORKERS ?= 2
