@@ -66,7 +66,7 @@ def test_counts_equal_a_recount_by_hand_on_the_released_files() -> None:
         if e.lang == POOLED
     }
     assert pooled_got == {who: [c[i] for i in range(5)] for who, c in pooled.items()}
-    # the figures the README quotes
+    # the figures docs/concepts/analyses.md quotes
     w6 = result.of("id", "W6")
     assert w6 is not None and (w6.differing, w6.answers, w6.conflicted_created, w6.created) == (144, 1250, 6, 248)
 

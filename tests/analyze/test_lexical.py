@@ -118,7 +118,7 @@ def test_putris_released_files_land_near_the_papers_overlaps() -> None:
     assert share_a is not None and share_b is not None
     assert abs(100 * share_a - 39.75) <= 1.5
     assert abs(100 * share_b - 65.48) <= 1.5
-    # the figures the module docstring and the README quote
+    # the figures the module docstring and docs/concepts/analyses.md quote
     assert (round(100 * share_a, 2), round(100 * share_b, 2)) == (38.91, 64.86)
     assert (result.a.unique_unigrams, result.b.unique_unigrams, result.unigram.shared) == (9915, 5948, 3858)
     assert result.bigram.share_a is not None and result.bigram.share_b is not None

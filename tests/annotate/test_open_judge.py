@@ -184,7 +184,7 @@ def test_open_judge_end_to_end(tmp_path: Path) -> None:
 
 
 def test_open_judge_creates_a_fresh_run_folder_as_the_readme_shows(tmp_path: Path) -> None:
-    """README: `senseforge annotate open-judge runs/open-check evals/open --k 2` on a folder that is not there yet."""
+    """The docs: `senseforge annotate open-judge runs/open-check evals/open --k 2` on a folder that is not there yet."""
     eval_dir = tmp_path / "evals" / "open"
     llm = ScriptedLLM(responder=_answer, name="scripted/answerer")
     judge = ScriptedLLM(responder=_judge, name="scripted/judge")

@@ -79,3 +79,13 @@ def test_the_panel_demo_is_mcsqas(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["demo", "--panel", "--recipe", "crow", "--out", str(tmp_path)])
     assert result.exit_code != 0
     assert "--panel" in str(result.exception)
+
+
+def test_a_demo_recipe_that_keeps_nothing_points_at_a_capable_model(tmp_path: Path) -> None:
+    responder = tmp_path / "mute.py"
+    responder.write_text("def respond(request):\n    return ''\n", encoding="utf-8")
+    args = ["demo", "--recipe", "culture-gen", "-m", f"scripted/{responder}:respond", "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "culture-gen kept 0 items" in result.output
+    assert "senseforge build culture-gen -m openai/MODEL" in result.output

@@ -27,6 +27,13 @@ _CULTURE_NOTES = {
 }
 
 
+_NONE_KEPT = (
+    "{name} kept 0 items: the 270M base model fails checks made for a capable chat model; run the recipe with one: "
+    "senseforge build {name} -m openai/MODEL (docs/recipes/{name}.md)"
+)
+"""The closing summary's line for a recipe the demo model kept nothing of: where real items come from."""
+
+
 def _recipe_rule(name: str, langs: str) -> None:
     out.rule(f"{name} recipe · {langs}")
 
@@ -105,6 +112,8 @@ def demo(
         events = DemoEvents(building=partial(_recipe_rule, name), built=print_summary)
         summary = run_recipe_demo(name, out_dir, model=model, store=store_, progress=stage_progress, events=events)
         out.print(_CULTURE_NOTES[name])
+        if summary.funnel is not None and summary.funnel.kept == 0:
+            where.append(_NONE_KEPT.format(name=name))
         where.append(f"{summary.run_dir}: {_CROW_OUTPUTS if name == 'crow' else _CULTURE_OUTPUTS}")
         built.append(summary.run_dir)
     page = write_page(out_dir / "report.html", built)
