@@ -37,25 +37,23 @@ from typing import Any, Generic, Literal, Self
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import to_jsonable_python
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from typing_extensions import TypeVar
 
 from senseforge.data.schema import JUDGEMENT, Judgement
 from senseforge.errors import StoreError
 from senseforge.pipelines.panel import PanelVerdict
+from senseforge.pipelines.runwrites import CHUNK as _CHUNK
+from senseforge.pipelines.runwrites import JudgementSource as JudgementSource  # re-exported: the records' modules
+from senseforge.pipelines.runwrites import insert_rows, put_judgements
+from senseforge.pipelines.runwrites import put_judgement as put_judgement  # re-exported: the annotation app
 from senseforge.pipelines.tables import judgements, metadata, run_meta, stage_results
 from senseforge.store.db import connect
 
 logger = logging.getLogger(__name__)
 
 Status = Literal["ok", "rejected"]
-JudgementSource = Literal["human", "lm"]
-
-_CHUNK = 100
-"""Rows per INSERT statement: one statement of many rows, not one step per row, since each step lets go of the
-GIL and a busy process's other threads can hold it for a switch interval each time; 100 rows of 8 columns keep
-under the 999 parameters of older SQLite builds."""
 
 
 CALLS = "calls"
@@ -225,85 +223,9 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def _insert_rows(conn: Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Insert ``rows`` (dicts with the same keys) :data:`_CHUNK` at a time, each chunk one multi-row statement
-    whose SQL is written once per chunk size: SQLAlchemy's ``insert().values([...])`` compiles anew for every
-    call, which cost most of a cached rebuild's writing."""
-    if not rows:
-        return
-    marks = {"qmark": "?", "format": "%s", "pyformat": "%s"}
-    if conn.dialect.paramstyle not in marks:  # a driver of another style: SQLAlchemy writes the SQL
-        for start in range(0, len(rows), _CHUNK):
-            conn.execute(table.insert().values(list(rows[start : start + _CHUNK])))
-        return
-    columns = list(rows[0])
-    mark = marks[conn.dialect.paramstyle]
-    one = "(" + ",".join([mark] * len(columns)) + ")"
-    head = f"INSERT INTO {table.name} ({','.join(columns)}) VALUES "
-    for start in range(0, len(rows), _CHUNK):
-        chunk = rows[start : start + _CHUNK]
-        params = tuple(row[column] for row in chunk for column in columns)
-        conn.exec_driver_sql(head + ",".join([one] * len(chunk)), params)
-
-
 def sqlite_url(path: Path) -> str:
     """The SQLAlchemy URL of a SQLite file."""
     return f"sqlite:///{path.resolve()}"
-
-
-def put_judgement(conn: Connection, judgement: Judgement, source: JudgementSource, now: float) -> int:
-    """Store one judgement in ``conn``'s transaction, by the one rule every writer follows (a build's LM judges
-    and imported decisions, the annotation app's submissions and rulings): one judgement per (item, annotator,
-    task); a repeat that differs (body or source) replaces the earlier one, an identical repeat changes nothing.
-
-    Returns:
-        1 when the row is new or changed, 0 when it was stored already.
-    """
-    return put_judgements(conn, [(judgement, source)], now)
-
-
-def put_judgements(conn: Connection, items: Sequence[tuple[Judgement, JudgementSource]], now: float) -> int:
-    """Store judgements in ``conn``'s transaction by :func:`put_judgement`'s rule, in order (a later repeat in
-    ``items`` replaces an earlier one), with one read of the rows already stored for their items and one insert
-    of the new rows: a batch's judgements cost a few statements, not two per judgement.
-
-    Returns:
-        How many rows were new or changed.
-    """
-    if not items:
-        return 0
-    item_ids = sorted({judgement.item_id for judgement, _ in items})
-    stored: dict[tuple[str, str, str], tuple[str, str]] = {}
-    for start in range(0, len(item_ids), _CHUNK):
-        query = sa.select(
-            judgements.c.item_id, judgements.c.annotator, judgements.c.task, judgements.c.body, judgements.c.source
-        ).where(judgements.c.item_id.in_(item_ids[start : start + _CHUNK]))
-        for item_id, annotator, task, body, source in conn.execute(query):
-            stored[(item_id, annotator, task)] = (body, source)
-    new: dict[tuple[str, str, str], dict[str, Any]] = {}
-    changed = 0
-    for judgement, source in items:
-        key = (judgement.item_id, judgement.annotator, judgement.task)
-        body = judgement.model_dump_json()
-        if key in new:  # a repeat within the batch: the later one is the one stored
-            changed += new[key]["body"] != body or new[key]["source"] != source
-            new[key].update(body=body, source=source)
-            continue
-        existing = stored.get(key)
-        if existing is None:
-            new[key] = {"item_id": key[0], "annotator": key[1], "task": key[2], "source": source, "body": body}
-            new[key]["created_at"] = now
-            changed += 1
-        elif existing != (body, source):
-            where = sa.and_(
-                judgements.c.item_id == key[0], judgements.c.annotator == key[1], judgements.c.task == key[2]
-            )
-            conn.execute(judgements.update().where(where).values(body=body, source=source, created_at=now))
-            stored[key] = (body, source)
-            changed += 1
-    if new:
-        conn.execute(judgements.insert(), list(new.values()))
-    return changed
 
 
 class RunStore:
@@ -364,7 +286,7 @@ class RunStore:
         ]
         with self._engine.begin() as conn:
             put_judgements(conn, judgements, now)
-            _insert_rows(conn, stage_results, rows)
+            insert_rows(conn, stage_results, rows)
 
     def done_ids(self, stage: str) -> set[str]:
         """Ids of the records that already have a result in ``stage``."""
