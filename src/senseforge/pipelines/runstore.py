@@ -402,7 +402,7 @@ class RunStore:
         wanted = sorted(set(record_ids))
         if not wanted or not tasks:
             return {}
-        rows: dict[int, tuple[str, str, str]] = {}
+        rows: dict[int, tuple[str, JudgementSource, str]] = {}
         with self._engine.connect() as conn:
             binary = conn.dialect.name == "sqlite"  # SQLite compares text bytewise: "<id>@…" sorts below "<id>A"
             for start in range(0, len(wanted), _CHUNK):  # the records' own rows, not every judgement of the run
