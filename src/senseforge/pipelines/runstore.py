@@ -37,25 +37,23 @@ from typing import Any, Generic, Literal, Self
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import to_jsonable_python
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from typing_extensions import TypeVar
 
 from senseforge.data.schema import JUDGEMENT, Judgement
 from senseforge.errors import StoreError
 from senseforge.pipelines.panel import PanelVerdict
+from senseforge.pipelines.runwrites import CHUNK as _CHUNK
+from senseforge.pipelines.runwrites import JudgementSource as JudgementSource  # re-exported: the records' modules
+from senseforge.pipelines.runwrites import insert_rows, put_judgements
+from senseforge.pipelines.runwrites import put_judgement as put_judgement  # re-exported: the annotation app
 from senseforge.pipelines.tables import judgements, metadata, run_meta, stage_results
 from senseforge.store.db import connect
 
 logger = logging.getLogger(__name__)
 
 Status = Literal["ok", "rejected"]
-JudgementSource = Literal["human", "lm"]
-
-_CHUNK = 100
-"""Rows per INSERT statement: one statement of many rows, not one step per row, since each step lets go of the
-GIL and a busy process's other threads can hold it for a switch interval each time; 100 rows of 8 columns keep
-under the 999 parameters of older SQLite builds."""
 
 
 CALLS = "calls"
@@ -230,39 +228,6 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path.resolve()}"
 
 
-def put_judgement(conn: Connection, judgement: Judgement, source: JudgementSource, now: float) -> int:
-    """Store one judgement in ``conn``'s transaction, by the one rule every writer follows (a build's LM judges
-    and imported decisions, the annotation app's submissions and rulings): one judgement per (item, annotator,
-    task); a repeat that differs (body or source) replaces the earlier one, an identical repeat changes nothing.
-
-    Returns:
-        1 when the row is new or changed, 0 when it was stored already.
-    """
-    body = judgement.model_dump_json()
-    where = sa.and_(
-        judgements.c.item_id == judgement.item_id,
-        judgements.c.annotator == judgement.annotator,
-        judgements.c.task == judgement.task,
-    )
-    existing = conn.execute(sa.select(judgements.c.body, judgements.c.source).where(where)).first()
-    if existing is None:
-        conn.execute(
-            judgements.insert().values(
-                item_id=judgement.item_id,
-                annotator=judgement.annotator,
-                task=judgement.task,
-                source=source,
-                body=body,
-                created_at=now,
-            )
-        )
-        return 1
-    if existing[0] != body or existing[1] != source:
-        conn.execute(judgements.update().where(where).values(body=body, source=source, created_at=now))
-        return 1
-    return 0
-
-
 class RunStore:
     """The stage results and judgements of one run.
 
@@ -320,10 +285,8 @@ class RunStore:
             for r in results
         ]
         with self._engine.begin() as conn:
-            for judgement, source in judgements:
-                put_judgement(conn, judgement, source, now)
-            for start in range(0, len(rows), _CHUNK):
-                conn.execute(stage_results.insert().values(rows[start : start + _CHUNK]))
+            put_judgements(conn, judgements, now)
+            insert_rows(conn, stage_results, rows)
 
     def done_ids(self, stage: str) -> set[str]:
         """Ids of the records that already have a result in ``stage``."""
@@ -402,7 +365,7 @@ class RunStore:
         """Store judgements by the rule of :func:`put_judgement`; how many rows were new or changed."""
         now = time.time()
         with self._engine.begin() as conn:
-            return sum(put_judgement(conn, judgement, source, now) for judgement in items)
+            return put_judgements(conn, [(judgement, source) for judgement in items], now)
 
     def count_judgements(self, task: str, source: JudgementSource) -> int:
         """How many judgements of ``task`` came from ``source``."""
@@ -436,18 +399,30 @@ class RunStore:
         A judgement counts for a record when its item is the record (``<id>``) or one round
         of it (``<id>@<round>``: QC and revision happen once per round).
         """
-        wanted = set(record_ids)
-        query = (
-            sa.select(judgements.c.item_id, judgements.c.source, judgements.c.body)
-            .where(judgements.c.task.in_(list(tasks)))
-            .order_by(judgements.c.id)
-        )
-        out: dict[str, list[StoredJudgement]] = {}
+        wanted = sorted(set(record_ids))
+        if not wanted or not tasks:
+            return {}
+        rows: dict[int, tuple[str, JudgementSource, str]] = {}
         with self._engine.connect() as conn:
-            for item_id, source, body in conn.execute(query):
-                record = item_id.split("@", 1)[0]
-                if record in wanted:
-                    out.setdefault(record, []).append(StoredJudgement(JUDGEMENT.validate_json(body), source))
+            binary = conn.dialect.name == "sqlite"  # SQLite compares text bytewise: "<id>@…" sorts below "<id>A"
+            for start in range(0, len(wanted), _CHUNK):  # the records' own rows, not every judgement of the run
+                chunk = wanted[start : start + _CHUNK]
+                rounds = [
+                    sa.and_(judgements.c.item_id > f"{record}@", judgements.c.item_id < f"{record}A")
+                    if binary
+                    else judgements.c.item_id.startswith(f"{record}@", autoescape=True)
+                    for record in chunk
+                ]
+                query = sa.select(judgements.c.id, judgements.c.item_id, judgements.c.source, judgements.c.body).where(
+                    judgements.c.task.in_(list(tasks)), sa.or_(judgements.c.item_id.in_(chunk), *rounds)
+                )
+                rows.update((row_id, (item_id, source, body)) for row_id, item_id, source, body in conn.execute(query))
+        out: dict[str, list[StoredJudgement]] = {}
+        chosen = set(wanted)
+        for _, (item_id, source, body) in sorted(rows.items()):  # the order they were first stored
+            record = item_id.split("@", 1)[0]
+            if record in chosen:
+                out.setdefault(record, []).append(StoredJudgement(JUDGEMENT.validate_json(body), source))
         return out
 
     # -- run facts ---------------------------------------------------------------------------
