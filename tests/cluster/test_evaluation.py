@@ -136,3 +136,15 @@ def test_replica_resources_follow_the_model_options() -> None:
 def test_an_unknown_executor_is_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, ["run", "-d", str(CSQA), "-m", "scripted/echo", "--executor", "dask"])
     assert isinstance(result.exception, ConfigError) and "--executor" in str(result.exception)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("ray")
+def test_the_bundled_model_on_ray_writes_the_same_bytes_as_local(tmp_path: Path, ray_cluster: None) -> None:
+    args = ["run", "-d", str(CSQA), "-m", "llamacpp/gemma-3-270m", "-o", "n_threads=1", "--bootstrap", "100"]
+    args += ["--no-cache", "--store", f"sqlite:///{tmp_path / 'store.db'}"]
+    local = runner.invoke(app, [*args, "--out", str(tmp_path / "local")])
+    assert local.exit_code == 0, local.output
+    ray = runner.invoke(app, [*args, "--out", str(tmp_path / "ray"), "--executor", "ray"])
+    assert ray.exit_code == 0, ray.output
+    assert (tmp_path / "local" / "samples.jsonl").read_bytes() == (tmp_path / "ray" / "samples.jsonl").read_bytes()

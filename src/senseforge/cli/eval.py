@@ -60,12 +60,9 @@ def _slug(text: str) -> str:
 def _pair_out(data: Path, model: str, root: Path | None, pairs: int) -> Path | None:
     """Where one (data, model) result goes: ``--out`` itself for one pair, a folder under it for several, or
     ``None`` for the default (:func:`senseforge.evaluate.harness.default_out`, named after the setting too)."""
-    if root is None:
-        return None
-    if pairs == 1:
-        return root
-    name = data.name if data.is_dir() else data.stem
-    return root / f"{_slug(name)}-{_slug(model)}"
+    from senseforge.evaluate.pairs import pair_out
+
+    return pair_out(data, model, root, pairs, _slug)
 
 
 RUN_FLAGS: dict[str, Flag] = {

@@ -18,7 +18,7 @@ from senseforge.evaluate.records import EvalResults
 from senseforge.evaluate.run import EvalConfig
 from senseforge.llm.base import LLM, Progress
 
-__all__ = ["ModelSpec", "Pair", "PairRunner", "PairSettings", "evaluate_pair", "pair_grid"]
+__all__ = ["ModelSpec", "Pair", "PairRunner", "PairSettings", "evaluate_pair", "pair_grid", "pair_out"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,17 @@ PairRunner = Callable[[Sequence[Pair], PairSettings], list[tuple[EvalResults, Pa
 order; the CLI takes one for ``--executor ray``."""
 
 
+def pair_out(data: Path, model: str, root: Path | None, count: int, slug: Callable[[str], str]) -> Path | None:
+    """Where one pair's results go: ``root`` (``--out``) itself for one pair, ``<root>/<data>-<model>`` for several,
+    or ``None`` (:func:`~senseforge.evaluate.harness.default_out`) without a root."""
+    if root is None:
+        return None
+    if count == 1:
+        return root
+    name = data.name if data.is_dir() else data.stem
+    return root / f"{slug(name)}-{slug(model)}"
+
+
 def pair_grid(
     models: Sequence[str], datasets: Sequence[Path], out: Path | None, slug: Callable[[str], str]
 ) -> list[Pair]:
@@ -91,18 +102,7 @@ def pair_grid(
         slug: how a name becomes part of a folder name.
     """
     count = len(models) * len(datasets)
-    pairs = []
-    for model in models:
-        for data in datasets:
-            if out is None:
-                where = None
-            elif count == 1:
-                where = out
-            else:
-                name = data.name if data.is_dir() else data.stem
-                where = out / f"{slug(name)}-{slug(model)}"
-            pairs.append(Pair(model=model, data=data, out=where))
-    return pairs
+    return [Pair(model, data, pair_out(data, model, out, count, slug)) for model in models for data in datasets]
 
 
 def evaluate_pair(
