@@ -149,7 +149,7 @@ def main() -> int:
     to_one_actor = walls["1 actor"] / walls["2 actors"]
     print(f"2 actors / 2 processes: {to_processes:.2f}x (goal ≥ {GOAL_TO_PROCESSES})")
     print(f"2 actors / 1 actor:     {to_one_actor:.2f}x (goal ≥ {GOAL_TO_ONE_ACTOR})")
-    print(f"1 process / 1 actor:    {walls['1 actor'] / walls['1 process']:.2f}x (Ray's overhead on one worker)")
+    print(f"1 actor / 1 process:    {walls['1 process'] / walls['1 actor']:.2f}x (one worker: Ray against a process)")
     print(f"identical samples.jsonl for every shard, all four ways: {same}")
     recipe = recipe_on_loopback(args)
     result = {
