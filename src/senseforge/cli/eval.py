@@ -32,6 +32,18 @@ if TYPE_CHECKING:
     from senseforge.evaluate.leaderboard import Entry
     from senseforge.evaluate.records import EvalResults
 
+ExecutorOption: Any = typer.Option(
+    "local",
+    "--executor",
+    help="local: the pairs one after another in this process | ray: an actor per model on a Ray cluster, "
+    "the (model, dataset) pairs as shards (needs the ray extra).",
+)
+RayAddressOption: Any = typer.Option(
+    None,
+    "--ray-address",
+    help="With --executor ray: the cluster to join (default: a local Ray with this machine's cores).",
+)
+
 app = typer.Typer(help="Evaluate models: multiple choice and CRoW-style binary tasks.", no_args_is_help=True)
 
 
@@ -48,12 +60,9 @@ def _slug(text: str) -> str:
 def _pair_out(data: Path, model: str, root: Path | None, pairs: int) -> Path | None:
     """Where one (data, model) result goes: ``--out`` itself for one pair, a folder under it for several, or
     ``None`` for the default (:func:`senseforge.evaluate.harness.default_out`, named after the setting too)."""
-    if root is None:
-        return None
-    if pairs == 1:
-        return root
-    name = data.name if data.is_dir() else data.stem
-    return root / f"{_slug(name)}-{_slug(model)}"
+    from senseforge.evaluate.pairs import pair_out
+
+    return pair_out(data, model, root, pairs, _slug)
 
 
 RUN_FLAGS: dict[str, Flag] = {
@@ -134,6 +143,8 @@ def _run_params() -> tuple[list[inspect.Parameter], Fields]:
         ("option", list[str] | None, ProviderOptions),
         ("store", str | None, StoreOption),
         ("no_cache", bool, NoCacheOption),
+        ("executor", str, ExecutorOption),
+        ("ray_address", str | None, RayAddressOption),
     ]
 
     def param(name: str, annotation: Any, default: Any) -> inspect.Parameter:
@@ -148,7 +159,6 @@ def run(**values: Any) -> None:
 
     from senseforge.errors import ConfigError
     from senseforge.evaluate.harness import default_out, run_eval
-    from senseforge.evaluate.leaderboard import entries, write_leaderboard
     from senseforge.evaluate.run import EvalConfig
     from senseforge.llm.registry import DEFAULT_MODEL
 
@@ -171,6 +181,14 @@ def run(**values: Any) -> None:
     if missing:
         raise ConfigError(f"--data: no such file or folder: {', '.join(missing)}")
     pairs = len(models) * len(datasets)
+    executor = values.get("executor") or "local"
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"--executor {executor}: give local or ray")
+    if executor == "ray":
+        _run_on_ray(values, models, datasets, config, out_dir)
+        return
+    if values.get("ray_address"):
+        raise ConfigError("--ray-address needs --executor ray")
     done: list[tuple[EvalResults, Path]] = []
     on_interrupt(
         "nothing of the unfinished evaluation was written; run the same command again: the calls that finished "
@@ -212,13 +230,53 @@ def run(**values: Any) -> None:
             judge_llm.close()
             err.print(f"judge {judge}: {describe_stats(judge_llm)}")
     if pairs > 1:
-        rows = entries([payload for payload, _ in done])
-        print_leaderboard(rows)
-        where = out_dir or Path("evals")
-        json_path, csv_path = write_leaderboard(
-            where, rows, [(f"{p.label()} on {p.data.name}", d / "results.json") for p, d in done]
-        )
-        err.print(f"wrote {json_path} and {csv_path}")
+        _leaderboard(done, out_dir)
+
+
+def _leaderboard(done: list[tuple[EvalResults, Path]], out_dir: Path | None) -> None:
+    from senseforge.evaluate.leaderboard import entries, write_leaderboard
+
+    rows = entries([payload for payload, _ in done])
+    print_leaderboard(rows)
+    where = out_dir or Path("evals")
+    json_path, csv_path = write_leaderboard(
+        where, rows, [(f"{p.label()} on {p.data.name}", d / "results.json") for p, d in done]
+    )
+    err.print(f"wrote {json_path} and {csv_path}")
+
+
+def _run_on_ray(
+    values: dict[str, Any], models: list[str], datasets: list[Path], config: Any, out_dir: Path | None
+) -> None:
+    """``eval run --executor ray``: every pair as a shard on Ray, then the same report as ``local``."""
+    from senseforge.cli._common import parse_options
+    from senseforge.cluster.evaluation import ray_pair_runner
+    from senseforge.cluster.runtime import connect
+    from senseforge.evaluate.pairs import ModelSpec, PairSettings, pair_grid
+
+    store, read_cache = values.get("store"), not values.get("no_cache")
+    options = parse_options(values.get("option"), values.get("base_url"))
+    specs = {name: ModelSpec(name, options, store, read_cache) for name in models}
+    judge = ModelSpec(config.judge, {}, store, read_cache) if config.judge else None
+    settings = PairSettings(
+        config=config,
+        fmt=values.get("fmt"),
+        lang=values.get("lang"),
+        shots_from=values.get("shots_from"),
+        split=values["split"],
+        overwrite=values["overwrite"],
+    )
+    cluster = connect(values.get("ray_address"))
+    err.print(f"ray: {cluster.nodes} node(s), {cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs")
+    pairs = pair_grid(models, datasets, out_dir, _slug)
+    done = ray_pair_runner(specs, judge=judge)(pairs, settings)
+    for payload, destination in done:
+        print_results(payload)
+        print_difficulty(payload)
+        report_generation(payload)
+        err.print(f"wrote {destination / 'results.json'} and {destination / 'samples.jsonl'}")
+    if len(pairs) > 1:
+        _leaderboard(done, out_dir)
 
 
 _RUN_PARAMS, _RUN_FIELDS = _run_params()

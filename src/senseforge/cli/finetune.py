@@ -70,6 +70,15 @@ _RATES = typer.Option("2e-5,3e-5,5e-5", "--learning-rates", help=RATES_HELP)
 _EPOCHS = typer.Option(10, "--max-epochs", min=1, help="At most this many epochs.")
 _PATIENCE = typer.Option(3, "--patience", min=1, help="Stop after this many epochs without a better selection score.")
 _SEED = typer.Option(42, "--seed")
+_EXECUTOR = typer.Option(
+    "local", "--executor", help="local: in this process | ray: each fine-tune a Ray task (needs the ray extra)."
+)
+_RAY_ADDRESS = typer.Option(
+    None,
+    "--ray-address",
+    help="With --executor ray: the cluster to join (default: a local Ray with this machine's cores).",
+)
+_RAY_CPUS = typer.Option(1, "--cpus-per-task", min=1, help="With --executor ray: CPUs (torch threads) per fine-tune.")
 _LENGTH = typer.Option(128, "--max-length", min=8, help="Tokens per (question, choice) pair (mCSQA: 128).")
 
 
@@ -84,6 +93,9 @@ def finetune(
     patience: int = _PATIENCE,
     seed: int = _SEED,
     length: int = _LENGTH,
+    executor: str = _EXECUTOR,
+    ray_address: str | None = _RAY_ADDRESS,
+    cpus: int = _RAY_CPUS,
 ) -> None:
     """Fine-tune a multiple-choice encoder on a dataset (mCSQA Table 10 defaults) and report its test accuracy."""
     from senseforge.evaluate.finetune import finetune as run
@@ -92,13 +104,41 @@ def finetune(
 
     config = _config(model, batch, micro, rates, epochs, patience, seed, length)
     splits = _splits(data)
-    result = run(splits.train, splits.select, config, out_dir, progress=err.print)
-    picked = predict(result.model_dir, splits.test, config)
-    right = sum(o.correct for o in outcomes(splits.test, picked))
+    runner = _runner(executor, ray_address, cpus)
+    if runner is None:
+        result = run(splits.train, splits.select, config, out_dir, progress=err.print)
+        rate, selection, model_dir = result.learning_rate, result.selection_accuracy, result.model_dir
+        right = sum(o.correct for o in outcomes(splits.test, predict(model_dir, splits.test, config)))
+    else:
+        from senseforge.evaluate.transfer import SettingJob
+
+        job = SettingJob("finetune", [], splits.train, splits.select, {"test": splits.test}, out_dir)
+        [done] = runner([job], config, err.print)
+        rate, selection = done.learning_rate, done.selection_accuracy
+        model_dir = out_dir / f"lr-{rate:g}" / "best"
+        right = sum(o.correct for o in done.outcomes["test"])
     out.print(
-        f"learning rate {result.learning_rate:g} (selection accuracy {result.selection_accuracy:.4f}); "
-        f"test accuracy {right / len(splits.test):.4f} on {len(splits.test)} items; model: {result.model_dir}"
+        f"learning rate {rate:g} (selection accuracy {selection:.4f}); "
+        f"test accuracy {right / len(splits.test):.4f} on {len(splits.test)} items; model: {model_dir}"
     )
+
+
+def _runner(executor: str, address: str | None, cpus: int) -> Any:
+    """``None`` for ``--executor local``; for ``ray``, a fine-tune runner on the joined (or started) Ray."""
+    from senseforge.errors import ConfigError
+
+    if executor == "local":
+        if address:
+            raise ConfigError("--ray-address needs --executor ray")
+        return None
+    if executor != "ray":
+        raise ConfigError(f"--executor {executor}: give local or ray")
+    from senseforge.cluster.runtime import connect
+    from senseforge.cluster.training import ray_setting_runner
+
+    cluster = connect(address)
+    err.print(f"ray: {cluster.nodes} node(s), {cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs")
+    return ray_setting_runner(cpus)
 
 
 def transfer(
@@ -113,6 +153,9 @@ def transfer(
     seed: int = _SEED,
     length: int = _LENGTH,
     n_bootstrap: int = typer.Option(1000, "--bootstrap", min=100, help="Bootstrap resamples for the CIs."),
+    executor: str = _EXECUTOR,
+    ray_address: str | None = _RAY_ADDRESS,
+    cpus: int = _RAY_CPUS,
 ) -> None:
     """Mono, multi and unseen models over the languages given; the transfer matrices and Table 7's rows."""
     from senseforge.errors import ConfigError
@@ -125,7 +168,8 @@ def transfer(
             raise ConfigError(f"--data {pair!r}: write LANG=PATH, e.g. ja=runs/mcsqa-ja")
         per_lang[lang.strip()] = _splits(Path(path.strip()))
     config = _config(model, batch, micro, rates, epochs, patience, seed, length)
-    result = run_transfer(per_lang, config, out_dir, n_bootstrap=n_bootstrap, progress=err.print)
+    runner = _runner(executor, ray_address, cpus)
+    result = run_transfer(per_lang, config, out_dir, n_bootstrap=n_bootstrap, progress=err.print, runner=runner)
     if result.get("finding"):
         out.print(str(result["finding"].get("summary", "")))
     out.print(f"wrote {out_dir / 'transfer.json'}, the CSV tables and {out_dir / 'transfer_heatmap.png'}")
