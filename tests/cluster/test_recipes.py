@@ -69,3 +69,23 @@ def test_a_batch_api_is_refused(demo_kb: Path, tmp_path: Path) -> None:  # noqa:
 def test_unknown_executors_name_the_known_ones() -> None:
     assert "ray" in __import__("senseforge.pipelines.executor", fromlist=["EXECUTORS"]).EXECUTORS
     assert runtime.import_ray().is_initialized()
+
+
+def test_a_sqlite_store_is_refused_on_several_nodes(demo_kb: Path, tmp_path: Path) -> None:  # noqa: F811
+    """On Ray's test cluster of two nodes on this machine (the session's local Ray is started again after)."""
+    from ray.cluster_utils import Cluster
+
+    runtime.shutdown()
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 100 * 1024**2})
+    try:
+        nodes.add_node(num_cpus=1, object_store_memory=100 * 1024**2)
+        nodes.wait_for_nodes()
+        assert runtime.connect(nodes.address).nodes == 2
+        config = McsqaConfig(lang="en", n=4, kb=str(demo_kb), model=AUTHOR)
+        with pytest.raises(ConfigError, match="cannot share the SQLite store"):
+            build(MCSQA, config, tmp_path / "run", store=Store(f"sqlite:///{tmp_path / 'c.db'}"), executor="ray")
+        assert not (tmp_path / "run").exists()
+    finally:
+        runtime.shutdown()
+        nodes.shutdown()
+        runtime.connect(num_cpus=2)
