@@ -111,7 +111,8 @@ class RayExecutor:
         remote = all(provider_info(spec).remote for spec in stage.specs)
         task = self._task.options(num_cpus=0 if remote else 1)
         ref = task.remote(config, self.pool.store.url, self.pool.run_label, responders, stage, list(batch), judgements)
-        output, count, diagnoses = self.ray.get(ref)
+        done: tuple[StageOutput, int, dict[str, str]] = self.ray.get(ref)
+        output, count, diagnoses = done
         for spec, text in diagnoses.items():
             self.pool.reported.setdefault(spec, text)
         if answered is not None and count:
