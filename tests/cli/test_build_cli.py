@@ -379,3 +379,16 @@ def test_the_interrupt_hint_of_several_languages_is_the_command_again_with_resum
         assert _again_with_resume() == "`senseforge build mcsqa --lang en,ja --resume --out runs`"
     finally:
         record_command_line([])
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [(["--ray-address", "auto"], "--ray-address needs --executor ray"), (["--executor", "dask"], "unknown executor")],
+)
+def test_build_refuses_a_bad_executor_in_one_line(
+    flags: list[str], needle: str, kb: Path, tmp_path: Path, senseforge_home: Path
+) -> None:
+    args = ["build", "mcsqa", "--lang", "en", "--n", "2", "--kb", str(kb), "-m", AUTHOR, "--out", str(tmp_path / "r")]
+    result = run_cli(*args, *flags, home=senseforge_home)
+    assert_one_line_error(result, needle)
+    assert not (tmp_path / "r").exists()

@@ -162,9 +162,29 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
                 None, "--run-store", help="SQLAlchemy URL of the run store (default: sqlite run.db in the run)."
             ),
         ),
+        (
+            "executor",
+            str,
+            typer.Option(
+                "local",
+                "--executor",
+                metavar="local|ray",
+                help="Where model stages run: this process (local), or Ray tasks (ray; pip install 'senseforge[ray]').",
+            ),
+        ),
+        (
+            "ray_address",
+            str | None,
+            typer.Option(
+                None,
+                "--ray-address",
+                help="With --executor ray: the cluster to join (auto, host:port, ray://…); default: a local Ray "
+                "with this machine's cores.",
+            ),
+        ),
     ]
     if "model" in recipe.config_model.unused:  # a recipe that calls no model offers no model options
-        skipped = ("stage_model", "option", "base_url", "store", "wait", "poll")
+        skipped = ("stage_model", "option", "base_url", "store", "wait", "poll", "executor", "ray_address")
         common = [entry for entry in common if entry[0] not in skipped]
     return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a) for n, a, d in common]
 
@@ -185,6 +205,7 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
         from senseforge.pipelines.rundir import check_resume, resolve_run_manifest
 
         flags = given(values, fields)
+        _join_executor(values)
         stage_models = _pairs(values.get("stage_model"), "--stage-model")
         if stage_models:
             flags["stage_models"] = stage_models
@@ -244,6 +265,24 @@ def recipe_command(recipe: Recipe) -> Callable[..., None]:
     command.__doc__ = recipe.summary
     command.__name__ = recipe.name.replace("-", "_")
     return command
+
+
+def _join_executor(values: dict[str, Any]) -> None:
+    """Check ``--executor`` and join the Ray it names (before any run starts).
+
+    Raises:
+        ConfigError: an unknown executor, or ``--ray-address`` without ``--executor ray``.
+    """
+    executor = values.get("executor") or "local"
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"unknown executor {executor!r}: use local or ray")
+    if values.get("ray_address") and executor != "ray":
+        raise ConfigError("--ray-address needs --executor ray")
+    if executor == "ray":
+        from senseforge.cluster import runtime  # registers the ray executor
+
+        cluster = runtime.connect(values.get("ray_address"))
+        err.print(f"ray: {cluster.nodes} node(s), {cluster.cpus:g} CPU(s), {cluster.gpus:g} GPU(s)")
 
 
 def _holds_run(recipe: Recipe, flags: dict[str, Any], out_dir: Path | None, sources: dict[str, Any]) -> bool:
@@ -328,6 +367,7 @@ def _build_one(
         human_rate=human_rate(values.get("human_rate")),
         progress=_when_used(stage_progress) if polled else stage_progress,
         responders=dry_run_authors(),
+        executor=values.get("executor") or "local",
         manifest=manifest,
     )
     if values.get("wait") and summary.state == "awaiting_batch":

@@ -66,7 +66,8 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> RayCl
         }
         if address:
             options["address"] = address
-        else:
+        else:  # "local": a Ray of its own, even where another runs on this machine (RAY_ADDRESS, another user's)
+            options["address"] = "local"
             options["num_cpus"] = num_cpus or len(os.sched_getaffinity(0))
             options["object_store_memory"] = LOCAL_OBJECT_STORE_BYTES
         ray.init(**options)

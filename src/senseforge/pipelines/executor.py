@@ -10,7 +10,7 @@ executor opens its own pool on the worker. ``local`` (the default) runs in this 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -50,6 +50,8 @@ class ModelPool:
         self.given = dict(given or {})
         self.responders = dict(responders or {})
         self.open: dict[str, CachedLLM] = {}
+        self.reported: dict[str, str] = {}
+        """Diagnoses of models opened elsewhere (an executor's workers), by spec."""
         self._lock = threading.Lock()  # batches of several stages may open models at once
 
     def get(self, spec: str) -> CachedLLM:
@@ -78,6 +80,12 @@ class ModelPool:
         with self._lock:
             llms = list(self.open.values())
         return list(dict.fromkeys(batch_id for llm in llms for batch_id in llm.awaited_batches()))
+
+    def diagnoses(self) -> list[str]:
+        """The diagnosis of every model the run opened that has one (here, or on an executor's workers)."""
+        found = {spec: text for spec, llm in self.open.items() if (text := llm.diagnosis()) is not None}
+        found.update({spec: text for spec, text in self.reported.items() if spec not in found})
+        return list(found.values())
 
     def close(self) -> None:
         for llm in self.open.values():
@@ -149,6 +157,10 @@ class Executor(Protocol):
         running the batch elsewhere may tell it once, when the batch comes back)."""
         ...
 
+    def width(self, stages: Sequence[Stage]) -> int:
+        """Batches of ``stages`` it can work on at once (1: one at a time)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -167,12 +179,24 @@ class LocalExecutor:
     ) -> StageOutput:
         return stage.run(batch, _Context(self.pool, judgements, answered))
 
+    def width(self, stages: Sequence[Stage]) -> int:
+        return 1
+
     def close(self) -> None:
         self.pool.close()
 
 
-EXECUTORS = ("local",)
-"""Executors by name (``ray`` plugs in here)."""
+ExecutorFactory = Callable[[ModelPool], Executor]
+"""Makes an executor for a run's pool."""
+
+EXECUTORS: dict[str, ExecutorFactory] = {"local": LocalExecutor}
+"""Executors by name: ``local`` here; ``ray`` is registered by :mod:`senseforge.cluster` (which ``pipelines``
+cannot import) through :func:`register_executor`."""
+
+
+def register_executor(name: str, factory: ExecutorFactory) -> None:
+    """Make ``factory`` the executor called ``name`` (a later registration replaces an earlier one)."""
+    EXECUTORS[name] = factory
 
 
 def make_executor(name: str, pool: ModelPool) -> Executor:
@@ -181,6 +205,7 @@ def make_executor(name: str, pool: ModelPool) -> Executor:
     Raises:
         ConfigError: an unknown executor.
     """
-    if name == "local":
-        return LocalExecutor(pool)
-    raise ConfigError(f"unknown executor {name!r}: use one of {', '.join(EXECUTORS)}")
+    factory = EXECUTORS.get(name)
+    if factory is None:
+        raise ConfigError(f"unknown executor {name!r}: use one of {', '.join(sorted(EXECUTORS))}")
+    return factory(pool)

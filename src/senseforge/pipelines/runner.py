@@ -47,7 +47,7 @@ from senseforge.llm.prices import PRICING_RULE, PriceTable
 from senseforge.llm.registry import provider_info
 from senseforge.pipelines.config import RecipeConfig, ReviewedConfig
 from senseforge.pipelines.contamination import GATE, registry_of
-from senseforge.pipelines.executor import ModelPool, make_executor
+from senseforge.pipelines.executor import Executor, ModelPool, make_executor
 from senseforge.pipelines.finish import release
 from senseforge.pipelines.flow import StageReport, run_stages
 from senseforge.pipelines.outcomes import RunIncomplete
@@ -112,7 +112,7 @@ class BuildSummary:
 
 def _diagnoses(pool: ModelPool) -> list[str]:
     """The diagnosis of every model the run opened that has one."""
-    return [found for llm in pool.open.values() if (found := llm.diagnosis()) is not None]
+    return pool.diagnoses()
 
 
 # -- running stages -----------------------------------------------------------------------------
@@ -145,6 +145,13 @@ def stream_width(segment: Sequence[Stage], config: RecipeConfig, streaming: bool
     bound = max((int(config.options_for(spec).get("max_concurrency", 8)) for spec in specs), default=8)
     smallest = min(config.batch_for(stage.name) for stage in segment)
     return max(2, -(-STREAM_DEPTH * bound // smallest))
+
+
+def _width(segment: Sequence[Stage], config: RecipeConfig, streaming: bool | None, work: Executor) -> int:
+    """Batches of ``segment`` in flight: :func:`stream_width`, or as many as the executor takes at once (replicas on a
+    cluster) unless streaming is off."""
+    width = stream_width(segment, config, streaming)
+    return width if streaming is False else max(width, work.width(segment))
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -357,7 +364,7 @@ def build(
                     work,
                     sizes=[config.batch_for(stage.name) for stage in segment],
                     rounds=config.call_rounds,
-                    width=stream_width(segment, config, streaming),
+                    width=_width(segment, config, streaming, work),
                     stored_inputs=_stored_inputs(run, recipe, segment),
                     model=recipe.record,
                     progress=progress,

@@ -1,0 +1,91 @@
+"""The ``ray`` executor of recipes: the same bytes as ``local``, and its one-line refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from senseforge.cluster import runtime
+from senseforge.errors import ConfigError
+from senseforge.llm.mock import ScriptedLLM
+from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
+from senseforge.pipelines.runner import build
+from senseforge.store.db import Store
+
+from ..pipelines.golden import compare_with_golden
+from ..pipelines.mcsqa.conftest import demo_kb  # noqa: F401 (a fixture)
+from ..pipelines.mcsqa.test_golden import GOLDEN
+
+AUTHOR = "scripted/mcsqa-author"
+
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.usefixtures("local_ray")]
+
+
+def outputs(run_dir: Path) -> dict[str, Any]:
+    """Every file of a run but its stores, as bytes; the manifest without the run's id and store, and of the ledger
+    report its calls (batches at once may each miss the cache for the same request, as streamed local batches do,
+    so its split into cache hits and backend attempts may differ)."""
+    found: dict[str, Any] = {}
+    for path in sorted(run_dir.rglob("*")):
+        if not path.is_file() or path.name.startswith("run.db"):
+            continue
+        name = str(path.relative_to(run_dir))
+        if name == "manifest.json":
+            found[name] = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("run_id", "store_url")}
+        elif name == "ledger.json":
+            found[name] = json.loads(path.read_text())["calls"]
+        else:
+            found[name] = path.read_bytes()
+    return found
+
+
+def test_a_dry_run_on_ray_writes_the_bytes_of_local(demo_kb: Path, tmp_path: Path) -> None:  # noqa: F811
+    config = McsqaConfig(lang="en", n=40, kb=str(demo_kb), model=AUTHOR, reviewers=(AUTHOR,), lm_review_as_hard=True)
+    on_ray = build(MCSQA, config, tmp_path / "ray", store=Store(f"sqlite:///{tmp_path / 'ray.db'}"), executor="ray")
+    local = build(MCSQA, config, tmp_path / "local", store=Store(f"sqlite:///{tmp_path / 'local.db'}"))
+    assert on_ray.state == local.state == "done"
+    compare_with_golden(tmp_path / "ray", GOLDEN / "dry-en")
+    assert outputs(tmp_path / "ray") == outputs(tmp_path / "local")
+
+
+def test_backends_given_in_code_are_refused(demo_kb: Path, tmp_path: Path) -> None:  # noqa: F811
+    config = McsqaConfig(lang="en", n=4, kb=str(demo_kb), model=AUTHOR)
+    with pytest.raises(ConfigError, match="backends given in code"):
+        build(MCSQA, config, tmp_path / "run", store=Store(), llms={AUTHOR: ScriptedLLM()}, executor="ray")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_batch_api_is_refused(demo_kb: Path, tmp_path: Path) -> None:  # noqa: F811
+    model = "openai/gpt-4o-mini"
+    config = McsqaConfig(lang="en", n=4, kb=str(demo_kb), model=model, model_options={model: {"batch": True}})
+    with pytest.raises(ConfigError, match="Batch API"):
+        build(MCSQA, config, tmp_path / "run", store=Store(), executor="ray")
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_executors_name_the_known_ones() -> None:
+    assert "ray" in __import__("senseforge.pipelines.executor", fromlist=["EXECUTORS"]).EXECUTORS
+    assert runtime.import_ray().is_initialized()
+
+
+def test_a_sqlite_store_is_refused_on_several_nodes(demo_kb: Path, tmp_path: Path) -> None:  # noqa: F811
+    """On Ray's test cluster of two nodes on this machine (the session's local Ray is started again after)."""
+    from ray.cluster_utils import Cluster
+
+    runtime.shutdown()
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 100 * 1024**2})
+    try:
+        nodes.add_node(num_cpus=1, object_store_memory=100 * 1024**2)
+        nodes.wait_for_nodes()
+        assert runtime.connect(nodes.address).nodes == 2
+        config = McsqaConfig(lang="en", n=4, kb=str(demo_kb), model=AUTHOR)
+        with pytest.raises(ConfigError, match="cannot share the SQLite store"):
+            build(MCSQA, config, tmp_path / "run", store=Store(f"sqlite:///{tmp_path / 'c.db'}"), executor="ray")
+        assert not (tmp_path / "run").exists()
+    finally:
+        runtime.shutdown()
+        nodes.shutdown()
+        runtime.connect(num_cpus=2)
