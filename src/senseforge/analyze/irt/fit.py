@@ -47,6 +47,8 @@ class Fit:
     estimable: NDArray[np.bool_]
     infit: Array
     """Infit mean square per item (about 1 when the item fits; well above 1: noisier than the model says)."""
+    all_right: NDArray[np.bool_] | None = None
+    """Per item: everyone who answered it was right (a not-estimable item that is not this was all wrong)."""
 
     def probability(self, theta: Array) -> Array:
         """P(right) of each estimable-item column at each theta row (not-estimable columns are NaN)."""
@@ -128,6 +130,7 @@ def fit(responses: Array, model: Model = "2pl", *, start: Fit | None = None, max
         ability_se=theta_se,
         estimable=estimable,
         infit=spread(infit),
+        all_right=(n_seen > 0) & (n_right == n_seen),
     )
 
 
