@@ -3,8 +3,9 @@
 The fit works in slope-intercept form, logit = a theta + c (convex in each item's pair, and a
 crosses zero smoothly), and reports b = -c / a. Priors: theta ~ N(0, 1) (fixes the scale),
 c ~ N(0, 2^2), a ~ N(1, 1). The prior is on a itself, not on log a, so a wrongly keyed item can
-show the negative discrimination that gives it away. Standard errors come from the inverse of each item's 2x2 block (and each respondent's 1x1
-block) of the posterior's observed information, the other parameters held at their estimates.
+show the negative discrimination that gives it away. Standard errors come from the inverse of
+each item's 2x2 block (and each respondent's 1x1 block) of the posterior's information, the
+other parameters held at their estimates (the delta method for b).
 An item everyone answers right (or wrong) has no finite difficulty: it is left out of the fit and
 reported *not estimable*.
 """

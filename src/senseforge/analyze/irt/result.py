@@ -32,7 +32,11 @@ class IrtResult:
         f = self.fit
         for j, item in enumerate(self.responses.items):
             estimable = bool(f.estimable[j])
-            note = [] if estimable else [NOT_ESTIMABLE.format("right" if f.all_right is not None and f.all_right[j] else "wrong")]
+            note = (
+                []
+                if estimable
+                else [NOT_ESTIMABLE.format("right" if f.all_right is not None and f.all_right[j] else "wrong")]
+            )
             rows.append(
                 {
                     "id": item,
@@ -97,6 +101,8 @@ def analyze_irt(inputs: list[Path], model: Model = "2pl", select_n: int | None =
     reasons = suspicious_reasons(fitted, responses.items, responses.respondents, responses.choices, responses.keys)
     subset = None
     if select_n is not None:
-        allowed = np.array([bool(fitted.estimable[j]) and item not in reasons for j, item in enumerate(responses.items)])
+        allowed = np.array(
+            [bool(fitted.estimable[j]) and item not in reasons for j, item in enumerate(responses.items)]
+        )
         subset = loo_check(x, responses.items, select_n, allowed, model, seed=seed)
     return IrtResult(responses, fitted, reasons, warnings, subset)

@@ -45,7 +45,12 @@ def simulate(
             key = 1 if i in flipped_idx else 0
             choice = true_key if knows[i] else int(rng.integers(1, n_options))
             rows.append(
-                {"respondent": f"r{r:02d}", "item": items[i], "correct": choice == key, "choice": letters[choice],
-                 "key": letters[key]}
+                {
+                    "respondent": f"r{r:02d}",
+                    "item": items[i],
+                    "correct": choice == key,
+                    "choice": letters[choice],
+                    "key": letters[key],
+                }
             )
     return Simulation(rows, theta, b, a, sorted(items[i] for i in flipped_idx), items)
