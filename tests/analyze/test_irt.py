@@ -95,3 +95,42 @@ def test_the_command_writes_the_analysis(tmp_path: Path) -> None:
     assert doc["warnings"] and "fewer than 50" in doc["warnings"][0]
     assert sum(item["suspicious"] for item in doc["items"]) >= 8
     assert (out / "irt.csv").read_text().startswith("id,difficulty,discrimination")
+    page = tmp_path / "report.html"
+    shown = CliRunner().invoke(app, ["report", "--analysis", str(out), "--out", str(page)])
+    assert shown.exit_code == 0, shown.output
+    html = page.read_text()
+    assert "Item map" in html and "Suspicious items (" in html
+
+
+def test_eval_runs_of_different_data_are_refused(tmp_path: Path) -> None:
+    def run(name: str, data: str, answers: dict[str, str] | None = None) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        results = {
+            "results": {},
+            "breakdowns": {},
+            "config": {},
+            "data": {"path": data, "name": data, "format": "jsonl", "kind": "mc"},
+            "model": {"name": name, "identity": {}},
+            "seeds": {},
+            "prompt_hashes": {},
+            "versions": {},
+            "timing": {},
+        }
+        (folder / "results.json").write_text(json.dumps(results))
+        samples = [
+            {"id": item, "lang": "en", "difficulty": None, "category": None, "recipe": None, "review": None}
+            | {"prompt": "?", "choices": ["x", "y"], "labels": ["A", "B"], "continuations": [" A", " B"], "gold": "A"}
+            | {"prediction": choice, "correct": choice == "A"}
+            for item, choice in (answers or {}).items()
+        ]
+        (folder / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in samples))
+        return folder
+
+    read = read_responses([run("m1", "mine", {"q1": "A", "q2": "B"}), run("m2", "mine", {"q1": "B", "q2": "B"})])
+    assert read.respondents == ["m1 (m1)", "m2 (m2)"] and read.items == ["q1", "q2"]
+    assert read.answers[("m1 (m1)", "q1")] and not read.answers[("m2 (m2)", "q1")]
+    assert read.choices[("m2 (m2)", "q2")] == "B" and read.keys["q1"] == "A"
+
+    with pytest.raises(DataValidationError, match=r"evaluated 'other'.*evaluated 'mine'"):
+        read_responses([run("a", "mine"), run("b", "other")])

@@ -52,12 +52,21 @@ class IrtResult:
             )
         return rows
 
+    def summary(self) -> str:
+        """One line for the report's caption."""
+        estimable = int(self.fit.estimable.sum())
+        return (
+            f"{self.fit.model.upper()} fit of {len(self.responses.items)} items ({estimable} estimable) over "
+            f"{len(self.responses.respondents)} respondents; {len(self.reasons)} suspicious."
+        )
+
     def to_json(self) -> dict[str, Any]:
         """``irt.json``."""
         grid = np.linspace(-3, 3, 25)
         doc: dict[str, Any] = {
             "model": self.fit.model,
             "data": self.responses.data,
+            "summary": self.summary(),
             "warnings": self.warnings,
             "items": self.item_rows(),
             "respondents": [
