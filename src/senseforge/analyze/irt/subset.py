@@ -7,7 +7,7 @@ not just its middle. Suspicious and not-estimable items are never chosen.
 The check, per respondent r: fit on the others, choose the subset, estimate r's ability from r's
 answers to the subset alone (MAP with the fitted items), predict r's accuracy over all items as the
 answers seen on the subset plus P(right) at that ability on every item not asked (the idea of
-tinyBenchmarks' p-IRT), and compare with r's true accuracy. Beside it, random subsets of the
+tinyBenchmarks' p-IRT), averaged with the plain accuracy on the subset, and compare with r's true accuracy. Beside it, random subsets of the
 same size, each scored two ways: plain accuracy on the subset, and by the same estimator.
 """
 
@@ -68,6 +68,14 @@ def _predicted_accuracy(fit_: Fit, x: np.ndarray, subset: list[int]) -> float:
     return float(right / max(total.sum(), 1))
 
 
+def _estimate(fit_: Fit, x: np.ndarray, subset: list[int]) -> float:
+    """The mean of the model's estimate (:func:`_predicted_accuracy`) and the plain accuracy on the subset:
+    the two err in different ways (the model's bias, the subset's sampling), so their mean errs less."""
+    seen = x[subset]
+    plain = float(np.nanmean(seen)) if (~np.isnan(seen)).any() else 0.5
+    return (_predicted_accuracy(fit_, x, subset) + plain) / 2
+
+
 def _spearman(a: list[float], b: list[float]) -> float:
     from scipy.stats import spearmanr
 
@@ -92,10 +100,10 @@ def loo_check(
         row = x[r]
         truth.append(float(np.nanmean(row)))
         subset = select(sub_fit, n, allowed)
-        chosen_est.append(_predicted_accuracy(sub_fit, row, subset))
+        chosen_est.append(_estimate(sub_fit, row, subset))
         for k, rand in enumerate(randoms):
             plain[k].append(float(np.nanmean(row[rand])) if (~np.isnan(row[rand])).any() else 0.5)
-            estimated[k].append(_predicted_accuracy(sub_fit, row, rand))
+            estimated[k].append(_estimate(sub_fit, row, rand))
 
     def error(est: list[float]) -> float:
         return float(np.mean(np.abs(np.array(est) - np.array(truth))))
