@@ -128,7 +128,7 @@ def test_eval_runs_of_different_data_are_refused(tmp_path: Path) -> None:
         return folder
 
     read = read_responses([run("m1", "mine", {"q1": "A", "q2": "B"}), run("m2", "mine", {"q1": "B", "q2": "B"})])
-    assert read.respondents == ["m1 (m1)", "m2 (m2)"] and read.items == ["q1", "q2"]
+    assert read.respondents == ["m1 (m1)", "m2 (m2)"] and read.items == ["q1", "q2"] and read.models == {"m1", "m2"}
     assert read.answers[("m1 (m1)", "q1")] and not read.answers[("m2 (m2)", "q1")]
     assert read.choices[("m2 (m2)", "q2")] == "B" and read.keys["q1"] == "A"
 

@@ -1,7 +1,8 @@
 """What the fit reads: ``eval run`` output folders, a run's ``panel.jsonl``, or JSONL rows.
 
 * an ``eval run`` folder (``results.json`` and ``samples.jsonl``): one respondent per evaluation
-  identity, and per prompt variant when one run scored several; items are matched by id. Folders
+  identity (labelled by model, formulation/variant and the identity hash's first 8 characters), and per
+  prompt variant when one run scored several; items are matched by id. Folders
   that evaluated different data (``results.json``'s ``data.name``) are refused, naming both.
 * a JSONL file (a panel's ``panel.jsonl`` or a simulation) of rows
   ``{"respondent", "item", "correct"[, "choice"[, "key"]]}``; errors are located by line.
@@ -30,6 +31,8 @@ class Responses:
     keys: dict[str, str] = field(default_factory=dict)
     data: str | None = None
     """The evaluated data's name (eval run folders)."""
+    models: set[str] = field(default_factory=set)
+    """The models of the eval run folders read."""
 
     def add(self, respondent: str, item: str, correct: bool, choice: str | None, key: str | None) -> None:
         """One answer (a later answer of the same pair replaces the earlier)."""
@@ -91,8 +94,10 @@ def _read_run(folder: Path, out: Responses, data_of: dict[str, Path]) -> None:
         )
     data_of.setdefault(name, folder)
     out.data = name
+    out.models.add(results.model.name)
     identity = (results.identity_hash or "")[:8]
-    base = f"{results.model.name}" + (f" [{identity}]" if identity else f" ({folder.name})")
+    setup = "/".join(str(results.config[k]) for k in ("formulation", "variant") if results.config.get(k))
+    base = results.model.name + (f" {setup}" if setup else "") + (f" [{identity}]" if identity else f" ({folder.name})")
     for sample in read_samples(folder):
         if sample.correct is None:
             continue

@@ -107,6 +107,11 @@ def analyze_irt(inputs: list[Path], model: Model = "2pl", select_n: int | None =
             f"{len(responses.respondents)} respondents (fewer than {MIN_RESPONDENTS_2PL}): discriminations are "
             "unstable (standard errors of 0.3-0.5 at 30); read them with their SEs, or fit --model 1pl"
         )
+    if len(responses.models) == 1 and len(responses.respondents) > 1:
+        warnings.append(
+            f"every respondent is one model ({next(iter(responses.models))}) in different set-ups: the fit describes "
+            "how those set-ups differ, not a population of models"
+        )
     reasons = suspicious_reasons(fitted, responses.items, responses.respondents, responses.choices, responses.keys)
     subset = None
     if select_n is not None:

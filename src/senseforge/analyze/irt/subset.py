@@ -1,14 +1,15 @@
 """A small subset that ranks respondents like the whole, checked leaving one respondent out.
 
-Selection: greedily, the item that most raises the sum over ability anchor points (the deciles of
-the fitted abilities) of log test information, so the subset measures the whole ability range,
-not just its middle. Suspicious and not-estimable items are never chosen.
+Selection (:func:`select`): the items, ordered by difficulty, cut into N equal strata; from each,
+the item with the most information at the respondents' abilities, so the subset covers the whole
+difficulty range. Suspicious and not-estimable items are never chosen.
 
 The check, per respondent r: fit on the others, choose the subset, estimate r's ability from r's
 answers to the subset alone (MAP with the fitted items), predict r's accuracy over all items as the
 answers seen on the subset plus P(right) at that ability on every item not asked (the idea of
-tinyBenchmarks' p-IRT), averaged with the plain accuracy on the subset, and compare with r's true accuracy. Beside it, random subsets of the
-same size, each scored two ways: plain accuracy on the subset, and by the same estimator.
+tinyBenchmarks' p-IRT), averaged with the plain accuracy on the subset, and compare with r's true
+accuracy. Beside it, random subsets of the same size, each scored two ways: plain accuracy on the
+subset, and by the same estimator.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def suspicious_reasons(
             reasons.append(f"near-zero discrimination {a:.2f} (SE {se:.2f})")
         picks = [choices[(r, item)] for r in able if (r, item) in choices]
         key = keys.get(item)
-        if picks and key is not None:
+        if len(picks) >= MIN_CHOOSERS and key is not None:
             counts = Counter(picks)
             rival, n = max(((c, n) for c, n in counts.items() if c != key), key=lambda cn: cn[1], default=(None, 0))
             if rival is not None and n >= RIVAL_SHARE * len(picks) and n > counts.get(key, 0):
