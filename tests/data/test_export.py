@@ -390,3 +390,8 @@ def test_the_card_of_a_run_says_how_it_was_built_what_it_cost_and_its_licences(t
     assert "- checked against: `csqa-dev` (1221 items, licence MIT); copies rejected" in gated
     alone = (export_hf({"test": [plain]}, tmp_path / "alone") / "README.md").read_text(encoding="utf-8")
     assert "## How it was built" not in alone  # items given in memory: no run to describe
+    assert "item response fit" not in gated
+    (run / "analysis" / "irt").mkdir(parents=True)
+    (run / "analysis" / "irt" / "irt.json").write_text(json.dumps({"summary": "2PL fit of 2 items; 0 suspicious."}))
+    fitted = (export_hf(run / "items", tmp_path / "hf-irt") / "README.md").read_text(encoding="utf-8")
+    assert "- item response fit (`analysis/irt/irt.json`): 2PL fit of 2 items; 0 suspicious." in fitted

@@ -14,6 +14,7 @@ from senseforge.cli import (
     analyze_conflicts,
     analyze_contamination,
     analyze_errors,
+    analyze_irt,
     analyze_language,
     analyze_lexical,
     analyze_stats,
@@ -21,13 +22,14 @@ from senseforge.cli import (
 
 app = typer.Typer(
     help="The papers' studies on any dataset, run directory or released file: lexical, errors, conflicts, "
-    "concepts, language, stats; and contamination against the registry.",
+    "concepts, language, stats, irt; and contamination against the registry.",
     no_args_is_help=True,
 )
 app.command("concepts")(analyze_concepts.concepts)
 app.command("conflicts")(analyze_conflicts.conflicts)
 app.command("contamination")(analyze_contamination.contamination)
 app.command("errors")(analyze_errors.errors)
+app.command("irt")(analyze_irt.irt)
 app.command("language")(analyze_language.language)
 app.command("lexical")(analyze_lexical.lexical)
 app.command("stats")(analyze_stats.stats)

@@ -1,7 +1,8 @@
 """The dataset card's account of how a dataset was built, from the run it came from (manifest, funnel, cost).
 
 A split folder inside a run directory (``<run>/items/``, ``<run>/<lang>/dataset/`` …) finds
-the run's ``manifest.json``, ``funnel.json`` and ``cost.json`` in itself or a folder above
+the run's ``manifest.json``, ``funnel.json`` and ``cost.json`` (and an ``analysis/irt/irt.json`` when
+``analyze irt`` wrote one there) in itself or a folder above
 (at most three levels up). The card then says which recipe, models, prompt hashes and seeds
 made it, what each stage kept and what it cost, where its sources come from and under which
 licence, and what it is for and not for.
@@ -35,8 +36,21 @@ def run_facts(folder: Path) -> dict[str, Any] | None:
                     facts[name] = json.loads((place / f"{name}.json").read_text(encoding="utf-8"))
                 except (OSError, json.JSONDecodeError):
                     facts[name] = None
+            irt = _irt_fit(place)
+            if irt is not None:
+                facts["irt"] = irt
             return facts
     return None
+
+
+def _irt_fit(run: Path) -> str | None:
+    """The one-line summary of an item response fit in the run's ``analysis/irt/`` (``analyze irt``), if any."""
+    try:
+        document = json.loads((run / "analysis" / "irt" / "irt.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    summary = document.get("summary") if isinstance(document, dict) else None
+    return summary if isinstance(summary, str) else "an item response fit"
 
 
 def checked_against(manifest: Mapping[str, Any]) -> str:
@@ -66,6 +80,8 @@ def built_lines(facts: Mapping[str, Any], human_share: float | None) -> list[str
         lines.append("- prompt templates (SHA-256): " + ", ".join(f"`{k}` {str(v)[:12]}" for k, v in templates.items()))
     lines.append(f"- seeds: `{json.dumps(manifest.get('seeds'), sort_keys=True)}`")
     lines.append(f"- checked against: {checked_against(manifest)}")
+    if facts.get("irt"):
+        lines.append(f"- item response fit (`analysis/irt/irt.json`): {facts['irt']}")
     if human_share is not None:
         lines.append(f"- reviewed by people: {human_share:.1%} of the items")
     funnel = facts.get("funnel") or {}

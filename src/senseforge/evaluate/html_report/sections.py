@@ -115,6 +115,41 @@ def analyses_section(folders: Sequence[Path], figures: fig.Figures) -> str:
             caption = _analysis_caption(svg.stem, read_json(svg.with_suffix(".json")))
             drawn = figures.adopt(svg.stem, caption, svg.read_text(encoding="utf-8"), svg.with_suffix(".pdf"))
             out += drawn.html(FOLDER_TOKEN)
+            if svg.stem == "irt":
+                out += _irt_part(read_json(svg.with_suffix(".json")))
+    return out
+
+
+def _irt_part(document: Any) -> str:
+    """``analyze irt``'s suspicious items and, when chosen, its subset's leave-one-out check."""
+    if not isinstance(document, dict):
+        return ""
+    rows = [
+        (i.get("id"), i.get("difficulty"), i.get("discrimination"), "; ".join(i.get("reasons") or []))
+        for i in document.get("items") or []
+        if isinstance(i, dict) and i.get("suspicious")
+    ]
+    out = f"<h3>Suspicious items ({len(rows)})</h3>"
+    out += table(("item", "difficulty", "discrimination", "evidence"), rows) if rows else none("No suspicious item.")
+    subset = document.get("subset")
+    if isinstance(subset, dict):
+        out += f"<h3>Subset of {len(subset.get('ids') or [])} items (leave one respondent out)</h3>" + table(
+            ("", "accuracy error", "rank correlation"),
+            [
+                ("chosen subset", subset.get("loo_error"), subset.get("loo_rank_correlation")),
+                (
+                    "random (median), plain accuracy",
+                    subset.get("random_loo_error"),
+                    subset.get("random_rank_correlation"),
+                ),
+                (
+                    "random (median), same estimator",
+                    subset.get("random_loo_error_estimator"),
+                    subset.get("random_rank_correlation_estimator"),
+                ),
+            ],
+            digits=4,
+        )
     return out
 
 
@@ -126,6 +161,7 @@ def _analysis_caption(name: str, document: Any) -> str:
         "concepts": "Concepts the questions are built from",
         "language": "Languages the items are written in",
         "stats": "The datasets' statistics",
+        "irt": "Item map: the respondents' abilities above the items' difficulty and discrimination",
     }.get(name, f"Analysis: {name}")
     summary = document.get("summary") if isinstance(document, dict) else None
     return f"{title}." + (f" {summary}" if isinstance(summary, str) else "")
