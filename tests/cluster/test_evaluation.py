@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,6 @@ from typer.testing import CliRunner
 
 from senseforge.cli.eval import app
 from senseforge.cluster.evaluation import actor_resources, ray_pair_runner
-from senseforge.cluster.runtime import connect, shutdown
 from senseforge.errors import ConfigError
 from senseforge.evaluate.pairs import ModelSpec, PairSettings, pair_grid
 from senseforge.evaluate.run import EvalConfig
@@ -47,11 +45,9 @@ def first(request):
 """
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    connect(num_cpus=2)
-    yield
-    shutdown()
+@pytest.fixture
+def ray_cluster(local_ray: object) -> None:
+    """The session's local Ray (tests/cluster/conftest.py)."""
 
 
 def _timeless(text: str) -> str:

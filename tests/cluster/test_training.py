@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ pytest.importorskip("torch")
 from typer.testing import CliRunner
 
 from senseforge.cli.main import app
-from senseforge.cluster.runtime import connect, shutdown
 from senseforge.cluster.training import task_resources
 from senseforge.errors import ConfigError
 from senseforge.evaluate.finetune import FinetuneConfig
@@ -26,11 +24,9 @@ from ..evaluate.tiny_encoder import build_encoder, items
 LANGS = ("en", "ja")
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    connect(num_cpus=2)
-    yield
-    shutdown()
+@pytest.fixture
+def ray_cluster(local_ray: object) -> None:
+    """The session's local Ray (tests/cluster/conftest.py)."""
 
 
 def _run_dir(folder: Path, lang: str) -> Path:
