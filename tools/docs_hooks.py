@@ -8,7 +8,9 @@ A page asks for a generated part with a marker on a line of its own:
 - ``<!-- generated: cli -->``: the whole command-line reference, walked from the Typer app;
 - ``<!-- generated: layers -->``: the import-linter contracts of ``pyproject.toml``;
 - ``<!-- generated: gallery -->``: every task type of the annotation app with its committed screenshot;
-- ``<!-- generated: funnel PATH -->``: the funnel of a real run (a ``funnel.json`` under ``tests/fixtures/golden``).
+- ``<!-- generated: funnel PATH -->``: the funnel of a real run (a ``funnel.json`` under ``tests/fixtures/golden``);
+- ``<!-- generated: stages RECIPE -->``: the recipe's source and stages in order, each with its kind and the first
+  line of its docstring, read from ``Recipe.stages``, beside the paper's step it carries out (:data:`PAPER_STEPS`).
 
 The build runs with ``src`` importable (``PYTHONPATH=src`` or an installed senseforge).
 """
@@ -161,6 +163,114 @@ def funnel_table(path: str) -> str:
     return "\n".join(rows)
 
 
+PAPER_STEPS: dict[str, dict[str, str]] = {
+    "mcsqa": {
+        "select": "1. question sets from ConceptNet: an anchor, a relation, three target concepts",
+        "generate": "2. the LM writes one question per set, one target as the answer",
+        "filter": "2. the rule-based filter on the written question",
+        "refine": "3. the LM keeps or rewrites the question",
+        "filter_refined": "3. the filter again, after refining",
+        "contamination": "(ours, with `--registry`) copies of a registered benchmark's items",
+        "distractors": "4. the LM adds two distractors from the three choices alone",
+        "shuffle": "5. the five choices shuffled and labelled A–E",
+        "verify": "6. LM verification: answered right → Easy, wrong → human review",
+        "review": "7. human verification: all reviewers accept → Hard, else removed",
+        "moderate": "8. the moderation filter",
+        "split": "9. 80/10/10 split, stratified by difficulty",
+    },
+    "culture-gen": {
+        "batches": "§4.3 input: concepts per category, at most five to a call",
+        "generate": "§4.3 the LM writes the questions directly in the target language",
+        "check": "§4.3 the multiple-choice shape and the concept in the question",
+        "dedup": "§4.3 no exact duplicate item",
+        "contamination": "(ours, with `--registry`) copies of a registered benchmark's items",
+        "language": "(ours) the language the question is in, recorded only",
+        "moderate": "(ours) the moderation filter",
+    },
+    "culture-adapt": {
+        "source": "§4.1 input: the English CommonsenseQA items with their splits",
+        "screen": "§4.1 offensive words and ambiguous options dropped",
+        "extract": "§4.1 the person names and places of an item",
+        "relevance": "§4.1 concept, names and places judged by five prompts each",
+        "adapt": "§4.1 an irrelevant element → the item rewritten (or only its names)",
+        "check": "(ours) the multiple-choice shape kept after rewriting",
+        "localize": "§4.1 the item in the first target language",
+        "translate": "§4.1 translation into the second language",
+        "back_translate": "§4.1 back-translation",
+        "contamination": "(ours, with `--registry`) copies of a registered benchmark's items",
+        "keep": "§4.1 the concept still present and the translation faithful, in every language or none",
+        "self_duplicates": "(ours, with `--registry`) copies among the build's own items",
+    },
+    "human-gen": {
+        "slots": "§4.2 each annotator's (category, concept) assignments",
+        "create": "§4.2 an annotator writes the question, five options, the answer and a hard distractor",
+        "qc": "App. C quality control and revision rounds",
+        "contamination": "(ours, with `--registry`) copies of a registered benchmark's items",
+        "answer": "§4.2 the other pool members answer blind; ambiguity exclusion; majority",
+        "self_duplicates": "(ours, with `--registry`) copies among the build's own items",
+    },
+    "crow": {
+        "contexts": "the task examples, split into context and target",
+        "cka": "1. commonsense knowledge annotation (CKA)",
+        "ckv": "2. knowledge validation (CKV): kept with at least two of three validators",
+        "wsg": "3. Winograd-style schema generation (WSG): a minimal rewrite that breaks a triple",
+        "edits": "3. WSG's rule: at most five words changed",
+        "dedup": "(ours) identical rewrites of a context merged",
+        "contamination": "(ours, with `--registry`) copies of a registered benchmark's items",
+        "wsv": "4. schema validation (WSV): kept with at least two of three validators",
+    },
+}
+"""The paper's step each stage carries out, by recipe and stage name (hand-written; "(ours)" where the paper has
+none). A stage missing here fails the build, so a new stage cannot slip onto a page without its row."""
+
+
+def _kind(stage: Any) -> str:
+    from senseforge.pipelines.stage import ModelStage, PeopleStage, Route
+
+    if isinstance(stage, PeopleStage):
+        return "people"
+    if isinstance(stage, ModelStage):
+        return "model"
+    if isinstance(stage, Route):
+        return f"{_kind(stage.chosen)}, one of two ways per item"
+    return "rule"
+
+
+def _described(stage: Any) -> type:
+    """The class whose docstring says what a stage does: a route's own is generic, so its chosen stage's."""
+    from senseforge.pipelines.stage import Route
+
+    return _described(stage.chosen) if isinstance(stage, Route) else type(stage)
+
+
+def stages_table(recipe: str) -> str:
+    """The recipe's source and stages in order: kind, what the code says it does, and the paper's step.
+
+    The stages are those of a config with every optional stage the hook can switch on without a file (the
+    contamination gate, given a registry); review stages other settings add are named in the page's text.
+    """
+    from senseforge.pipelines.recipes import get_recipe
+
+    found = get_recipe(recipe)
+    model = found.config_model
+    values: dict[str, Any] = {"recipe": recipe}
+    if "lang" in model.model_fields:
+        values["lang"] = "en"
+    if "registry" in model.model_fields:
+        values["registry"] = "registry"
+    config = model(**values)
+    steps = PAPER_STEPS.get(recipe, {})
+    source = found.source(config)
+    rows = ["| # | stage | kind | what it does (from the code) | the paper's step |", "|---:|---|---|---|---|"]
+    pieces = [(source.name, "source", type(source)), *((s.name, _kind(s), _described(s)) for s in found.stages(config))]
+    for number, (name, kind, cls) in enumerate(pieces):
+        if name not in steps:
+            raise ValueError(f"stages {recipe}: no paper step for stage {name!r} in tools/docs_hooks.py PAPER_STEPS")
+        doc = _cell((cls.__doc__ or "").strip().split("\n\n")[0])
+        rows.append(f"| {number} | `{name}` | {kind} | {doc} | {_cell(steps[name])} |")
+    return "\n".join(rows)
+
+
 def gallery() -> str:
     """Every registered task type with its screenshot (``docs/img/tasks/NAME.png``, written by ``make screenshots``)."""
     from pathlib import Path
@@ -187,6 +297,8 @@ def render(kind: str, arg: str | None) -> str:
         return options_table(_build_command(arg))
     if kind == "funnel" and arg:
         return funnel_table(arg)
+    if kind == "stages" and arg:
+        return stages_table(arg)
     if kind == "gallery":
         return gallery()
     if kind == "layers":
