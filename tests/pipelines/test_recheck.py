@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from senseforge.cli.main import app
+from senseforge.data.schema import judgement
 from senseforge.errors import ConfigError
 from senseforge.kb.conceptnet import import_dump
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
@@ -110,3 +111,69 @@ def test_analyze_irt_queues_its_suspicious_items_and_refuses_strangers(finished_
     )
     assert isinstance(refused.exception, ConfigError)
     assert f"other-{flipped}" in str(refused.exception) and "not items of this run" in str(refused.exception)
+
+
+def _files(run: Path) -> dict[str, bytes]:
+    """Every file a run writes but its store and logs, by path."""
+    return {
+        str(p.relative_to(run)): p.read_bytes()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and not p.name.startswith("run.db") and "logs" not in p.relative_to(run).parts
+    }
+
+
+def _judge(run: Path, item: str, accept: bool, who: str = "ana") -> None:
+    store = RunStore(store_url_of(run))
+    try:
+        store.add_judgements(
+            [judgement(item_id=f"{item}@recheck", annotator=who, task="verify", accept=accept)], "human"
+        )
+    finally:
+        store.close()
+
+
+def _resumed(tmp_path: Path, accept: bool | None) -> tuple[str, dict[str, bytes], dict[str, bytes]]:
+    kb = tmp_path / "kb"
+    import_dump("demo", kb)
+    config = McsqaConfig(lang="en", n=15, kb=str(kb), model=AUTHOR, reviewers=(AUTHOR,), lm_review_as_hard=True)
+    run = tmp_path / "run"
+    assert build(MCSQA, config, run, store=Store()).state == "done"
+    before = _files(run)
+    chosen = sorted(released_items(run))[3]
+    assert queue_rechecks(run, [chosen]) == 1
+    if accept is not None:
+        _judge(run, chosen, accept)
+    assert build(MCSQA, config, run, store=Store(), resume=True).state == "done"
+    return chosen, before, _files(run)
+
+
+def test_an_item_rejected_on_recheck_leaves_the_release_and_nothing_else_moves(tmp_path: Path) -> None:
+    chosen, before, after = _resumed(tmp_path, accept=False)
+    assert set(after) == set(before)
+    for name in before:
+        if name.startswith(("items/", "dataset/")):
+            lines = before[name].decode().splitlines(keepends=True)
+            kept = [line for line in lines if json.loads(line)["id"] != chosen]
+            assert after[name].decode() == "".join(kept), name  # the others keep their split, in order
+    funnel_before, funnel_after = json.loads(before["funnel.json"]), json.loads(after["funnel.json"])
+    assert funnel_after["stages"][:-1] == funnel_before["stages"]
+    assert funnel_after["stages"][-1] == {
+        "stage": "recheck", "in": funnel_before["kept"], "out": funnel_before["kept"] - 1,
+        "rejected": {"rejected_on_recheck": 1},
+    }  # fmt: skip
+    assert funnel_after["kept"] == funnel_before["kept"] - 1
+    assert json.loads(before["manifest.json"]) == json.loads(after["manifest.json"])  # the config hash too
+    cost_before, cost_after = json.loads(before["cost.json"]), json.loads(after["cost.json"])
+    assert cost_after.pop("kept") == cost_before.pop("kept") - 1
+    cost_before.pop("cost_per_kept_question_usd"), cost_after.pop("cost_per_kept_question_usd")
+    assert cost_after == cost_before  # the re-check's judgement is not the build's cost
+    assert {n for n in before if before[n] != after[n]} <= {"cost.json", "funnel.json"} | {
+        n for n in before if n.startswith(("items/", "dataset/"))
+    }
+
+
+def test_a_confirmed_recheck_and_one_still_waiting_change_no_byte(tmp_path: Path) -> None:
+    _, before, after = _resumed(tmp_path / "confirmed", accept=True)
+    assert after == before
+    _, before, after = _resumed(tmp_path / "waiting", accept=None)
+    assert after == before
