@@ -26,6 +26,14 @@ def irt(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random subsets the chosen one is compared with."),
     out_dir: Path = out_option("irt"),
+    queue: Path | None = typer.Option(
+        None,
+        "--queue",
+        help="A run directory: queue each suspicious item there as a verify re-check (<item>@recheck) for people.",
+    ),
+    run_store: str | None = typer.Option(
+        None, "--run-store", help="With --queue: the run's store URL, when it is not the run folder's run.db."
+    ),
 ) -> None:
     """Fit P(right) = sigmoid(a (theta - b)) per item and respondent; list items that look wrongly keyed."""
     if model not in ("1pl", "2pl"):
@@ -37,6 +45,12 @@ def irt(
     print_irt(result)
     written = write_outputs(out_dir, "irt", result.to_json(), result.item_rows(), _figure(result))
     err.print(f"wrote {', '.join(str(p) for p in written)}", markup=False)
+    if queue is not None:
+        from senseforge.pipelines.recheck import queue_rechecks
+
+        flagged = [item for item in result.responses.items if item in result.reasons]
+        new = queue_rechecks(queue, flagged, store_url=run_store)
+        err.print(f"queued {new} re-check(s) in {queue} ({len(flagged) - new} already queued)", markup=False)
 
 
 def print_irt(result: IrtResult) -> None:

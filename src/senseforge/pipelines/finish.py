@@ -16,6 +16,7 @@ from typing import Any
 
 from senseforge.data.schema import MCItem
 from senseforge.llm.prices import PriceTable
+from senseforge.pipelines.recheck import RECHECK, REJECTED_ON_RECHECK, rejected_on_recheck
 from senseforge.pipelines.release import AnyRelease, Finished, OwnFiles, Release
 from senseforge.pipelines.report import cost_by, funnel_rows_by, write_json, write_splits
 from senseforge.pipelines.runstore import RunStore, StageResult
@@ -62,6 +63,20 @@ def _items(
         for group in names
     }
     splits = {group: declared.split.cut(pairs) for group, pairs in made.items()}
+    dropped = rejected_on_recheck(run)
+    had = {group: len(pairs) for group, pairs in made.items()}
+    if dropped:  # after the splits were drawn over every kept record: the other items keep theirs
+        removed = {record.record_id for pairs in made.values() for record, item in pairs if item.id in dropped}
+        made = {group: [(r, i) for r, i in pairs if i.id not in dropped] for group, pairs in made.items()}
+        splits = {
+            group: {name: [i for i in items if i.id not in dropped] for name, items in cut.items()}
+            for group, cut in splits.items()
+        }
+        recheck_row = StageRow(
+            stage=RECHECK, in_=len(kept), out=len(kept) - len(removed), rejected={REJECTED_ON_RECHECK: len(removed)}
+        )
+        rows = [*rows, recheck_row]
+        kept = [record for record in kept if record.record_id not in removed]
     for group, pairs in made.items():
         folder = run_dir / (group if group is not None and declared.folders else declared.folder)
         write_splits(folder, splits[group], _released(declared, pairs))
@@ -80,6 +95,19 @@ def _items(
         if declared.group_of is not None
         else {group: rows for group in declared.groups}
     )
+    if dropped and declared.group_of is not None:  # each group's own re-check row
+        by_group = {
+            group: [
+                *group_rows,
+                StageRow(
+                    stage=RECHECK,
+                    in_=had[group],
+                    out=len(made[group]),
+                    rejected={REJECTED_ON_RECHECK: had[group] - len(made[group])},
+                ),
+            ]
+            for group, group_rows in by_group.items()
+        }
     groups = [
         Group(
             name=group,

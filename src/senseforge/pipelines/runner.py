@@ -52,6 +52,7 @@ from senseforge.pipelines.finish import release
 from senseforge.pipelines.flow import StageReport, run_stages
 from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.progress import ProgressSink
+from senseforge.pipelines.recheck import RECHECK_TASK, recheck_judgements
 from senseforge.pipelines.recipe import Recipe, Source
 from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.rundir import (
@@ -515,6 +516,8 @@ def _finish(
         prices=prices,
     )
     judged = {task: run.count_judgements(task, "human") for task in people_tasks(stages)}
+    if RECHECK_TASK in judged:  # re-checks come after the build: not its cost (see .recheck)
+        judged[RECHECK_TASK] -= recheck_judgements(run)
     cost_doc = cost(
         run,
         names,

@@ -1,0 +1,128 @@
+"""Re-checks: items of a finished run sent back to people after the fact (an item-response fit found them suspicious).
+
+A re-check is an ordinary ``verify`` task in the run's own store, under the id ``<item>@recheck``, showing the
+released item as it is. :func:`queue_rechecks` queues them; like every queue write it leaves a task already queued
+as it is, so asking twice queues nothing new. Only the run's own released items can be re-checked: any other id is
+refused, all of them named in one line, before anything is queued.
+
+At the run's next ``build --resume`` the engine's release (:mod:`.finish`) reads people's verdicts
+(:func:`rejected_on_recheck`): an item the first ``k`` distinct people did not all accept is left out of the released
+files, after the splits were drawn over every kept record (the other items keep their split), and the funnel gains a
+``recheck`` row counting it as ``rejected_on_recheck``. A confirmed item, one still waiting for people, and a run
+without re-checks release exactly what they did before. Nothing of the run's config changes, so neither does its
+hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import sqlalchemy as sa
+from pydantic import ValidationError
+
+from senseforge.data.schema import ACCEPT_VOTE, MCItem
+from senseforge.errors import ConfigError, DataValidationError
+from senseforge.pipelines.rundir import store_url_of
+from senseforge.pipelines.runstore import RunStore
+from senseforge.pipelines.tables import judgements, tasks
+from senseforge.pipelines.taskqueue import QueuedTask, creator_of, queue_tasks
+from senseforge.runfolder.files import ITEMS
+
+RECHECK = "recheck"
+"""The round of a re-check task's id (``<item>@recheck``) and its group in the annotation app."""
+RECHECK_TASK = "verify"
+"""The task type of a re-check: people accept or reject the item's marked answer."""
+
+
+def recheck_id(item_id: str) -> str:
+    """The task id of an item's re-check."""
+    return f"{item_id}@{RECHECK}"
+
+
+def released_items(run_dir: Path) -> dict[str, MCItem]:
+    """The run's released items by id (every ``items/<split>.jsonl``, grouped runs' too).
+
+    Raises:
+        ConfigError: the folder holds no released items (not a finished run).
+        DataValidationError: a line that is not an item, with its file and line.
+    """
+    files = sorted(run_dir.glob(f"**/{ITEMS}/*.jsonl"))
+    if not files:
+        raise ConfigError(f"{run_dir}: no released items ({ITEMS}/<split>.jsonl); is it a finished run's folder?")
+    found: dict[str, MCItem] = {}
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                item = MCItem.model_validate_json(line)
+            except ValidationError as error:
+                raise DataValidationError(f"{path}:{number}: not an item: {error.errors()[0]['msg']}") from None
+            found[item.id] = item
+    return found
+
+
+def queue_rechecks(
+    run_dir: Path, item_ids: Sequence[str], *, store_url: str | None = None, k: int = 1, now: float | None = None
+) -> int:
+    """Queue a ``verify`` re-check of each item (``<item>@recheck``, ``k`` people); how many were new.
+
+    Raises:
+        ConfigError: an id that is not one of the run's released items (all of them named, nothing queued), or the
+            run's store cannot be found.
+    """
+    items = released_items(run_dir)
+    unknown = sorted({i for i in item_ids if i not in items})
+    if unknown:
+        raise ConfigError(f"{run_dir}: not items of this run, nothing queued: {', '.join(unknown)}")
+    queued = []
+    for item_id in dict.fromkeys(item_ids):
+        item = items[item_id].model_copy(update={"id": recheck_id(item_id)})
+        queued.append(QueuedTask(RECHECK_TASK, item, k=k, group=RECHECK, creator=creator_of(item)))
+    store = RunStore(store_url_of(run_dir, store_url))
+    try:
+        return queue_tasks(store.engine, queued, now=now)
+    finally:
+        store.close()
+
+
+REJECTED_ON_RECHECK = "rejected_on_recheck"
+"""The funnel's reason for an item people rejected on a re-check."""
+
+
+def rejected_on_recheck(run: RunStore) -> set[str]:
+    """The ids of the items people rejected on a re-check: the first ``k`` distinct people (the task's ``k``) voted,
+    and not all of them accepted. Confirmed items and those still waiting for people are not in it."""
+    suffix = f"@{RECHECK}"
+    with run.engine.connect() as conn:
+        query = sa.select(tasks.c.item_id, tasks.c.k).where(
+            tasks.c.type == RECHECK_TASK, tasks.c.item_id.endswith(suffix, autoescape=True)
+        )
+        queued = {str(task_id): int(k) for task_id, k in conn.execute(query)}
+    if not queued:
+        return set()
+    judged = run.judgements_for(RECHECK_TASK, queued)
+    out: set[str] = set()
+    for task_id, k in queued.items():
+        votes: dict[str, str] = {}
+        for stored in judged.get(task_id, []):
+            vote = stored.judgement.vote()
+            if stored.source == "human" and vote is not None and stored.judgement.annotator not in votes:
+                votes[stored.judgement.annotator] = vote
+        first = list(votes.values())[:k]
+        if len(first) == k and any(vote != ACCEPT_VOTE for vote in first):
+            out.add(task_id.removesuffix(suffix))
+    return out
+
+
+def recheck_judgements(run: RunStore) -> int:
+    """How many of people's judgements are re-checks' (the run's cost report leaves them out: they came after the
+    build, and a re-check that changes nothing changes no byte of the run)."""
+    query = sa.select(sa.func.count()).where(
+        judgements.c.task == RECHECK_TASK,
+        judgements.c.source == "human",
+        judgements.c.item_id.endswith(f"@{RECHECK}", autoescape=True),
+    )
+    with run.engine.connect() as conn:
+        return int(conn.execute(query).scalar_one())
