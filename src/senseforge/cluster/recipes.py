@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -62,6 +63,12 @@ class BatchWorker:
                 self._opened = (store, ModelPool(self.config, store, self.run_label, responders=self.responders))
             return self._opened[1]
 
+    def warm(self, specs: Sequence[str]) -> None:
+        """Open the store, the pool and the models of ``specs`` ahead of the first batch."""
+        pool = self._pool()
+        for spec in specs:
+            pool.get(spec)
+
     def run(
         self, stage: Stage, batch: Sequence[StageResult], judgements: Mapping[str, Sequence[StoredJudgement]]
     ) -> tuple[StageOutput, int, dict[str, str]]:
@@ -90,15 +97,84 @@ class BatchWorker:
                 store.close()
 
 
+class HttpService:
+    """The actor of API-bound batches, one per Ray job (this driver), shared by its runs: it keeps a
+    :class:`BatchWorker` per run, from the run's first batch (or :meth:`warm`) to :meth:`release`, so neither a
+    batch nor a later run pays for its process and imports. Every call carries what opens the run's worker, so an
+    actor started again after a loss opens it again."""
+
+    def __init__(self) -> None:
+        self._workers: dict[str, BatchWorker] = {}
+        self._lock = threading.Lock()
+
+    def ready(self) -> bool:
+        """True, once the actor is up (its imports done)."""
+        return True
+
+    def _worker(self, key: str, opens: tuple[RecipeConfig, str, str, Mapping[str, Any]]) -> BatchWorker:
+        with self._lock:
+            if key not in self._workers:
+                self._workers[key] = BatchWorker(*opens)
+            return self._workers[key]
+
+    def warm(self, key: str, opens: tuple[RecipeConfig, str, str, Mapping[str, Any]], specs: Sequence[str]) -> None:
+        """Open the run's store, pool and the models of ``specs`` ahead of its first batch."""
+        self._worker(key, opens).warm(specs)
+
+    def run(
+        self,
+        key: str,
+        opens: tuple[RecipeConfig, str, str, Mapping[str, Any]],
+        stage: Stage,
+        batch: Sequence[StageResult],
+        judgements: Mapping[str, Sequence[StoredJudgement]],
+    ) -> tuple[StageOutput, int, dict[str, str]]:
+        """One batch of the run ``key`` (see :meth:`BatchWorker.run`)."""
+        return self._worker(key, opens).run(stage, batch, judgements)
+
+    def release(self, key: str) -> None:
+        """Close the run's pool and store."""
+        with self._lock:
+            worker = self._workers.pop(key, None)
+        if worker is not None:
+            worker.close()
+
+
+def http_service(*, wait: bool = False) -> Any:
+    """The :class:`HttpService` actor of this Ray job, started on first use (it takes no CPU).
+
+    Args:
+        wait: return only once it is up (a benchmark starts it with Ray, before its timings).
+    """
+    ray = import_ray()
+    name = f"senseforge-http-{ray.get_runtime_context().get_job_id()}"
+    actor = (
+        ray.remote(HttpService)
+        .options(
+            name=name,
+            get_if_exists=True,
+            num_cpus=0,
+            max_concurrency=HTTP_CONCURRENCY,
+            max_restarts=RETRIES,
+            max_task_retries=RETRIES,
+        )
+        .remote()
+    )
+    if wait:
+        ray.get(actor.ready.remote())
+    return actor
+
+
 class RayExecutor:
     """Runs the batches of model stages on Ray actors kept for the run (joining the Ray this process is connected
     to, or starting a local one).
 
-    Stages whose models all sit behind an API share one actor that takes no CPU and runs up to
-    :data:`HTTP_CONCURRENCY` batches at once in threads, as the local executor does; stages with an in-process
-    model go to up to one actor per CPU of the cluster (a replica each), one batch at a time each. Every actor keeps
-    its store and pool from its first batch to :meth:`close`. A lost actor is started again and its batches run
-    again (their finished calls come from the cache).
+    Stages whose models all sit behind an API go to the job's :class:`HttpService` actor (:func:`http_service`),
+    which takes no CPU and runs up to :data:`HTTP_CONCURRENCY` batches at once in threads, as the local executor
+    does; it outlives the run, and starts (if not up yet) when the executor is made, beside the driver's first steps.
+    Stages with an in-process model go to up to one actor per CPU of the cluster (a replica each), one batch at a
+    time each, for the run. Every actor keeps the run's store and pool from its first batch to :meth:`close`. A lost
+    actor is started again and its batches run again (their finished calls come from the cache).
 
     Raises:
         ConfigError: backends given in code, or a SQLite cache store on a cluster of several nodes.
@@ -125,8 +201,14 @@ class RayExecutor:
         self._actor_class = self.ray.remote(BatchWorker)
         self._lock = threading.Lock()
         self._http: Any = None
+        self._key = uuid.uuid4().hex
+        self._opens: Any = None
         self._replicas: list[Any] = []
         self._idle: queue.Queue[Any] = queue.Queue()
+        config = pool.config
+        if "model" not in type(config).unused:  # the run's API models: their actor starts now, beside the driver's
+            # first steps (its process, imports and store cost a second or two, once)
+            self._warm([config.model, *config.stage_models.values()])
 
     def _on_driver(self, stage: Stage) -> bool:
         return not stage.specs or isinstance(stage, InOrder)
@@ -137,11 +219,22 @@ class RayExecutor:
         )
         return actor.remote(self.pool.config, self.pool.store.url, self.pool.run_label, self.pool.responders)
 
-    def _http_actor(self) -> Any:
+    def _http_actor(self) -> tuple[Any, Any]:
+        """The job's HTTP actor, and what opens this run's worker there (put in the object store once)."""
         with self._lock:
             if self._http is None:
-                self._http = self._start(cpus=0, concurrency=HTTP_CONCURRENCY)
-            return self._http
+                pool = self.pool
+                self._opens = self.ray.put((pool.config, pool.store.url, pool.run_label, pool.responders))
+                self._http = http_service()
+            return self._http, self._opens
+
+    def _warm(self, specs: Sequence[str]) -> None:
+        """Start the HTTP actor, if one of ``specs`` is behind an API, and have it open those models; not awaited
+        (a first batch queues behind it)."""
+        remote = sorted({spec for spec in specs if provider_info(spec).remote})
+        if remote:
+            actor, opens = self._http_actor()
+            actor.warm.remote(self._key, opens, remote)
 
     def _take_replica(self) -> Any:
         with self._lock:
@@ -160,8 +253,9 @@ class RayExecutor:
         if self._on_driver(stage):
             return self.local.run(stage, batch, judgements, answered)
         if all(provider_info(spec).remote for spec in stage.specs):
+            actor, opens = self._http_actor()
             done: tuple[StageOutput, int, dict[str, str]] = self.ray.get(
-                self._http_actor().run.remote(stage, list(batch), judgements)
+                actor.run.remote(self._key, opens, stage, list(batch), judgements)
             )
         else:
             replica = self._take_replica()
@@ -179,18 +273,21 @@ class RayExecutor:
     def width(self, stages: Sequence[Stage]) -> int:
         if all(self._on_driver(stage) for stage in stages):
             return 1
+        self._warm([spec for stage in stages if not self._on_driver(stage) for spec in stage.specs])
         return max(1, int(self.cluster.cpus))
 
     def close(self) -> None:
         with self._lock:
-            actors = [actor for actor in (self._http, *self._replicas) if actor is not None]
+            http, replicas = self._http, self._replicas
             self._http, self._replicas = None, []
-        try:
-            if actors:  # the actors close their pools and stores, then go
-                self.ray.get([actor.close.remote() for actor in actors])
+        try:  # the actors close this run's pools and stores; the replicas go, the job's HTTP actor stays
+            closing = [replica.close.remote() for replica in replicas]
+            if http is not None:
+                closing.append(http.release.remote(self._key))
+            self.ray.get(closing)
         finally:
-            for actor in actors:
-                self.ray.kill(actor)
+            for replica in replicas:
+                self.ray.kill(replica)
             self.pool.close()
 
 
