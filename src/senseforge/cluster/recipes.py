@@ -140,6 +140,10 @@ class HttpService:
             worker.close()
 
 
+_SERVICES: dict[str, Any] = {}
+_SERVICE_LOCK = threading.Lock()
+
+
 def http_service(*, wait: bool = False) -> Any:
     """The :class:`HttpService` actor of this Ray job, started on first use (it takes no CPU).
 
@@ -147,19 +151,25 @@ def http_service(*, wait: bool = False) -> Any:
         wait: return only once it is up (a benchmark starts it with Ray, before its timings).
     """
     ray = import_ray()
-    name = f"senseforge-http-{ray.get_runtime_context().get_job_id()}"
-    actor = (
-        ray.remote(HttpService)
-        .options(
-            name=name,
-            get_if_exists=True,
-            num_cpus=0,
-            max_concurrency=HTTP_CONCURRENCY,
-            max_restarts=RETRIES,
-            max_task_retries=RETRIES,
-        )
-        .remote()
-    )
+    context = ray.get_runtime_context()
+    job = context.get_job_id()
+    key = f"{context.get_node_id()}/{job}"  # a Ray started again numbers its jobs from 1 again
+    with _SERVICE_LOCK:
+        actor = _SERVICES.get(key)
+        if actor is None:  # a handle kept here: Ray ends an actor no handle holds, named or not
+            _SERVICES.clear()  # those of a Ray left before
+            actor = _SERVICES[key] = (
+                ray.remote(HttpService)
+                .options(
+                    name=f"senseforge-http-{job}",
+                    get_if_exists=True,
+                    num_cpus=0,
+                    max_concurrency=HTTP_CONCURRENCY,
+                    max_restarts=RETRIES,
+                    max_task_retries=RETRIES,
+                )
+                .remote()
+            )
     if wait:
         ray.get(actor.ready.remote())
     return actor
