@@ -6,10 +6,10 @@ loopback OpenAI-compatible server, run in a process of its own with ``--latency`
 twice with the same config, each time into a fresh folder with a fresh cache store (no cache hits): once with the
 local executor and once with the ray executor. Ray, and the job's actor of API-bound batches
 (``senseforge.cluster.recipes.http_service``, which outlives a run), are started before the timings (their start-up
-is reported apart: a cluster runs many builds). Prints the wall times, their ratio, the batches sent to Ray and the overhead per batch
-(``(ray - local) / batches``), and checks that both runs wrote the same files (every file of the run but its
-stores, its manifest and its ledger, which carry the run's id, store and timings). Goal: ray within 5% of local
-(``ray / local ≤ 1.05``) with identical outputs; exits 1 when missed.
+is reported apart: a cluster runs many builds). Prints the wall times, their ratio, the batches sent to Ray and the
+overhead per batch (``(ray - local) / batches``), and checks that both runs wrote the same files (every file of the
+run but its stores, its manifest and its ledger, which carry the run's id, store and timings). Goal: ray within 5%
+of local (``ray / local ≤ 1.05``) with identical outputs; exits 1 when missed.
 
 :func:`measure_recipe` is also run by ``benchmarks/executor_scaling.py``.
 
