@@ -13,10 +13,10 @@ In one run, the bundled ``llamacpp/gemma-3-270m`` scores (loglik) two shards of 
 Every way loads the model itself (inside the timing) with ``n_threads=1`` and ``SENSEFORGE_THREADS=1``, with no
 cache (a fresh store each). Prints the wall times, items/s and the ratios, and checks that every way wrote the
 same ``samples.jsonl`` bytes for each shard. Goals: 2 actors ≥ 0.9× two plain processes and ≥ 1.6× one actor,
-identical outputs; exits 1 when one is missed.
+identical outputs, and the recipe's; exits 1 when one is missed.
 
-The recipe on the loopback server, local against ray (50a's ``benchmarks/executor_recipe.py``), joins this run
-in :func:`recipe_on_loopback`.
+Then the recipe on the loopback server, local against ray (``benchmarks/executor_recipe.py``; goal: ray within 5%
+of local, identical outputs), in :func:`recipe_on_loopback`.
 
 Examples::
 
@@ -107,11 +107,20 @@ def samples(folder: Path) -> dict[str, bytes]:
 
 
 def recipe_on_loopback(args: argparse.Namespace) -> dict[str, Any] | None:
-    """HOOK for the lead: 50a's ``benchmarks/executor_recipe.py`` ``measure_recipe`` (a recipe against the loopback
-    server at fixed latency, local against ray; goal: ray within 5% of local) joins this run here. Returns its
-    figures (with a ``met`` flag), or ``None`` while it is not wired in."""
-    del args
-    return None
+    """``benchmarks/executor_recipe.py``'s :func:`measure_recipe`: the dry mCSQA recipe against the loopback server
+    at a fixed latency, local against ray (goal: ray within 5% of local, identical outputs). Prints and returns its
+    figures (with a ``met`` flag)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from executor_recipe import measure_recipe, report
+
+    from senseforge.cluster.runtime import shutdown
+
+    try:
+        recipe = measure_recipe(n=args.recipe_n, latency=args.recipe_latency, num_cpus=2)
+    finally:
+        shutdown()
+    print(report(recipe))
+    return recipe
 
 
 def main() -> int:
@@ -119,6 +128,8 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=60, help="items per shard (two shards)")
     parser.add_argument("--workdir", type=Path, help="keep the shards, stores and outputs here (default: a temp dir)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument("--recipe-n", type=int, default=30, help="items of the recipe on the loopback server")
+    parser.add_argument("--recipe-latency", type=float, default=0.05, help="seconds per loopback answer")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     os.environ["SENSEFORGE_THREADS"] = "1"

@@ -89,3 +89,31 @@ def test_a_sqlite_store_is_refused_on_several_nodes(demo_kb: Path, tmp_path: Pat
         runtime.shutdown()
         nodes.shutdown()
         runtime.connect(num_cpus=2)
+
+
+def test_api_bound_batches_share_the_jobs_http_actor_across_runs(demo_kb: Path, tmp_path: Path) -> None:  # noqa: F811
+    """A dry run over the loopback server: the bytes of local, and a second run on the same (surviving) actor."""
+    from senseforge.cluster.recipes import http_service
+    from senseforge.llm.loopback import LoopbackOpenAI
+    from senseforge.pipelines.mcsqa.dryrun import body_reply
+
+    model = "openai/loopback"
+    with LoopbackOpenAI(body_reply) as server:
+        config = McsqaConfig(
+            lang="en",
+            n=8,
+            kb=str(demo_kb),
+            model=model,
+            reviewers=(model,),
+            lm_review_as_hard=True,
+            model_options={model: {"base_url": server.base_url}},
+        )
+        first = build(MCSQA, config, tmp_path / "ray", store=Store(f"sqlite:///{tmp_path / 'ray.db'}"), executor="ray")
+        actor = http_service(wait=True)._actor_id
+        again = build(
+            MCSQA, config, tmp_path / "ray2", store=Store(f"sqlite:///{tmp_path / 'ray2.db'}"), executor="ray"
+        )
+        assert http_service(wait=True)._actor_id == actor
+        local = build(MCSQA, config, tmp_path / "local", store=Store(f"sqlite:///{tmp_path / 'local.db'}"))
+    assert first.state == again.state == local.state == "done"
+    assert outputs(tmp_path / "ray") == outputs(tmp_path / "ray2") == outputs(tmp_path / "local")
