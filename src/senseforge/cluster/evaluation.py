@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from senseforge.cluster.runtime import import_ray
-from senseforge.errors import ConfigError, SenseforgeError
+from senseforge.cluster.runtime import gather, import_ray
+from senseforge.errors import ConfigError
 from senseforge.evaluate.pairs import ModelSpec, Pair, PairRunner, PairSettings, evaluate_pair
 from senseforge.evaluate.records import EvalResults
 
@@ -135,14 +135,7 @@ def ray_pair_runner(
                 dealt[pair.model] = turn + 1
                 group = actors[pair.model]
                 futures.append(group[turn % len(group)].evaluate.remote(pair, settings))
-            try:
-                return list(ray.get(futures))
-            except ray.exceptions.RayTaskError as exc:
-                # a bad dataset or setting raised in the actor: the same one-line error as --executor local
-                cause = getattr(exc, "cause", None)
-                if isinstance(cause, SenseforgeError):
-                    raise cause from None
-                raise
+            return gather(futures)  # a bad dataset, setting or model folder: the one-line error of local
         finally:
             for group in actors.values():
                 for actor in group:

@@ -8,10 +8,11 @@ records and scores, not tensors), without the dashboard; with an address (``auto
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from senseforge.errors import ConfigError
+from senseforge.errors import ConfigError, SenseforgeError
 
 # records, prompts and scores are small: a local Ray needs far less than its default 30% of memory
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2
@@ -79,6 +80,19 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> RayCl
         cpus=float(resources.get("CPU", 0.0)),
         gpus=float(resources.get("GPU", 0.0)),
     )
+
+
+def gather(futures: Sequence[Any]) -> list[Any]:
+    """The results of Ray ``futures``, in order; an error of senseforge's own raised in a task or an actor (a bad
+    dataset, a missing model folder) is raised here as itself, the same one-line error as in one process."""
+    ray = import_ray()
+    try:
+        return list(ray.get(list(futures)))
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, SenseforgeError):
+            raise cause from None
+        raise
 
 
 def shutdown() -> None:

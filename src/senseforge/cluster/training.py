@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from senseforge.cluster.runtime import import_ray
-from senseforge.errors import ConfigError, SenseforgeError
+from senseforge.cluster.runtime import gather, import_ray
+from senseforge.errors import ConfigError
 from senseforge.evaluate.finetune import FinetuneConfig, Progress
 from senseforge.evaluate.transfer import SettingJob, SettingOutcome, SettingRunner, train_setting
 
@@ -67,13 +67,6 @@ def ray_setting_runner(cpus: int = 1) -> SettingRunner:
         for job in jobs:
             progress(f"{job.setting}: training on {', '.join(job.trained_on)} (a Ray task)")
             futures.append(task.remote(job, config, cpus))
-        try:
-            return list(ray.get(futures))
-        except ray.exceptions.RayTaskError as exc:
-            # a missing model folder or a bad item raised in the task: the same one-line error as in one process
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, SenseforgeError):
-                raise cause from None
-            raise
+        return gather(futures)  # a bad dataset, setting or model folder: the one-line error of local
 
     return run
