@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Evaluation on Ray against plain processes: the bundled model, one thread each, the same work.
 
-In one run, the bundled ``llamacpp/gemma-3-270m`` scores (loglik) two shards of CommonsenseQA-shaped items
-(the dev sample's items repeated under new ids, ``--items`` per shard), four ways:
+In one run, the bundled ``llamacpp/gemma-3-270m`` scores (loglik) two shards of CommonsenseQA items (the dev set's
+from ``../shared/data``, else the dev sample's, under new ids, ``--items`` per shard), four ways:
 
 1. **1 actor**: ``eval run --executor ray``'s runner (``senseforge.cluster.evaluation``) with one replica,
    which evaluates both shards one after the other;
@@ -40,14 +40,20 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "tests" / "fixtures" / "csqa" / "dev_sample.jsonl"
+DEV = ROOT.parent / "shared" / "data" / "csqa" / "dev_rand_split.jsonl"
+"""CommonsenseQA's dev set (1,221 items), where the shared data sits beside the checkout: every item its own work."""
 MODEL = "llamacpp/gemma-3-270m"
 GOAL_TO_PROCESSES = 0.9
 GOAL_TO_ONE_ACTOR = 1.6
 
 
 def write_shards(work: Path, items: int) -> list[Path]:
-    """Two shards of ``items`` items each: the dev sample's items under new ids, cycled."""
-    rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """Two shards of ``items`` items each: CommonsenseQA's dev items (else the 10-item dev sample's, which the model
+    scores once each and then repeats from its own memory), under new ids, cycled."""
+    source = DEV if DEV.exists() else SAMPLE
+    if source is SAMPLE:
+        print(f"{DEV} is missing: the shards repeat the 10 items of {SAMPLE.name} (little work per item)")
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
     shards = []
     for shard in range(2):
         path = work / f"shard{shard}.jsonl"
@@ -125,7 +131,7 @@ def recipe_on_loopback(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--items", type=int, default=60, help="items per shard (two shards)")
+    parser.add_argument("--items", type=int, default=100, help="items per shard (two shards)")
     parser.add_argument("--workdir", type=Path, help="keep the shards, stores and outputs here (default: a temp dir)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     parser.add_argument("--recipe-n", type=int, default=30, help="items of the recipe on the loopback server")

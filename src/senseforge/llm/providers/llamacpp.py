@@ -276,6 +276,9 @@ class LlamaCppLLM:
         from llama_cpp import Llama
 
         n_batch = min(self.options.n_batch, n_ctx * streams)
+        # the same threads for a prompt's batches as for a token (llama-cpp-python's own default for batches is
+        # every CPU of the machine: two one-thread jobs would each spin two threads on two cores, and crawl)
+        threads = self.options.n_threads or default_threads()
         try:
             with _quiet_stderr(), _weight_repacking(repack), _kv_streams(streams):
                 return Llama(
@@ -283,7 +286,8 @@ class LlamaCppLLM:
                     n_ctx=n_ctx * streams,
                     n_batch=n_batch,
                     n_ubatch=n_batch,
-                    n_threads=self.options.n_threads or default_threads(),
+                    n_threads=threads,
+                    n_threads_batch=threads,
                     logits_all=logits_all,
                     chat_format=self.options.chat_format,
                     seed=0,
