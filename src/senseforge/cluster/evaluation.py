@@ -6,7 +6,7 @@ a CUDA one. The pairs of a model are dealt round-robin to its replicas; every pa
 :func:`senseforge.evaluate.pairs.evaluate_pair`, as ``--executor local`` does, so its outputs are the same.
 An actor that dies is restarted and its unfinished pair redone (the calls that finished are read back from
 the cache). Outputs are written by the actors: across nodes the output folders must be on a shared file
-system.
+system. The replicas of a model behind an API share its endpoint's limits (:mod:`senseforge.cluster.limits`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from senseforge.cluster import limits
 from senseforge.cluster.runtime import gather, import_ray
 from senseforge.errors import ConfigError
 from senseforge.evaluate.pairs import ModelSpec, Pair, PairRunner, PairSettings, evaluate_pair
@@ -51,6 +52,7 @@ class ModelReplica:
     """
 
     def __init__(self, spec: ModelSpec, judge: ModelSpec | None = None) -> None:
+        limits.install()  # an API model's calls keep to the job's limits, across replicas
         self._llm = _open(spec, "eval")
         self._judge = _open(judge, "eval") if judge is not None else None
 
@@ -117,6 +119,7 @@ def ray_pair_runner(
 
     def run(pairs: Sequence[Pair], settings: PairSettings) -> list[tuple[EvalResults, Path]]:
         ray = import_ray()
+        limits.start()  # the job's governors of API endpoints, owned by this driver
         remote = ray.remote(ModelReplica)
         actors: dict[str, list[Any]] = {}
         for pair in pairs:

@@ -4,7 +4,9 @@ A batch of a stage that calls a model goes to a Ray actor kept for the run, whic
 from the run's config, cache store URL, run label and responders once, and writes cache and ledger rows as its
 calls finish (so a lost actor's batch, redone by Ray, takes its finished calls from the cache). Stages that call no
 model and ``InOrder`` stages (state kept across batches) run on the driver. What the runner reads from its pool
-comes back with each batch: the models' diagnoses.
+comes back with each batch: the models' diagnoses. Every process of the job, the driver too, takes its endpoints'
+limiters from the job's governors (:mod:`senseforge.cluster.limits`), and a batch's calls wait for their slots with
+the rank the driver's flow gave its stage.
 
 Refused, in one line: backends given in code (``llms=``: they cannot travel), a Batch API (``-o batch=true``: its
 open batches live on the workers), and a cache store in a SQLite file on a cluster of several nodes.
@@ -20,6 +22,7 @@ from typing import Any
 
 from senseforge.errors import ConfigError
 from senseforge.llm.base import Progress
+from senseforge.llm.limits import RANK, govern, ranked
 from senseforge.llm.registry import provider_info
 from senseforge.pipelines.config import RecipeConfig
 from senseforge.pipelines.executor import LocalExecutor, ModelPool, register_executor
@@ -28,6 +31,7 @@ from senseforge.pipelines.runstore import StageResult, StoredJudgement
 from senseforge.pipelines.stage import InOrder, Stage
 from senseforge.store.db import Store
 
+from . import limits
 from .runtime import connect, import_ray
 
 NAME = "ray"
@@ -59,6 +63,7 @@ class BatchWorker:
     def _pool(self) -> ModelPool:
         with self._lock:
             if self._opened is None:
+                limits.install()  # this process's API calls keep to the job's limits
                 store = Store(self.store_url)
                 self._opened = (store, ModelPool(self.config, store, self.run_label, responders=self.responders))
             return self._opened[1]
@@ -70,9 +75,13 @@ class BatchWorker:
             pool.get(spec)
 
     def run(
-        self, stage: Stage, batch: Sequence[StageResult], judgements: Mapping[str, Sequence[StoredJudgement]]
+        self,
+        stage: Stage,
+        batch: Sequence[StageResult],
+        judgements: Mapping[str, Sequence[StoredJudgement]],
+        rank: int = 0,
     ) -> tuple[StageOutput, int, dict[str, str]]:
-        """One batch of ``stage``.
+        """One batch of ``stage``, its calls waiting for their slots with ``rank`` (see :mod:`senseforge.llm.limits`).
 
         Returns:
             The stage's output, the requests its models answered, and their diagnoses by spec.
@@ -83,7 +92,8 @@ class BatchWorker:
         def count(n: int) -> None:
             answered[0] += n
 
-        output = LocalExecutor(pool).run(stage, batch, judgements, count)
+        with ranked(rank):
+            output = LocalExecutor(pool).run(stage, batch, judgements, count)
         diagnoses = {spec: text for spec, llm in list(pool.open.items()) if (text := llm.diagnosis()) is not None}
         return output, answered[0], diagnoses
 
@@ -128,9 +138,10 @@ class HttpService:
         stage: Stage,
         batch: Sequence[StageResult],
         judgements: Mapping[str, Sequence[StoredJudgement]],
+        rank: int = 0,
     ) -> tuple[StageOutput, int, dict[str, str]]:
         """One batch of the run ``key`` (see :meth:`BatchWorker.run`)."""
-        return self._worker(key, opens).run(stage, batch, judgements)
+        return self._worker(key, opens).run(stage, batch, judgements, rank)
 
     def release(self, key: str) -> None:
         """Close the run's pool and store."""
@@ -215,6 +226,8 @@ class RayExecutor:
         self._opens: Any = None
         self._replicas: list[Any] = []
         self._idle: queue.Queue[Any] = queue.Queue()
+        limits.start()  # the job's governors, owned by this driver
+        self._governed = limits.install()  # the driver's own API calls (in-order stages) keep to them too
         config = pool.config
         if "model" not in type(config).unused:  # the run's API models: their actor starts now, beside the driver's
             # first steps (its process, imports and store cost a second or two, once)
@@ -262,15 +275,16 @@ class RayExecutor:
     ) -> StageOutput:
         if self._on_driver(stage):
             return self.local.run(stage, batch, judgements, answered)
+        rank = RANK.get()  # the flow's rank of the stage: sent along (a context variable stays in its process)
         if all(provider_info(spec).remote for spec in stage.specs):
             actor, opens = self._http_actor()
             done: tuple[StageOutput, int, dict[str, str]] = self.ray.get(
-                actor.run.remote(self._key, opens, stage, list(batch), judgements)
+                actor.run.remote(self._key, opens, stage, list(batch), judgements, rank)
             )
         else:
             replica = self._take_replica()
             try:
-                done = self.ray.get(replica.run.remote(stage, list(batch), judgements))
+                done = self.ray.get(replica.run.remote(stage, list(batch), judgements, rank))
             finally:
                 self._idle.put(replica)
         output, count, diagnoses = done
@@ -299,6 +313,7 @@ class RayExecutor:
             for replica in replicas:
                 self.ray.kill(replica)
             self.pool.close()
+            govern(self._governed)
 
 
 register_executor(NAME, RayExecutor)

@@ -30,6 +30,12 @@ account's limits in ``x-ratelimit-limit-requests`` and ``x-ratelimit-limit-token
 bound the budget as if asked for (the lower bound holds), and what is left of them in
 ``x-ratelimit-remaining-*``: with nothing left, new requests wait for ``x-ratelimit-reset-*`` (``"1s"``,
 ``"6m0s"``, ``"20ms"``), as for a ``Retry-After``.
+
+**Beyond one process** (:func:`govern`): a provider takes its endpoint's :class:`Limiter` from
+:func:`limiter_for`, which is the process's own :class:`EndpointLimiter` unless a *source* is installed. Under
+``--executor ray`` every process of the job installs one that hands out a client of the endpoint's governor
+actor (``senseforge.cluster.limits``), which holds an :class:`EndpointLimiter` for the whole job; this module
+needs no Ray.
 """
 
 from __future__ import annotations
@@ -47,8 +53,22 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-__all__ = ["RAISE_AFTER", "RANK", "Budget", "EndpointLimiter", "Slot", "limiter_for", "ranked", "reset_seconds"]
+__all__ = [
+    "RAISE_AFTER",
+    "RANK",
+    "Ask",
+    "Budget",
+    "EndpointLimiter",
+    "Limiter",
+    "LimiterSource",
+    "Slot",
+    "govern",
+    "limiter_for",
+    "ranked",
+    "reset_seconds",
+]
 
 RAISE_AFTER = 25
 """Successes in a row that raise an adaptive level by one slot."""
@@ -311,6 +331,24 @@ class EndpointLimiter:
                 self._epoch += 1
                 self._set_level(max(1, math.floor(self._limit * CUT)))
 
+    def settle(self, sent: Any, tokens: float) -> None:
+        """Correct a sent request's tokens in the :attr:`budget` (``sent``: what :meth:`slot` returned for it)."""
+        if sent is not None and self.budget is not None:
+            self.budget.settle(sent, tokens)
+
+    def ask(self, limit: int, *, adaptive: bool = True, rpm: int | None = None, tpm: int | None = None) -> None:
+        """What one more provider object asks of the endpoint: the lower ceiling, a fixed level when ``adaptive`` is
+        off, and the lower request and token budgets hold."""
+        self.lower_to(limit)
+        if not adaptive:
+            self.fix()
+        if rpm is not None or tpm is not None:
+            with self._lock:
+                if self.budget is None:
+                    self.budget = Budget(rpm, tpm, clock=self._clock)
+                    return
+            self.budget.tighten(rpm, tpm)
+
     def heard(self, headers: Mapping[str, str]) -> None:
         """Read the account's limits from an answer's ``x-ratelimit-*`` headers (names in lower case, as httpx
         gives them): the per-minute limits bound the :attr:`budget`, and with none of a kind left, new requests
@@ -386,7 +424,8 @@ class EndpointLimiter:
             # (popped but not yet granted: the grant sees the cancelled future and gives the slot on itself)
             raise
 
-    def release(self) -> None:
+    def release(self, slot: Slot | None = None) -> None:
+        """Give a slot back (``slot``, the one :meth:`slot` granted, is for limiters that name it; this one counts)."""
         with self._lock:
             while self._waiters:
                 if self._held > self._limit:  # the limit was lowered: this slot is not handed on
@@ -416,8 +455,50 @@ class EndpointLimiter:
         self.release()
 
 
+class Limiter(Protocol):
+    """What a provider needs of its endpoint's limiter (see :class:`EndpointLimiter`, whose methods these are)."""
+
+    async def slot(
+        self, tokens: float = 0.0, sleep: Sleep = asyncio.sleep, *, hold: bool = True
+    ) -> tuple[Slot, Any]: ...
+
+    def release(self, slot: Slot | None = None) -> None: ...
+
+    def succeeded(self, slot: Slot) -> None: ...
+
+    def refused(self, slot: Slot, retry_after_s: float | None = None) -> None: ...
+
+    def settle(self, sent: Any, tokens: float) -> None: ...
+
+    def heard(self, headers: Mapping[str, str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a provider object asks of its endpoint (see :func:`limiter_for`)."""
+
+    limit: int
+    adaptive: bool = True
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+LimiterSource = Callable[[tuple[str, str], Ask], Limiter]
+"""Gives the limiter of an endpoint (``(base_url, model)``, the URL without its trailing slash) for what a provider
+object asks of it."""
+
 _LIMITERS: weakref.WeakValueDictionary[tuple[str, str], EndpointLimiter] = weakref.WeakValueDictionary()
 _REGISTRY_LOCK = threading.Lock()
+_SOURCE: LimiterSource | None = None
+
+
+def govern(source: LimiterSource | None) -> LimiterSource | None:
+    """Have :func:`limiter_for` take every endpoint's limiter from ``source`` from now on (``None``: the process's
+    own again); returns the source installed before. Providers opened earlier keep the limiters they have."""
+    global _SOURCE
+    with _REGISTRY_LOCK:
+        before, _SOURCE = _SOURCE, source
+    return before
 
 
 def limiter_for(
@@ -428,26 +509,21 @@ def limiter_for(
     adaptive: bool = True,
     rpm: int | None = None,
     tpm: int | None = None,
-) -> EndpointLimiter:
-    """The process's limiter of the endpoint (``base_url``, ``model``), lowered to ``limit`` when that is lower.
+) -> Limiter:
+    """The limiter of the endpoint (``base_url``, ``model``), lowered to ``limit`` when that is lower.
 
     A provider object asking for a fixed limit (``adaptive`` off) fixes the endpoint's; ``rpm`` and ``tpm``
     bound it too (the lowest asked for holds). The caller keeps the limiter as long as it may send requests:
-    the registry holds it only weakly.
+    the registry holds it only weakly. With a source installed (:func:`govern`), the source gives it.
     """
     key = (base_url.rstrip("/"), model)
     with _REGISTRY_LOCK:
-        limiter = _LIMITERS.get(key)
-        if limiter is None:
-            limiter = EndpointLimiter(limit, adaptive=adaptive)
-            _LIMITERS[key] = limiter
-        else:
-            limiter.lower_to(limit)
-            if not adaptive:
-                limiter.fix()
-        if rpm is not None or tpm is not None:
-            if limiter.budget is None:
-                limiter.budget = Budget(rpm, tpm)
-            else:
-                limiter.budget.tighten(rpm, tpm)
-        return limiter
+        source = _SOURCE
+        limiter = _LIMITERS.get(key) if source is None else None
+        if source is None and limiter is None:
+            limiter = _LIMITERS[key] = EndpointLimiter(limit, adaptive=adaptive)
+    if limiter is None:
+        assert source is not None
+        return source(key, Ask(limit, adaptive, rpm, tpm))
+    limiter.ask(limit, adaptive=adaptive, rpm=rpm, tpm=tpm)
+    return limiter

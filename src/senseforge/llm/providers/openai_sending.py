@@ -26,7 +26,7 @@ import httpx
 import openai
 
 from senseforge.llm.base import GenerateRequest, Progress
-from senseforge.llm.limits import EndpointLimiter
+from senseforge.llm.limits import Limiter
 from senseforge.llm.providers.openai_answers import Problem, classify
 
 _RETRY_AFTER_MAX_S = 60.0
@@ -120,7 +120,7 @@ class Retries:
         return delay * random.uniform(0.5, 1.0)
 
     async def run(
-        self, attempt: Callable[[], Awaitable[_R]], limiter: EndpointLimiter, tokens: float = 0.0
+        self, attempt: Callable[[], Awaitable[_R]], limiter: Limiter, tokens: float = 0.0
     ) -> tuple[_R | Problem, dict[str, Any]]:
         """Run ``attempt`` until it succeeds, fails for good, or retries run out.
 
@@ -146,22 +146,22 @@ class Retries:
             try:
                 result = await attempt()
             except asyncio.CancelledError:
-                limiter.release()
+                limiter.release(slot)
                 raise
             except Exception as exc:
                 service += time.perf_counter() - sending
                 problem = classify(exc)
                 if problem.status in (429, 503):
                     limiter.refused(slot, problem.retry_after_s)
-                limiter.release()
+                limiter.release(slot)
             else:
                 service += time.perf_counter() - sending
                 limiter.succeeded(slot)
-                if sent is not None and limiter.budget is not None:
+                if sent is not None:
                     used = [getattr(result, name, None) for name in ("tokens_in", "tokens_out")]
                     if all(count is not None for count in used):
-                        limiter.budget.settle(sent, sum(count for count in used if count is not None))
-                limiter.release()
+                        limiter.settle(sent, sum(count for count in used if count is not None))
+                limiter.release(slot)
                 return result, _said(attempts, errors, slot.level, service, queued)
             errors.append(problem.line())
             if not problem.transient or attempts > self.max_retries:
