@@ -10,7 +10,9 @@ import pytest
 
 from senseforge.cluster import runtime
 from senseforge.errors import ConfigError
+from senseforge.kb.conceptnet import import_dump
 from senseforge.llm.mock import ScriptedLLM
+from senseforge.llm.registry import DEFAULT_MODEL
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
@@ -117,3 +119,19 @@ def test_api_bound_batches_share_the_jobs_http_actor_across_runs(demo_kb: Path, 
         local = build(MCSQA, config, tmp_path / "local", store=Store(f"sqlite:///{tmp_path / 'local.db'}"))
     assert first.state == again.state == local.state == "done"
     assert outputs(tmp_path / "ray") == outputs(tmp_path / "ray2") == outputs(tmp_path / "local")
+
+
+@pytest.mark.slow
+def test_the_bundled_model_builds_the_demos_bytes_on_ray(tmp_path: Path) -> None:
+    """The demo's English mCSQA build with the bundled model (its author, reviewers and verifier in process) on Ray,
+    a replica per CPU at one thread each: the demo's golden bytes, as the local build writes them."""
+    from senseforge.pipelines.demo import demo_config
+
+    from ..cli.test_build_cli import GOLDEN_DEMO
+
+    kb = tmp_path / "kb"
+    import_dump("demo", kb)
+    config = demo_config("en", kb, DEFAULT_MODEL, None)
+    summary = build(MCSQA, config, tmp_path / "run", store=Store(f"sqlite:///{tmp_path / 'run.db'}"), executor="ray")
+    assert summary.state == "done"
+    compare_with_golden(tmp_path / "run", GOLDEN_DEMO / "mcsqa-en")

@@ -14,6 +14,7 @@ open batches live on the workers), and a cache store in a SQLite file on a clust
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import uuid
@@ -52,7 +53,16 @@ class BatchWorker:
     :class:`ModelPool` from the run's config, cache store URL, run label and responders on its first batch, and
     closes them when the run ends, so a batch pays for neither (nor for loading an in-process model again)."""
 
-    def __init__(self, config: RecipeConfig, store_url: str, run_label: str, responders: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        config: RecipeConfig,
+        store_url: str,
+        run_label: str,
+        responders: Mapping[str, Any],
+        threads: int | None = None,
+    ) -> None:
+        if threads is not None:  # an in-process model's replica: as many threads as its CPUs (see default_threads)
+            os.environ["SENSEFORGE_THREADS"] = str(threads)
         self.config = config
         self.store_url = store_url
         self.run_label = run_label
@@ -240,7 +250,8 @@ class RayExecutor:
         actor = self._actor_class.options(
             num_cpus=cpus, max_concurrency=concurrency, max_restarts=RETRIES, max_task_retries=RETRIES
         )
-        return actor.remote(self.pool.config, self.pool.store.url, self.pool.run_label, self.pool.responders)
+        pool = self.pool
+        return actor.remote(pool.config, pool.store.url, pool.run_label, pool.responders, threads=cpus)
 
     def _http_actor(self) -> tuple[Any, Any]:
         """The job's HTTP actor, and what opens this run's worker there (put in the object store once)."""
