@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,9 @@ def test_two_models_on_ray_write_the_same_bytes_as_local(tmp_path: Path, ray_clu
     ]
     local = runner.invoke(app, [*args, "--out", str(tmp_path / "local"), "--executor", "local"])
     assert local.exit_code == 0, local.output
-    ray = runner.invoke(app, [*args, "--out", str(tmp_path / "ray"), "--executor", "ray", "--no-cache"])
+    ray = runner.invoke(
+        app, [*args, "--out", str(tmp_path / "ray"), "--executor", "ray", "--replicas", "2", "--no-cache"]
+    )
     assert ray.exit_code == 0, ray.output
     samples = _outputs(tmp_path / "local")
     assert len(samples) == 4 and samples == _outputs(tmp_path / "ray")
@@ -90,6 +93,26 @@ def test_two_models_on_ray_write_the_same_bytes_as_local(tmp_path: Path, ray_clu
         twin = tmp_path / "ray" / results.relative_to(tmp_path / "local")
         assert _timeless(results.read_text(encoding="utf-8")) == _timeless(twin.read_text(encoding="utf-8"))
     assert (tmp_path / "ray" / "leaderboard.json").is_file()
+
+
+@pytest.mark.xdist_group("ray")
+def test_more_models_than_the_cluster_holds_at_once_all_get_evaluated(tmp_path: Path, ray_cluster: None) -> None:
+    """Three models of one CPU a replica on two CPUs: a model's replica goes once its model has no pair left, so the
+    third model's replica starts then (kept to the end, they would hold the CPUs it waits for)."""
+    models = ["scripted/echo"]
+    for name in ("second", "third"):
+        (tmp_path / f"{name}.py").write_text(RESPONDER, encoding="utf-8")
+        models.append(f"scripted/{tmp_path / name}.py:first")
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    specs = {model: ModelSpec(model, {}, store, False) for model in models}
+    pairs = pair_grid(models, [CSQA], tmp_path / "ray", lambda text: re.sub(r"[^A-Za-z0-9._-]+", "_", text))
+    created: list[int] = []
+    done = ray_pair_runner(specs, on_start=lambda actors: created.append(len(actors)))(
+        pairs, PairSettings(config=EvalConfig(n_bootstrap=100))
+    )
+    assert [payload.model.name for payload, _ in done] == [pair.model for pair in pairs]
+    assert created == [3]  # a replica per pair
+    assert all((where / "samples.jsonl").is_file() for _, where in done)
 
 
 @pytest.mark.xdist_group("ray")
@@ -124,7 +147,7 @@ def test_a_bad_dataset_is_the_same_one_line_error_as_local(tmp_path: Path, ray_c
 def test_replica_resources_follow_the_model_options() -> None:
     assert actor_resources(ModelSpec("llamacpp/x", {"n_threads": 3}))["num_cpus"] == 3
     resources = actor_resources(ModelSpec("hf/x", {"device": "cuda:0"}))
-    assert resources["num_gpus"] == 1 and resources["runtime_env"]["env_vars"]["SENSEFORGE_THREADS"] == "1"
+    assert resources["num_gpus"] == 1 and resources["num_cpus"] == 1
     with pytest.raises(ConfigError, match="n_threads"):
         actor_resources(ModelSpec("llamacpp/x", {"n_threads": 0}))
 
@@ -132,6 +155,8 @@ def test_replica_resources_follow_the_model_options() -> None:
 def test_an_unknown_executor_is_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, ["run", "-d", str(CSQA), "-m", "scripted/echo", "--executor", "dask"])
     assert isinstance(result.exception, ConfigError) and "--executor" in str(result.exception)
+    result = runner.invoke(app, ["run", "-d", str(CSQA), "-m", "scripted/echo", "--replicas", "2"])
+    assert isinstance(result.exception, ConfigError) and "--replicas needs --executor ray" in str(result.exception)
 
 
 @pytest.mark.slow

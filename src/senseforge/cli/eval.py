@@ -44,6 +44,14 @@ RayAddressOption: Any = typer.Option(
     help="With --executor ray: the cluster to join (default: a local Ray with this machine's cores).",
 )
 
+ReplicasOption: Any = typer.Option(
+    None,
+    "--replicas",
+    min=1,
+    help="With --executor ray: the most actors per model, each holding the model once (default: one per dataset, "
+    "up to as many as the cluster's CPUs, or GPUs, hold at once).",
+)
+
 app = typer.Typer(help="Evaluate models: multiple choice and CRoW-style binary tasks.", no_args_is_help=True)
 
 
@@ -145,6 +153,7 @@ def _run_params() -> tuple[list[inspect.Parameter], Fields]:
         ("no_cache", bool, NoCacheOption),
         ("executor", str, ExecutorOption),
         ("ray_address", str | None, RayAddressOption),
+        ("replicas", int | None, ReplicasOption),
     ]
 
     def param(name: str, annotation: Any, default: Any) -> inspect.Parameter:
@@ -187,8 +196,9 @@ def run(**values: Any) -> None:
     if executor == "ray":
         _run_on_ray(values, models, datasets, config, out_dir)
         return
-    if values.get("ray_address"):
-        raise ConfigError("--ray-address needs --executor ray")
+    for name in ("ray_address", "replicas"):
+        if values.get(name):
+            raise ConfigError(f"--{name.replace('_', '-')} needs --executor ray")
     done: list[tuple[EvalResults, Path]] = []
     on_interrupt(
         "nothing of the unfinished evaluation was written; run the same command again: the calls that finished "
@@ -269,7 +279,7 @@ def _run_on_ray(
     cluster = connect(values.get("ray_address"))
     err.print(f"ray: {cluster.nodes} node(s), {cluster.cpus:g} CPUs, {cluster.gpus:g} GPUs")
     pairs = pair_grid(models, datasets, out_dir, _slug)
-    done = ray_pair_runner(specs, judge=judge)(pairs, settings)
+    done = ray_pair_runner(specs, judge=judge, replicas=values.get("replicas"))(pairs, settings)
     for payload, destination in done:
         print_results(payload)
         print_difficulty(payload)

@@ -2,7 +2,9 @@
 
 Each actor opens its model once (its cache and ledger in the job's store), with the CPUs the model's options
 ask for (``n_threads``, else 1) and as many threads (``SENSEFORGE_THREADS``), and a GPU when its ``device`` is
-a CUDA one. The pairs of a model are dealt round-robin to its replicas; every pair is evaluated by
+a CUDA one. A model gets a replica per pair of it, up to as many as the cluster holds at once (or ``replicas``);
+each replica takes the model's next pair when it is done with one, and goes (giving its CPUs to the next model's
+replicas) once its model has no pair left. Every pair is evaluated by
 :func:`senseforge.evaluate.pairs.evaluate_pair`, as ``--executor local`` does, so its outputs are the same.
 An actor that dies is restarted and its unfinished pair redone (the calls that finished are read back from
 the cache). Outputs are written by the actors: across nodes the output folders must be on a shared file
@@ -12,6 +14,8 @@ system. The replicas of a model behind an API share its endpoint's limits (:mod:
 from __future__ import annotations
 
 import contextlib
+import os
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,9 +53,12 @@ class ModelReplica:
     Args:
         spec: the evaluated model.
         judge: the judge of ``--formulation open``, opened with no provider options.
+        threads: this process's ``SENSEFORGE_THREADS`` (the CPUs the replica holds).
     """
 
-    def __init__(self, spec: ModelSpec, judge: ModelSpec | None = None) -> None:
+    def __init__(self, spec: ModelSpec, judge: ModelSpec | None = None, threads: int | None = None) -> None:
+        if threads is not None:
+            os.environ["SENSEFORGE_THREADS"] = str(threads)
         limits.install()  # an API model's calls keep to the job's limits, across replicas
         self._llm = _open(spec, "eval")
         self._judge = _open(judge, "eval") if judge is not None else None
@@ -74,7 +81,8 @@ class ModelReplica:
 
 
 def actor_resources(spec: ModelSpec) -> dict[str, Any]:
-    """The Ray options of one replica of ``spec``: CPUs and threads from ``n_threads``, a GPU for CUDA.
+    """The Ray options of one replica of ``spec``: CPUs from ``n_threads`` (its threads, :class:`ModelReplica`'s
+    ``threads``), a GPU for CUDA.
 
     Raises:
         ConfigError: ``n_threads`` is not a whole number of at least 1.
@@ -92,15 +100,24 @@ def actor_resources(spec: ModelSpec) -> dict[str, Any]:
         "num_gpus": gpus,
         "max_restarts": RESTARTS,
         "max_task_retries": RESTARTS,
-        "runtime_env": {"env_vars": {"SENSEFORGE_THREADS": str(cpus)}},
     }
+
+
+def _fits(resources: Mapping[str, Any], cluster: Mapping[str, float]) -> int:
+    """How many replicas of ``resources`` the cluster holds at once (at least 1)."""
+    held = [
+        cluster.get(kind, 0.0) // need
+        for kind, need in (("CPU", resources["num_cpus"]), ("GPU", resources["num_gpus"]))
+        if need
+    ]
+    return max(1, int(min(held))) if held else 1
 
 
 def ray_pair_runner(
     models: Mapping[str, ModelSpec],
     *,
     judge: ModelSpec | None = None,
-    replicas: int = 1,
+    replicas: int | None = None,
     on_start: Callable[[list[Any]], None] | None = None,
 ) -> PairRunner:
     """A :data:`~senseforge.evaluate.pairs.PairRunner` that evaluates on the connected Ray cluster.
@@ -108,42 +125,68 @@ def ray_pair_runner(
     Args:
         models: each evaluated model's spec, by name.
         judge: the judge of ``--formulation open``.
-        replicas: the actors per model.
+        replicas: the most actors per model (default: one per pair of it, up to what the cluster holds at once).
         on_start: called with the actors once they are created (tests use it to kill one).
 
     Raises:
         ConfigError: ``replicas`` is below 1.
     """
-    if replicas < 1:
-        raise ConfigError(f"replicas={replicas}: give 1 or more")
+    if replicas is not None and replicas < 1:
+        raise ConfigError(f"--replicas {replicas}: give 1 or more")
 
     def run(pairs: Sequence[Pair], settings: PairSettings) -> list[tuple[EvalResults, Path]]:
         ray = import_ray()
         limits.start()  # the job's governors of API endpoints, owned by this driver
         remote = ray.remote(ModelReplica)
-        actors: dict[str, list[Any]] = {}
-        for pair in pairs:
-            if pair.model not in actors:
-                spec = models[pair.model]
-                actors[pair.model] = [
-                    remote.options(**actor_resources(spec)).remote(spec, judge) for _ in range(replicas)
-                ]
+        cluster = ray.cluster_resources()
+        waiting: dict[str, deque[int]] = {}
+        for index, pair in enumerate(pairs):
+            waiting.setdefault(pair.model, deque()).append(index)
+        idle: dict[str, list[Any]] = {}
+        actors: list[Any] = []
+        for model, queued in waiting.items():
+            spec = models[model]
+            resources = actor_resources(spec)
+            count = min(len(queued), replicas or _fits(resources, cluster))
+            threads = int(resources["num_cpus"])
+            idle[model] = [remote.options(**resources).remote(spec, judge, threads) for _ in range(count)]
+            actors += idle[model]
+        results: list[Any] = [None] * len(pairs)
+        running: dict[Any, tuple[Any, str, int]] = {}
+
+        def deal(model: str) -> None:
+            """The model's idle replicas take its next pairs; with none left, they go (their CPUs free)."""
+            while idle[model] and waiting[model]:
+                actor, index = idle[model].pop(), waiting[model].popleft()
+                running[actor.evaluate.remote(pairs[index], settings)] = (actor, model, index)
+            if not waiting[model]:
+                for actor in idle[model]:
+                    _retire(ray, actor)
+                    actors.remove(actor)
+                idle[model].clear()
+
         try:
             if on_start is not None:
-                on_start([actor for group in actors.values() for actor in group])
-            dealt: dict[str, int] = {}
-            futures = []
-            for pair in pairs:
-                turn = dealt.get(pair.model, 0)
-                dealt[pair.model] = turn + 1
-                group = actors[pair.model]
-                futures.append(group[turn % len(group)].evaluate.remote(pair, settings))
-            return gather(futures)  # a bad dataset, setting or model folder: the one-line error of local
+                on_start(list(actors))
+            for model in waiting:
+                deal(model)
+            while running:
+                [ready], _ = ray.wait(list(running), num_returns=1)
+                actor, model, index = running.pop(ready)
+                [results[index]] = gather([ready])  # a bad dataset, setting or model folder: local's one-line error
+                idle[model].append(actor)
+                deal(model)
+            return results
         finally:
-            for group in actors.values():
-                for actor in group:
-                    with contextlib.suppress(ray.exceptions.RayError):
-                        ray.get(actor.close.remote())
-                    ray.kill(actor)
+            for actor in actors:
+                _retire(ray, actor)
 
     return run
+
+
+def _retire(ray: Any, actor: Any) -> None:
+    """Close a replica's models and end it (one already gone is let be)."""
+    with contextlib.suppress(ray.exceptions.RayError):
+        ray.get(actor.close.remote())
+    with contextlib.suppress(ray.exceptions.RayError, ValueError):
+        ray.kill(actor)
