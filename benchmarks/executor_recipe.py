@@ -6,8 +6,10 @@ loopback OpenAI-compatible server, run in a process of its own with ``--latency`
 twice with the same config, each time into a fresh folder with a fresh cache store (no cache hits): once with the
 local executor and once with the ray executor. Ray, and the job's actor of API-bound batches
 (``senseforge.cluster.recipes.http_service``, which outlives a run), are started before the timings (their start-up
-is reported apart: a cluster runs many builds). Prints the wall times, their ratio, the batches sent to Ray and the
-overhead per batch (``(ray - local) / batches``), and checks that both runs wrote the same files (every file of the
+is reported apart: a cluster runs many builds). The pair of builds is made ``--repeats`` times, local and ray taking
+turns to go first (a machine's drift falls on both alike), and each executor's median wall time counts. Prints the
+wall times, their ratio, the batches sent to Ray and the overhead per batch (``(ray - local) / batches``), and checks
+that every run wrote the same files (every file of the
 run but its stores, its manifest and its ledger, which carry the run's id, store and timings). Goal: ray within 5%
 of local (``ray / local ≤ 1.05``) with identical outputs; exits 1 when missed.
 
@@ -27,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -111,7 +114,13 @@ def _counting_batches() -> Iterator[list[int]]:
 
 
 def measure_recipe(
-    *, n: int = 30, latency: float = 0.05, lang: str = "en", num_cpus: int = 2, workdir: Path | None = None
+    *,
+    n: int = 30,
+    latency: float = 0.05,
+    lang: str = "en",
+    num_cpus: int = 2,
+    workdir: Path | None = None,
+    repeats: int = 3,
 ) -> dict[str, Any]:
     """Build the dry mCSQA recipe over the loopback server with each executor; their figures.
 
@@ -121,11 +130,12 @@ def measure_recipe(
         lang: the recipe's language.
         num_cpus: the local Ray's CPUs (a Ray already connected is used as it is).
         workdir: keep the knowledge base, stores and runs here (default: a temporary folder).
+        repeats: how many times each executor builds (their medians count).
 
     Returns:
-        ``walls_s`` (local, ray), ``ray_startup_s``, ``ratio`` (ray / local), ``batches`` (sent to Ray),
-        ``overhead_per_batch_s``, ``identical``, ``files`` (compared), ``load`` (1-minute load average at the start)
-        and ``met`` (ratio within the goal and identical outputs).
+        ``walls_s`` (local, ray: the medians), ``all_walls_s`` (every build's), ``ray_startup_s``, ``ratio``
+        (ray / local), ``batches`` (sent to Ray), ``overhead_per_batch_s``, ``identical``, ``files`` (compared),
+        ``load`` (1-minute load average at the start) and ``met`` (ratio within the goal and identical outputs).
     """
     sys.path.insert(0, str(ROOT / "src"))
     # Ray's workers (started by connect) import this checkout's senseforge too
@@ -156,13 +166,24 @@ def measure_recipe(
                 lm_review_as_hard=True,
                 model_options={MODEL: {"base_url": url}},
             )
-            local, local_state = _build(work, "local", config, "local")
-            with _counting_batches() as counted:
-                ray, ray_state = _build(work, "ray", config, "ray")
-        found_local, found_ray = outputs(work / "local"), outputs(work / "ray")
+            walls: dict[str, list[float]] = {"local": [], "ray": []}
+            found: list[dict[str, bytes]] = []
+            states: set[str] = set()
+            counts = []
+            for turn in range(repeats):
+                for executor in ("local", "ray") if turn % 2 == 0 else ("ray", "local"):
+                    with _counting_batches() as counted:
+                        wall, state = _build(work, executor, config, executor)
+                    walls[executor].append(wall)
+                    states.add(state)
+                    found.append(outputs(work / executor))
+                    if executor == "ray":
+                        counts.append(counted[0])
+        local_state = next(iter(states))
+    local, ray = statistics.median(walls["local"]), statistics.median(walls["ray"])
     ratio = ray / local
-    batches = counted[0]
-    identical = found_local == found_ray and bool(found_local) and local_state == ray_state
+    batches = counts[0]
+    identical = all(files == found[0] for files in found) and bool(found[0]) and len(states) == 1
     return {
         "n": n,
         "latency_s": latency,
@@ -170,13 +191,15 @@ def measure_recipe(
         "load": load,
         "state": local_state,
         "walls_s": {"local": local, "ray": ray},
+        "all_walls_s": walls,
+        "repeats": repeats,
         "ray_startup_s": startup,
         "ratio": ratio,
         "goal_ratio": GOAL_RATIO,
         "batches": batches,
         "overhead_per_batch_s": (ray - local) / batches if batches else None,
         "identical": identical,
-        "files": sorted(found_local),
+        "files": sorted(found[0]),
         "met": identical and ratio <= GOAL_RATIO,
     }
 
@@ -189,8 +212,9 @@ def report(result: dict[str, Any]) -> str:
         f"recipe (dry mCSQA, n={result['n']}, loopback latency {result['latency_s']:g} s; "
         f"ray {result['ray_cpus']:g} CPUs, load {result['load']:.1f}):",
         f"  ray start-up with its HTTP actor (apart): {result['ray_startup_s']:.2f} s",
-        f"  local: {walls['local']:.2f} s; ray: {walls['ray']:.2f} s; "
-        f"ray / local: {result['ratio']:.3f} (goal ≤ {result['goal_ratio']})",
+        f"  local: {walls['local']:.2f} s; ray: {walls['ray']:.2f} s (medians of {result['repeats']}: "
+        + ", ".join(f"{name} {' '.join(f'{w:.2f}' for w in runs)}" for name, runs in result["all_walls_s"].items())
+        + f"); ray / local: {result['ratio']:.3f} (goal ≤ {result['goal_ratio']})",
         f"  batches sent to Ray: {result['batches']}; overhead per batch: "
         + ("n/a" if per_batch is None else f"{per_batch * 1000:.1f} ms"),
         f"  identical outputs ({len(result['files'])} files): {result['identical']}",
@@ -205,10 +229,13 @@ def main() -> int:
     parser.add_argument("--num-cpus", type=int, default=2, help="the local Ray's CPUs")
     parser.add_argument("--workdir", type=Path, help="keep the runs here (default: a temp dir)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument("--repeats", type=int, default=3, help="builds per executor, taking turns (medians count)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     try:
-        result = measure_recipe(n=args.n, latency=args.latency, num_cpus=args.num_cpus, workdir=args.workdir)
+        result = measure_recipe(
+            n=args.n, latency=args.latency, num_cpus=args.num_cpus, workdir=args.workdir, repeats=args.repeats
+        )
     finally:
         from senseforge.cluster.runtime import shutdown
 
