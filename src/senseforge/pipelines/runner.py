@@ -398,7 +398,10 @@ def build(
                 break
             before = segment[-1]
         if waiting:
-            queued = [task for report in waiting for task in report.tasks]
+            # stage by stage, each stage's by id: its batches finish in any order when streamed
+            queued = [
+                task for report in waiting for task in sorted(report.tasks, key=lambda task: (task.id, task.type))
+            ]
             _write_queue(run_dir, queued, run)
             _write_panels(run_dir, run, stages, recipe.record)
             run.set_meta({"state": "awaiting_review"})
