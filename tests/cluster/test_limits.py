@@ -73,10 +73,11 @@ def test_waiting_requests_are_served_by_the_rank_they_were_sent_with() -> None:
 def test_a_slot_held_past_its_lease_is_taken_back() -> None:
     clock = Clock()
     governor = limits.Governor(Ask(limit=1), clock=clock)
-    slot, _ = asyncio.run(governor.slot(0, 0.0, True))
-    clock.now = limits.LEASE_S - 1
+    lease = limits.lease_s(60.0)  # a provider whose requests time out after a minute
+    slot, _ = asyncio.run(governor.slot(0, 0.0, True, lease))
+    clock.now = lease - 1
     assert governor.reap() == 0 and governor.state()["held"] == 1
-    clock.now = limits.LEASE_S
+    clock.now = lease
     assert governor.reap() == 1 and governor.state()["held"] == 0  # its holder is taken as lost
     governor.done(slot.ticket, "ok", None, None)  # the lost holder's late word changes nothing
     assert governor.state()["held"] == 0

@@ -16,7 +16,8 @@ waiting after its answer (how it went, its tokens, the slot back). The governor'
 **Lifetime.** The job's :class:`Governors` actor, started by the driver (:func:`start`), starts an endpoint's
 governor on its first use and keeps it for the job, so a governor outlives the processes that use it (a lost
 worker does not take the endpoint's state with it). The lowest limit asked of an endpoint in the job holds for the
-rest of the job. A slot whose holder was lost (a killed worker) is taken back after :data:`LEASE_S`.
+rest of the job. A slot whose holder was lost (a killed worker) is taken back once its lease ends: twice the
+provider's timeout, and at least a minute past it (:func:`lease_s`).
 """
 
 from __future__ import annotations
@@ -35,12 +36,23 @@ from senseforge.llm.limits import RANK, Ask, EndpointLimiter, Limiter, LimiterSo
 
 from .runtime import import_ray
 
-__all__ = ["LEASE_S", "GovernedLimiter", "GovernedSlot", "Governor", "Governors", "install", "start"]
+__all__ = ["LEASE_S", "GovernedLimiter", "GovernedSlot", "Governor", "Governors", "install", "lease_s", "start"]
+
+
+def lease_s(hold_s: float | None) -> float:
+    """How long a slot may be held before it is taken back, for requests that hold one at most ``hold_s`` (their
+    timeout): twice that, and at least a minute more; :data:`LEASE_S` when unknown.
+
+    >>> lease_s(60.0), lease_s(600.0), lease_s(None)
+    (120.0, 1200.0, 1800.0)
+    """
+    return LEASE_S if hold_s is None else max(2 * hold_s, hold_s + 60.0)
+
 
 LEASE_S = 1800.0
-"""Seconds a slot may be held before the governor takes it back (its holder is taken as lost): well above a
-request's timeout (``timeout_s``, 60 s by default)."""
-REAP_EVERY_S = 30.0
+"""Seconds a slot may be held before the governor takes it back (its holder is taken as lost), for a provider that
+names no timeout."""
+REAP_EVERY_S = 5.0
 """How often the governor looks for slots held past their lease."""
 WAITING = 100_000
 """Requests one governor can have waiting at once (an async actor's concurrency)."""
@@ -82,15 +94,16 @@ class Governor:
         """One more provider object's ask: the lower ceiling, a fixed level, the lower budgets hold."""
         self._limiter.ask(ask.limit, adaptive=ask.adaptive, rpm=ask.rpm, tpm=ask.tpm)
 
-    async def slot(self, rank: int, tokens: float, hold: bool) -> tuple[GovernedSlot, bool]:
+    async def slot(self, rank: int, tokens: float, hold: bool, lease: float = LEASE_S) -> tuple[GovernedSlot, bool]:
         """Wait for a slot with ``rank`` (then for any ``Retry-After`` hold, unless ``hold`` is off, and for room in
-        the budget); the slot and whether the budget counted the request (:meth:`done` corrects its tokens)."""
+        the budget), held at most ``lease`` seconds; the slot and whether the budget counted the request
+        (:meth:`done` corrects its tokens)."""
         if self._reaper is None:
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
         with ranked(rank):
             slot, sent = await self._limiter.slot(tokens, hold=hold)
         ticket = next(self._tickets)
-        self._held[ticket] = _Held(slot, sent, self._clock() + LEASE_S)
+        self._held[ticket] = _Held(slot, sent, self._clock() + lease)
         return GovernedSlot(slot.epoch, slot.level, ticket), sent is not None
 
     def done(self, ticket: int, outcome: str | None, retry_after_s: float | None, tokens: float | None) -> None:
@@ -201,14 +214,15 @@ class GovernedLimiter:
     ``sleep`` (given to :meth:`slot`) is not used: the governor waits out holds itself.
     """
 
-    def __init__(self, governor: Any) -> None:
+    def __init__(self, governor: Any, lease: float = LEASE_S) -> None:
         self._governor = governor
+        self._lease = lease
         self._ray = import_ray()
         self._outcomes: dict[int, tuple[str, float | None]] = {}
         self._tokens: dict[int, float] = {}
 
     async def slot(self, tokens: float = 0.0, sleep: Sleep = asyncio.sleep, *, hold: bool = True) -> tuple[Slot, Any]:
-        ref = self._governor.slot.remote(RANK.get(), float(tokens), hold)
+        ref = self._governor.slot.remote(RANK.get(), float(tokens), hold, self._lease)
         try:
             slot, budgeted = await ref
         except asyncio.CancelledError:
@@ -263,7 +277,7 @@ def _source(key: tuple[str, str], ask: Ask) -> Limiter:
         registry = ray.get_actor(REGISTRY)
     except ValueError:  # a process of a job whose driver started none (a script of its own): start it here
         registry = start()
-    return GovernedLimiter(ray.get(registry.of.remote(key, ask)))
+    return GovernedLimiter(ray.get(registry.of.remote(key, ask)), lease_s(ask.hold_s))
 
 
 def install() -> LimiterSource | None:

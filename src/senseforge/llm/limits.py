@@ -481,6 +481,8 @@ class Ask:
     adaptive: bool = True
     rpm: int | None = None
     tpm: int | None = None
+    hold_s: float | None = None
+    """The longest one request holds its slot (the provider's timeout), when known."""
 
 
 LimiterSource = Callable[[tuple[str, str], Ask], Limiter]
@@ -509,12 +511,15 @@ def limiter_for(
     adaptive: bool = True,
     rpm: int | None = None,
     tpm: int | None = None,
+    hold_s: float | None = None,
 ) -> Limiter:
     """The limiter of the endpoint (``base_url``, ``model``), lowered to ``limit`` when that is lower.
 
     A provider object asking for a fixed limit (``adaptive`` off) fixes the endpoint's; ``rpm`` and ``tpm``
     bound it too (the lowest asked for holds). The caller keeps the limiter as long as it may send requests:
-    the registry holds it only weakly. With a source installed (:func:`govern`), the source gives it.
+    the registry holds it only weakly. With a source installed (:func:`govern`), the source gives it, told also
+    ``hold_s``, the longest one request holds its slot (a governor shared by processes takes back the slot of one
+    that was lost after that).
     """
     key = (base_url.rstrip("/"), model)
     with _REGISTRY_LOCK:
@@ -524,6 +529,6 @@ def limiter_for(
             limiter = _LIMITERS[key] = EndpointLimiter(limit, adaptive=adaptive)
     if limiter is None:
         assert source is not None
-        return source(key, Ask(limit, adaptive, rpm, tpm))
+        return source(key, Ask(limit, adaptive, rpm, tpm, hold_s))
     limiter.ask(limit, adaptive=adaptive, rpm=rpm, tpm=tpm)
     return limiter

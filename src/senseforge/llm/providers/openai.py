@@ -227,6 +227,7 @@ class OpenAILLM:
             adaptive=options.adaptive,
             rpm=options.rpm,
             tpm=options.tpm,
+            hold_s=options.timeout_s,
         )
 
     @property
