@@ -123,10 +123,11 @@ def _files(run: Path) -> dict[str, bytes]:
 
 
 def _judge(run: Path, item: str, accept: bool, who: str = "ana") -> None:
+    said = {} if accept else {"flags": ["ambiguous-question"], "comment": "two fit"}
     store = RunStore(store_url_of(run))
     try:
         store.add_judgements(
-            [judgement(item_id=f"{item}@recheck", annotator=who, task="verify", accept=accept)], "human"
+            [judgement(item_id=f"{item}@recheck", annotator=who, task="verify", accept=accept, **said)], "human"
         )
     finally:
         store.close()
@@ -167,7 +168,18 @@ def test_an_item_rejected_on_recheck_leaves_the_release_and_nothing_else_moves(t
     assert cost_after.pop("kept") == cost_before.pop("kept") - 1
     cost_before.pop("cost_per_kept_question_usd"), cost_after.pop("cost_per_kept_question_usd")
     assert cost_after == cost_before  # the re-check's judgement is not the build's cost
-    assert {n for n in before if before[n] != after[n]} <= {"cost.json", "funnel.json"} | {
+    rejects_before = before["rejects.jsonl"].decode().splitlines(keepends=True)
+    rejects_after = after["rejects.jsonl"].decode().splitlines(keepends=True)
+    assert rejects_after[:-1] == rejects_before  # the build's own rejects as they were, then the re-check's
+    row = json.loads(rejects_after[-1])
+    assert (row["stage"], row["id"], row["reason"]) == ("recheck", chosen, "rejected_on_recheck")
+    assert row["question"] and row["response"] is None
+    assert row["evidence"] == {
+        "item": chosen,
+        "task": f"{chosen}@recheck",
+        "votes": [{"annotator": "ana", "vote": "reject", "flags": ["ambiguous-question"], "comment": "two fit"}],
+    }
+    assert {n for n in before if before[n] != after[n]} <= {"cost.json", "funnel.json", "rejects.jsonl"} | {
         n for n in before if n.startswith(("items/", "dataset/"))
     }
 

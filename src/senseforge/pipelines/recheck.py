@@ -15,8 +15,9 @@ hash.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from pydantic import ValidationError
@@ -91,9 +92,10 @@ REJECTED_ON_RECHECK = "rejected_on_recheck"
 """The funnel's reason for an item people rejected on a re-check."""
 
 
-def rejected_on_recheck(run: RunStore) -> set[str]:
-    """The ids of the items people rejected on a re-check: the first ``k`` distinct people (the task's ``k``) voted,
-    and not all of them accepted. Confirmed items and those still waiting for people are not in it."""
+def rejected_on_recheck(run: RunStore) -> dict[str, dict[str, Any]]:
+    """The items people rejected on a re-check, by id, each with its evidence (the task's id and the first ``k``
+    distinct people's votes, flags and comments): the first ``k`` people (the task's ``k``) voted, and not all of
+    them accepted. Confirmed items and those still waiting for people are not in it."""
     suffix = f"@{RECHECK}"
     with run.engine.connect() as conn:
         query = sa.select(tasks.c.item_id, tasks.c.k).where(
@@ -101,19 +103,40 @@ def rejected_on_recheck(run: RunStore) -> set[str]:
         )
         queued = {str(task_id): int(k) for task_id, k in conn.execute(query)}
     if not queued:
-        return set()
+        return {}
     judged = run.judgements_for(RECHECK_TASK, queued)
-    out: set[str] = set()
-    for task_id, k in queued.items():
-        votes: dict[str, str] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for task_id, k in sorted(queued.items()):
+        votes: dict[str, dict[str, Any]] = {}
         for stored in judged.get(task_id, []):
-            vote = stored.judgement.vote()
-            if stored.source == "human" and vote is not None and stored.judgement.annotator not in votes:
-                votes[stored.judgement.annotator] = vote
+            found = stored.judgement
+            vote = found.vote()
+            if stored.source == "human" and vote is not None and found.annotator not in votes:
+                votes[found.annotator] = {
+                    "annotator": found.annotator,
+                    "vote": vote,
+                    "flags": list(getattr(found, "flags", [])),
+                    "comment": getattr(found, "comment", None),
+                }
         first = list(votes.values())[:k]
-        if len(first) == k and any(vote != ACCEPT_VOTE for vote in first):
-            out.add(task_id.removesuffix(suffix))
+        if len(first) == k and any(entry["vote"] != ACCEPT_VOTE for entry in first):
+            out[task_id.removesuffix(suffix)] = {"task": task_id, "votes": first}
     return out
+
+
+def recheck_reject(
+    record_id: str, item_id: str, evidence: Mapping[str, Any], shown: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The row ``rejects.jsonl`` holds for an item people rejected on a re-check (``shown``: its ``question`` and
+    ``checked``, as the record's other rows show them)."""
+    return {
+        "stage": RECHECK,
+        "id": record_id,
+        "reason": REJECTED_ON_RECHECK,
+        **shown,
+        "evidence": {"item": item_id, **evidence},
+        "response": None,
+    }
 
 
 def recheck_judgements(run: RunStore) -> int:
