@@ -90,8 +90,9 @@ def _items(
             for record, item in pairs:
                 if item.id in dropped:
                     shown = {"question": shown_question(record), "checked": shown_checked(record)}
-                    row = recheck_reject(record.record_id, item.id, dropped[item.id], shown)
-                    rechecked[(record.record_id, item.id)] = row
+                    rechecked[(record.record_id, item.id)] = recheck_reject(
+                        record.record_id, item.id, dropped[item.id], shown
+                    )
         made = {group: [(r, i) for r, i in pairs if i.id not in dropped] for group, pairs in made.items()}
         splits = {
             group: {name: [i for i in items if i.id not in dropped] for name, items in cut.items()}
@@ -198,10 +199,26 @@ def _own_files(
     human_rate: float | Mapping[str, float] | None,
     prices: PriceTable | None,
 ) -> Released:
-    written = declared.write(run, run_dir, facts)
+    dropped = rejected_on_recheck(run)
+    written = declared.write(run, run_dir, facts, frozenset(dropped))
     kept = dict(declared.kept(written))
     stage_names = [row.stage for row in rows]
     by_group = funnel_rows_by(run, stage_names, declared.group_of, declared.record, splitting, list(kept))
+    removed = declared.rechecked(written) if dropped else {}
+    rechecked: list[dict[str, Any]] = []
+    if dropped:  # the release left them out; the funnel says so, run and groups alike
+        out = sum(kept.values())
+        gone = sum(len(items) for items in removed.values())
+        rows = [*rows, StageRow(stage=RECHECK, in_=out + gone, out=out, rejected={REJECTED_ON_RECHECK: gone})]
+        for group, n in kept.items():
+            left = len(removed.get(group, {}))
+            row = StageRow(stage=RECHECK, in_=n + left, out=n, rejected={REJECTED_ON_RECHECK: left})
+            by_group[group] = [*by_group[group], row]
+        for items in removed.values():
+            for item_id, shown in sorted(items.items()):
+                rechecked.append(
+                    recheck_reject(item_id, item_id, dropped[item_id], {"question": None, "checked": dict(shown)})
+                )
     costs = cost_by(
         run,
         stage_names,
@@ -225,7 +242,7 @@ def _own_files(
         groups=[
             Group(
                 name=group,
-                stages=[row for row in by_group[group] if declared.shown(group, row.stage)],
+                stages=[row for row in by_group[group] if row.stage == RECHECK or declared.shown(group, row.stage)],
                 kept=n,
                 figures=declared.group_figures(run, written, group),
             )
@@ -234,4 +251,4 @@ def _own_files(
         figures=declared.figures(run, written),
         judges_in_figures=declared.judges_in_figures,
     )
-    return Released(funnel)
+    return Released(funnel, rechecked)
