@@ -100,6 +100,7 @@ def test_the_command_writes_the_analysis(tmp_path: Path) -> None:
     assert shown.exit_code == 0, shown.output
     html = page.read_text()
     assert "Item map" in html and "Suspicious items (" in html
+    assert "Respondents (30)" in html and "Warning: 30 respondents (fewer than 50)" in html
 
 
 def test_eval_runs_of_different_data_are_refused(tmp_path: Path) -> None:

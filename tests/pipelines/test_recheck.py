@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -13,6 +14,8 @@ from senseforge.cli.main import app
 from senseforge.data.schema import judgement
 from senseforge.errors import ConfigError
 from senseforge.kb.conceptnet import import_dump
+from senseforge.pipelines.crow.config import CrowConfig
+from senseforge.pipelines.crow.recipe import CROW
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.recheck import queue_rechecks, released_items
 from senseforge.pipelines.rundir import store_url_of
@@ -123,10 +126,11 @@ def _files(run: Path) -> dict[str, bytes]:
 
 
 def _judge(run: Path, item: str, accept: bool, who: str = "ana") -> None:
+    said = {} if accept else {"flags": ["ambiguous-question"], "comment": "two fit"}
     store = RunStore(store_url_of(run))
     try:
         store.add_judgements(
-            [judgement(item_id=f"{item}@recheck", annotator=who, task="verify", accept=accept)], "human"
+            [judgement(item_id=f"{item}@recheck", annotator=who, task="verify", accept=accept, **said)], "human"
         )
     finally:
         store.close()
@@ -167,7 +171,18 @@ def test_an_item_rejected_on_recheck_leaves_the_release_and_nothing_else_moves(t
     assert cost_after.pop("kept") == cost_before.pop("kept") - 1
     cost_before.pop("cost_per_kept_question_usd"), cost_after.pop("cost_per_kept_question_usd")
     assert cost_after == cost_before  # the re-check's judgement is not the build's cost
-    assert {n for n in before if before[n] != after[n]} <= {"cost.json", "funnel.json"} | {
+    rejects_before = before["rejects.jsonl"].decode().splitlines(keepends=True)
+    rejects_after = after["rejects.jsonl"].decode().splitlines(keepends=True)
+    assert rejects_after[:-1] == rejects_before  # the build's own rejects as they were, then the re-check's
+    row = json.loads(rejects_after[-1])
+    assert (row["stage"], row["id"], row["reason"]) == ("recheck", chosen, "rejected_on_recheck")
+    assert row["question"] and row["response"] is None
+    assert row["evidence"] == {
+        "item": chosen,
+        "task": f"{chosen}@recheck",
+        "votes": [{"annotator": "ana", "vote": "reject", "flags": ["ambiguous-question"], "comment": "two fit"}],
+    }
+    assert {n for n in before if before[n] != after[n]} <= {"cost.json", "funnel.json", "rejects.jsonl"} | {
         n for n in before if n.startswith(("items/", "dataset/"))
     }
 
@@ -177,3 +192,65 @@ def test_a_confirmed_recheck_and_one_still_waiting_change_no_byte(tmp_path: Path
     assert after == before
     _, before, after = _resumed(tmp_path / "waiting", accept=None)
     assert after == before
+
+
+CROW_SHOTS = Path(__file__).parents[1] / "fixtures" / "crow" / "shot_samples.json"
+
+
+def _crow_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, accept: bool | None
+) -> tuple[dict[str, Any], dict[str, bytes], dict[str, bytes]]:
+    """A dry-run CRoW build, one example of a context with others re-checked, judged (or not) and the run resumed."""
+    monkeypatch.setenv("SENSEFORGE_HOME", str(tmp_path / "home"))
+    config = CrowConfig(model="scripted/crow-author", source=(str(CROW_SHOTS),))
+    run = tmp_path / "run"
+    assert build(CROW, config, run, store=Store()).state == "done"
+    before = _files(run)
+    rows = [json.loads(line) for line in before["release/private.jsonl"].decode().splitlines()]
+    shared = [row for row in rows if sum(other["context_id"] == row["context_id"] for other in rows) > 1]
+    chosen = shared[-1]
+    assert queue_rechecks(run, [chosen["example_id"]]) == 1
+    if accept is not None:
+        _judge(run, chosen["example_id"], accept)
+    assert build(CROW, config, run, store=Store(), resume=True).state == "done"
+    return chosen, before, _files(run)
+
+
+def test_a_crow_example_rejected_on_recheck_leaves_its_release_and_nothing_else_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chosen, before, after = _crow_resumed(tmp_path, monkeypatch, accept=False)
+    gone = chosen["example_id"]
+    assert set(after) == set(before)
+    for name in ("release/private.jsonl", "release/public.jsonl", f"dataset/{chosen['task']}.jsonl"):
+        lines = before[name].decode().splitlines(keepends=True)
+        assert after[name].decode() == "".join(line for line in lines if json.loads(line)["example_id"] != gone)
+    funnel_before, funnel_after = json.loads(before["funnel.json"]), json.loads(after["funnel.json"])
+    assert funnel_after["stages"][:-1] == funnel_before["stages"]
+    assert funnel_after["stages"][-1] == {
+        "stage": "recheck", "in": funnel_before["kept"], "out": funnel_before["kept"] - 1,
+        "rejected": {"rejected_on_recheck": 1},
+    }  # fmt: skip
+    task_after = next(group for group in funnel_after["groups"] if group["name"] == chosen["task"])
+    task_before = next(group for group in funnel_before["groups"] if group["name"] == chosen["task"])
+    assert task_after["stages"][:-1] == task_before["stages"] and task_after["kept"] == task_before["kept"] - 1
+    assert task_after["stages"][-1]["rejected"] == {"rejected_on_recheck": 1}
+    assert json.loads(before["manifest.json"]) == json.loads(after["manifest.json"])  # the config hash too
+    row = json.loads(after["rejects.jsonl"].decode().splitlines()[-1])
+    assert (row["stage"], row["id"], row["reason"], row["checked"]) == ("recheck", gone, "rejected_on_recheck", chosen)
+    assert [vote["vote"] for vote in row["evidence"]["votes"]] == ["reject"]
+    assert after["rejects.jsonl"].decode().splitlines()[:-1] == before["rejects.jsonl"].decode().splitlines()
+    changed = {name for name in before if before[name] != after[name]}
+    allowed = {"funnel.json", "cost.json", "cost_by_task.json", "rejects.jsonl", "release/baseline_submission.jsonl"}
+    assert changed <= allowed | {f"dataset/{chosen['task']}.jsonl", "release/private.jsonl", "release/public.jsonl"}
+
+
+def test_a_confirmed_crow_recheck_changes_no_byte_and_ids_not_examples_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chosen, before, after = _crow_resumed(tmp_path, monkeypatch, accept=True)
+    assert after == before
+    with pytest.raises(ConfigError) as raised:
+        queue_rechecks(tmp_path / "run", [chosen["context_id"]])
+    message = str(raised.value)
+    assert "example_id" in message and chosen["context_id"] in message and "\n" not in message

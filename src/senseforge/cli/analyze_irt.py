@@ -29,7 +29,8 @@ def irt(
     queue: Path | None = typer.Option(
         None,
         "--queue",
-        help="A run directory: queue each suspicious item there as a verify re-check (<item>@recheck) for people.",
+        help="A run directory: queue each suspicious item there as a verify re-check (<item>@recheck) for people "
+        "(a CRoW run's items are its examples' example_id).",
     ),
     run_store: str | None = typer.Option(
         None, "--run-store", help="With --queue: the run's store URL, when it is not the run folder's run.db."

@@ -11,17 +11,34 @@ run writes the same bytes as an uninterrupted one.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from senseforge.data.schema import MCItem
 from senseforge.llm.prices import PriceTable
-from senseforge.pipelines.recheck import RECHECK, REJECTED_ON_RECHECK, rejected_on_recheck
+from senseforge.pipelines.recheck import RECHECK, REJECTED_ON_RECHECK, recheck_reject, rejected_on_recheck
 from senseforge.pipelines.release import AnyRelease, Finished, OwnFiles, Release
-from senseforge.pipelines.report import cost_by, funnel_rows_by, write_json, write_splits
+from senseforge.pipelines.report import (
+    cost_by,
+    funnel_rows_by,
+    shown_checked,
+    shown_question,
+    write_json,
+    write_splits,
+)
 from senseforge.pipelines.runstore import RunStore, StageResult
 from senseforge.runfolder import files
 from senseforge.runfolder.funnel import Funnel, Group, StageRow, summed_splits
+
+
+@dataclass(frozen=True)
+class Released:
+    """What the release wrote: the run's funnel, and the ``rejects.jsonl`` rows of the items people rejected on a
+    re-check (none without one)."""
+
+    funnel: Funnel
+    rechecked: list[dict[str, Any]] = field(default_factory=list)
 
 
 def release(
@@ -35,8 +52,9 @@ def release(
     facts: Mapping[str, Any],
     human_rate: float | Mapping[str, float] | None = None,
     prices: PriceTable | None = None,
-) -> Funnel:
-    """Write what ``declared`` releases under ``run_dir`` and return the run's funnel (``rows``: its stage rows)."""
+) -> Released:
+    """Write what ``declared`` releases under ``run_dir``; the run's funnel (``rows``: its stage rows) and the
+    rejects of its re-checks."""
     if isinstance(declared, OwnFiles):
         return _own_files(declared, recipe, run, run_dir, rows, splitting, facts, human_rate, prices)
     return _items(declared, recipe, run, run_dir, rows, splitting, facts, prices)
@@ -51,7 +69,7 @@ def _items(
     splitting: frozenset[str],
     facts: Mapping[str, Any],
     prices: PriceTable | None,
-) -> Funnel:
+) -> Released:
     kept = sorted(run.results(declared.kept, "ok", declared.record), key=lambda r: r.record_id)
     names: Sequence[str | None] = list(declared.groups) or [None]
     made: dict[str | None, list[tuple[StageResult[Any], MCItem]]] = {
@@ -65,8 +83,16 @@ def _items(
     splits = {group: declared.split.cut(pairs) for group, pairs in made.items()}
     dropped = rejected_on_recheck(run)
     had = {group: len(pairs) for group, pairs in made.items()}
+    rechecked: dict[tuple[str, str], dict[str, Any]] = {}
     if dropped:  # after the splits were drawn over every kept record: the other items keep theirs
         removed = {record.record_id for pairs in made.values() for record, item in pairs if item.id in dropped}
+        for pairs in made.values():
+            for record, item in pairs:
+                if item.id in dropped:
+                    shown = {"question": shown_question(record), "checked": shown_checked(record)}
+                    rechecked[(record.record_id, item.id)] = recheck_reject(
+                        record.record_id, item.id, dropped[item.id], shown
+                    )
         made = {group: [(r, i) for r, i in pairs if i.id not in dropped] for group, pairs in made.items()}
         splits = {
             group: {name: [i for i in items if i.id not in dropped] for name, items in cut.items()}
@@ -135,7 +161,7 @@ def _items(
     if declared.folders:
         for row in groups:
             write_json(run_dir / str(row.folder) / files.FUNNEL, row)
-    return Funnel(
+    funnel = Funnel(
         recipe=recipe,
         lang=declared.lang,
         title=declared.title,
@@ -151,6 +177,7 @@ def _items(
         figures=declared.figures(done),
         judges_in_figures=declared.judges_in_figures,
     )
+    return Released(funnel, [rechecked[key] for key in sorted(rechecked)])
 
 
 def _released(
@@ -171,11 +198,27 @@ def _own_files(
     facts: Mapping[str, Any],
     human_rate: float | Mapping[str, float] | None,
     prices: PriceTable | None,
-) -> Funnel:
-    written = declared.write(run, run_dir, facts)
+) -> Released:
+    dropped = rejected_on_recheck(run)
+    written = declared.write(run, run_dir, facts, frozenset(dropped))
     kept = dict(declared.kept(written))
     stage_names = [row.stage for row in rows]
     by_group = funnel_rows_by(run, stage_names, declared.group_of, declared.record, splitting, list(kept))
+    removed = declared.rechecked(written) if dropped else {}
+    rechecked: list[dict[str, Any]] = []
+    if dropped:  # the release left them out; the funnel says so, run and groups alike
+        out = sum(kept.values())
+        gone = sum(len(items) for items in removed.values())
+        rows = [*rows, StageRow(stage=RECHECK, in_=out + gone, out=out, rejected={REJECTED_ON_RECHECK: gone})]
+        for group, n in kept.items():
+            left = len(removed.get(group, {}))
+            row = StageRow(stage=RECHECK, in_=n + left, out=n, rejected={REJECTED_ON_RECHECK: left})
+            by_group[group] = [*by_group[group], row]
+        for items in removed.values():
+            for item_id, shown in sorted(items.items()):
+                rechecked.append(
+                    recheck_reject(item_id, item_id, dropped[item_id], {"question": None, "checked": dict(shown)})
+                )
     costs = cost_by(
         run,
         stage_names,
@@ -188,7 +231,7 @@ def _own_files(
         record_model=declared.record,
     )
     write_json(run_dir / declared.cost_file, costs)
-    return Funnel(
+    funnel = Funnel(
         recipe=recipe,
         title=declared.title,
         cost_title=declared.cost_title,
@@ -199,7 +242,7 @@ def _own_files(
         groups=[
             Group(
                 name=group,
-                stages=[row for row in by_group[group] if declared.shown(group, row.stage)],
+                stages=[row for row in by_group[group] if row.stage == RECHECK or declared.shown(group, row.stage)],
                 kept=n,
                 figures=declared.group_figures(run, written, group),
             )
@@ -208,3 +251,4 @@ def _own_files(
         figures=declared.figures(run, written),
         judges_in_figures=declared.judges_in_figures,
     )
+    return Released(funnel, rechecked)

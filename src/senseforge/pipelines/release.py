@@ -124,8 +124,9 @@ class OwnFiles(Generic[R, W]):
     """A release whose files are not items cut into splits (CRoW's binary rows per task and its ``release/``): it
     writes them itself and says what it wrote (``W``); the engine does the funnel, the costs and the rejects."""
 
-    write: Callable[[RunStore, Path, Mapping[str, Any]], W]
-    """Write the files (atomically) under the run folder, given the source's facts; what was written."""
+    write: Callable[[RunStore, Path, Mapping[str, Any], frozenset[str]], W]
+    """Write the files (atomically) under the run folder, given the source's facts and the ids of the items people
+    rejected on a re-check (:mod:`.recheck`: left out, nothing else moving); what was written."""
     kept: Callable[[W], Mapping[str, int]]
     """What each group kept, the groups in order."""
     record: type[R]
@@ -139,6 +140,8 @@ class OwnFiles(Generic[R, W]):
     group_figures: Callable[[RunStore, W, str], list[Figure]]
     cost_file: str
     """The file of every group's cost (``cost_by_task.json``)."""
+    rechecked: Callable[[W], Mapping[str, Mapping[str, Mapping[str, Any]]]] = lambda written: {}
+    """Per group, the items left out on a re-check, by id, each as ``rejects.jsonl`` shows it (``checked``)."""
     title: str = "Records into and out of each stage"
     cost_title: str = "Cost per stage"
     kept_unit: str = "item"

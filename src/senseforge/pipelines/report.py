@@ -295,9 +295,16 @@ def shown_checked(record: StageResult[Any]) -> dict[str, Any]:
     return shown
 
 
-def write_rejects(run_dir: Path, store: RunStore, stages: Sequence[str], model: type[Record]) -> int:
+def write_rejects(
+    run_dir: Path,
+    store: RunStore,
+    stages: Sequence[str],
+    model: type[Record],
+    rechecked: Sequence[Mapping[str, Any]] = (),
+) -> int:
     """``rejects.jsonl``: every rejected record with its stage, reason, its text as checked, the check's
-    evidence and the model's raw output.
+    evidence and the model's raw output; then ``rechecked``, the rows of the items people rejected on a re-check
+    (:mod:`.recheck`), in the same shape.
 
     A reply is written once per call: a later record rejected from the same call (the triples of one
     CKA reply, the items of one culture-gen batch) names the row that holds it under ``response_of``.
@@ -325,4 +332,7 @@ def write_rejects(run_dir: Path, store: RunStore, stages: Sequence[str], model: 
                         row["response_of"] = earlier
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
                 count += 1
+        for shown in rechecked:
+            handle.write(json.dumps(dict(shown), ensure_ascii=False) + "\n")
+            count += 1
     return count

@@ -507,7 +507,7 @@ def _finish(
     names = [source.name, *(stage.name for stage in stages)]
     facts = json.loads(run.meta(SOURCE_FACTS) or "{}")
     rows = funnel_rows(run, names, recipe.splitting())
-    funnel_doc = release(
+    released = release(
         recipe.release(config),
         recipe.name,
         run,
@@ -518,6 +518,7 @@ def _finish(
         human_rate=human_rate,
         prices=prices,
     )
+    funnel_doc = released.funnel
     judged = {task: run.count_judgements(task, "human") for task in people_tasks(stages)}
     if RECHECK_TASK in judged:  # re-checks come after the build: not its cost (see .recheck)
         judged[RECHECK_TASK] -= recheck_judgements(run)
@@ -538,7 +539,7 @@ def _finish(
         cost_doc.review_saved = saved_review(answered, config.review.k, human_rate, task)
     write_json(run_dir / "funnel.json", funnel_doc)
     write_json(run_dir / "cost.json", cost_doc)
-    write_rejects(run_dir, run, names, recipe.record)
+    write_rejects(run_dir, run, names, recipe.record, released.rechecked)
     table = prices or PriceTable.load()
     totals = store.ledger_summary(run_label, price=table.cost)
     ledger = dict(totals)

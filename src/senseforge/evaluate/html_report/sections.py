@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from senseforge.evaluate.html_report import figures as fig
-from senseforge.evaluate.html_report.common import FOLDER_TOKEN, anchor, e, none, show, table
+from senseforge.evaluate.html_report.common import FOLDER_TOKEN, anchor, e, none, note, show, table
 from senseforge.evaluate.html_report.evaluations import evaluations_part, human_baseline_part
 from senseforge.evaluate.html_report.inputs import Run, read_json
 from senseforge.evaluate.html_report.recipes import agreement_part, cost_part, declared_parts, funnel_part
@@ -121,15 +121,25 @@ def analyses_section(folders: Sequence[Path], figures: fig.Figures) -> str:
 
 
 def _irt_part(document: Any) -> str:
-    """``analyze irt``'s suspicious items and, when chosen, its subset's leave-one-out check."""
+    """``analyze irt``'s warnings (too few respondents; one model in several set-ups), its respondents, its suspicious
+    items and, when chosen, its subset's leave-one-out check."""
     if not isinstance(document, dict):
         return ""
+    warned = "".join(note(f"Warning: {w}.") for w in document.get("warnings") or [])
+    people = [
+        (r.get("label"), r.get("ability"), r.get("ability_se"))
+        for r in document.get("respondents") or []
+        if isinstance(r, dict)
+    ]
+    out = warned
+    if people:
+        out += f"<h3>Respondents ({len(people)})</h3>" + table(("respondent", "ability", "SE"), people)
     rows = [
         (i.get("id"), i.get("difficulty"), i.get("discrimination"), "; ".join(i.get("reasons") or []))
         for i in document.get("items") or []
         if isinstance(i, dict) and i.get("suspicious")
     ]
-    out = f"<h3>Suspicious items ({len(rows)})</h3>"
+    out += f"<h3>Suspicious items ({len(rows)})</h3>"
     out += table(("item", "difficulty", "discrimination", "evidence"), rows) if rows else none("No suspicious item.")
     subset = document.get("subset")
     if isinstance(subset, dict):

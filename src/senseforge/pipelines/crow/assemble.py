@@ -35,6 +35,7 @@ from senseforge.evaluate.policies import ACCEPT, agreement, votes_of
 from senseforge.pipelines.contamination import GATE
 from senseforge.pipelines.crow.records import CrowRecord, CrowTriple, required
 from senseforge.pipelines.crow.tasks import TaskSpec
+from senseforge.pipelines.recheck import REJECTED_ON_RECHECK
 from senseforge.pipelines.report import write_jsonl
 from senseforge.pipelines.runstore import RunStore, StageResult
 
@@ -196,6 +197,26 @@ def _carried(
         for other in member.data.others:
             rows.append(_row(spec, member, other.text, other.label, triples, {"origin": "source"}))
     return rows
+
+
+def leave_out(outputs: Mapping[str, TaskOutput], dropped: frozenset[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Take the examples people rejected on a re-check (by ``example_id``) out of ``outputs``, the others as they
+    were; a context left with no example is no longer kept (``rejected_on_recheck``). Per task, what was taken out,
+    by id, its released row (``rejects.jsonl`` shows it)."""
+    removed: dict[str, dict[str, dict[str, Any]]] = {}
+    for task, out in outputs.items():
+        gone = [row for row in out.rows if row["example_id"] in dropped]
+        if not gone:
+            continue
+        out.rows = [row for row in out.rows if row["example_id"] not in dropped]
+        out.ids -= {row["example_id"] for row in gone}
+        still = {row["context_id"] for row in out.rows}
+        emptied = {row["context_id"] for row in gone} - still
+        out.kept -= len(emptied)
+        if emptied:
+            out.dropped[REJECTED_ON_RECHECK] += len(emptied)
+        removed[task] = {row["example_id"]: dict(row) for row in gone}  # the released row, as it was
+    return removed
 
 
 # -- files ---------------------------------------------------------------------------------------

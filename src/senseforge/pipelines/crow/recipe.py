@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from importlib import resources
 from pathlib import Path
@@ -29,7 +29,14 @@ from senseforge.errors import ConfigError
 from senseforge.llm.base import GenerateRequest, LoglikelihoodRequest
 from senseforge.pipelines.contamination import GATE, gate
 from senseforge.pipelines.contamination import manifest_facts as contamination_facts
-from senseforge.pipelines.crow.assemble import TaskOutput, assemble, dimension_counts, validation_figures, write_outputs
+from senseforge.pipelines.crow.assemble import (
+    TaskOutput,
+    assemble,
+    dimension_counts,
+    leave_out,
+    validation_figures,
+    write_outputs,
+)
 from senseforge.pipelines.crow.config import CrowConfig
 from senseforge.pipelines.crow.dryrun import crow_author
 from senseforge.pipelines.crow.records import CrowRecord
@@ -210,11 +217,12 @@ class Crow:
         """Binary rows per task and the ``release/`` files (:mod:`.assemble`); the funnel grouped by task."""
         specs = config.specs()
 
-        def write(run: RunStore, run_dir: Path, facts: Mapping[str, Any]) -> Assembled:
+        def write(run: RunStore, run_dir: Path, facts: Mapping[str, Any], dropped: frozenset[str]) -> Assembled:
             tasks = list(facts.get("task_order") or config.task)
             outputs = assemble(run, specs, tasks, final_stage="wsv", kept_stage="ckv")
+            removed = leave_out(outputs, dropped) if dropped else {}
             write_outputs(run_dir, outputs, specs)
-            return Assembled(specs, outputs, facts.get("tasks", {}))
+            return Assembled(specs, outputs, facts.get("tasks", {}), removed)
 
         def shown(task: str, stage: str) -> bool:
             return _TASK_STAGES[stage] is None or specs[task].runs(str(_TASK_STAGES[stage]))
@@ -230,6 +238,7 @@ class Crow:
             figures=_figures,
             group_figures=_task_figures,
             cost_file=files.COST_BY_TASK,
+            rechecked=lambda done: done.rechecked,
             title="CRoW's construction funnel over every task: records into and out of each stage",
             kept_unit="example",
             judges_in_figures=True,
@@ -243,6 +252,8 @@ class Assembled:
     specs: Mapping[str, TaskSpec]
     outputs: Mapping[str, TaskOutput]
     source: Mapping[str, Any]
+    rechecked: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
+    """Per task, the examples people rejected on a re-check (left out), by id, each its released row."""
 
 
 def _examples(spec: TaskSpec, out: TaskOutput) -> dict[str, Number]:
