@@ -40,6 +40,7 @@ from typing import Any
 
 from senseforge.errors import ConfigError
 from senseforge.llm.loopback_batches import BatchDesk, error_payload
+from senseforge.llm.loopback_cli import header, load_responder, parser, wait_for_signal
 from senseforge.llm.loopback_formats import REFUSABLE_FORMATS, shaped_text
 from senseforge.llm.loopback_handler import (
     CHAT_PATH,
@@ -447,10 +448,69 @@ class LoopbackOpenAI:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Serve from a process of its own: see :func:`senseforge.llm.loopback_cli.main` (``--help`` says the rest)."""
-    from senseforge.llm.loopback_cli import main as serve
+    """Serve from a process of its own (so the server does not share the client's interpreter).
 
-    return serve(argv)
+    Prints the base URL on the first line of stdout, then serves: until stdin closes (each
+    line read prints the statistics so far as one JSON line), or with ``--until-signal``
+    until SIGTERM or SIGINT; either way it prints the statistics once more and exits 0.
+    ``python -m senseforge.llm.loopback --help`` says the rest.
+    """
+    import signal
+
+    args = parser().parse_args(argv)
+    headers = dict(header(text) for text in args.header)
+    if args.until_signal and hasattr(signal, "pthread_sigmask"):  # before any thread starts: they inherit the mask
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        server = LoopbackOpenAI(
+            load_responder(args.responder),
+            latency_s=args.latency,
+            fault_rate=args.fault_rate,
+            seed=args.seed,
+            capacity=args.capacity,
+            headers=headers,
+            batch_latency_s=args.batch_latency,
+            port=args.port,
+            refuse_formats=args.refuse_format,
+        ).start()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    def stats() -> str:
+        return json.dumps(
+            {
+                "requests": server.requests,
+                "answered_ok": server.answered_ok,
+                "faults_by_kind": server.faults_by_kind,
+                "max_in_flight": server.max_in_flight,
+                "in_flight": server.in_flight,
+                "over_capacity": server.over_capacity,
+                "files_uploaded": server.files_uploaded,
+                "batches_created": server.batches_created,
+                "first_arrival_monotonic": arrival(0),
+                "last_arrival_monotonic": arrival(-1),
+            }
+        )
+
+    def arrival(index: int) -> float | None:
+        """When the first (``0``) or last (``-1``) request came, on this machine's monotonic clock (the client's
+        too): a rate from the first leaves the client's start-up out; the last, its finishing."""
+        log = server.log
+        return server._started + log[index].arrived_s if log else None
+
+    with server:
+        print(server.base_url, flush=True)
+        try:
+            if args.until_signal:
+                wait_for_signal()
+            else:
+                for _line in sys.stdin:
+                    print(stats(), flush=True)
+        except KeyboardInterrupt:
+            pass
+        print(stats(), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
