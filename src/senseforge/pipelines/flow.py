@@ -226,14 +226,14 @@ def run_stages(
             for i, lane in enumerate(lanes[:index])
         )
 
-    def hand_on(index: int, results: Sequence[StageResult]) -> None:
-        """Stream a stage's new ok results to the next stage (held at a stage that pauses the run until it is
-        through with none waiting)."""
+    def hand_on(index: int, results: Sequence[StageResult], stored: Sequence[str]) -> None:
+        """Stream a stage's new ok results (``stored``: their payloads as stored) to the next stage (held at a stage
+        that pauses the run until it is through with none waiting)."""
         if index + 1 >= len(lanes):
             return
         assert model is not None
         lane = lanes[index]
-        passed = [r.as_read(model) for r in results if r.status == "ok"]
+        passed = [r.as_read(model, payload) for r, payload in zip(results, stored, strict=True) if r.status == "ok"]
         if not lane.stage.pauses_run:
             lanes[index + 1].offer(passed)
             return
@@ -307,7 +307,7 @@ def run_stages(
         before = lane.parked
         results = _stored_results(lane, batch, output, awaiting_batches)
         parked = lane.parked - before  # not done: they wait for an API's batch
-        store.put(lane.stage.name, results, judgements=output.judgements)
+        stored = store.put(lane.stage.name, results, judgements=output.judgements)
         queue_tasks(store.engine, output.tasks)
         lane.report.stored += len(results)
         awaiting = sum(outcome is AWAITING for outcome in output.outcomes)
@@ -315,7 +315,7 @@ def run_stages(
         done = len(batch.records) - awaiting - retry - parked
         lane.bars[batch.attempt].records(done=done, queued=awaiting, retry=retry, batch=parked)
         if stream:
-            hand_on(batch.lane, results)
+            hand_on(batch.lane, results, stored)
             release_held()
         close_bars()
         if not stream and lane.failing and lane.idle:
