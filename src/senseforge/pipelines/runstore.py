@@ -186,7 +186,7 @@ class StageResult(Generic[D]):
     def as_read(self, model: type[R], stored: str | None = None) -> StageResult[R]:
         """This result as the run store hands it back once stored: its payload through JSON (``stored``: as
         :meth:`RunStore.put` wrote it), read as ``model``."""
-        payload = json.loads(_dumps(self.payload) if stored is None else stored)
+        payload = _loads(_dumps(self.payload) if stored is None else stored)
         return StageResult.from_payload(
             self.record_id, self.status, payload, model, reason=self.reason, prompt=self.prompt, response=self.response
         )
@@ -244,6 +244,12 @@ class StoredJudgement:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _loads(stored: str) -> Any:
+    """A stored payload parsed: by pydantic's JSON parser, about twice as fast as :func:`json.loads` on the run's
+    payloads and the same values (floats read to the same double, later keys winning, objects in stored order)."""
+    return from_json(stored)
 
 
 def sqlite_url(path: Path) -> str:
@@ -344,7 +350,7 @@ class RunStore:
                     StageResult.from_payload(
                         row["record_id"],
                         row["status"],
-                        json.loads(row["payload"]),
+                        _loads(row["payload"]),
                         model,
                         reason=row["reason"],
                         prompt=row["prompt"],
@@ -366,8 +372,7 @@ class RunStore:
         query = sa.select(stage_results.c.payload).where(stage_results.c.stage == stage)
         with self._engine.connect() as conn:
             rows = conn.execute(query.order_by(stage_results.c.record_id)).all()
-        # pydantic's JSON parser: twice as fast as json's here, and a call entry holds no float it could read apart
-        return [from_json(row[0]).get(CALLS) or {} for row in rows]
+        return [_loads(row[0]).get(CALLS) or {} for row in rows]
 
     def stored(self) -> int:
         """How many stage results and judgements the run holds (0: nothing was stored yet)."""
