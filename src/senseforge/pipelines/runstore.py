@@ -80,13 +80,13 @@ class CallEntry(BaseModel):
 _ENTRIES_KEPT = 1 << 18
 """Call entries remembered as read and as stored (:func:`_entry`, :func:`_stored_entry`): a record carries the calls of
 every stage before it, so each entry is read and written once per later stage; the memory is emptied when full."""
-_entries: dict[tuple[tuple[str, type, Any], ...], CallEntry] = {}
+_entries: dict[tuple[tuple[str, Any], ...], CallEntry] = {}
 
 
 def _entry(stored: Mapping[str, Any]) -> CallEntry:
     """A stored call entry validated, once per distinct entry (the entry is frozen: one instance serves them all)."""
     try:
-        key = tuple((name, type(value), value) for name, value in stored.items())
+        key = tuple(stored.items())  # values that compare equal (1, 1.0, True) validate to the same entry
         found = _entries.get(key)
     except (TypeError, AttributeError):  # not an entry (an unhashable value, not an object): validation says why
         return CallEntry.model_validate(stored)
