@@ -303,23 +303,24 @@ class RunStore:
         if not results and not judgements:
             return []
         now = time.time()
+        payloads = [_dumps(r.payload) for r in results]
         rows = [
             {
                 "stage": stage,
                 "record_id": r.record_id,
                 "status": r.status,
                 "reason": r.reason,
-                "payload": _dumps(r.payload),
+                "payload": payload,
                 "prompt": r.prompt,
                 "response": r.response,
                 "created_at": now,
             }
-            for r in results
+            for r, payload in zip(results, payloads, strict=True)
         ]
         with self._engine.begin() as conn:
             put_judgements(conn, judgements, now)
             insert_rows(conn, stage_results, rows)
-        return [row["payload"] for row in rows]
+        return payloads
 
     def done_ids(self, stage: str) -> set[str]:
         """Ids of the records that already have a result in ``stage``."""
