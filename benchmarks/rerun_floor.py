@@ -37,12 +37,9 @@ BATCH = 100
 """Records per transaction (a build's batches are of this order)."""
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workdir", type=Path, help="a paper_scale.py --workdir folder after its run")
-    parser.add_argument("--json", type=Path, help="also write the numbers here")
-    args = parser.parse_args()
-    first = args.workdir / "first"
+def measure(workdir: Path) -> dict[str, float | int]:
+    """The floor of a rerun of the build ``paper_scale.py`` left in ``workdir`` (its ``first`` run and ``cache.db``)."""
+    first = workdir / "first"
     source = sqlite3.connect(first / "run.db")
     columns = ["stage", "record_id", "status", "reason", "payload", "prompt", "response", "created_at"]
     rows = [
@@ -63,7 +60,7 @@ def main() -> int:
                 insert_rows(conn, stage_results, rows[start : start + BATCH])
         run_store_s = time.perf_counter() - started
         store.close()
-        shutil.copy(args.workdir / "cache.db", Path(tmp) / "cache.db")
+        shutil.copy(workdir / "cache.db", Path(tmp) / "cache.db")
         cache = Store(f"sqlite:///{Path(tmp) / 'cache.db'}")
         hits = [
             row.model_copy(update={"cache_hit": True, "latency_s": 0.0, "run": "floor"})
@@ -74,7 +71,7 @@ def main() -> int:
             cache.ledger_add(hits[start : start + BATCH])
         ledger_s = time.perf_counter() - started
         cache.close()
-    result = {
+    return {
         "records": len(rows),
         "judgements": len(judged),
         "ledger_hits": len(hits),
@@ -82,8 +79,18 @@ def main() -> int:
         "ledger_s": round(ledger_s, 3),
         "floor_s": round(run_store_s + ledger_s, 3),
     }
-    print(f"floor: {len(rows):,} records + {len(judged):,} judgements into a new run store in {run_store_s:.2f} s; ")
-    print(f"       {len(hits):,} ledger hit rows in {ledger_s:.2f} s; together {run_store_s + ledger_s:.2f} s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("workdir", type=Path, help="a paper_scale.py --workdir folder after its run")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    args = parser.parse_args()
+    result = measure(args.workdir)
+    run_store_s, ledger_s = result["run_store_s"], result["ledger_s"]
+    print(f"floor: {result['records']:,} records + {result['judgements']:,} judgements ", end="")
+    print(f"into a new run store in {run_store_s:.2f} s;")
+    print(f"       {result['ledger_hits']:,} ledger hit rows in {ledger_s:.2f} s; together {result['floor_s']:.2f} s")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0

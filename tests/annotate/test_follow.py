@@ -178,12 +178,13 @@ if not (here / "used").exists():  # the first advance only: it stops after its f
     stored = RunStore.put
 
     def put(self, stage, results, **kwargs):
-        stored(self, stage, results, **kwargs)
+        payloads = stored(self, stage, results, **kwargs)
         if results:
             with open(here / "ready", "w") as fifo:
                 fifo.write(f"{os.getpid()} {stage}\\n")
             with open(here / "go") as fifo:  # blocks until the test lets it go (it kills it instead)
                 fifo.read()
+        return payloads
     RunStore.put = put
 from senseforge.cli.main import main
 main(sys.argv[1:])
@@ -435,12 +436,13 @@ if here and "build" in sys.argv and not (Path(here) / "used").exists():  # the f
     stored = RunStore.put
 
     def put(self, stage, results, **kwargs):
-        stored(self, stage, results, **kwargs)
+        payloads = stored(self, stage, results, **kwargs)
         if results:
             with open(Path(here) / "ready", "w") as fifo:
                 fifo.write(f"{os.getpid()} {stage}\\n")
             with open(Path(here) / "go") as fifo:
                 fifo.read()
+        return payloads
 
     RunStore.put = put
 """

@@ -326,3 +326,14 @@ def test_the_index_probing_few_shingles_misses_no_copy_a_scan_finds() -> None:
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 9))) for _ in range(400)]
     _, named = _index_against_a_scan(texts, keep_copies=True)  # copies kept too: a text has several to find
     assert named > 20
+
+
+def test_the_index_compares_texts_only_with_those_of_the_same_numbers() -> None:
+    """Templated texts that differ in their numbers (seeded), some numbers repeated: the index, comparing a text with
+    the kept texts of its own numbers only, names the same copies as a scan of every kept text."""
+    rng = random.Random(11)
+    frames = ["Which option matches puzzle number {}?", "Which options match puzzle {} now?", "Puzzle {}: which fits?"]
+    texts = [rng.choice(frames).format(rng.choice(["12", "13", "012", "7 and 8", "40"])) for _ in range(150)]
+    texts += [frame.format(number) for frame in frames for number in range(40)]
+    _, named = _index_against_a_scan(texts, keep_copies=True)
+    assert named > 20

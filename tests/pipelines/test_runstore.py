@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -112,6 +113,24 @@ def test_a_payload_stored_before_typed_records_reads_back(tmp_path: Path) -> Non
     store.put("ask", [StageResult.from_payload("a", "ok", old, Loose)])
     (read,) = store.results("ask", model=Q)
     assert read.data == Q(q="Why?") and read.review is None and read.calls["ask"][0].tokens_out == 2
+
+
+def test_a_result_reads_back_as_json_would_read_its_stored_payload(tmp_path: Path) -> None:
+    """``put`` returns the payloads it stored; ``results`` and ``as_read`` give the values :func:`json.loads` gives
+    for them (floats to the same double, big integers, text in any script, repeated call entries shared)."""
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    odd = {"f": [0.1, 1e-320, 2.2250738585072014e-308, 1.7976931348623157e308, -0.0, 1 / 3], "n": 10**30, "t": "猫 ünï"}
+    call = CallEntry(key="k", model="m", tokens_in=1, tokens_out=2)
+    made = [StageResult(rid, "ok", Loose(q=rid, odd=odd), calls={"ask": (call, call)}) for rid in ("a", "b")]
+    stored = store.put("ask", made)
+    assert [json.loads(text) for text in stored] == [r.payload for r in made]
+    for result, text in zip(made, stored, strict=True):
+        again = result.as_read(Loose, text)
+        assert repr(again.data.odd) == repr(json.loads(text)["odd"]) and again.calls == result.calls
+    first, second = store.results("ask")
+    assert repr(first.data.odd) == repr(json.loads(stored[0])["odd"]) and first.payload == json.loads(stored[0])
+    assert first.calls["ask"][0] is second.calls["ask"][1]  # one instance per distinct entry
+    assert store.put("ask", []) == []
 
 
 def test_a_record_that_does_not_fit_the_model_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -73,6 +73,10 @@ NEGATIONS: Final = frozenset(
 
 _LEAST_NEAR_JACCARD: Final = min(NEAR_DUPLICATE_JACCARD, UNSPACED_NEAR_JACCARD)
 """Below this shingle Jaccard no text is a near-duplicate, spaced or not: the index looks no further."""
+
+_SEARCH_COST: Final = 8
+"""About what one binary search of a posting costs against counting one of its entries (numpy): the index looks a
+few candidates up, and counts whole postings once candidates are many."""
 
 _UNSPACED_RUN: Final = 12
 """A 'word' longer than this without a space marks text written without spaces."""
@@ -175,22 +179,66 @@ class Copy:
 
 
 @dataclass
+class _Shelf:
+    """The kept texts of one number key (only texts with the same numbers can be near-duplicates)."""
+
+    texts: list[tuple[str, str, str]] = field(default_factory=list)
+    """Per kept text: its record id, the text, its normalised form."""
+    sizes: array[int] = field(default_factory=lambda: array("i"))
+    """Per kept text, its number of shingles."""
+    postings: dict[str, array[int]] = field(default_factory=dict)
+    """Per shingle, the kept texts holding it (their indexes on this shelf, ascending)."""
+
+    def near(self, mine: frozenset[str]) -> Iterator[tuple[int, float]]:
+        """The kept texts (indexes, ascending) sharing enough shingles with ``mine`` to be near, with the Jaccard."""
+        lists = sorted((np.frombuffer(self.postings[g], dtype=np.int32) for g in mine if g in self.postings), key=len)
+        if not lists:
+            return
+        # a kept text of Jaccard ≥ t shares at least t·|mine| shingles with the new one (the union is at least
+        # |mine|), so it holds one of the new text's rarest |mine| - ⌊t·|mine|⌋ + 1 shingles: only the texts of
+        # those postings are candidates
+        rare = lists[: len(mine) - int(_LEAST_NEAR_JACCARD * len(mine)) + 1]
+        everything = sum(len(posting) for posting in lists)
+        candidates: np.ndarray[Any, np.dtype[np.int64]] | None = None
+        if sum(len(posting) for posting in rare) * 2 < everything:
+            candidates = np.unique(np.concatenate(rare)).astype(np.int64)
+        if candidates is not None and len(candidates) * len(lists) * _SEARCH_COST < everything:
+            shared = np.zeros(len(candidates), dtype=np.int64)  # few candidates: each looked up in every posting
+            for held in lists:
+                shared += held[np.minimum(np.searchsorted(held, candidates), len(held) - 1)] == candidates
+        else:  # many: every posting counted at once
+            shared = np.bincount(np.concatenate(lists), minlength=len(self.texts))
+            if candidates is not None:
+                shared = shared[candidates]
+        sizes = np.frombuffer(self.sizes, dtype=np.int32)
+        union = len(mine) + (sizes if candidates is None else sizes[candidates]) - shared
+        # below the least Jaccard the word test never runs: too few shingles shared
+        for place in np.flatnonzero(shared / union >= _LEAST_NEAR_JACCARD).tolist():
+            index = place if candidates is None else int(candidates[place])
+            yield index, int(shared[place]) / int(union[place])
+
+    def add(self, record_id: str, text: str, norm: str, grams: frozenset[str]) -> None:
+        index = len(self.texts)
+        self.texts.append((record_id, text, norm))
+        self.sizes.append(len(grams))
+        for gram in grams:
+            self.postings.setdefault(gram, array("i")).append(index)
+
+
+@dataclass
 class CopyIndex:
     """Texts kept so far (each under its record's id), and which of them a new text copies.
 
-    The exact test is a dictionary look-up. For the near test, an inverted index counts, for every
-    kept text at once, the shingles it shares with the new one (numpy, over each shingle's postings),
-    and only the kept texts that reach :data:`_LEAST_NEAR_JACCARD` get the word test, in the order
-    kept.
+    The exact test is a dictionary look-up. Near-duplicates have the same numbers, so the kept texts are shelved
+    by their numbers and a new text is compared with its own shelf only. There an inverted index counts the
+    shingles each kept text shares with the new one (numpy, over each shingle's postings), probing only the
+    postings of the new text's rarest shingles for candidates (a text near it must hold one of them), and only
+    the kept texts that reach :data:`_LEAST_NEAR_JACCARD` get the word test, in the order kept.
     """
 
     _exact: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    _texts: list[tuple[str, str, str, tuple[str, ...]]] = field(default_factory=list)
-    """Per kept text: its record id, the text, its normalised form, its numbers."""
-    _sizes: array[int] = field(default_factory=lambda: array("i"))
-    """Per kept text, its number of shingles."""
-    _postings: dict[str, array[int]] = field(default_factory=dict)
-    """Per shingle, the kept texts holding it (their indexes, ascending)."""
+    _shelves: dict[tuple[str, ...], _Shelf] = field(default_factory=dict)
+    """Per number key (:func:`_number_key`), the kept texts with those numbers."""
 
     def match(self, text: str) -> Copy | None:
         """The first kept text that ``text`` duplicates (or else nearly duplicates), or ``None``."""
@@ -201,27 +249,16 @@ class CopyIndex:
         norm = normalise(text)
         for record_id, kept in self._exact.get(norm, ()):
             yield Copy(DUPLICATE, record_id, kept, 1.0)
-        mine = shingles(text)
-        postings = [np.frombuffer(self._postings[gram], dtype=np.int32) for gram in mine if gram in self._postings]
-        if not postings:
+        shelf = self._shelves.get(_number_key(norm))
+        if shelf is None:
             return
-        shared = np.bincount(np.concatenate(postings), minlength=len(self._texts))
-        union = len(mine) + np.frombuffer(self._sizes, dtype=np.int32) - shared
-        numbers = _number_key(norm)
-        # below the least Jaccard the word test never runs: too few shingles shared
-        for index in np.flatnonzero(shared / union >= _LEAST_NEAR_JACCARD).tolist():
-            record_id, kept, kept_norm, their_numbers = self._texts[index]
-            jaccard = int(shared[index]) / int(union[index])
-            if kept_norm != norm and numbers == their_numbers and _near(norm, kept_norm, jaccard):
+        for index, jaccard in shelf.near(shingles(text)):
+            record_id, kept, kept_norm = shelf.texts[index]
+            if kept_norm != norm and _near(norm, kept_norm, jaccard):
                 yield Copy(NEAR_DUPLICATE, record_id, kept, jaccard)
 
     def add(self, record_id: str, text: str) -> None:
         """Keep ``text`` (held by ``record_id``) for later matches."""
         norm = normalise(text)
         self._exact.setdefault(norm, []).append((record_id, text))
-        grams = shingles(text)
-        index = len(self._texts)
-        self._texts.append((record_id, text, norm, _number_key(norm)))
-        self._sizes.append(len(grams))
-        for gram in grams:
-            self._postings.setdefault(gram, array("i")).append(index)
+        self._shelves.setdefault(_number_key(norm), _Shelf()).add(record_id, text, norm, shingles(text))

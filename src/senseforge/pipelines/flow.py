@@ -32,7 +32,9 @@ record order.
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures as cf
+import operator
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,9 +94,17 @@ class _Lane:
         self.in_order = isinstance(stage, InOrder)
 
     def offer(self, records: Sequence[StageResult]) -> None:
-        """Queue the records this stage has no result for yet (a record split into children counts as done)."""
+        """Queue the records this stage has no result for yet (a record split into children counts as done); a
+        stage deciding in order keeps its queue in record-id order."""
         fresh = [r for r in records if r.record_id not in self.done and r.record_id not in self.done_parents]
-        self.queues[0] += fresh
+        if self.in_order and len(fresh) <= _INSERTED:
+            for record in fresh:
+                bisect.insort(self.queues[0], record, key=_record_id)
+        elif self.in_order:
+            self.queues[0] += fresh
+            self.queues[0].sort(key=_record_id)
+        else:
+            self.queues[0] += fresh
         self.offered[0] += len(fresh)
 
     @property
@@ -126,11 +136,10 @@ class _Lane:
         return None
 
     def _next_in_order(self, upstream_idle: bool, floor: str | None) -> tuple[int, list[StageResult]] | None:
-        queue = self.queues[0]
+        queue = self.queues[0]  # in record-id order (see offer)
         if not queue or self.running[0]:
             return None
-        queue.sort(key=lambda record: record.record_id)
-        ready = next((i for i, r in enumerate(queue) if floor is not None and r.record_id >= floor), len(queue))
+        ready = len(queue) if floor is None else bisect.bisect_left(queue, floor, key=_record_id)
         if ready == 0 or (ready < self.size and not upstream_idle):
             return None
         taken = min(ready, self.size)
@@ -226,14 +235,14 @@ def run_stages(
             for i, lane in enumerate(lanes[:index])
         )
 
-    def hand_on(index: int, results: Sequence[StageResult]) -> None:
-        """Stream a stage's new ok results to the next stage (held at a stage that pauses the run until it is
-        through with none waiting)."""
+    def hand_on(index: int, results: Sequence[StageResult], stored: Sequence[str]) -> None:
+        """Stream a stage's new ok results (``stored``: their payloads as stored) to the next stage (held at a stage
+        that pauses the run until it is through with none waiting)."""
         if index + 1 >= len(lanes):
             return
         assert model is not None
         lane = lanes[index]
-        passed = [r.as_read(model) for r in results if r.status == "ok"]
+        passed = [r.as_read(model, payload) for r, payload in zip(results, stored, strict=True) if r.status == "ok"]
         if not lane.stage.pauses_run:
             lanes[index + 1].offer(passed)
             return
@@ -248,14 +257,10 @@ def run_stages(
     def floor(index: int) -> str | None:
         """The least record id still on its way to stage ``index``: queued, in flight, held, failing, or waiting for
         people at a stage before it (a record's children have ids above its own)."""
-        ids = [
-            record.record_id
-            for lane in lanes[:index]
-            for group in (*lane.queues, lane.held, lane.failing, lane.report.awaiting)
-            for record in group
-        ]
-        ids += [record.record_id for batch in flight.values() if batch.lane < index for record in batch.records]
-        return min(ids, default=None)
+        groups = [group for lane in lanes[:index] for group in (*lane.queues, lane.held, lane.failing)]
+        groups += [lane.report.awaiting for lane in lanes[:index]]
+        groups += [batch.records for batch in flight.values() if batch.lane < index]
+        return min((min(map(_record_id, group)) for group in groups if group), default=None)
 
     def pick() -> _Batch | None:
         for index in range(len(lanes)):
@@ -307,7 +312,7 @@ def run_stages(
         before = lane.parked
         results = _stored_results(lane, batch, output, awaiting_batches)
         parked = lane.parked - before  # not done: they wait for an API's batch
-        store.put(lane.stage.name, results, judgements=output.judgements)
+        stored = store.put(lane.stage.name, results, judgements=output.judgements)
         queue_tasks(store.engine, output.tasks)
         lane.report.stored += len(results)
         awaiting = sum(outcome is AWAITING for outcome in output.outcomes)
@@ -315,7 +320,7 @@ def run_stages(
         done = len(batch.records) - awaiting - retry - parked
         lane.bars[batch.attempt].records(done=done, queued=awaiting, retry=retry, batch=parked)
         if stream:
-            hand_on(batch.lane, results)
+            hand_on(batch.lane, results, stored)
             release_held()
         close_bars()
         if not stream and lane.failing and lane.idle:
@@ -360,6 +365,12 @@ def _ranked(
     rank, so the earliest stage's calls go first (see :mod:`senseforge.llm.limits`)."""
     with ranked(rank):
         return executor.run(stage, records, judgements, answered)
+
+
+_record_id = operator.attrgetter("record_id")
+_INSERTED = 64
+"""Records offered at once up to which a stage deciding in order inserts each in place (more: its queue is sorted
+again): its queue stays in record-id order without sorting every record at every pick."""
 
 
 def _ignore(_event: object) -> None:

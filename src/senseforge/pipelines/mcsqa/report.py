@@ -5,6 +5,7 @@ per kept question."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from senseforge.data.adapters import item_to_csqa_row
 from senseforge.data.schema import MCItem
@@ -13,7 +14,7 @@ from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.mcsqa.records import McsqaRecord, have
 from senseforge.pipelines.release import Finished, Release, Splitting
 from senseforge.pipelines.runstore import StageResult
-from senseforge.pipelines.verification import answered, panel_figures
+from senseforge.pipelines.verification import panel_figures
 from senseforge.runfolder.figures import Counts, Figure, Share, Table
 
 
@@ -30,8 +31,9 @@ def figures(done: Finished[McsqaRecord]) -> list[Figure]:
     run = done.run
     refined = run.results("refine", "ok", McsqaRecord)
     changed = sum(1 for r in refined if r.data.refined_changed)
-    outcomes = Counter[str](r.data.verify.outcome for r in run.results("verify", "ok", McsqaRecord) if r.data.verify)
-    reviewed = run.results("review", "ok", McsqaRecord)
+    verified = run.results("verify", None, McsqaRecord)  # read once: the outcomes and what a panel answered
+    outcomes = Counter[str](r.data.verify.outcome for r in verified if r.status == "ok" and r.data.verify)
+    reviewed = run.results("review", "ok")  # who accepted each: the engine's field alone
     sets = {"sampled": done.facts.get("sampled"), **dict(done.facts.get("funnel", []))}
     out: list[Figure] = [Counts(name="question-sets", title="Question sets", values=sets, draw=False)]
     if refined:
@@ -50,7 +52,8 @@ def figures(done: Finished[McsqaRecord]) -> list[Figure]:
                 summary=True,
             )
         )
-    out += panel_counts(done) or verify_counts(outcomes)
+    found = sorted((r for r in verified if r.data.panel), key=lambda r: r.record_id)
+    out += panel_counts(done, found) or verify_counts(outcomes)
     by = Counter(r.review for r in reviewed)
     out.append(
         Counts(name="review", title="Hard kept by", values={"humans": by["human"], "lm_panel": by["lm"]}, draw=False)
@@ -89,9 +92,9 @@ def verify_counts(outcomes: Counter[str]) -> list[Figure]:
     ]
 
 
-def panel_counts(done: Finished[McsqaRecord]) -> list[Figure]:
-    """Verification by a panel (``--panel``): its decisions, then its own figures; none without a panel."""
-    found = answered(done.run, "verify", McsqaRecord)
+def panel_counts(done: Finished[McsqaRecord], found: Sequence[StageResult[McsqaRecord]]) -> list[Figure]:
+    """Verification by a panel (``--panel``; ``found``: the records it answered, kept or rejected, in record-id
+    order): its decisions, then its own figures; none without a panel."""
     if not found:
         return []
     verdicts = [have(r.data.panel, "panel") for r in found]
