@@ -43,6 +43,20 @@ OnResult = Callable[[int, _R], None]
 """Called with a request's index in the batch and its result, as soon as that request is done."""
 
 
+_AUTH: openai.RequestOptions = (
+    {"security": {"bearer_auth": True}} if "security" in openai.RequestOptions.__annotations__ else {}
+)
+"""The SDK's own ``create`` sends its calls with the API key alone (SDK 3 names it; SDK 2 sends nothing else)."""
+
+
+async def post(client: openai.AsyncOpenAI, path: str, body: dict[str, Any], answer: type[_T]) -> _T:
+    """``body`` posted to ``path`` as is, its answer read as the SDK's ``answer`` type: what the SDK's ``create``
+    does, less its walk of the body against the parameters' typed dictionaries (about a sixth of the client's CPU
+    per call at C = 128). The bodies built here hold wire names and JSON values only, which that walk leaves as they
+    are (``tests/llm/providers/test_openai_sending.py`` holds it to that)."""
+    return await client.post(path, cast_to=answer, body=body, options=_AUTH)
+
+
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """The process's TLS context, shared by every batch's client: each new one reads every CA certificate (about
