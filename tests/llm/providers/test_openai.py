@@ -197,32 +197,6 @@ def test_failures_do_not_sink_the_batch(fake_openai: Any) -> None:
     assert done[0].text == "echo: b1" and done[2].text == "echo: b3 script=500,200"
 
 
-def test_batches_share_their_clients_and_close_closes_them(fake_openai: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    made: list[Any] = []
-    real = provider.openai.AsyncOpenAI
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        made.append(real(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(provider.openai, "AsyncOpenAI", counted)
-    llm = make(fake_openai)
-    for text in ("one", "two", "three"):  # one batch after another: the first one's client, connections kept
-        assert llm.generate([GenerateRequest.chat(text), GenerateRequest.chat(f"{text} again")])[0].ok
-    assert len(made) == 1 and not made[0].is_closed()
-    threads = [threading.Thread(target=llm.generate, args=([GenerateRequest.chat(f"at once {i}")],)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert 1 <= len(made) <= 4  # batches in flight together each have a client of their own
-    llm.close()
-    assert all(client.is_closed() for client in made)
-    assert llm.generate([GenerateRequest.chat("after closing")])[0].text == "echo: after closing"
-    assert len(made) >= 2 and not made[-1].is_closed()
-    llm.close()
-
-
 # -- concurrency -----------------------------------------------------------------------------
 
 

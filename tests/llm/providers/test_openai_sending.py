@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("openai")
 
 from senseforge.llm.providers.openai_answers import Problem
-from senseforge.llm.providers.openai_sending import LoopThread, Retries, send_batch
+from senseforge.llm.providers.openai_sending import Retries, run_async, send_batch
 
 
 class _Client:
@@ -34,72 +34,60 @@ def test_retry_after_is_waited_out_up_to_a_minute_or_the_longest_backoff() -> No
     assert longer.backoff(0, Problem("rate_limit", "x", 429, True, retry_after_s=500.0)) == 90.0
 
 
-def run_async(coro: Any) -> Any:
-    """``coro`` run on a loop thread of its own, closed after."""
-    loop = LoopThread("test-loop")
-    try:
-        return loop.run(coro)
-    finally:
-        loop.close()
-
-
-def test_a_loop_thread_runs_coroutines_from_any_thread_also_inside_a_running_loop() -> None:
-    loop = LoopThread("test-loop")
-    threads: set[str] = set()
-
-    async def answer(value: int) -> int:
+def test_run_async_runs_a_coroutine_also_inside_a_running_loop() -> None:
+    async def answer() -> int:
         await asyncio.sleep(0)
-        threads.add(threading.current_thread().name)
-        return value
+        return 42
 
     async def caller() -> int:
-        return loop.run(answer(7))  # a loop already runs here: the coroutine goes to the loop thread
+        return run_async(answer())  # a loop already runs here: the coroutine goes to a thread of its own
 
-    try:
-        assert loop.run(answer(42)) == 42
-        assert asyncio.run(caller()) == 7
-        results: list[int] = []
-        workers = [threading.Thread(target=lambda i=i: results.append(loop.run(answer(i)))) for i in range(4)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-        assert sorted(results) == [0, 1, 2, 3]
-        assert threads == {"test-loop"}  # one loop, one thread, for every caller
-        assert loop.running
-    finally:
-        loop.close()
-    assert not loop.running
+    assert run_async(answer()) == 42
+    assert asyncio.run(caller()) == 42
 
 
-def test_a_closed_loop_thread_runs_what_it_must_close_and_starts_again_when_asked() -> None:
-    loop = LoopThread("test-loop")
-    closed: list[str] = []
+def test_a_thread_keeps_its_loop_from_batch_to_batch_and_each_thread_has_its_own() -> None:
+    async def loop_of() -> asyncio.AbstractEventLoop:
+        await asyncio.sleep(0)
+        return asyncio.get_running_loop()
 
-    async def last() -> None:
-        closed.append(threading.current_thread().name)
-
-    loop.close(last)  # never started: nothing to close
-    assert closed == []
-    assert loop.run(asyncio.sleep(0, result="first")) == "first"
-    loop.close(last)
-    assert closed == ["test-loop"]
-    assert loop.run(asyncio.sleep(0, result="again")) == "again"
-    loop.close()
+    first, second = run_async(loop_of()), run_async(loop_of())
+    assert first is second and not first.is_running()
+    elsewhere: list[asyncio.AbstractEventLoop] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(run_async(loop_of())))
+    thread.start()
+    thread.join()
+    assert elsewhere[0] is not first
 
 
-def test_an_error_in_a_coroutine_reaches_the_caller_and_the_loop_goes_on() -> None:
-    loop = LoopThread("test-loop")
+def test_tasks_a_batch_leaves_behind_are_cancelled_and_an_error_keeps_the_loop() -> None:
+    cancelled = asyncio.Event()
+    started: list[asyncio.Task[None]] = []
+
+    async def straggler() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def leave_one() -> str:
+        started.append(asyncio.create_task(straggler()))
+        await asyncio.sleep(0)
+        return "done"
 
     async def fail() -> None:
         raise ValueError("bad request")
 
-    try:
-        with pytest.raises(ValueError, match="bad request"):
-            loop.run(fail())
-        assert loop.run(asyncio.sleep(0, result=1)) == 1
-    finally:
-        loop.close()
+    async def loop_of() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    assert run_async(leave_one()) == "done"
+    assert started[0].cancelled() and cancelled.is_set()  # not resumed by the next batch
+    before = run_async(loop_of())
+    with pytest.raises(ValueError, match="bad request"):
+        run_async(fail())
+    assert run_async(loop_of()) is before
 
 
 def test_a_batch_hands_on_each_result_as_it_is_done_and_keeps_the_order() -> None:
@@ -120,15 +108,6 @@ def test_a_batch_hands_on_each_result_as_it_is_done_and_keeps_the_order() -> Non
     assert heard == [(1, "B"), (0, "A")]
     assert counted == [1, 1]
     assert client.closed
-
-
-def test_a_shared_client_is_left_open() -> None:
-    async def one(client: Any, request: str) -> str:
-        return request
-
-    client = _Client()
-    assert run_async(send_batch(client, ["a"], one, None, close=False)) == ["a"]  # type: ignore[arg-type]
-    assert not client.closed
 
 
 def test_a_failing_on_result_ends_the_batch_and_the_client_is_still_closed() -> None:

@@ -1,10 +1,9 @@
 """The ``openai/<model>`` backend: any OpenAI-compatible HTTP endpoint.
 
 Works with OpenAI itself and with servers that speak the same protocol (vLLM, the
-llama.cpp server, Ollama …); point ``base_url`` at them. A provider's batches run on one event loop of its
-own (:class:`~senseforge.llm.providers.openai_sending.LoopThread`), each on an async client that no other batch
-uses meanwhile, with the connections an earlier batch left open. At most ``max_concurrency`` requests are in flight
-to one endpoint (base URL and model) from the whole process, however many batches, stages or threads send them
+llama.cpp server, Ollama …); point ``base_url`` at them. Each batch runs on a fresh
+async client; at most ``max_concurrency`` requests are in flight to one endpoint (base URL and
+model) from the whole process, however many batches, stages or threads send them
 (:mod:`senseforge.llm.limits`). The SDK's own retries
 are switched off: :mod:`senseforge.llm.providers.openai_sending` retries rate limits, server
 errors, timeouts, dropped connections and undecodable 200 bodies itself, honours ``Retry-After``,
@@ -107,11 +106,11 @@ from senseforge.llm.providers.openai_formats import (
     response_format,
 )
 from senseforge.llm.providers.openai_sending import (
-    LoopThread,
     OnResult,
     Retries,
     Sleep,
     post,
+    run_async,
     send_batch,
     tls_context,
     tokens_of,
@@ -231,9 +230,6 @@ class OpenAILLM:
             rpm=options.rpm,
             tpm=options.tpm,
         )
-        self._loop = LoopThread(f"senseforge-openai-{model}")
-        self._idle: list[openai.AsyncOpenAI] = []
-        """The clients no batch is using now (touched on the loop's thread only); closed by :meth:`close`."""
 
     @property
     def batch_api(self) -> BatchClient | None:
@@ -306,13 +302,8 @@ class OpenAILLM:
         return "server" if self._options.api == "chat" else None
 
     def close(self) -> None:
-        """Close the batches' client and stop their event loop (a later batch starts them again)."""
-        self._loop.close(self._close_client)
-
-    async def _close_client(self) -> None:
-        idle, self._idle = self._idle, []
-        for client in idle:
-            await client.close()
+        """Nothing to release: every batch opens and closes its own client."""
+        return None
 
     # -- public verbs ------------------------------------------------------------------------
 
@@ -338,7 +329,7 @@ class OpenAILLM:
         """
         if not requests:
             return []
-        return self._loop.run(self._batch(list(requests), self._generate_one, progress, on_result))
+        return run_async(self._batch(list(requests), self._generate_one, progress, on_result))
 
     def loglikelihood(
         self,
@@ -361,7 +352,7 @@ class OpenAILLM:
         """
         if not requests:
             return []
-        return self._loop.run(self._batch(list(requests), self._score_one, progress, on_result))
+        return run_async(self._batch(list(requests), self._score_one, progress, on_result))
 
     # -- batching (the sending and retries: openai_sending.py) -------------------------------
 
@@ -372,22 +363,15 @@ class OpenAILLM:
         progress: Progress | None,
         on_result: OnResult[_R] | None = None,
     ) -> list[_R]:
-        # a batch borrows an idle client, with the connections its last batch left open: a client per batch keeps
-        # each connection pool small (httpcore's pool slows down with the connections it holds)
-        client = self._idle.pop() if self._idle else self._new_client()
-        try:
-            return await send_batch(client, requests, one, progress, on_result, close=False)
-        finally:
-            self._idle.append(client)
-
-    def _new_client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(
+        client = openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self._base_url,
             timeout=self._options.timeout_s,
             max_retries=0,
             http_client=openai.DefaultAsyncHttpxClient(verify=tls_context(), event_hooks={"response": [self._heard]}),
         )
+
+        return await send_batch(client, requests, one, progress, on_result)
 
     async def _heard(self, response: httpx.Response) -> None:
         """Every answer's ``x-ratelimit-*`` headers go to the endpoint's limiter (see :mod:`senseforge.llm.limits`)."""

@@ -77,70 +77,61 @@ def _sent_text(request: GenerateRequest) -> str:
     return "".join(message.content for message in request.as_messages())
 
 
-class LoopThread:
-    """An event loop on a daemon thread of its own, kept from the first batch to :meth:`close`, so that the batches
-    of a provider share one HTTP client and its open connections.
+class _HeldLoop:
+    """A thread's event loop, kept from batch to batch and closed with the thread (or when a batch is cut short)."""
 
-    A loop per batch (``asyncio.run``) cost every call a new TCP connection, a new socket on the server, and the
-    loop's own setup and worker threads: at C = 128 on two cores, much of the client's CPU per call. Batches from
-    any number of threads run on this loop together; one started before a ``fork`` is started again in the child.
-
-    Args:
-        name: the thread's name.
-        workers: the most threads the loop's default executor (``asyncio.to_thread``) runs at once.
-    """
-
-    def __init__(self, name: str, workers: int = 32) -> None:
-        self._name = name
-        self._workers = workers
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-
-    def _started(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._pid != os.getpid():
-                loop = asyncio.new_event_loop()
-                loop.set_default_executor(
-                    concurrent.futures.ThreadPoolExecutor(self._workers, thread_name_prefix=f"{self._name}-worker")
-                )
-                thread = threading.Thread(target=loop.run_forever, name=self._name, daemon=True)
-                thread.start()
-                self._loop, self._thread, self._pid = loop, thread, os.getpid()
-            return self._loop
-
-    @property
-    def running(self) -> bool:
-        """Whether the loop's thread has been started (in this process) and not closed."""
-        return self._loop is not None and self._pid == os.getpid()
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
 
     def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        """Run ``coro`` on the loop and wait for its result; the calling thread may run a loop of its own. An
-        interrupt of the wait (``KeyboardInterrupt``) cancels the coroutine."""
-        future = asyncio.run_coroutine_threadsafe(coro, self._started())
+        """``coro`` to completion on the loop; tasks it left behind are cancelled, as ``asyncio.run`` does."""
         try:
-            return future.result()
-        except BaseException:
-            future.cancel()
-            raise
-
-    def close(self, last: Callable[[], Coroutine[Any, Any, None]] | None = None) -> None:
-        """Run ``last`` on the loop (closing what lives on it), then stop the loop and its thread. The next
-        :meth:`run` starts them again."""
-        with self._lock:
-            loop, thread, pid = self._loop, self._thread, self._pid
-            self._loop = self._thread = None
-        if loop is None or thread is None or pid != os.getpid():
-            return
-        try:
-            if last is not None:
-                asyncio.run_coroutine_threadsafe(last(), loop).result()
+            return self.loop.run_until_complete(coro)
         finally:
-            asyncio.run_coroutine_threadsafe(loop.shutdown_default_executor(), loop).result()
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join()
-            loop.close()
+            left = asyncio.all_tasks(self.loop)
+            if left:
+                for task in left:
+                    task.cancel()
+                self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+
+    def close(self) -> None:
+        if not self.loop.is_closed() and not self.loop.is_running():
+            self.loop.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+_HELD = threading.local()
+"""Each thread's :class:`_HeldLoop` (a thread that has sent no batch has none)."""
+
+
+def run_async(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coro`` to completion on the calling thread's event loop, kept for the thread's next batches (also when
+    the caller already runs a loop: then on a thread of its own).
+
+    ``asyncio.run`` per batch made a new loop, and new worker threads for its ``asyncio.to_thread`` calls, every
+    time: at C = 128 on two cores much of the client's CPU per call. A loop per calling thread, rather than one
+    loop for the process, keeps the batches of concurrent stages on as many threads as before.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(run_async, coro).result()
+    held: _HeldLoop | None = getattr(_HELD, "loop", None)
+    if held is None or held.pid != os.getpid() or held.loop.is_closed():
+        held = _HELD.loop = _HeldLoop()
+    try:
+        return held.run(coro)
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # an interrupt may leave the loop half-way: the next batch gets a new one
+            _HELD.loop = None
+            held.close()
+        raise
 
 
 async def send_batch(
@@ -149,12 +140,10 @@ async def send_batch(
     one: Callable[[openai.AsyncOpenAI, _T], Awaitable[_R]],
     progress: Progress | None,
     on_result: OnResult[_R] | None = None,
-    *,
-    close: bool = True,
 ) -> list[_R]:
-    """Every request of a batch through ``one`` at once on ``client``, which is closed after unless ``close`` is
-    false (a client shared by batches); the results in the order of ``requests``, each also handed to
-    ``on_result`` (on a worker thread), then counted in ``progress``, as soon as it is done."""
+    """Every request of a batch through ``one`` at once on ``client``, which is closed after; the results in the
+    order of ``requests``, each also handed to ``on_result`` (on a worker thread), then counted in ``progress``,
+    as soon as it is done."""
 
     async def run(index: int, request: _T) -> _R:
         result = await one(client, request)  # each attempt takes its own slot (see Retries.run)
@@ -167,8 +156,7 @@ async def send_batch(
     try:
         return list(await asyncio.gather(*(run(index, request) for index, request in enumerate(requests))))
     finally:
-        if close:
-            await client.close()
+        await client.close()
 
 
 @dataclass(frozen=True)
