@@ -4,7 +4,6 @@ server are in ``test_openai.py``)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any
 
 import pytest
@@ -44,50 +43,6 @@ def test_run_async_runs_a_coroutine_also_inside_a_running_loop() -> None:
 
     assert run_async(answer()) == 42
     assert asyncio.run(caller()) == 42
-
-
-def test_a_thread_keeps_its_loop_from_batch_to_batch_and_each_thread_has_its_own() -> None:
-    async def loop_of() -> asyncio.AbstractEventLoop:
-        await asyncio.sleep(0)
-        return asyncio.get_running_loop()
-
-    first, second = run_async(loop_of()), run_async(loop_of())
-    assert first is second and not first.is_running()
-    elsewhere: list[asyncio.AbstractEventLoop] = []
-    thread = threading.Thread(target=lambda: elsewhere.append(run_async(loop_of())))
-    thread.start()
-    thread.join()
-    assert elsewhere[0] is not first
-
-
-def test_tasks_a_batch_leaves_behind_are_cancelled_and_an_error_keeps_the_loop() -> None:
-    cancelled = asyncio.Event()
-    started: list[asyncio.Task[None]] = []
-
-    async def straggler() -> None:
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    async def leave_one() -> str:
-        started.append(asyncio.create_task(straggler()))
-        await asyncio.sleep(0)
-        return "done"
-
-    async def fail() -> None:
-        raise ValueError("bad request")
-
-    async def loop_of() -> asyncio.AbstractEventLoop:
-        return asyncio.get_running_loop()
-
-    assert run_async(leave_one()) == "done"
-    assert started[0].cancelled() and cancelled.is_set()  # not resumed by the next batch
-    before = run_async(loop_of())
-    with pytest.raises(ValueError, match="bad request"):
-        run_async(fail())
-    assert run_async(loop_of()) is before
 
 
 def test_a_batch_hands_on_each_result_as_it_is_done_and_keeps_the_order() -> None:

@@ -15,10 +15,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import os
 import random
 import ssl
-import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -46,14 +44,15 @@ OnResult = Callable[[int, _R], None]
 _AUTH: openai.RequestOptions = (
     {"security": {"bearer_auth": True}} if "security" in openai.RequestOptions.__annotations__ else {}
 )
-"""The SDK's own ``create`` sends its calls with the API key alone (SDK 3 names it; SDK 2 sends nothing else)."""
+"""What the SDK's own ``create`` asks for: the API key as bearer token (an SDK without security options sends it
+by default)."""
 
 
 async def post(client: openai.AsyncOpenAI, path: str, body: dict[str, Any], answer: type[_T]) -> _T:
     """``body`` posted to ``path`` as is, its answer read as the SDK's ``answer`` type: what the SDK's ``create``
-    does, less its walk of the body against the parameters' typed dictionaries (about a sixth of the client's CPU
-    per call at C = 128). The bodies built here hold wire names and JSON values only, which that walk leaves as they
-    are (``tests/llm/providers/test_openai_sending.py`` holds it to that)."""
+    does, less its walk of the body against the parameters' typed dictionaries (a sixth of the client's CPU at
+    C = 128, profiled). The provider's bodies hold wire names and JSON values only, which that walk leaves as they
+    are (``tests/llm/providers/test_openai_formats.py`` holds it to that)."""
     return await client.post(path, cast_to=answer, body=body, options=_AUTH)
 
 
@@ -77,61 +76,14 @@ def _sent_text(request: GenerateRequest) -> str:
     return "".join(message.content for message in request.as_messages())
 
 
-class _HeldLoop:
-    """A thread's event loop, kept from batch to batch and closed with the thread (or when a batch is cut short)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.pid = os.getpid()
-
-    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        """``coro`` to completion on the loop; tasks it left behind are cancelled, as ``asyncio.run`` does."""
-        try:
-            return self.loop.run_until_complete(coro)
-        finally:
-            left = asyncio.all_tasks(self.loop)
-            if left:
-                for task in left:
-                    task.cancel()
-                self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-
-    def close(self) -> None:
-        if not self.loop.is_closed() and not self.loop.is_running():
-            self.loop.close()
-
-    def __del__(self) -> None:
-        self.close()
-
-
-_HELD = threading.local()
-"""Each thread's :class:`_HeldLoop` (a thread that has sent no batch has none)."""
-
-
 def run_async(coro: Coroutine[Any, Any, _T]) -> _T:
-    """Run ``coro`` to completion on the calling thread's event loop, kept for the thread's next batches (also when
-    the caller already runs a loop: then on a thread of its own).
-
-    ``asyncio.run`` per batch made a new loop, and new worker threads for its ``asyncio.to_thread`` calls, every
-    time: at C = 128 on two cores much of the client's CPU per call. A loop per calling thread, rather than one
-    loop for the process, keeps the batches of concurrent stages on as many threads as before.
-    """
+    """Run ``coro`` to completion, also when the caller already runs an event loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        pass
-    else:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(run_async, coro).result()
-    held: _HeldLoop | None = getattr(_HELD, "loop", None)
-    if held is None or held.pid != os.getpid() or held.loop.is_closed():
-        held = _HELD.loop = _HeldLoop()
-    try:
-        return held.run(coro)
-    except BaseException as exc:
-        if not isinstance(exc, Exception):  # an interrupt may leave the loop half-way: the next batch gets a new one
-            _HELD.loop = None
-            held.close()
-        raise
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 async def send_batch(
