@@ -14,13 +14,13 @@ from pydantic import BaseModel, Field
 
 pytest.importorskip("openai")
 
-from senseforge.llm.base import GenerateRequest, ReplyShape
+from senseforge.llm.base import GenerateRequest, Message, ReplyShape
 from senseforge.llm.cache import CachedLLM
 from senseforge.llm.loopback import LoopbackOpenAI
 from senseforge.llm.loopback_handler import request_text
 from senseforge.llm.prices import Price, PriceTable
 from senseforge.llm.providers import openai as provider
-from senseforge.llm.providers.openai_formats import FormMemory, forget_all, response_format
+from senseforge.llm.providers.openai_formats import FORMS, FormMemory, forget_all, response_format
 from senseforge.store.db import Store
 
 
@@ -203,3 +203,29 @@ def test_json_mode_with_a_shape_follows_the_form_down_to_none(tmp_path: Path) ->
         request = GenerateRequest.chat("JSON please", json_mode=True, reply_shape=SHAPE)
         [reply] = _cached(server, store).generate([request])
     assert reply.ok and reply.constrained is False and recorder.forms() == [None]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_the_bodies_sent_as_they_are_are_what_the_sdk_would_send(form: str) -> None:
+    """The provider posts its bodies without the SDK's walk of them against its typed parameters
+    (:func:`senseforge.llm.providers.openai_sending.post`): that walk must leave every body it builds as it is."""
+    import asyncio
+
+    from openai._utils import async_maybe_transform
+    from openai.types import completion_create_params as text_params
+    from openai.types.chat import completion_create_params as chat_params
+
+    llm = provider.OpenAILLM("fake-model", provider.Options(base_url="http://127.0.0.1:9/v1"))
+    system = Message(role="system", content="Be brief.")
+    chats = [
+        GenerateRequest.chat("Distractors?", reply_shape=SHAPE, seed=3, stop=("\n\n",)),
+        GenerateRequest.chat("Is the sky green?", reply_shape=VERDICT, top_logprobs=5),
+        GenerateRequest(messages=(system, Message(role="user", content="JSON please")), json_mode=True),
+    ]
+    for request in chats:
+        body = llm._chat_body(request, form if request.reply_shape is SHAPE else None)  # type: ignore[arg-type]
+        walked = asyncio.run(async_maybe_transform(body, chat_params.CompletionCreateParamsNonStreaming))
+        assert walked == body
+    text = GenerateRequest(prompt="Distractors:", top_logprobs=2, stop=("\n",), seed=1)
+    body = llm._completion_body(text)
+    assert asyncio.run(async_maybe_transform(body, text_params.CompletionCreateParamsNonStreaming)) == body

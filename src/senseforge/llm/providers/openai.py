@@ -70,7 +70,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import httpx
 import openai
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types import Completion as TextCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.errors import ConfigError
@@ -108,6 +109,7 @@ from senseforge.llm.providers.openai_sending import (
     OnResult,
     Retries,
     Sleep,
+    post,
     run_async,
     send_batch,
     tls_context,
@@ -452,11 +454,12 @@ class OpenAILLM:
     async def _chat(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
         form = self._form(request)
         if form is None:
-            answer = from_chat(await client.chat.completions.create(**self._chat_body(request)))
+            answer = from_chat(await post(client, "/chat/completions", self._chat_body(request), ChatCompletion))
             return answer if request.reply_shape is None else answer.model_copy(update={"constrained": False})
         while True:  # a refused form is followed at once by the next, within this attempt (no failed record)
             try:
-                answer = from_chat(await client.chat.completions.create(**self._chat_body(request, form)))
+                body = self._chat_body(request, form)
+                answer = from_chat(await post(client, "/chat/completions", body, ChatCompletion))
             except openai.APIStatusError as exc:
                 refusal = format_refusal(exc) if form != "none" else None
                 if refusal is None:
@@ -467,7 +470,7 @@ class OpenAILLM:
             return answer.model_copy(update={"constrained": form in CONSTRAINING})
 
     async def _complete(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
-        answer = from_completion(await client.completions.create(**self._completion_body(request)))
+        answer = from_completion(await post(client, "/completions", self._completion_body(request), TextCompletion))
         return answer if request.reply_shape is None else answer.model_copy(update={"constrained": False})
 
     # -- scoring -----------------------------------------------------------------------------
@@ -488,14 +491,15 @@ class OpenAILLM:
     async def _score(self, client: openai.AsyncOpenAI, request: LoglikelihoodRequest) -> Loglikelihood:
         prompt = request.context + request.continuation
         try:
-            response: object = await client.completions.create(
-                model=self._model,
-                prompt=prompt,
-                echo=True,
-                logprobs=1,
-                max_tokens=SCORING_MAX_TOKENS,
-                temperature=0.0,
-            )
+            body = {
+                "model": self._model,
+                "prompt": prompt,
+                "echo": True,
+                "logprobs": 1,
+                "max_tokens": SCORING_MAX_TOKENS,
+                "temperature": 0.0,
+            }
+            response: object = await post(client, "/completions", body, TextCompletion)
         except openai.APIStatusError as exc:
             if exc.status_code in (400, 404, 405, 422, 501):
                 raise Fatal(unsupported(f"the server answered HTTP {exc.status_code}: {exc.message}", exc)) from exc
