@@ -25,12 +25,25 @@ Question = tuple[Tokens, list[Tokens]]
 """A context and the continuations scored after it."""
 
 
+def normalizer(row: np.ndarray[Any, Any]) -> tuple[float, int]:
+    """The log of the softmax's denominator over logits ``row`` (in float64), and the row's argmax.
+
+    One float64 buffer, worked in place: the same operations, in the same order, as a plain
+    ``log(exp(row - max).sum())`` (bit-identical), without its three temporaries of the
+    vocabulary's size.
+    """
+    top = int(row.argmax())
+    peak = float(row[top])
+    work = row.astype(np.float64)
+    np.subtract(work, peak, out=work)
+    np.exp(work, out=work)
+    return peak + float(np.log(work.sum())), top
+
+
 def log_softmax_at(row: np.ndarray[Any, Any], token: int) -> tuple[float, bool]:
     """Log-probability of ``token`` under logits ``row``, and whether it is the argmax."""
-    row64 = row.astype(np.float64)
-    peak = float(row64.max())
-    log_norm = peak + float(np.log(np.exp(row64 - peak).sum()))
-    return float(row64[token]) - log_norm, int(row.argmax()) == token
+    log_norm, top = normalizer(row)
+    return float(row[token]) - log_norm, top == token
 
 
 STREAMS = 32
@@ -103,9 +116,9 @@ def _widths(call: Sequence[Question]) -> tuple[int, int]:
     The continuation width is 0 when no continuation needs a sequence of its own.
     """
     leads = [_lead(conts) for _, conts in call]
-    context = max(max(len(p) + len(lead or ()) for (p, _), lead in zip(call, leads, strict=True)), MIN_ROWS)
-    others = [len(c) for (_, conts), lead in zip(call, leads, strict=True) for c in conts if len(c) > 1 and c != lead]
-    continuation = max(max(others), MIN_ROWS) if others else 0
+    context = max(max(len(p) + len(lead or ()) - 1 for (p, _), lead in zip(call, leads, strict=True)), MIN_ROWS)
+    others = [len(c) - 1 for (_, conts), lead in zip(call, leads, strict=True) for c in conts if len(c) > 1 and c != lead]
+    continuation = max(max(others), -(-MIN_ROWS // len(others))) if others else 0
     return context, continuation
 
 
@@ -139,8 +152,8 @@ def score_call(llm: Llama, call: Sequence[Question]) -> dict[tuple[Tokens, Token
     leads = [_lead(conts) for _, conts in call]
     entries: list[tuple[int, int, int, bool]] = []
     for seq, ((prefix, _), lead) in enumerate(zip(call, leads, strict=True)):
-        tokens = [*prefix, *(lead or ())]
-        wanted_from, wanted_to = len(prefix) - 1, len(tokens) - 2 if lead else len(prefix) - 1
+        tokens = [*prefix, *(lead[:-1] if lead else ())]  # a continuation's last token predicts nothing
+        wanted_from, wanted_to = len(prefix) - 1, len(tokens) - 1
         entries += [(token, pos, seq, wanted_from <= pos <= wanted_to) for pos, token in enumerate(tokens)]
         entries += [(PAD_TOKEN, pos, seq, False) for pos in range(len(tokens), context_width)]
     rows = decode_entries(llm, entries)
@@ -162,16 +175,24 @@ def score_call(llm: Llama, call: Sequence[Question]) -> dict[tuple[Tokens, Token
             if where < len(call):
                 continue
             n = len(prefix)
-            entries += [(token, n + k, where, k < len(cont) - 1) for k, token in enumerate(cont)]
-            entries += [(PAD_TOKEN, n + k, where, False) for k in range(len(cont), continuation_width)]
+            entries += [(token, n + k, where, True) for k, token in enumerate(cont[:-1])]
+            entries += [(PAD_TOKEN, n + k, where, False) for k in range(len(cont) - 1, continuation_width)]
         rows.update(decode_entries(llm, entries))
     firsts = {prefix: seq for seq, (prefix, _) in enumerate(call)}
+    norms: dict[tuple[int, int], tuple[float, int]] = {}  # a context's last row serves all its continuations
+
+    def at(key: tuple[int, int], token: int) -> tuple[float, bool]:
+        if key not in norms:
+            norms[key] = normalizer(rows[key])
+        log_norm, top = norms[key]
+        return float(rows[key][token]) - log_norm, top == token
+
     out: dict[tuple[Tokens, Tokens], tuple[float, bool] | Failure] = {}
     for where, prefix, cont in placed:
         n = len(prefix)
-        logprob, greedy = log_softmax_at(rows[(firsts[prefix], n - 1)], cont[0])
+        logprob, greedy = at((firsts[prefix], n - 1), cont[0])
         for k in range(1, len(cont)):
-            value, top = log_softmax_at(rows[(where, n + k - 1)], cont[k])
+            value, top = at((where, n + k - 1), cont[k])
             logprob += value
             greedy = greedy and top
         out[(prefix, cont)] = (logprob, greedy)
