@@ -60,14 +60,15 @@ def plan(
     """Pack questions (a context and its continuations) into llama.cpp calls.
 
     A call holds at most ``streams`` sequences and ``budget`` tokens per decode, and every
-    sequence fits ``stream_ctx``. Questions go in order of context length (less padding);
+    sequence fits ``stream_ctx``. Questions go in order of their context sequence's length (the
+    context and its lead continuation, :func:`_lead`: less padding);
     which questions share a call never changes a score. A question whose continuations do
     not fit one call is split over several; one that does not fit at all is returned apart.
     """
     calls: list[list[tuple[tuple[int, ...], list[tuple[int, ...]]]]] = []
     alone: list[tuple[tuple[int, ...], list[tuple[int, ...]]]] = []
     current: list[tuple[tuple[int, ...], list[tuple[int, ...]]]] = []
-    for prefix in sorted(groups, key=lambda p: (len(p), p)):
+    for prefix in sorted(groups, key=lambda p: (len(p) + len((_lead(groups[p]) or (0,))[:-1]), p)):
         conts = sorted(groups[prefix], key=lambda c: (len(c), c))
         if not _fits([(prefix, conts[:1])], budget, streams, stream_ctx):
             alone.append((prefix, conts))
@@ -111,13 +112,19 @@ def _widths(call: Sequence[Question]) -> tuple[int, int]:
     A context's sequence also holds its lead continuation (:func:`_lead`); every other
     continuation of two tokens or more gets a sequence of its own, the context copied in (a
     continuation's first token is predicted by its context's last row, so one-token
-    continuations need none). Every sequence gets at least :data:`MIN_ROWS` tokens:
-    attention runs per stream, and llama.cpp's kernels round differently for fewer queries.
+    continuations need none). A continuation's last token predicts nothing, so it is never
+    decoded. A context's sequence gets at least :data:`MIN_ROWS` tokens; a continuation's
+    sequence just its tokens but the last, unless the decode of all of them would hold fewer
+    than :data:`MIN_ROWS` tokens (llama.cpp's kernels round differently for so short a batch).
     The continuation width is 0 when no continuation needs a sequence of its own.
     """
     leads = [_lead(conts) for _, conts in call]
-    context = max(max(len(p) + len(lead or ()) - 1 for (p, _), lead in zip(call, leads, strict=True)), MIN_ROWS)
-    others = [len(c) - 1 for (_, conts), lead in zip(call, leads, strict=True) for c in conts if len(c) > 1 and c != lead]
+    context = max(
+        max(len(p) + len(lead[:-1] if lead else ()) for (p, _), lead in zip(call, leads, strict=True)), MIN_ROWS
+    )
+    others = [
+        len(c) - 1 for (_, conts), lead in zip(call, leads, strict=True) for c in conts if len(c) > 1 and c != lead
+    ]
     continuation = max(max(others), -(-MIN_ROWS // len(others))) if others else 0
     return context, continuation
 
@@ -142,7 +149,7 @@ def score_call(llm: Llama, call: Sequence[Question]) -> dict[tuple[Tokens, Token
     its own; each other continuation gets a stream holding a copy of its context. Every
     sequence of a decode gets the same number of tokens (pads after the real ones, kept out
     of the real tokens' numbers by causal attention), as llama.cpp requires of separate
-    streams, and never fewer than :data:`MIN_ROWS`.
+    streams (see :func:`_widths` for how many).
     """
     import llama_cpp.llama_cpp as lib
 
