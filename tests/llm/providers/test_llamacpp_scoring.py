@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from senseforge.llm.providers._llamacpp_scoring import MIN_ROWS, _widths, log_softmax_at, normalizer, plan
+from senseforge.llm.providers._llamacpp_scoring import MIN_QUERIES, MIN_ROWS, _widths, log_softmax_at, normalizer, plan
 
 
 def _plain_log_softmax(row: np.ndarray[Any, Any], token: int) -> float:
@@ -39,11 +39,13 @@ def test_a_contexts_sequence_holds_its_lead_but_the_last_token_and_never_fewer_t
 def test_other_continuations_get_their_tokens_but_the_last_and_a_decode_at_least_min_rows() -> None:
     context = tuple(range(10, 30))
     many = [(context, [(1, 2, 3, 4), *[(k, k + 1) for k in range(100, 120, 2)]])]  # ten two-token others
-    assert _widths(many)[1] == 1  # one query a stream: ten streams, ten tokens in the decode
+    assert _widths(many)[1] == MIN_QUERIES  # a two-token choice: its first token and one pad (one query is inexact)
     one_other = [(context, [(1, 2, 3, 4), (5, 6)])]
     assert _widths(one_other)[1] == MIN_ROWS  # raised so that the decode holds MIN_ROWS tokens
     two_others = [(context, [(1, 2, 3, 4), (5, 6), (7, 8, 9)])]
     assert _widths(two_others)[1] == -(-MIN_ROWS // 2)
+    long_other = [(context, [(1, 2, 3, 4, 5, 6), *[(k, k + 1, k + 2, k + 3) for k in range(100, 140, 4)]])]
+    assert _widths(long_other)[1] == 3  # its tokens but the last
 
 
 def test_plan_orders_questions_by_their_context_sequences_length_and_keeps_every_continuation() -> None:

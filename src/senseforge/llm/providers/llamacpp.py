@@ -32,8 +32,9 @@ context's last row. Three things make that exact:
   (measured here: a 2-token decode shifts logits by up to one, a head over 4 rows by a
   thousandth of a nat; 8 and more give bit-identical numbers). A choice's own stream needs no
   such padding once the decode as a whole is that long: it holds the choice's tokens but the last
-  (whose row predicts nothing), one query or more, and its scores came out bit-identical to the
-  padded layout's on 50 CommonsenseQA items (``benchmarks/eval_embedded.py``);
+  (whose row predicts nothing), and at least ``scoring.MIN_QUERIES`` (2) tokens: one query alone takes another
+  attention kernel, which rounds differently. Its scores came out bit-identical to the padded layout's on
+  50 CommonsenseQA items (250 requests, ``benchmarks/eval_embedded.py``'s);
 * every stream starts from a bare context laid out as a one-sequence pass lays it out.
 
 So a request's score is bit-identical to a one-sequence pass over its context and
