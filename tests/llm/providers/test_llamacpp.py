@@ -157,6 +157,19 @@ def test_short_decodes_are_padded_so_scores_match_one_pass(gemma: LlamaCppLLM, d
     assert result.logprob == pytest.approx(expected, abs=1e-3) and result.is_greedy == greedy
 
 
+def test_two_token_choices_in_streams_of_their_own_score_as_they_do_alone(gemma: LlamaCppLLM) -> None:
+    # many two-token choices of one context: all but one get a stream of their own, holding their first token
+    # (and a pad: one query alone would take another attention kernel); alone, a choice rides with its context
+    context = "Question: Where would you keep milk cold?\nAnswer:"
+    words = [" the fridge", " a cup", " warm water", " a lake", " the sea", " big rocks", " green grass"]
+    words += [" wet sand", " old boots", " new shoes", " hot tea", " cold milk", " a box", " the bank"]
+    requests = [LoglikelihoodRequest(context=context, continuation=w) for w in words]
+    requests = [r for r in requests if len(gemma.encode_pair(r)[1]) == 2]
+    assert len(requests) >= 9
+    together = [r.logprob for r in gemma.loglikelihood(requests)]
+    assert together == [gemma.loglikelihood([r])[0].logprob for r in requests]
+
+
 def test_retired_share_prefix_is_accepted_with_a_warning_and_changes_nothing(gemma: LlamaCppLLM) -> None:
     with pytest.warns(UserWarning, match="share_prefix no longer changes anything"):
         options = Options(share_prefix=True)

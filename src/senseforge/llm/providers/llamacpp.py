@@ -25,12 +25,16 @@ context's last row. Three things make that exact:
 * the scoring instance loads the weights without llama.cpp's repacked CPU buffers, whose
   kernels compute a token's numbers differently depending on where it falls in the batch
   (up to about one logit per token with the bundled model);
-* no sequence of a decode holds fewer than ``scoring.MIN_ROWS`` tokens, and no decode
-  asks for fewer output rows: shorter ones are padded after their last token (causal
+* no decode holds fewer than ``scoring.MIN_ROWS`` tokens, no context's sequence fewer than that,
+  and no decode asks for fewer output rows: shorter ones are padded after their last token (causal
   attention keeps a pad out of every real token's numbers) or given extra output rows,
-  because llama.cpp's CPU kernels (attention per stream, the output head) round differently below that
+  because llama.cpp's CPU kernels (the matrix products, the output head) round differently below that
   (measured here: a 2-token decode shifts logits by up to one, a head over 4 rows by a
-  thousandth of a nat; 8 and more give bit-identical numbers);
+  thousandth of a nat; 8 and more give bit-identical numbers). A choice's own stream needs no
+  such padding once the decode as a whole is that long: it holds the choice's tokens but the last
+  (whose row predicts nothing), and at least ``scoring.MIN_QUERIES`` (2) tokens: one query alone takes another
+  attention kernel, which rounds differently. Its scores came out bit-identical to the padded layout's on
+  50 CommonsenseQA items (250 requests, ``benchmarks/eval_embedded.py``'s);
 * every stream starts from a bare context laid out as a one-sequence pass lays it out.
 
 So a request's score is bit-identical to a one-sequence pass over its context and
