@@ -159,12 +159,7 @@ def test_an_item_rejected_on_recheck_leaves_the_release_and_nothing_else_moves(t
             lines = before[name].decode().splitlines(keepends=True)
             kept = [line for line in lines if json.loads(line)["id"] != chosen]
             assert after[name].decode() == "".join(kept), name  # the others keep their split, in order
-    funnel_before, funnel_after = json.loads(before["funnel.json"]), json.loads(after["funnel.json"])
-    assert funnel_after["stages"][:-1] == funnel_before["stages"]
-    assert funnel_after["stages"][-1] == {
-        "stage": "recheck", "in": funnel_before["kept"], "out": funnel_before["kept"] - 1,
-        "rejected": {"rejected_on_recheck": 1},
-    }  # fmt: skip
+    funnel_before, funnel_after = _one_rejected_on_recheck(before, after)
     assert funnel_after["kept"] == funnel_before["kept"] - 1
     assert json.loads(before["manifest.json"]) == json.loads(after["manifest.json"])  # the config hash too
     cost_before, cost_after = json.loads(before["cost.json"]), json.loads(after["cost.json"])
@@ -225,12 +220,7 @@ def test_a_crow_example_rejected_on_recheck_leaves_its_release_and_nothing_else_
     for name in ("release/private.jsonl", "release/public.jsonl", f"dataset/{chosen['task']}.jsonl"):
         lines = before[name].decode().splitlines(keepends=True)
         assert after[name].decode() == "".join(line for line in lines if json.loads(line)["example_id"] != gone)
-    funnel_before, funnel_after = json.loads(before["funnel.json"]), json.loads(after["funnel.json"])
-    assert funnel_after["stages"][:-1] == funnel_before["stages"]
-    assert funnel_after["stages"][-1] == {
-        "stage": "recheck", "in": funnel_before["kept"], "out": funnel_before["kept"] - 1,
-        "rejected": {"rejected_on_recheck": 1},
-    }  # fmt: skip
+    funnel_before, funnel_after = _one_rejected_on_recheck(before, after)
     task_after = next(group for group in funnel_after["groups"] if group["name"] == chosen["task"])
     task_before = next(group for group in funnel_before["groups"] if group["name"] == chosen["task"])
     assert task_after["stages"][:-1] == task_before["stages"] and task_after["kept"] == task_before["kept"] - 1
@@ -254,3 +244,14 @@ def test_a_confirmed_crow_recheck_changes_no_byte_and_ids_not_examples_are_refus
         queue_rechecks(tmp_path / "run", [chosen["context_id"]])
     message = str(raised.value)
     assert "example_id" in message and chosen["context_id"] in message and "\n" not in message
+
+
+def _one_rejected_on_recheck(before: dict[str, bytes], after: dict[str, bytes]) -> tuple[Any, Any]:
+    """The funnels before and after a resume: the same stages, and a last ``recheck`` row that removed one item."""
+    funnel_before, funnel_after = json.loads(before["funnel.json"]), json.loads(after["funnel.json"])
+    assert funnel_after["stages"][:-1] == funnel_before["stages"]
+    assert funnel_after["stages"][-1] == {
+        "stage": "recheck", "in": funnel_before["kept"], "out": funnel_before["kept"] - 1,
+        "rejected": {"rejected_on_recheck": 1},
+    }  # fmt: skip
+    return funnel_before, funnel_after

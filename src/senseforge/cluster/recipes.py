@@ -237,11 +237,12 @@ class RayExecutor:
         self._replicas: list[Any] = []
         self._idle: queue.Queue[Any] = queue.Queue()
         limits.start()  # the job's governors, owned by this driver
-        self._governed = limits.install()  # the driver's own API calls (in-order stages) keep to them too
         config = pool.config
         if "model" not in type(config).unused:  # the run's API models: their actor starts now, beside the driver's
             # first steps (its process, imports and store cost a second or two, once)
             self._warm([config.model, *config.stage_models.values()])
+        # last, so that a refusal above leaves this process's limiters as they were; undone by close()
+        self._governed = limits.install()  # the driver's own API calls (in-order stages) keep to the governors too
 
     def _on_driver(self, stage: Stage) -> bool:
         return not stage.specs or isinstance(stage, InOrder)
