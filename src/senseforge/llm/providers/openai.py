@@ -65,6 +65,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
@@ -109,7 +110,9 @@ from senseforge.llm.providers.openai_sending import (
     OnResult,
     Retries,
     Sleep,
+    held_client,
     post,
+    release_held,
     run_async,
     send_batch,
     tls_context,
@@ -303,8 +306,9 @@ class OpenAILLM:
         return "server" if self._options.api == "chat" else None
 
     def close(self) -> None:
-        """Nothing to release: every batch opens and closes its own client."""
-        return None
+        """Close the client the calling thread kept for this provider's batches (another thread's closes at that
+        thread's next batch after the provider is gone, or with the thread)."""
+        release_held(self)
 
     # -- public verbs ------------------------------------------------------------------------
 
@@ -364,19 +368,22 @@ class OpenAILLM:
         progress: Progress | None,
         on_result: OnResult[_R] | None = None,
     ) -> list[_R]:
-        client = openai.AsyncOpenAI(
+        held = await held_client(self, self._async_client)
+        if held is not None:
+            return await send_batch(held, requests, one, progress, on_result, close=False)
+        return await send_batch(self._async_client(), requests, one, progress, on_result)
+
+    def _async_client(self) -> openai.AsyncOpenAI:
+        """A client for one thread's batches (see :func:`.openai_sending.held_client`); its answers' headers go to
+        the endpoint's limiter. It holds this provider weakly, so that the provider (and its limiter) can go while
+        the thread keeps the client."""
+        return openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self._base_url,
             timeout=self._options.timeout_s,
             max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(verify=tls_context(), event_hooks={"response": [self._heard]}),
+            http_client=openai.DefaultAsyncHttpxClient(verify=tls_context(), event_hooks={"response": [_heard(self)]}),
         )
-
-        return await send_batch(client, requests, one, progress, on_result)
-
-    async def _heard(self, response: httpx.Response) -> None:
-        """Every answer's ``x-ratelimit-*`` headers go to the endpoint's limiter (see :mod:`senseforge.llm.limits`)."""
-        self._limiter.heard(response.headers)
 
     # -- generation --------------------------------------------------------------------------
 
@@ -505,6 +512,19 @@ class OpenAILLM:
                 raise Fatal(unsupported(f"the server answered HTTP {exc.status_code}: {exc.message}", exc)) from exc
             raise
         return from_echo(response, prompt, len(request.context))
+
+
+def _heard(llm: OpenAILLM) -> Callable[[httpx.Response], Awaitable[None]]:
+    """A response hook that hands every answer's ``x-ratelimit-*`` headers to ``llm``'s endpoint limiter (see
+    :mod:`senseforge.llm.limits`) while ``llm`` lives."""
+    ref = weakref.ref(llm)
+
+    async def heard(response: httpx.Response) -> None:
+        alive = ref()
+        if alive is not None:
+            alive._limiter.heard(response.headers)
+
+    return heard
 
 
 def _message(message: Message) -> ChatCompletionMessageParam:

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
+import os
 import random
 import ssl
+import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -76,14 +80,120 @@ def _sent_text(request: GenerateRequest) -> str:
     return "".join(message.content for message in request.as_messages())
 
 
+class _HeldLoop:
+    """A thread's event loop, kept from batch to batch with the HTTP clients its batches opened (and their open
+    connections); closed with the thread, or when a batch is cut short."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
+        self.clients: dict[int, tuple[weakref.ref[object], openai.AsyncOpenAI]] = {}
+
+    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """``coro`` to completion on the loop; tasks it left behind are cancelled, as ``asyncio.run`` does."""
+        try:
+            return self.loop.run_until_complete(coro)
+        finally:
+            left = asyncio.all_tasks(self.loop)
+            if left:
+                for task in left:
+                    task.cancel()
+                self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+
+    async def client(self, owner: object, make: Callable[[], openai.AsyncOpenAI]) -> openai.AsyncOpenAI:
+        """``owner``'s client on this loop, made by ``make`` the first time; the clients of owners gone are
+        closed."""
+        gone = [key for key, (ref, _) in self.clients.items() if ref() is None]
+        for key in gone:
+            await self.clients.pop(key)[1].close()
+        held = self.clients.get(id(owner))
+        if held is None or held[0]() is not owner:
+            held = self.clients[id(owner)] = (weakref.ref(owner), make())
+        return held[1]
+
+    def close(self) -> None:
+        """Close the clients and the loop (nothing while the loop runs, or in a forked child)."""
+        if self.loop.is_closed() or self.loop.is_running() or self.pid != os.getpid():
+            return
+        clients, self.clients = [client for _, client in self.clients.values()], {}
+        try:
+            if clients:
+                self.loop.run_until_complete(_close_all(clients))
+        finally:
+            self.loop.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+async def _close_all(clients: list[openai.AsyncOpenAI]) -> None:
+    await asyncio.gather(*(client.close() for client in clients), return_exceptions=True)
+
+
+_HELD = threading.local()
+"""Each thread's :class:`_HeldLoop` (a thread that has sent no batch has none)."""
+
+
 def run_async(coro: Coroutine[Any, Any, _T]) -> _T:
-    """Run ``coro`` to completion, also when the caller already runs an event loop."""
+    """Run ``coro`` to completion on the calling thread's event loop, kept for the thread's next batches (also when
+    the caller already runs a loop: then on a thread of its own, whose loop ends with it).
+
+    ``asyncio.run`` per batch made a new loop, new worker threads for ``asyncio.to_thread``, a new HTTP client and
+    a new TCP connection for every call (on the server too); a thread's batches now share them (see
+    :func:`held_client`). A loop per calling thread, rather than one loop for the process, keeps the batches of
+    concurrent stages on as many threads as before (one loop thread starved the network work of the GIL).
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        pass
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(_run_once, coro).result()
+    held: _HeldLoop | None = getattr(_HELD, "loop", None)
+    if held is None or held.pid != os.getpid() or held.loop.is_closed():
+        held = _HELD.loop = _HeldLoop()
+    try:
+        return held.run(coro)
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # an interrupt may leave the loop half-way: the next batch gets a new one
+            _HELD.loop = None
+            held.close()
+        raise
+
+
+def _run_once(coro: Coroutine[Any, Any, _T]) -> _T:
+    """``coro`` on a loop of the calling thread's own, closed after with what it holds."""
+    held = _HELD.loop = _HeldLoop()
+    try:
+        return held.run(coro)
+    finally:
+        _HELD.loop = None
+        held.close()
+
+
+async def held_client(owner: object, make: Callable[[], openai.AsyncOpenAI]) -> openai.AsyncOpenAI | None:
+    """``owner``'s client kept on the running loop of :func:`run_async` (made by ``make`` the first time), or
+    ``None`` when the running loop is not one it keeps (the caller then opens and closes a client of its own).
+
+    ``owner`` is held weakly: its client is closed at the loop's next batch after it is gone, or with the loop.
+    """
+    held: _HeldLoop | None = getattr(_HELD, "loop", None)
+    if held is None or held.loop is not asyncio.get_running_loop():
+        return None
+    return await held.client(owner, make)
+
+
+def release_held(owner: object) -> None:
+    """Close ``owner``'s client kept on the calling thread's loop, if it has one and the loop is not running."""
+    held: _HeldLoop | None = getattr(_HELD, "loop", None)
+    if held is None or held.loop.is_closed() or held.loop.is_running() or held.pid != os.getpid():
+        return
+    kept = held.clients.get(id(owner))
+    if kept is not None and kept[0]() is owner:
+        del held.clients[id(owner)]
+        held.loop.run_until_complete(kept[1].close())
 
 
 async def send_batch(
@@ -92,10 +202,12 @@ async def send_batch(
     one: Callable[[openai.AsyncOpenAI, _T], Awaitable[_R]],
     progress: Progress | None,
     on_result: OnResult[_R] | None = None,
+    *,
+    close: bool = True,
 ) -> list[_R]:
-    """Every request of a batch through ``one`` at once on ``client``, which is closed after; the results in the
-    order of ``requests``, each also handed to ``on_result`` (on a worker thread), then counted in ``progress``,
-    as soon as it is done."""
+    """Every request of a batch through ``one`` at once on ``client``, which is closed after unless ``close`` is
+    false (a client kept for the next batches); the results in the order of ``requests``, each also handed to
+    ``on_result`` (on a worker thread), then counted in ``progress``, as soon as it is done."""
 
     async def run(index: int, request: _T) -> _R:
         result = await one(client, request)  # each attempt takes its own slot (see Retries.run)
@@ -108,7 +220,8 @@ async def send_batch(
     try:
         return list(await asyncio.gather(*(run(index, request) for index, request in enumerate(requests))))
     finally:
-        await client.close()
+        if close:
+            await client.close()
 
 
 @dataclass(frozen=True)
