@@ -108,6 +108,7 @@ from senseforge.llm.providers.openai_formats import (
 )
 from senseforge.llm.providers.openai_sending import (
     OnResult,
+    async_http_client,
     Retries,
     Sleep,
     held_client,
@@ -382,7 +383,7 @@ class OpenAILLM:
             base_url=self._base_url,
             timeout=self._options.timeout_s,
             max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(verify=tls_context(), event_hooks={"response": [_heard(self)]}),
+            http_client=async_http_client({"response": [_heard(self)]}),
         )
 
     # -- generation --------------------------------------------------------------------------

@@ -122,6 +122,9 @@ def classify(exc: BaseException) -> Problem:
     """Map an exception raised by one attempt to a failure kind, and whether to retry."""
     if isinstance(exc, Fatal):
         return exc.problem
+    dropped = _dropped(exc)
+    if dropped is not None:
+        return Problem("connection", one_line(f"Connection error. ({type(dropped).__name__}: {dropped})"), transient=True)
     if isinstance(exc, openai.APITimeoutError):
         return Problem("timeout", one_line(exc), transient=True)
     if isinstance(exc, openai.APIConnectionError):
@@ -148,6 +151,18 @@ def classify(exc: BaseException) -> Problem:
     if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError, Undecodable)):
         return Problem("truncated", one_line(f"response body could not be decoded: {exc}"), 200, True)
     return Problem("backend", one_line(f"{type(exc).__name__}: {exc}"))
+
+
+def _dropped(exc: BaseException) -> BaseException | None:
+    """The connection error under an SDK timeout that was none: the aiohttp transport (see
+    :mod:`.openai_sending`) hands every ``aiohttp.ClientConnectionError``, a refused or dropped connection too, on as
+    a connect timeout; ``None`` for a real timeout or another transport."""
+    if not isinstance(exc, openai.APITimeoutError) or exc.__cause__ is None:
+        return None
+    cause = exc.__cause__.__cause__
+    if cause is None or isinstance(cause, TimeoutError) or type(cause).__module__.split(".")[0] != "aiohttp":
+        return None
+    return cause if any(kind.__name__ == "ClientConnectionError" for kind in type(cause).__mro__) else None
 
 
 def from_chat(response: object) -> Completion:

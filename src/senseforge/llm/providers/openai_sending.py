@@ -13,9 +13,11 @@ answer, summed, and ``queue_s``, the wait for a slot, a budget or a hold before 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import functools
+import importlib.util
 import os
 import random
 import ssl
@@ -34,6 +36,8 @@ from senseforge.llm.limits import Limiter
 from senseforge.llm.providers.openai_answers import Problem, classify
 
 _RETRY_AFTER_MAX_S = 60.0
+
+_HAS_AIOHTTP = importlib.util.find_spec("aiohttp") is not None
 
 Sleep = Callable[[float], Awaitable[None]]
 """An awaitable sleep, injectable so that tests need not wait out backoff delays."""
@@ -65,6 +69,20 @@ def tls_context() -> ssl.SSLContext:
     """The process's TLS context, shared by every batch's client: each new one reads every CA certificate (about
     40 ms of CPU, which a streamed build paying it per batch of 16 requests felt)."""
     return httpx.create_ssl_context()
+
+
+def async_http_client(event_hooks: dict[str, list[Callable[..., Any]]]) -> httpx.AsyncClient:
+    """The HTTP client under a thread's :class:`openai.AsyncOpenAI` (the SDK's defaults: its limits and timeouts):
+    the SDK's aiohttp transport when ``aiohttp`` is installed (the ``openai`` extra installs it), else httpx's own.
+
+    At C = 128 httpx's pool (``httpcore``) cost about a third of the client's CPU per call, much of it probing every
+    idle connection for a server's hang-up at each request and each answer; aiohttp's pool and its compiled HTTP
+    parser take about a third less CPU per call in all (``benchmarks/paper_scale.py``; see
+    ``docs/design/benchmarks.md``). Requests keep their bytes: the SDK builds them, with httpx, either way.
+    """
+    if _HAS_AIOHTTP:
+        return openai.DefaultAioHttpClient(verify=tls_context(), event_hooks=event_hooks)
+    return openai.DefaultAsyncHttpxClient(verify=tls_context(), event_hooks=event_hooks)
 
 
 def tokens_of(request: GenerateRequest) -> float:
@@ -133,6 +151,15 @@ async def _close_all(clients: list[openai.AsyncOpenAI]) -> None:
 
 _HELD = threading.local()
 """Each thread's :class:`_HeldLoop` (a thread that has sent no batch has none)."""
+
+
+@atexit.register
+def _close_held() -> None:
+    """At exit, the exiting thread's kept loop and clients (other threads' close with their thread)."""
+    held: _HeldLoop | None = getattr(_HELD, "loop", None)
+    if held is not None:
+        _HELD.loop = None
+        held.close()
 
 
 def run_async(coro: Coroutine[Any, Any, _T]) -> _T:
