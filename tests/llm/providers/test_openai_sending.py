@@ -4,6 +4,8 @@ server are in ``test_openai.py``)."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 from typing import Any
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 pytest.importorskip("openai")
 
 from senseforge.llm.providers.openai_answers import Problem
-from senseforge.llm.providers.openai_sending import Retries, run_async, send_batch
+from senseforge.llm.providers.openai_sending import Retries, held_client, release_held, run_async, send_batch
 
 
 class _Client:
@@ -45,6 +47,82 @@ def test_run_async_runs_a_coroutine_also_inside_a_running_loop() -> None:
     assert asyncio.run(caller()) == 42
 
 
+def test_a_thread_keeps_its_loop_from_batch_to_batch_and_each_thread_has_its_own() -> None:
+    async def loop_of() -> asyncio.AbstractEventLoop:
+        await asyncio.sleep(0)
+        return asyncio.get_running_loop()
+
+    first, second = run_async(loop_of()), run_async(loop_of())
+    assert first is second and not first.is_running()
+    elsewhere: list[asyncio.AbstractEventLoop] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(run_async(loop_of())))
+    thread.start()
+    thread.join()
+    assert elsewhere[0] is not first
+
+
+def test_tasks_a_batch_leaves_behind_are_cancelled_and_an_error_keeps_the_loop() -> None:
+    cancelled = asyncio.Event()
+    started: list[asyncio.Task[None]] = []
+
+    async def straggler() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def leave_one() -> str:
+        started.append(asyncio.create_task(straggler()))
+        await asyncio.sleep(0)
+        return "done"
+
+    async def fail() -> None:
+        raise ValueError("bad request")
+
+    async def loop_of() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    assert run_async(leave_one()) == "done"
+    assert started[0].cancelled() and cancelled.is_set()  # not resumed by the next batch
+    before = run_async(loop_of())
+    with pytest.raises(ValueError, match="bad request"):
+        run_async(fail())
+    assert run_async(loop_of()) is before
+
+
+class _Owner:
+    """Stands in for a provider: held weakly by its kept client."""
+
+
+def test_an_owner_keeps_one_client_per_thread_closed_once_the_owner_is_gone() -> None:
+    made: list[_Client] = []
+
+    def make() -> Any:
+        made.append(_Client())
+        return made[-1]
+
+    async def client_of(owner: object) -> Any:
+        return await held_client(owner, make)
+
+    owner, other = _Owner(), _Owner()
+    first = run_async(client_of(owner))
+    assert run_async(client_of(owner)) is first and len(made) == 1  # the thread's next batch: the same client
+    run_async(client_of(other))
+    elsewhere: list[Any] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(run_async(client_of(owner))))
+    thread.start()
+    thread.join()
+    assert elsewhere[0] is not first and elsewhere[0].closed  # another thread's own, closed with its thread
+    del owner
+    gc.collect()
+    run_async(client_of(other))  # the next batch closes the client of an owner gone
+    assert first.closed and not made[1].closed
+    release_held(other)
+    assert made[1].closed
+    assert asyncio.run(held_client(other, make)) is None  # a loop run_async does not keep: no client kept
+
+
 def test_a_batch_hands_on_each_result_as_it_is_done_and_keeps_the_order() -> None:
     release_first = asyncio.Event()
     heard: list[tuple[int, str]] = []
@@ -76,3 +154,25 @@ def test_a_failing_on_result_ends_the_batch_and_the_client_is_still_closed() -> 
     with pytest.raises(OSError, match="disk full"):
         run_async(send_batch(client, ["a"], one, None, refuse))  # type: ignore[arg-type]
     assert client.closed
+
+
+def test_a_connection_error_the_aiohttp_transport_reports_as_a_timeout_is_a_connection_failure() -> None:
+    aiohttp = pytest.importorskip("aiohttp")
+    httpx2 = pytest.importorskip("httpx2")  # the SDK's HTTP client from openai 3 on
+    import openai
+
+    from senseforge.llm.providers.openai_answers import classify
+
+    def reported(cause: Exception) -> openai.APITimeoutError:
+        request = httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+        try:
+            try:
+                raise httpx2.ConnectTimeout(str(cause)) from cause  # what the SDK's aiohttp transport raises
+            except httpx2.ConnectTimeout as mapped:
+                raise openai.APITimeoutError(request=request) from mapped
+        except openai.APITimeoutError as exc:
+            return exc
+
+    dropped = classify(reported(aiohttp.ServerDisconnectedError()))
+    assert dropped.kind == "connection" and dropped.transient and "ServerDisconnectedError" in dropped.message
+    assert classify(reported(aiohttp.SocketTimeoutError("read"))).kind == "timeout"

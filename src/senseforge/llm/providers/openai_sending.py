@@ -81,7 +81,8 @@ def async_http_client(event_hooks: dict[str, list[Callable[..., Any]]]) -> httpx
     ``docs/design/benchmarks.md``). Requests keep their bytes: the SDK builds them, with httpx, either way.
     """
     if _HAS_AIOHTTP:
-        return openai.DefaultAioHttpClient(verify=tls_context(), event_hooks=event_hooks)
+        with contextlib.suppress(RuntimeError):  # an SDK whose aiohttp transport is not installed says so
+            return openai.DefaultAioHttpClient(verify=tls_context(), event_hooks=event_hooks)
     return openai.DefaultAsyncHttpxClient(verify=tls_context(), event_hooks=event_hooks)
 
 
