@@ -110,7 +110,7 @@ def test_an_owner_keeps_one_client_per_thread_closed_once_the_owner_is_gone() ->
     assert run_async(client_of(owner)) is first and len(made) == 1  # the thread's next batch: the same client
     run_async(client_of(other))
     elsewhere: list[Any] = []
-    thread = threading.Thread(target=lambda: elsewhere.append(run_async(client_of(owner))))
+    thread = threading.Thread(target=lambda held: elsewhere.append(run_async(client_of(held))), args=(owner,))
     thread.start()
     thread.join()
     assert elsewhere[0] is not first and elsewhere[0].closed  # another thread's own, closed with its thread

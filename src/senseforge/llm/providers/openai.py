@@ -108,9 +108,9 @@ from senseforge.llm.providers.openai_formats import (
 )
 from senseforge.llm.providers.openai_sending import (
     OnResult,
-    async_http_client,
     Retries,
     Sleep,
+    async_http_client,
     held_client,
     post,
     release_held,

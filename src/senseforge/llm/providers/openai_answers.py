@@ -124,7 +124,8 @@ def classify(exc: BaseException) -> Problem:
         return exc.problem
     dropped = _dropped(exc)
     if dropped is not None:
-        return Problem("connection", one_line(f"Connection error. ({type(dropped).__name__}: {dropped})"), transient=True)
+        detail = f"Connection error. ({type(dropped).__name__}: {dropped})"
+        return Problem("connection", one_line(detail), transient=True)
     if isinstance(exc, openai.APITimeoutError):
         return Problem("timeout", one_line(exc), transient=True)
     if isinstance(exc, openai.APIConnectionError):
