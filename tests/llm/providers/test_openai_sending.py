@@ -176,3 +176,34 @@ def test_a_connection_error_the_aiohttp_transport_reports_as_a_timeout_is_a_conn
     dropped = classify(reported(aiohttp.ServerDisconnectedError()))
     assert dropped.kind == "connection" and dropped.transient and "ServerDisconnectedError" in dropped.message
     assert classify(reported(aiohttp.SocketTimeoutError("read"))).kind == "timeout"
+
+
+def test_a_post_sends_what_the_sdks_post_sends(fake_openai: Any) -> None:
+    import openai
+    from openai.types.chat import ChatCompletion
+
+    from senseforge.llm.providers.openai_sending import _AUTH, post
+
+    body = {"messages": [{"role": "user", "content": "p1 same"}], "model": "m", "temperature": 0.0, "max_tokens": 8}
+    sent: list[Any] = []
+
+    async def both() -> list[ChatCompletion]:
+        client = openai.AsyncOpenAI(api_key="k", base_url=fake_openai.base_url, max_retries=0)
+        original = client._client.send
+
+        async def watched(request: Any, **kwargs: Any) -> Any:
+            sent.append((request.method, str(request.url), sorted(request.headers.items()), request.content))
+            return await original(request, **kwargs)
+
+        client._client.send = watched  # type: ignore[method-assign]
+        try:
+            return [
+                await post(client, "/chat/completions", body, ChatCompletion),
+                await client.post("/chat/completions", cast_to=ChatCompletion, body=body, options=_AUTH),
+            ]
+        finally:
+            await client.close()
+
+    ours, sdks = asyncio.run(both())
+    assert ours.model_dump() == sdks.model_dump()
+    assert sent[0] == sent[1]

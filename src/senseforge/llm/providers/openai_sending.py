@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import httpx
 import openai
+from openai._models import FinalRequestOptions
 
 from senseforge.llm.base import GenerateRequest, Progress
 from senseforge.llm.limits import Limiter
@@ -60,8 +61,18 @@ async def post(client: openai.AsyncOpenAI, path: str, body: dict[str, Any], answ
     """``body`` posted to ``path`` as is, its answer read as the SDK's ``answer`` type: what the SDK's ``create``
     does, less its walk of the body against the parameters' typed dictionaries (a sixth of the client's CPU at
     C = 128, profiled). The provider's bodies hold wire names and JSON values only, which that walk leaves as they
-    are (``tests/llm/providers/test_openai_formats.py`` holds it to that)."""
-    return await client.post(path, cast_to=answer, body=body, options=_AUTH)
+    are (``tests/llm/providers/test_openai_formats.py`` holds it to that).
+
+    The request's options are a copy of :func:`_posting`'s with the path and body set: what ``client.post`` builds
+    for them, without its pass over every field's default (4% of a build's CPU at C = 128)."""
+    options = _posting().model_copy(update={"url": path, "json_data": body})
+    return await client.request(answer, options)
+
+
+@functools.cache
+def _posting() -> FinalRequestOptions:
+    """The options ``client.post`` builds for a JSON body (its path and body left to fill in)."""
+    return FinalRequestOptions.construct(method="post", url="", json_data={}, files=None, **_AUTH)
 
 
 @functools.cache
