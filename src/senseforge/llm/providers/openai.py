@@ -1,10 +1,11 @@
 """The ``openai/<model>`` backend: any OpenAI-compatible HTTP endpoint.
 
 Works with OpenAI itself and with servers that speak the same protocol (vLLM, the
-llama.cpp server, Ollama …); point ``base_url`` at them. Each batch runs on a fresh
-async client; at most ``max_concurrency`` requests are in flight to one endpoint (base URL and
-model) from the whole process, however many batches, stages or threads send them
-(:mod:`senseforge.llm.limits`). The SDK's own retries
+llama.cpp server, Ollama …); point ``base_url`` at them. A thread's batches run on one
+async client per provider, kept with its open connections from batch to batch
+(:func:`~senseforge.llm.providers.openai_sending.held_client`); at most ``max_concurrency``
+requests are in flight to one endpoint (base URL and model) from the whole process, however
+many batches, stages or threads send them (:mod:`senseforge.llm.limits`). The SDK's own retries
 are switched off: :mod:`senseforge.llm.providers.openai_sending` retries rate limits, server
 errors, timeouts, dropped connections and undecodable 200 bodies itself, honours ``Retry-After``,
 and times each call; every request that still fails is recorded as a

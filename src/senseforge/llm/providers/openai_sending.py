@@ -1,6 +1,10 @@
 """How the ``openai`` provider sends requests: a batch's requests all at once on one async client, each attempt
 in a slot of the endpoint's limiter (:mod:`senseforge.llm.limits`), retried with backoff, and timed.
 
+:func:`run_async` runs a batch on its thread's event loop, kept for the thread's next batches, and
+:func:`held_client` keeps a provider's client (and its open connections) on that loop; the client is the SDK's on
+its aiohttp transport when ``aiohttp`` is installed (:func:`async_http_client`).
+
 :func:`send_batch` runs a batch's requests together and hands each result on as soon as it is done
 (``on_result``, on a worker thread). :meth:`Retries.run` attempts one request: it takes a slot for every attempt
 (never while backing off), tells the limiter how the attempt went, retries transient failures (rate limits,
