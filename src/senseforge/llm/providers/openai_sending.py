@@ -86,7 +86,7 @@ def tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def async_http_client(event_hooks: dict[str, list[Callable[..., Any]]]) -> httpx.AsyncClient:
+def async_http_client(event_hooks: dict[str, list[Callable[..., Any]]]) -> openai.DefaultAsyncHttpxClient:
     """The HTTP client under a thread's :class:`openai.AsyncOpenAI` (the SDK's defaults: its limits and timeouts):
     the SDK's aiohttp transport when ``aiohttp`` is installed (the ``openai`` extra installs it), else httpx's own.
 
