@@ -65,6 +65,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -192,6 +193,11 @@ def choice_key(text: str) -> str:
     >>> choice_key(" Ｉce-Cream! "), choice_key("ice cream")
     ('icecream', 'icecream')
     """
+    return _choice_key(text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _choice_key(text: str) -> str:
     return "".join(ch for ch in fold(text) if not (ch.isspace() or unicodedata.category(ch)[0] in "PS"))
 
 
@@ -229,7 +235,10 @@ def _word_variants(word: str, lang: str) -> set[str]:
     return variants
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _target_pattern(target: str, lang: str) -> re.Pattern[str] | None:
+    """The pattern that finds ``target`` (or a plural or singular of its last word) as whole words, remembered (the
+    checks look for the same targets and choices in many texts; :mod:`re`'s own cache holds 512 patterns)."""
     words = fold(target).replace("_", " ").split()
     if not words:
         return None
