@@ -62,12 +62,12 @@ def entry(stored: Mapping[str, Any]) -> CallEntry:
     return found
 
 
-_shared_entries: dict[CallEntry, CallEntry] = {}
+_shared_entries: dict[tuple[Any, ...], CallEntry] = {}
 
 
 def _shared(found: CallEntry) -> CallEntry:
     """One instance per distinct entry, like :func:`entry`'s (a run's records share most of their calls)."""
-    kept = _shared_entries.setdefault(found, found)
+    kept = _shared_entries.setdefault(tuple(found.__dict__.values()), found)  # a tuple hashes and compares in C
     if len(_shared_entries) > ENTRIES_KEPT:
         _shared_entries.clear()
     return kept

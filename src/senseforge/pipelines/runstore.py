@@ -147,7 +147,7 @@ class StageResult(Generic[D]):
     def as_read(self, model: type[R], stored: str | None = None) -> StageResult[R]:
         """This result as the run store hands it back once stored: its payload through JSON (``stored``: as
         :meth:`RunStore.put` wrote it), read as ``model``."""
-        data, engine = read(_dumps(self.payload) if stored is None else stored, model)
+        data, engine = read(_dumps(self._stored()) if stored is None else stored, model)
         return StageResult(
             self.record_id, self.status, data, reason=self.reason, prompt=self.prompt, response=self.response, **engine
         )
@@ -155,9 +155,16 @@ class StageResult(Generic[D]):
     @property
     def payload(self) -> dict[str, Any]:
         """The stored JSON object: the data's fields and the engine's."""
+        out = self._stored()
+        if CALLS in out:  # the entries are shared (:func:`stored_entry`): the caller gets its own
+            out[CALLS] = {stage: [dict(e) for e in entries] for stage, entries in out[CALLS].items()}
+        return out
+
+    def _stored(self) -> dict[str, Any]:
+        """:attr:`payload` with the call entries shared, for :func:`_dumps` alone."""
         out = self.data.stored()
         if self.calls:
-            out[CALLS] = {stage: [dict(stored_entry(e)) for e in entries] for stage, entries in self.calls.items()}
+            out[CALLS] = {stage: list(map(stored_entry, entries)) for stage, entries in self.calls.items()}
         if self.review is not None:
             out[REVIEW] = self.review
         if self.evidence:
@@ -240,7 +247,7 @@ class RunStore:
         if not results and not judgements:
             return []
         now = time.time()
-        payloads = [_dumps(r.payload) for r in results]
+        payloads = [_dumps(r._stored()) for r in results]
         rows = [
             {
                 "stage": stage,
