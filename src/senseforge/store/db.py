@@ -182,7 +182,7 @@ class Store:
         found: dict[str, str] = {}
         with self.engine.connect() as conn:
             for chunk in _chunks(list(dict.fromkeys(keys))):
-                found.update(conn.execute(_CACHE_GET, {"keys": chunk}).tuples().all())
+                found.update(conn.execute(_CACHE_GET, {"keys": chunk}).all())
         return found
 
     def cache_put(self, rows: Iterable[CacheRow]) -> None:
