@@ -73,10 +73,20 @@ def _shared(found: CallEntry) -> CallEntry:
     return kept
 
 
-@functools.lru_cache(maxsize=ENTRIES_KEPT)
+_stored_entries: dict[int, tuple[CallEntry, dict[str, Any]]] = {}
+
+
 def stored_entry(entry: CallEntry) -> dict[str, Any]:
-    """A call entry as a payload stores it (``batched`` only when set)."""
-    return entry.model_dump(mode="json", exclude_defaults=True)
+    """A call entry as a payload stores it (``batched`` only when set), made once per entry instance (the entries
+    are shared: :func:`entry`, :func:`read`) and shared in turn: not to be changed."""
+    found = _stored_entries.get(id(entry))
+    if found is not None and found[0] is entry:  # kept alive here, so its id is its own
+        return found[1]
+    stored = entry.model_dump(mode="json", exclude_defaults=True)
+    if len(_stored_entries) >= ENTRIES_KEPT:
+        _stored_entries.clear()
+    _stored_entries[id(entry)] = (entry, stored)
+    return stored
 
 
 def dumps(value: Any) -> str:

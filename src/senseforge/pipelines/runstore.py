@@ -386,6 +386,10 @@ class RunStore:
             binary = conn.dialect.name == "sqlite"  # SQLite compares text bytewise: "<id>@…" sorts below "<id>A"
             for start in range(0, len(wanted), _CHUNK):  # the records' own rows, not every judgement of the run
                 chunk = wanted[start : start + _CHUNK]
+                if binary and conn.dialect.paramstyle == "qmark":  # the same query, written without SQLAlchemy's
+                    found = conn.exec_driver_sql(*_judged_sqlite(tasks, chunk))  # expressions (built per record,
+                    rows.update((row_id, (item_id, source, body)) for row_id, item_id, source, body in found)
+                    continue  # they cost more than the query)
                 rounds = [
                     sa.and_(judgements.c.item_id > f"{record}@", judgements.c.item_id < f"{record}A")
                     if binary
@@ -443,6 +447,16 @@ class RunStore:
         except (ValueError, TypeError, KeyError, AttributeError):
             logger.debug("unreadable heartbeat %r", text)
             return None
+
+
+def _judged_sqlite(tasks: Sequence[str], records: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+    """:meth:`RunStore.judgements_of_records`' query of one chunk of records on SQLite, and its parameters."""
+    rounds = " OR (item_id > ? AND item_id < ?)" * len(records)
+    sql = (
+        f"SELECT id, item_id, source, body FROM {judgements.name} WHERE task IN ({','.join('?' * len(tasks))}) "
+        f"AND (item_id IN ({','.join('?' * len(records))}){rounds})"
+    )
+    return sql, (*tasks, *records, *(bound for record in records for bound in (f"{record}@", f"{record}A")))
 
 
 HEARTBEAT = "heartbeat"
