@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, create_model
@@ -121,9 +121,15 @@ def engine_fields(calls: Mapping[str, Any] | None, review: Any, evidence: Any) -
     return engine
 
 
-def read(stored: str | bytes, model: type[M]) -> tuple[M, dict[str, Any]]:
+def read(
+    stored: str | bytes, model: type[M], known: Mapping[str, Sequence[CallEntry]] | None = None
+) -> tuple[M, dict[str, Any]]:
     """The data (validated as ``model``) and the engine's fields of a stored payload, parsed and validated in one
     pass: the same values as :func:`split` of :func:`loads`.
+
+    ``known``: the calls the payload was written from, when the caller has them. Their entries are validated values
+    that JSON writes and reads back as they are, so they stand for the stored ones (in stored order: by stage), and
+    the stored ones are not looked up one by one to be shared.
 
     Raises:
         pydantic.ValidationError: the payload is not JSON, or its data does not fit ``model``.
@@ -134,7 +140,9 @@ def read(stored: str | bytes, model: type[M]) -> tuple[M, dict[str, Any]]:
     whole = envelope.model_validate_json(stored)
     values = dict(whole.__dict__)
     calls = values.pop(CALLS)
-    if calls:
+    if calls and known is not None:
+        calls = {stage: tuple(known[stage]) for stage in sorted(known)}
+    elif calls:
         calls = {stage: tuple(map(_shared, entries)) for stage, entries in calls.items()}
     engine = engine_fields(calls, values.pop(REVIEW), values.pop(EVIDENCE))
     data = model.__new__(model)

@@ -147,7 +147,7 @@ class StageResult(Generic[D]):
     def as_read(self, model: type[R], stored: str | None = None) -> StageResult[R]:
         """This result as the run store hands it back once stored: its payload through JSON (``stored``: as
         :meth:`RunStore.put` wrote it), read as ``model``."""
-        data, engine = read(_dumps(self._stored()) if stored is None else stored, model)
+        data, engine = read(_dumps(self._stored()) if stored is None else stored, model, self.calls)
         return StageResult(
             self.record_id, self.status, data, reason=self.reason, prompt=self.prompt, response=self.response, **engine
         )
