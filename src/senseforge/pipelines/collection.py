@@ -1,12 +1,19 @@
 """Python's cyclic garbage collector, spaced out while a run builds.
 
 A build allocates millions of small containers (records, their payloads, call entries, SQL rows) and keeps many of
-them alive for a while. With the interpreter's default thresholds the collector runs thousands of times in a
-1,000-set rebuild and walks every live object on each full pass: about a quarter of the rebuild's CPU time. While a
-build runs, the objects that were alive before it (modules, configuration) are frozen out of the collector's walks
-(:func:`gc.freeze`) and the youngest generation is collected every :data:`YOUNG` allocations instead of 700; the
-collector's settings are restored when the last build of the process ends. Garbage without cycles is freed at once
-as always; cycles live a little longer.
+them alive until it ends. With the interpreter's default thresholds the collector ran about 3,000 times in a
+1,000-set cached rebuild and walked the same live objects again on every pass as they aged: 5.6 s, a quarter of
+the rebuild's CPU time. While a build runs:
+
+* the objects alive before it (modules, configuration) are frozen out of the collector's walks (:func:`gc.freeze`);
+* the youngest generation is collected every :data:`YOUNG` allocations instead of 700;
+* what survives a collection is frozen too, so each object is walked once, while it is young.
+
+Garbage without cycles is freed by reference counting as always, and cycles that are garbage when a collection runs
+are freed by it; a cycle whose objects were still alive at their first collection waits until the build ends (a
+1,000-set rebuild leaves about 5,000 such objects, a few hundred kilobytes). The collector's settings are restored,
+and the frozen objects handed back to it, when the last build of the process ends. About 0.5 s of collection is
+left in that rebuild.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ def spaced() -> Iterator[None]:
             _saved = gc.get_threshold()
             gc.freeze()
             gc.set_threshold(YOUNG, MIDDLE, OLD)
+            gc.callbacks.append(_freeze_survivors)
         _depth += 1
     try:
         yield
@@ -50,9 +58,17 @@ def spaced() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0 and _saved is not None:
+                gc.callbacks.remove(_freeze_survivors)
                 gc.set_threshold(*_saved)
                 gc.unfreeze()
                 _saved = None
+
+
+def _freeze_survivors(phase: str, _info: dict[str, int]) -> None:
+    """After each collection, freeze what survived it: a build's objects are walked once, when they are young, not
+    again and again as they age (a build keeps its records and results to the end; they die by reference count)."""
+    if phase == "stop":
+        gc.freeze()
 
 
 def spaced_out(function: Callable[P, T]) -> Callable[P, T]:
