@@ -89,9 +89,14 @@ def stored_entry(entry: CallEntry) -> dict[str, Any]:
     return stored
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+""":func:`json.dumps`' encoder for these settings, made once (``dumps`` makes one per call when given any)."""
+
+
 def dumps(value: Any) -> str:
-    """A payload as stored: compact JSON, every object's keys sorted, text unescaped."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    """A payload as stored: compact JSON, every object's keys sorted, text unescaped (what ``json.dumps(value,
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"))`` writes)."""
+    return _ENCODER.encode(value)
 
 
 def loads(stored: str | bytes) -> Any:
