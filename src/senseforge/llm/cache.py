@@ -69,9 +69,10 @@ _AS_HIT: dict[str, Any] = {
 """What a result answered without a backend call says of its call."""
 
 
-_KEYS_KEPT = 1 << 14
+_KEYS_KEPT = 1 << 12
 """Requests whose cache key :func:`cache_key` remembers: a stage's calls are keyed by the cache, then again by the
-stage's call log (the same request objects, frozen)."""
+stage's call log (the same request objects, frozen), a batch apart; the requests are kept alive meanwhile, so a
+few batches' worth is kept (all are forgotten when full)."""
 _recent_keys: dict[int, tuple[BaseModel, str, dict[str, str], str, str]] = {}
 
 
