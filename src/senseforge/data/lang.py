@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 # Well-formed tags per RFC 5646 (language, optional extlang, script, region, variants,
@@ -32,7 +33,15 @@ def normalize_tag(tag: str) -> str:
     >>> normalize_tag("ja")
     'ja'
     """
-    match = _LANGTAG.match(tag.strip()) if isinstance(tag, str) else None
+    if not isinstance(tag, str):
+        raise ValueError(f"{tag!r} is not a BCP-47 language tag (examples: en, ja, zh-Hant, pt-BR)")
+    return _normalized(tag)
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalized(tag: str) -> str:
+    """:func:`normalize_tag` of a string, remembered (a build asks it of the same few tags for every record)."""
+    match = _LANGTAG.match(tag.strip())
     if match is None:
         raise ValueError(f"{tag!r} is not a BCP-47 language tag (examples: en, ja, zh-Hant, pt-BR)")
     out = match["language"].lower()

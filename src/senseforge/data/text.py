@@ -7,6 +7,7 @@ Every recipe, the moderation lists and the annotation app compare texts in one f
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from decimal import Decimal
 
@@ -17,6 +18,12 @@ def fold(text: str) -> str:
     >>> fold("  ＦＵＣＫ\\tScheiße ")
     'fuck scheisse'
     """
+    return _fold(text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _fold(text: str) -> str:
+    """:func:`fold`, remembered: a build folds the same choices and targets in every check of every record."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 

@@ -69,8 +69,28 @@ _AS_HIT: dict[str, Any] = {
 """What a result answered without a backend call says of its call."""
 
 
+_KEYS_KEPT = 1 << 12
+"""Requests whose cache key :func:`cache_key` remembers: a stage's calls are keyed by the cache, then again by the
+stage's call log (the same request objects, frozen), a batch apart; the requests are kept alive meanwhile, so a
+few batches' worth is kept (all are forgotten when full)."""
+_recent_keys: dict[int, tuple[BaseModel, str, dict[str, str], str, str]] = {}
+
+
 def cache_key(provider: str, identity: dict[str, str], kind: Kind, request: BaseModel) -> str:
     """SHA-256 over everything that determines a response (a request's ``tag``, who asks, is left out)."""
+    if not request.model_config.get("frozen"):
+        return _cache_key(provider, identity, kind, request)
+    found = _recent_keys.get(id(request))
+    if found is not None and found[0] is request and found[1:4] == (provider, identity, kind):
+        return found[4]  # the same (frozen) request object, kept alive here, so its id is its own
+    key = _cache_key(provider, identity, kind, request)
+    if len(_recent_keys) >= _KEYS_KEPT:
+        _recent_keys.clear()
+    _recent_keys[id(request)] = (request, provider, dict(identity), kind, key)
+    return key
+
+
+def _cache_key(provider: str, identity: dict[str, str], kind: Kind, request: BaseModel) -> str:
     payload = {
         "v": CACHE_VERSION,
         "provider": provider,

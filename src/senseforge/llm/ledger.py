@@ -147,7 +147,9 @@ class LedgerWriter:
             self.stats.cost_unknown_calls += 1
         else:
             self.stats.cost_usd += cost
-        return LedgerRow(
+        # every value comes from a validated result, request and price: built without validating again (a cached
+        # rebuild writes one row per request of every stage)
+        return LedgerRow.model_construct(
             ts=now,
             run=self.run,
             provider=self.provider,

@@ -34,6 +34,7 @@ False
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from array import array
@@ -89,6 +90,12 @@ _NUMBER = re.compile(r"\d+")
 
 def normalise(text: str) -> str:
     """The form texts are compared in: NFKC, case-folded, punctuation and symbols as spaces, spaces collapsed."""
+    return _normalised(text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _normalised(text: str) -> str:
+    """:func:`normalise`, remembered (a text is compared with many others)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     spaced = "".join(" " if unicodedata.category(ch)[0] in "PSZC" else ch for ch in folded)
     return " ".join(spaced.split())

@@ -45,6 +45,7 @@ from senseforge.errors import ConfigError, SenseforgeError
 from senseforge.llm.base import LLM
 from senseforge.llm.prices import PRICING_RULE, PriceTable
 from senseforge.llm.registry import provider_info
+from senseforge.pipelines.collection import spaced_out
 from senseforge.pipelines.config import RecipeConfig, ReviewedConfig
 from senseforge.pipelines.contamination import GATE, registry_of
 from senseforge.pipelines.executor import Executor, ModelPool, make_executor
@@ -235,6 +236,7 @@ def _write_queue(run_dir: Path, queued: Sequence[QueuedTask], run: RunStore) -> 
 # -- build -------------------------------------------------------------------------------------
 
 
+@spaced_out
 def build(
     recipe: Recipe,
     config: RecipeConfig,

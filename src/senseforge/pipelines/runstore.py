@@ -23,7 +23,6 @@ and are created with them.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -37,7 +36,7 @@ from typing import Any, Generic, Literal, Self
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic_core import from_json, to_jsonable_python
+from pydantic_core import to_jsonable_python
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from typing_extensions import TypeVar
@@ -45,6 +44,14 @@ from typing_extensions import TypeVar
 from senseforge.data.schema import JUDGEMENT, Judgement
 from senseforge.errors import StoreError
 from senseforge.pipelines.panel import PanelVerdict
+from senseforge.pipelines.payloads import CALLS as CALLS
+from senseforge.pipelines.payloads import ENGINE_KEYS as ENGINE_KEYS
+from senseforge.pipelines.payloads import EVIDENCE as EVIDENCE
+from senseforge.pipelines.payloads import REVIEW as REVIEW
+from senseforge.pipelines.payloads import CallEntry as CallEntry  # re-exported: the stages' modules
+from senseforge.pipelines.payloads import dumps as _dumps
+from senseforge.pipelines.payloads import loads as _loads
+from senseforge.pipelines.payloads import read, split, stored_entry
 from senseforge.pipelines.runwrites import CHUNK as _CHUNK
 from senseforge.pipelines.runwrites import JudgementSource as JudgementSource  # re-exported: the records' modules
 from senseforge.pipelines.runwrites import insert_rows, put_judgements
@@ -55,52 +62,6 @@ from senseforge.store.db import connect
 logger = logging.getLogger(__name__)
 
 Status = Literal["ok", "rejected"]
-
-
-CALLS = "calls"
-REVIEW = "review"
-EVIDENCE = "evidence"
-ENGINE_KEYS = (CALLS, REVIEW, EVIDENCE)
-"""Keys of the stored payload that hold the engine's fields of a result, not the recipe's data."""
-
-
-class CallEntry(BaseModel):
-    """One call a record's stage made, named by its cache key (a call shared by several records counts once)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    key: str
-    model: str
-    tokens_in: int | None
-    tokens_out: int | None
-    batched: bool = False
-    """Answered through an API's batch endpoint, at its price (stored only when so)."""
-
-
-_ENTRIES_KEPT = 1 << 18
-"""Call entries remembered as read and as stored (:func:`_entry`, :func:`_stored_entry`): a record carries the calls of
-every stage before it, so each entry is read and written once per later stage; the memory is emptied when full."""
-_entries: dict[tuple[tuple[str, Any], ...], CallEntry] = {}
-
-
-def _entry(stored: Mapping[str, Any]) -> CallEntry:
-    """A stored call entry validated, once per distinct entry (the entry is frozen: one instance serves them all)."""
-    try:
-        key = tuple(stored.items())  # values that compare equal (1, 1.0, True) validate to the same entry
-        found = _entries.get(key)
-    except (TypeError, AttributeError):  # not an entry (an unhashable value, not an object): validation says why
-        return CallEntry.model_validate(stored)
-    if found is None:
-        found = CallEntry.model_validate(stored)
-        if len(_entries) >= _ENTRIES_KEPT:
-            _entries.clear()
-        _entries[key] = found
-    return found
-
-
-@functools.lru_cache(maxsize=_ENTRIES_KEPT)
-def _stored_entry(entry: CallEntry) -> dict[str, Any]:
-    return entry.model_dump(mode="json", exclude_defaults=True)
 
 
 class Record(BaseModel):
@@ -186,17 +147,24 @@ class StageResult(Generic[D]):
     def as_read(self, model: type[R], stored: str | None = None) -> StageResult[R]:
         """This result as the run store hands it back once stored: its payload through JSON (``stored``: as
         :meth:`RunStore.put` wrote it), read as ``model``."""
-        payload = _loads(_dumps(self.payload) if stored is None else stored)
-        return StageResult.from_payload(
-            self.record_id, self.status, payload, model, reason=self.reason, prompt=self.prompt, response=self.response
+        data, engine = read(_dumps(self._stored()) if stored is None else stored, model, self.calls)
+        return StageResult(
+            self.record_id, self.status, data, reason=self.reason, prompt=self.prompt, response=self.response, **engine
         )
 
     @property
     def payload(self) -> dict[str, Any]:
         """The stored JSON object: the data's fields and the engine's."""
+        out = self._stored()
+        if CALLS in out:  # the entries are shared (:func:`stored_entry`): the caller gets its own
+            out[CALLS] = {stage: [dict(e) for e in entries] for stage, entries in out[CALLS].items()}
+        return out
+
+    def _stored(self) -> dict[str, Any]:
+        """:attr:`payload` with the call entries shared, for :func:`_dumps` alone."""
         out = self.data.stored()
         if self.calls:
-            out[CALLS] = {stage: [dict(_stored_entry(e)) for e in entries] for stage, entries in self.calls.items()}
+            out[CALLS] = {stage: list(map(stored_entry, entries)) for stage, entries in self.calls.items()}
         if self.review is not None:
             out[REVIEW] = self.review
         if self.evidence:
@@ -216,22 +184,8 @@ class StageResult(Generic[D]):
         response: str | None = None,
     ) -> StageResult[D]:
         """A result read from its stored JSON object, its data validated as ``model``."""
-        data, engine = _split(payload, model)
+        data, engine = split(payload, model)
         return cls(record_id, status, data, reason=reason, prompt=prompt, response=response, **engine)
-
-
-def _split(payload: Mapping[str, Any], model: type[D]) -> tuple[D, dict[str, Any]]:
-    """The data and the engine's fields of a stored payload."""
-    rest = {key: value for key, value in payload.items() if key not in ENGINE_KEYS}
-    engine: dict[str, Any] = {}
-    calls = payload.get(CALLS)
-    if calls:
-        engine["calls"] = {stage: tuple(_entry(entry) for entry in entries) for stage, entries in calls.items()}
-    if payload.get(REVIEW) is not None:
-        engine["review"] = payload[REVIEW]
-    if payload.get(EVIDENCE):
-        engine["evidence"] = dict(payload[EVIDENCE])
-    return model.model_validate(rest), engine
 
 
 @dataclass(frozen=True)
@@ -240,16 +194,6 @@ class StoredJudgement:
 
     judgement: Judgement
     source: JudgementSource
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-
-
-def _loads(stored: str) -> Any:
-    """A stored payload parsed: by pydantic's JSON parser, about twice as fast as :func:`json.loads` on the run's
-    payloads and the same values (floats read to the same double, later keys winning, objects in stored order)."""
-    return from_json(stored)
 
 
 def sqlite_url(path: Path) -> str:
@@ -303,7 +247,7 @@ class RunStore:
         if not results and not judgements:
             return []
         now = time.time()
-        payloads = [_dumps(r.payload) for r in results]
+        payloads = [_dumps(r._stored()) for r in results]
         rows = [
             {
                 "stage": stage,
@@ -347,15 +291,16 @@ class RunStore:
         out: list[StageResult[D]] = []
         for row in rows:
             try:
+                data, engine = read(row["payload"], model)
                 out.append(
-                    StageResult.from_payload(
+                    StageResult(
                         row["record_id"],
                         row["status"],
-                        _loads(row["payload"]),
-                        model,
+                        data,
                         reason=row["reason"],
                         prompt=row["prompt"],
                         response=row["response"],
+                        **engine,
                     )
                 )
             except ValidationError as exc:
@@ -441,6 +386,10 @@ class RunStore:
             binary = conn.dialect.name == "sqlite"  # SQLite compares text bytewise: "<id>@…" sorts below "<id>A"
             for start in range(0, len(wanted), _CHUNK):  # the records' own rows, not every judgement of the run
                 chunk = wanted[start : start + _CHUNK]
+                if binary and conn.dialect.paramstyle == "qmark":  # the same query, written without SQLAlchemy's
+                    found = conn.exec_driver_sql(*_judged_sqlite(tasks, chunk))  # expressions (built per record,
+                    rows.update((row_id, (item_id, source, body)) for row_id, item_id, source, body in found)
+                    continue  # they cost more than the query)
                 rounds = [
                     sa.and_(judgements.c.item_id > f"{record}@", judgements.c.item_id < f"{record}A")
                     if binary
@@ -498,6 +447,16 @@ class RunStore:
         except (ValueError, TypeError, KeyError, AttributeError):
             logger.debug("unreadable heartbeat %r", text)
             return None
+
+
+def _judged_sqlite(tasks: Sequence[str], records: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+    """:meth:`RunStore.judgements_of_records`' query of one chunk of records on SQLite, and its parameters."""
+    rounds = " OR (item_id > ? AND item_id < ?)" * len(records)
+    sql = (
+        f"SELECT id, item_id, source, body FROM {judgements.name} WHERE task IN ({','.join('?' * len(tasks))}) "
+        f"AND (item_id IN ({','.join('?' * len(records))}){rounds})"
+    )
+    return sql, (*tasks, *records, *(bound for record in records for bound in (f"{record}@", f"{record}A")))
 
 
 HEARTBEAT = "heartbeat"

@@ -93,6 +93,13 @@ def connect(url: str) -> Engine:
     return sa.create_engine(url, pool_pre_ping=True)
 
 
+_CACHE_GET = sa.select(llm_cache.c.key, llm_cache.c.response).where(
+    llm_cache.c.key.in_(sa.bindparam("keys", expanding=True))
+)
+"""The cache lookup, built once (SQLAlchemy compiles it once too; the keys expand into it per call): a cached
+rebuild looks up every request of every batch."""
+
+
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -175,8 +182,7 @@ class Store:
         found: dict[str, str] = {}
         with self.engine.connect() as conn:
             for chunk in _chunks(list(dict.fromkeys(keys))):
-                query = sa.select(llm_cache.c.key, llm_cache.c.response).where(llm_cache.c.key.in_(chunk))
-                found.update({row.key: row.response for row in conn.execute(query)})
+                found.update(conn.execute(_CACHE_GET, {"keys": chunk}).all())
         return found
 
     def cache_put(self, rows: Iterable[CacheRow]) -> None:

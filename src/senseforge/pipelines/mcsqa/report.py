@@ -7,13 +7,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from pydantic import ConfigDict
+
 from senseforge.data.adapters import item_to_csqa_row
 from senseforge.data.schema import MCItem
 from senseforge.data.splits import SPLIT_NAMES
 from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.mcsqa.records import McsqaRecord, have
 from senseforge.pipelines.release import Finished, Release, Splitting
-from senseforge.pipelines.runstore import StageResult
+from senseforge.pipelines.runstore import Record, StageResult
 from senseforge.pipelines.verification import panel_figures
 from senseforge.runfolder.figures import Counts, Figure, Share, Table
 
@@ -26,14 +28,28 @@ def item(record: StageResult[McsqaRecord], _group: str | None = None) -> MCItem:
     return found
 
 
+class _Refined(Record):
+    """What the figures read of a refined record: whether refine changed it (its other keys are skipped unread)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    refined_changed: bool | None = None
+
+
+class _Reviewed(Record):
+    """What the figures read of a reviewed record: nothing of its data (who accepted it is the engine's field)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
 def figures(done: Finished[McsqaRecord]) -> list[Figure]:
     """Question sets drawn, the refined share, verification and review outcomes, Easy and Hard per split."""
     run = done.run
-    refined = run.results("refine", "ok", McsqaRecord)
+    refined = run.results("refine", "ok", _Refined)
     changed = sum(1 for r in refined if r.data.refined_changed)
     verified = run.results("verify", None, McsqaRecord)  # read once: the outcomes and what a panel answered
     outcomes = Counter[str](r.data.verify.outcome for r in verified if r.status == "ok" and r.data.verify)
-    reviewed = run.results("review", "ok")  # who accepted each: the engine's field alone
+    reviewed = run.results("review", "ok", _Reviewed)  # who accepted each: the engine's field alone
     sets = {"sampled": done.facts.get("sampled"), **dict(done.facts.get("funnel", []))}
     out: list[Figure] = [Counts(name="question-sets", title="Question sets", values=sets, draw=False)]
     if refined:
