@@ -32,7 +32,7 @@ def test_a_ticket_gives_its_slot_back_once_and_says_how_its_request_went() -> No
     async def two() -> list[Any]:
         return [await governor.slot(0, 10.0, True) for _ in range(2)]
 
-    (first, budgeted), (second, _) = asyncio.run(two())
+    (first, budgeted, _), (second, _, _) = asyncio.run(two())
     assert budgeted and first.ticket != second.ticket and governor.state()["held"] == 2
     governor.done(first.ticket, "ok", None, 12.0)
     governor.done(first.ticket, "ok", None, 12.0)  # given back already: nothing changes
@@ -54,10 +54,10 @@ def test_waiting_requests_are_served_by_the_rank_they_were_sent_with() -> None:
     served: list[int] = []
 
     async def scene() -> None:
-        holder, _ = await governor.slot(0, 0.0, True)
+        holder, _, _ = await governor.slot(0, 0.0, True)
 
         async def wait(rank: int) -> None:
-            slot, _ = await governor.slot(rank, 0.0, True)
+            slot, _, _ = await governor.slot(rank, 0.0, True)
             served.append(rank)
             governor.done(slot.ticket, "ok", None, None)
 
@@ -74,7 +74,7 @@ def test_a_slot_held_past_its_lease_is_taken_back() -> None:
     clock = Clock()
     governor = limits.Governor(Ask(limit=1), clock=clock)
     lease = limits.lease_s(60.0)  # a provider whose requests time out after a minute
-    slot, _ = asyncio.run(governor.slot(0, 0.0, True, lease))
+    slot, _, _ = asyncio.run(governor.slot(0, 0.0, True, lease))
     clock.now = lease - 1
     assert governor.reap() == 0 and governor.state()["held"] == 1
     clock.now = lease
