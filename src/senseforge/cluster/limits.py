@@ -29,7 +29,6 @@ provider's timeout, and at least a minute past it (:func:`lease_s`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import heapq
 import itertools
@@ -106,35 +105,60 @@ class Governor:
         self._tickets = itertools.count(1)
         self._reaper: asyncio.Task[None] | None = None
         self._waiting: dict[str, int] = {}  # requests waiting, by the process (client) that sent them
+        self._asking: dict[tuple[str, int], asyncio.Task[Any]] = {}  # the waits a client may withdraw
+        self._withdrawn: set[tuple[str, int]] = set()
 
     def ask(self, ask: Ask) -> None:
         """One more provider object's ask: the lower ceiling, a fixed level, the lower budgets hold."""
         self._limiter.ask(ask.limit, adaptive=ask.adaptive, rpm=ask.rpm, tpm=ask.tpm)
 
     async def slot(
-        self, rank: int, tokens: float, hold: bool, lease: float = LEASE_S, client: str = ""
-    ) -> tuple[GovernedSlot, bool, bool]:
+        self, rank: int, tokens: float, hold: bool, lease: float = LEASE_S, client: str = "", ask: int = 0
+    ) -> tuple[GovernedSlot, bool, bool] | None:
         """Wait for a slot with ``rank`` (then for any ``Retry-After`` hold, unless ``hold`` is off, and for room in
         the budget), held at most ``lease`` seconds, for the process named ``client``.
 
         Returns:
             The slot; whether the budget counted the request (:meth:`done` corrects its tokens); whether requests of
-            other processes wait now (the process then gives the slot back rather than hand it on).
+            other processes wait now (the process then gives the slot back rather than hand it on). ``None`` when
+            the client withdrew the wait (:meth:`withdraw` of ``ask``, the client's number for it).
         """
         if self._reaper is None:
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
+        key = (client, ask)
         self._waiting[client] = self._waiting.get(client, 0) + 1
+        task = asyncio.current_task()
+        if ask and task is not None:
+            self._asking[key] = task
         try:
             with ranked(rank):
                 slot, sent = await self._limiter.slot(tokens, hold=hold)
+        except asyncio.CancelledError:
+            if key in self._withdrawn:
+                return None
+            raise
         finally:
             self._waiting[client] -= 1
             if not self._waiting[client]:
                 del self._waiting[client]
+            self._asking.pop(key, None)
+            self._withdrawn.discard(key)
         ticket = next(self._tickets)
         self._held[ticket] = _Held(slot, sent, self._clock() + lease)
         others = any(name != client for name in self._waiting)
         return GovernedSlot(slot.epoch, slot.level, ticket), sent is not None, others
+
+    def withdraw(self, client: str, ask: int) -> None:
+        """The client's wait ``ask`` is not needed any more (the request was served in its own process): it ends,
+        answered ``None``; a wait answered already is not changed (its slot reaches the client as any other).
+
+        A withdrawal rather than Ray's ``cancel``: a task cancelled just as it ends may lose its answer, and with it
+        a slot granted."""
+        key = (client, ask)
+        task = self._asking.get(key)
+        if task is not None:
+            self._withdrawn.add(key)
+            task.cancel()
 
     def done(
         self, ticket: int, outcome: str | None, retry_after_s: float | None, tokens: float | None, passed: int = 0
@@ -174,7 +198,7 @@ class Governor:
             self.reap()
 
     def state(self) -> dict[str, Any]:
-        """The limiter's ceiling, level, slots held and most held at once (for tests and reports)."""
+        """The limiter's ceiling, level, slots held and most held at once, requests waiting (for tests and reports)."""
         limiter = self._limiter
         budget = limiter.budget
         return {
@@ -183,6 +207,7 @@ class Governor:
             "held": limiter.held,
             "peak": limiter.peak,
             "tickets": len(self._held),
+            "waiting": sum(self._waiting.values()),
             "rpm": budget.rpm if budget is not None else None,
             "tpm": budget.tpm if budget is not None else None,
         }
@@ -283,12 +308,12 @@ class GovernedLimiter:
         self._governor = governor
         self._lease = lease
         self._clock = clock
-        self._ray = import_ray()
         self._name = uuid.uuid4().hex
         self._lock = threading.Lock()
         self._waiters: list[_Waiter] = []  # a heap: (rank, arrival, loop, future)
-        self._arrivals = itertools.count()
+        self._arrivals = itertools.count(1)  # an ask's number at the governor (0: none)
         self._asks: dict[int, tuple[int, Any]] = {}  # by the arrival of the request that sent it: (rank, ref)
+        self._withdrawn: dict[int, Any] = {}  # asks withdrawn, until answered (a ref let go loses its answer)
         self._lent: dict[int, _Lent] = {}  # every slot the process holds, by ticket
         self._idle: list[_Lent] = []  # those no request is in
         self._timer: threading.Timer | None = None
@@ -329,7 +354,7 @@ class GovernedLimiter:
         return lent.slot, (lent.slot.ticket if lent.budgeted else None)
 
     def _ask(self, rank: int, arrival: int, tokens: float, hold: bool) -> None:
-        ref = self._governor.slot.remote(rank, float(tokens), hold, self._lease, self._name)
+        ref = self._governor.slot.remote(rank, float(tokens), hold, self._lease, self._name, arrival)
         with self._lock:
             self._asks[arrival] = (rank, ref)
             sends = self._trim()  # its request may have been handed a slot already
@@ -339,9 +364,10 @@ class GovernedLimiter:
     def _granted(self, arrival: int, answer: Any) -> None:
         """The governor answered the ask of ``arrival`` (in a thread of Ray's)."""
         try:
-            slot, budgeted, others = answer.result()
+            granted = answer.result()
         except BaseException as exc:  # withdrawn (nothing to do), or failed: one waiting request fails with it
             with self._lock:
+                self._withdrawn.pop(arrival, None)
                 if self._asks.pop(arrival, None) is not None and self._waiters:
                     # its own request, else the worst-ranked (as many asks as requests waiting stay)
                     mine = [entry for entry in self._waiters if entry[1] == arrival]
@@ -351,8 +377,14 @@ class GovernedLimiter:
                     if not entry[2].is_closed():
                         entry[2].call_soon_threadsafe(_fail, entry[3], exc)
             return
+        if granted is None:  # withdrawn
+            with self._lock:
+                self._withdrawn.pop(arrival, None)
+            return
+        slot, budgeted, others = granted
         with self._lock:
             self._asks.pop(arrival, None)
+            self._withdrawn.pop(arrival, None)
             self._others = others
             lent = self._lent[slot.ticket] = _Lent(slot, budgeted, self._clock(), self._epoch)
             sends = self._place(lent, fresh=True)
@@ -431,14 +463,9 @@ class GovernedLimiter:
         waiting = sum(1 for _, _, _, future in self._waiters if not future.done())
         while len(self._asks) > waiting:
             arrival = max(self._asks, key=lambda ask: (self._asks[ask][0], ask))
-            _, ref = self._asks.pop(arrival)
-            sends.append(lambda ref=ref: self._withdraw(ref))
+            self._withdrawn[arrival] = self._asks.pop(arrival)
+            sends.append(lambda arrival=arrival: self._governor.withdraw.remote(self._name, arrival))
         return sends
-
-    def _withdraw(self, ref: Any) -> None:
-        """Stop an ask at the governor (should it have been granted already, its slot is placed as any other)."""
-        with contextlib.suppress(Exception):
-            self._ray.cancel(ref)
 
     def _back(self, lent: _Lent, outcome: str | None = None, retry_after_s: float | None = None) -> _Send:
         """Under the lock: the slot goes back to the governor, with how its last request went (``outcome``)."""
