@@ -46,6 +46,8 @@ def test_a_ticket_gives_its_slot_back_once_and_says_how_its_request_went() -> No
         "peak": 2,
         "tickets": 0,
         "waiting": 0,
+        "grants": 2,
+        "passed": 0,
         "rpm": 100,
         "tpm": None,
     }

@@ -107,6 +107,7 @@ class Governor:
         self._waiting: dict[str, int] = {}  # requests waiting, by the process (client) that sent them
         self._asking: dict[tuple[str, int], asyncio.Task[Any]] = {}  # the waits a client may withdraw
         self._withdrawn: set[tuple[str, int]] = set()
+        self._grants = self._passed = 0  # slots granted; requests answered in them before the last (hand-offs)
 
     def ask(self, ask: Ask) -> None:
         """One more provider object's ask: the lower ceiling, a fixed level, the lower budgets hold."""
@@ -145,6 +146,7 @@ class Governor:
             self._withdrawn.discard(key)
         ticket = next(self._tickets)
         self._held[ticket] = _Held(slot, sent, self._clock() + lease)
+        self._grants += 1
         others = any(name != client for name in self._waiting)
         return GovernedSlot(slot.epoch, slot.level, ticket), sent is not None, others
 
@@ -170,6 +172,7 @@ class Governor:
         held = self._held.pop(ticket, None)
         if held is None:
             return
+        self._passed += passed
         for _ in range(passed):
             self._limiter.succeeded(held.slot)
         if outcome == "ok":
@@ -198,7 +201,8 @@ class Governor:
             self.reap()
 
     def state(self) -> dict[str, Any]:
-        """The limiter's ceiling, level, slots held and most held at once, requests waiting (for tests and reports)."""
+        """The limiter's ceiling, level, slots held and most held at once, requests waiting, slots granted so far
+        and requests answered in them before their last (handed on in their process) (for tests and reports)."""
         limiter = self._limiter
         budget = limiter.budget
         return {
@@ -208,6 +212,8 @@ class Governor:
             "peak": limiter.peak,
             "tickets": len(self._held),
             "waiting": sum(self._waiting.values()),
+            "grants": self._grants,
+            "passed": self._passed,
             "rpm": budget.rpm if budget is not None else None,
             "tpm": budget.tpm if budget is not None else None,
         }
@@ -282,7 +288,7 @@ class _Lent:
     idle_since: float = 0.0
 
 
-_Waiter = tuple[int, int, asyncio.AbstractEventLoop, "asyncio.Future[_Lent]"]
+_Waiter = tuple[int, int, asyncio.AbstractEventLoop, "asyncio.Future[_Lent]", float, bool]
 _Send = Callable[[], None]
 
 
@@ -291,31 +297,36 @@ class GovernedLimiter:
     of the endpoint's :class:`Governor` that hands the slots it was granted on to its own waiting requests (see the
     module notes), across every event loop and thread of the process.
 
-    A request with no slot of the process to take waits here, by rank then arrival, and asks the governor for a
-    slot (with its rank); the first slot free goes to the best waiting request, whether the governor's answer or
-    one handed on. A request handed a slot leaves its ask surplus: the process's worst-ranked ask is withdrawn, so
-    it never has more asks than waiting requests.
+    A request with no slot of the process to take waits here, by rank then arrival; the first slot free goes to
+    the best waiting request, whether one handed on or one the governor granted. The process asks the governor for
+    slots for its best-ranked waiting requests (with their ranks), never for more than the level lets it hold
+    besides the slots it holds (holding them all, it asks for none: its own slots serve its requests); an ask no
+    request needs any more (its request was cancelled, or served by a slot handed on) is withdrawn.
 
     ``sleep`` (given to :meth:`slot`) is not used: the governor waits out holds itself.
 
     Args:
         governor: the endpoint's governor (an actor handle).
         lease: how long the governor may let one of this process's slots be held before it takes it back.
+        limit: the endpoint's level as far as known (each grant says it anew).
         clock: seconds, for the hand-off bounds (tests inject one).
     """
 
-    def __init__(self, governor: Any, lease: float = LEASE_S, clock: Any = time.monotonic) -> None:
+    def __init__(
+        self, governor: Any, lease: float = LEASE_S, limit: int = WAITING, clock: Any = time.monotonic
+    ) -> None:
         self._governor = governor
         self._lease = lease
+        self._level = limit
         self._clock = clock
         self._name = uuid.uuid4().hex
         self._lock = threading.Lock()
-        self._waiters: list[_Waiter] = []  # a heap: (rank, arrival, loop, future)
-        self._arrivals = itertools.count(1)  # an ask's number at the governor (0: none)
-        self._asks: dict[int, tuple[int, Any]] = {}  # by the arrival of the request that sent it: (rank, ref)
-        self._withdrawn: dict[int, Any] = {}  # asks withdrawn, until answered (a ref let go loses its answer)
+        self._waiters: list[_Waiter] = []  # a heap: (rank, arrival, loop, future, tokens, hold)
+        self._arrivals = itertools.count(1)  # a request's number, its ask's at the governor (0: none)
+        self._asks: dict[int, int] = {}  # asks sent and not withdrawn: the rank, by the arrival they were sent for
+        self._refs: dict[int, Any] = {}  # every ask until answered (a ref let go loses its answer)
         self._lent: dict[int, _Lent] = {}  # every slot the process holds, by ticket
-        self._idle: list[_Lent] = []  # those no request is in
+        self._idle: list[_Lent] = []  # those no request is in (only while none waits)
         self._timer: threading.Timer | None = None
         self._epoch = 0  # moves on a refusal or hold seen here: slots granted before go back when free
         self._others = False  # the governor's last answer: other processes' requests wait
@@ -335,17 +346,16 @@ class GovernedLimiter:
 
     async def slot(self, tokens: float = 0.0, sleep: Sleep = asyncio.sleep, *, hold: bool = True) -> tuple[Slot, Any]:
         loop = asyncio.get_running_loop()
-        rank = RANK.get()
         with self._lock:
             lent, sends = self._take_idle()
             if lent is None:
                 future: asyncio.Future[_Lent] = loop.create_future()
-                entry = (rank, next(self._arrivals), loop, future)
+                entry = (RANK.get(), next(self._arrivals), loop, future, float(tokens), hold)
                 heapq.heappush(self._waiters, entry)
+                sends += self._balance()
         _run(sends)
         if lent is not None:
             return lent.slot, None
-        self._ask(rank, entry[1], tokens, hold)
         try:
             lent = await future
         except asyncio.CancelledError:
@@ -353,41 +363,57 @@ class GovernedLimiter:
             raise
         return lent.slot, (lent.slot.ticket if lent.budgeted else None)
 
+    def _balance(self) -> list[_Send]:
+        """Under the lock: withdraw the worst-ranked asks beyond the requests waiting, and ask for the best-ranked
+        of those with none, as far as the level lets the process hold more slots; what to send."""
+        sends: list[_Send] = []
+        waiting = [entry for entry in self._waiters if not entry[3].done()]
+        while len(self._asks) > len(waiting):
+            arrival = max(self._asks, key=lambda ask: (self._asks[ask], ask))
+            del self._asks[arrival]
+            sends.append(lambda arrival=arrival: self._governor.withdraw.remote(self._name, arrival))
+        wanted = min(len(waiting), self._level - len(self._lent))
+        if len(self._asks) < wanted:
+            for rank, arrival, _, _, tokens, hold in sorted(waiting):
+                if arrival not in self._asks:
+                    self._asks[arrival] = rank
+                    sends.append(lambda a=(rank, arrival, tokens, hold): self._ask(*a))
+                    if len(self._asks) >= wanted:
+                        break
+        return sends
+
     def _ask(self, rank: int, arrival: int, tokens: float, hold: bool) -> None:
-        ref = self._governor.slot.remote(rank, float(tokens), hold, self._lease, self._name, arrival)
+        ref = self._governor.slot.remote(rank, tokens, hold, self._lease, self._name, arrival)
         with self._lock:
-            self._asks[arrival] = (rank, ref)
-            sends = self._trim()  # its request may have been handed a slot already
+            self._refs[arrival] = ref
         ref.future().add_done_callback(lambda answer: self._granted(arrival, answer))
-        _run(sends)
 
     def _granted(self, arrival: int, answer: Any) -> None:
         """The governor answered the ask of ``arrival`` (in a thread of Ray's)."""
         try:
             granted = answer.result()
-        except BaseException as exc:  # withdrawn (nothing to do), or failed: one waiting request fails with it
+        except BaseException as exc:  # the governor failed: one waiting request fails with it
             with self._lock:
-                self._withdrawn.pop(arrival, None)
+                self._refs.pop(arrival, None)
                 if self._asks.pop(arrival, None) is not None and self._waiters:
-                    # its own request, else the worst-ranked (as many asks as requests waiting stay)
                     mine = [entry for entry in self._waiters if entry[1] == arrival]
-                    entry = mine[0] if mine else max(self._waiters)
+                    entry = mine[0] if mine else max(self._waiters)  # its own, else the worst-ranked
                     self._waiters.remove(entry)
                     heapq.heapify(self._waiters)
                     if not entry[2].is_closed():
                         entry[2].call_soon_threadsafe(_fail, entry[3], exc)
             return
-        if granted is None:  # withdrawn
-            with self._lock:
-                self._withdrawn.pop(arrival, None)
-            return
-        slot, budgeted, others = granted
         with self._lock:
+            self._refs.pop(arrival, None)
             self._asks.pop(arrival, None)
-            self._withdrawn.pop(arrival, None)
+            if granted is None:  # withdrawn
+                return
+            slot, budgeted, others = granted
             self._others = others
+            self._level = slot.level
             lent = self._lent[slot.ticket] = _Lent(slot, budgeted, self._clock(), self._epoch)
-            sends = self._place(lent, fresh=True)
+            placed = self._place(lent, fresh=True)
+            sends = self._balance() + placed  # asks first (see release)
         _run(sends)
 
     def _reusable(self, lent: _Lent) -> bool:
@@ -405,27 +431,31 @@ class GovernedLimiter:
         if not (fresh and lent.uses == 0) and not self._reusable(lent):
             return [self._back(lent)]
         while self._waiters:
-            _, _, loop, future = heapq.heappop(self._waiters)
+            _, _, loop, future, _, _ = heapq.heappop(self._waiters)
             if future.done() or loop.is_closed():
                 continue
             lent.uses += 1
             loop.call_soon_threadsafe(self._deliver, future, lent)
-            return self._trim()
+            return []
         if not self._reusable(lent):
             return [self._back(lent)]
         lent.idle_since = self._clock()
         self._idle.append(lent)
         if self._timer is None:
-            self._timer = threading.Timer(IDLE_S, self._expire)
-            self._timer.daemon = True
-            self._timer.start()
+            self._arm(IDLE_S)
         return []
+
+    def _arm(self, delay: float) -> None:
+        self._timer = threading.Timer(delay, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
 
     def _deliver(self, future: asyncio.Future[_Lent], lent: _Lent) -> None:
         if future.done():  # cancelled while the slot was on its way: it goes on
             with self._lock:
                 lent.uses -= 1
-                sends = self._place(lent, fresh=True)
+                placed = self._place(lent, fresh=True)
+                sends = self._balance() + placed
             _run(sends)
         else:
             future.set_result(lent)
@@ -450,22 +480,8 @@ class GovernedLimiter:
             sends = [self._back(lent) for lent in self._idle if lent not in kept]
             self._idle = kept
             if kept:
-                self._timer = threading.Timer(
-                    max(0.001, min(lent.idle_since for lent in kept) + IDLE_S - now), self._expire
-                )
-                self._timer.daemon = True
-                self._timer.start()
+                self._arm(max(0.001, min(lent.idle_since for lent in kept) + IDLE_S - now))
         _run(sends)
-
-    def _trim(self) -> list[_Send]:
-        """Under the lock: withdraw the worst-ranked asks beyond the requests waiting."""
-        sends: list[_Send] = []
-        waiting = sum(1 for _, _, _, future in self._waiters if not future.done())
-        while len(self._asks) > waiting:
-            arrival = max(self._asks, key=lambda ask: (self._asks[ask][0], ask))
-            self._withdrawn[arrival] = self._asks.pop(arrival)
-            sends.append(lambda arrival=arrival: self._governor.withdraw.remote(self._name, arrival))
-        return sends
 
     def _back(self, lent: _Lent, outcome: str | None = None, retry_after_s: float | None = None) -> _Send:
         """Under the lock: the slot goes back to the governor, with how its last request went (``outcome``)."""
@@ -475,19 +491,19 @@ class GovernedLimiter:
         return lambda: self._governor.done.remote(ticket, outcome, retry_after_s, tokens, passed)
 
     def _left(self, entry: _Waiter) -> None:
-        """A request gave up waiting (cancelled): it leaves no slot held nor an ask beyond those waiting."""
+        """A request gave up waiting (cancelled): it leaves no slot held nor an ask no request needs."""
         future = entry[3]
         with self._lock:
+            sends = []
             if entry in self._waiters:
                 self._waiters.remove(entry)
                 heapq.heapify(self._waiters)
-                sends = self._trim()
             elif future.done() and not future.cancelled():  # handed a slot just as it was cancelled
                 lent = future.result()
                 lent.uses -= 1
-                sends = self._place(lent, fresh=True) + self._trim()
-            else:  # on its way: the delivery sees the cancelled future and places it
-                sends = self._trim()
+                sends = self._place(lent, fresh=True)
+            # else on its way: the delivery sees the cancelled future and places it
+            sends = self._balance() + sends
         _run(sends)
 
     def succeeded(self, slot: Slot) -> None:
@@ -517,6 +533,8 @@ class GovernedLimiter:
                 sends = self._place(lent)
             else:
                 sends = [self._back(lent, outcome)]
+            if self._waiters:  # asks first: at the governor they wait before the slot given back is free
+                sends = self._balance() + sends
         _run(sends)
 
     def heard(self, headers: Mapping[str, str]) -> None:
@@ -560,7 +578,7 @@ def _source(key: tuple[str, str], ask: Ask) -> Limiter:
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(name)
         if client is None:
-            client = _CLIENTS[name] = GovernedLimiter(governor, lease_s(ask.hold_s))
+            client = _CLIENTS[name] = GovernedLimiter(governor, lease_s(ask.hold_s), ask.limit)
         else:
             client.lengthen(lease_s(ask.hold_s))
         return client
