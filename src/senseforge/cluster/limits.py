@@ -29,6 +29,7 @@ provider's timeout, and at least a minute past it (:func:`lease_s`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import heapq
 import itertools
@@ -371,13 +372,13 @@ class GovernedLimiter:
         while len(self._asks) > len(waiting):
             arrival = max(self._asks, key=lambda ask: (self._asks[ask], ask))
             del self._asks[arrival]
-            sends.append(lambda arrival=arrival: self._governor.withdraw.remote(self._name, arrival))
+            sends.append(functools.partial(self._governor.withdraw.remote, self._name, arrival))
         wanted = min(len(waiting), self._level - len(self._lent))
         if len(self._asks) < wanted:
             for rank, arrival, _, _, tokens, hold in sorted(waiting):
                 if arrival not in self._asks:
                     self._asks[arrival] = rank
-                    sends.append(lambda a=(rank, arrival, tokens, hold): self._ask(*a))
+                    sends.append(functools.partial(self._ask, rank, arrival, tokens, hold))
                     if len(self._asks) >= wanted:
                         break
         return sends
@@ -462,7 +463,7 @@ class GovernedLimiter:
 
     def _take_idle(self) -> tuple[_Lent | None, list[_Send]]:
         """Under the lock: an idle slot that may serve one more request (given it), and what to send."""
-        sends = []
+        sends: list[_Send] = []
         while self._idle:
             lent = self._idle.pop()
             if self._reusable(lent):
