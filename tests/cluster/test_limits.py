@@ -248,16 +248,19 @@ def test_another_process_waiting_gets_a_slot_within_the_hand_off_bound(
         client.release(slot)
 
     async def scene() -> None:
-        stream = [asyncio.create_task(one(busy, "busy", 5)) for _ in range(40)]
+        stream = [asyncio.create_task(one(busy, "busy", 5)) for _ in range(100)]
         while len(sent) < 2:  # the stream is under way
             await asyncio.sleep(0.001)
+        asking = asyncio.create_task(one(other, "other", 0))
+        while not (await governor.state.remote())["waiting"]:  # its ask has reached the governor
+            await asyncio.sleep(0.001)
         before = len(sent)
-        await one(other, "other", 0)
-        assert before > 0 and sent.index("other") - before <= limits.HAND_ON
+        await asking
+        assert len(sent) < 101 and sent.index("other") - before <= limits.HAND_ON  # not after the stream
         await asyncio.gather(*stream)
 
     asyncio.run(scene())
-    assert len(sent) == 41
+    assert len(sent) == 101
     assert _settled(governor, busy)["held"] == 0 and other.held == 0
 
 

@@ -435,8 +435,11 @@ class GovernedLimiter:
             _, _, loop, future, _, _ = heapq.heappop(self._waiters)
             if future.done() or loop.is_closed():
                 continue
+            try:
+                loop.call_soon_threadsafe(self._deliver, future, lent)
+            except RuntimeError:  # its loop closed just now
+                continue
             lent.uses += 1
-            loop.call_soon_threadsafe(self._deliver, future, lent)
             return []
         if not self._reusable(lent):
             return [self._back(lent)]
