@@ -135,3 +135,36 @@ def test_the_bundled_model_builds_the_demos_bytes_on_ray(tmp_path: Path) -> None
     summary = build(MCSQA, config, tmp_path / "run", store=Store(f"sqlite:///{tmp_path / 'run.db'}"), executor="ray")
     assert summary.state == "done"
     compare_with_golden(tmp_path / "run", GOLDEN_DEMO / "mcsqa-en")
+
+
+def test_the_http_actors_batches_take_its_idle_threads_again() -> None:
+    """Batches one after the other run on one kept thread of the HTTP actor (so its HTTP clients and open
+    connections serve the next batch), whatever thread Ray called the actor on; batches at once get threads of
+    their own."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from senseforge.cluster.recipes import HttpService
+
+    seen: list[int] = []
+    names: set[str] = set()
+    gate = threading.Barrier(2, timeout=10)
+
+    class Worker:
+        def run(self, stage: Any, batch: Any, judgements: Any, rank: int) -> Any:
+            if stage == "together":
+                gate.wait()
+            seen.append(threading.get_ident())
+            names.add(threading.current_thread().name.rsplit("_", 1)[0])
+            return stage, len(batch), {}
+
+    service = HttpService()
+    service._worker = lambda key, opens: Worker()  # type: ignore[method-assign]
+    with ThreadPoolExecutor(4) as callers:  # Ray's threads: a different caller each time
+        for _ in range(3):
+            assert callers.submit(service.run, "k", None, "alone", [1, 2], {}).result() == ("alone", 2, {})
+        assert len(set(seen)) == 1 and seen[0] != threading.get_ident()
+        both = [callers.submit(service.run, "k", None, "together", [], {}) for _ in range(2)]
+        assert [future.result() for future in both] == [("together", 0, {})] * 2
+    assert len(set(seen[3:])) == 2
+    assert names == {"senseforge-http"}  # the actor's own threads, not its callers'

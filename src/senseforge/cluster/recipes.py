@@ -19,6 +19,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from senseforge.errors import ConfigError
@@ -126,6 +127,10 @@ class HttpService:
     def __init__(self) -> None:
         self._workers: dict[str, BatchWorker] = {}
         self._lock = threading.Lock()
+        # Ray gives each call a thread of its own pool; the batches run on threads of ours instead, which a batch
+        # takes again once it is idle: each keeps its event loop and HTTP clients, with their open connections,
+        # from one batch to the next (a thread new to a batch connects anew)
+        self._threads = ThreadPoolExecutor(max_workers=HTTP_CONCURRENCY, thread_name_prefix="senseforge-http")
 
     def ready(self) -> bool:
         """True, once the actor is up (its imports done)."""
@@ -150,8 +155,9 @@ class HttpService:
         judgements: Mapping[str, Sequence[StoredJudgement]],
         rank: int = 0,
     ) -> tuple[StageOutput, int, dict[str, str]]:
-        """One batch of the run ``key`` (see :meth:`BatchWorker.run`)."""
-        return self._worker(key, opens).run(stage, batch, judgements, rank)
+        """One batch of the run ``key`` (see :meth:`BatchWorker.run`), on one of the actor's kept threads."""
+        worker = self._worker(key, opens)
+        return self._threads.submit(worker.run, stage, batch, judgements, rank).result()
 
     def release(self, key: str) -> None:
         """Close the run's pool and store."""
