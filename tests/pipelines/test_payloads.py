@@ -39,12 +39,13 @@ class Chosen(Record):
     q: str = Field(validation_alias=AliasChoices("q", "question"))
 
 
-def _same(stored: str, model: type[Record]) -> None:
+def _same(stored: str, model: type[Record]) -> tuple[Record, dict[str, Any]]:
     data, engine = read(stored, model)
     want_data, want_engine = split(loads(stored), model)
     assert type(data) is model and data == want_data and data.model_fields_set == want_data.model_fields_set
     assert repr(data) == repr(want_data) and data.stored() == want_data.stored()
     assert engine == want_engine
+    return data, engine
 
 
 @pytest.mark.parametrize(
@@ -65,8 +66,18 @@ def _same(stored: str, model: type[Record]) -> None:
     ],
 )
 def test_read_gives_what_split_gives(payload: dict[str, Any]) -> None:
-    _same(dumps(payload), Asked)
-    _same(dumps(payload), Loose)
+    engine_keys = {key for key in ("calls", "evidence") if payload.get(key)} | (
+        {"review"} if payload.get("review") is not None else set()
+    )
+    for model in (Asked, Loose):
+        data, engine = _same(dumps(payload), model)
+        assert data.q == "Why?" and set(engine) == engine_keys  # type: ignore[attr-defined]
+        assert {stage: len(entries) for stage, entries in engine.get("calls", {}).items()} == {
+            stage: len(entries) for stage, entries in payload.get("calls", {}).items()
+        }
+    if "item" in payload:
+        item = read(dumps(payload), Asked)[0].item  # type: ignore[attr-defined]
+        assert isinstance(item, MCItem) and item.answer == "A" and item.metadata == {"z": 1, "a": [0.1, None]}
 
 
 def test_models_that_name_an_engine_key_or_choose_aliases_read_as_before() -> None:
