@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -778,3 +781,30 @@ def test_top_logprobs_are_sent_and_cached_through_the_provider(tmp_path: Path) -
         assert server.requests == 2
     assert first[0].top_logprobs == again[0].top_logprobs == ((("A", -0.4), ("B", -1.2), ("C", -2.9)),)
     assert again[0].cached and first[1].top_logprobs is None
+
+
+def test_a_request_answered_from_the_cache_never_imports_the_sdk(tmp_path: Path) -> None:
+    """A rebuild answered from the cache opens the provider and asks its identity, but makes no client: the SDK (a
+    second of imports) and its HTTP libraries stay unloaded. Checked in a fresh interpreter, as a rebuild starts."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(url)
+    with LoopbackOpenAI(request_text) as server:
+        llm = CachedLLM(provider.OpenAILLM("loopback", provider.Options(base_url=server.base_url)), store)
+        [sent] = llm.generate([GenerateRequest.chat("what is a kettle for?")])
+        base_url = server.base_url
+    assert sent.ok and not sent.cached
+    store.close()
+    script = (
+        "import json, sys\n"
+        "from senseforge.llm.base import GenerateRequest\n"
+        "from senseforge.llm.cache import open_llm\n"
+        "from senseforge.store.db import Store\n"
+        f"store = Store({url!r})\n"
+        f"llm = open_llm('openai/loopback', {{'base_url': {base_url!r}}}, store=store)\n"
+        "[hit] = llm.generate([GenerateRequest.chat('what is a kettle for?')])\n"
+        "print(json.dumps([hit.cached, hit.text, sorted({'openai', 'httpx', 'aiohttp'} & set(sys.modules))]))\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    hit, text, loaded = json.loads(shown.stdout.strip().splitlines()[-1])
+    assert hit and text == sent.text  # answered from the cache (the server is gone) ...
+    assert loaded == []  # ... with no client library imported

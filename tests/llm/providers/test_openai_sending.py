@@ -182,7 +182,7 @@ def test_a_post_sends_what_the_sdks_post_sends(fake_openai: Any) -> None:
     import openai
     from openai.types.chat import ChatCompletion
 
-    from senseforge.llm.providers.openai_sending import _AUTH, post
+    from senseforge.llm.providers.openai_sending import _auth, post
 
     body = {"messages": [{"role": "user", "content": "p1 same"}], "model": "m", "temperature": 0.0, "max_tokens": 8}
     sent: list[Any] = []
@@ -199,7 +199,7 @@ def test_a_post_sends_what_the_sdks_post_sends(fake_openai: Any) -> None:
         try:
             return [
                 await post(client, "/chat/completions", body, ChatCompletion),
-                await client.post("/chat/completions", cast_to=ChatCompletion, body=body, options=_AUTH),
+                await client.post("/chat/completions", cast_to=ChatCompletion, body=body, options=_auth()),
             ]
         finally:
             await client.close()

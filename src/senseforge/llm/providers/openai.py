@@ -70,10 +70,6 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-import httpx
-import openai
-from openai.types import Completion as TextCompletion
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from senseforge.errors import ConfigError
@@ -121,7 +117,11 @@ from senseforge.llm.providers.openai_sending import (
     tokens_of,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the SDK is imported when a client is made: a rebuild answered from the cache never makes one
+    import httpx
+    import openai
+    from openai.types.chat import ChatCompletionMessageParam
+
     from senseforge.store.db import Store
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -268,6 +268,8 @@ class OpenAILLM:
             probe(self._formats, request.reply_shape, self._sync_client, self._model)
 
     def _sync_client(self) -> openai.OpenAI:
+        import openai
+
         return openai.OpenAI(
             api_key=self._api_key,
             base_url=self._base_url,
@@ -379,6 +381,8 @@ class OpenAILLM:
         """A client for one thread's batches (see :func:`.openai_sending.held_client`); its answers' headers go to
         the endpoint's limiter. It holds this provider weakly, so that the provider (and its limiter) can go while
         the thread keeps the client."""
+        import openai
+
         return openai.AsyncOpenAI(
             api_key=self._api_key,
             base_url=self._base_url,
@@ -461,6 +465,9 @@ class OpenAILLM:
         return {"prompt": request.prompt, **params}
 
     async def _chat(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
+        import openai
+        from openai.types.chat import ChatCompletion
+
         form = self._form(request)
         if form is None:
             answer = from_chat(await post(client, "/chat/completions", self._chat_body(request), ChatCompletion))
@@ -479,6 +486,8 @@ class OpenAILLM:
             return answer.model_copy(update={"constrained": form in CONSTRAINING})
 
     async def _complete(self, client: openai.AsyncOpenAI, request: GenerateRequest) -> Completion:
+        from openai.types import Completion as TextCompletion
+
         answer = from_completion(await post(client, "/completions", self._completion_body(request), TextCompletion))
         return answer if request.reply_shape is None else answer.model_copy(update={"constrained": False})
 
@@ -498,6 +507,9 @@ class OpenAILLM:
         return outcome.model_copy(update=sent)
 
     async def _score(self, client: openai.AsyncOpenAI, request: LoglikelihoodRequest) -> Loglikelihood:
+        import openai
+        from openai.types import Completion as TextCompletion
+
         prompt = request.context + request.continuation
         try:
             body = {

@@ -11,16 +11,19 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
-
-import openai
-from openai.types import Completion as SdkCompletion
-from openai.types import CompletionUsage
-from openai.types.chat import ChatCompletion
-from openai.types.chat.chat_completion import ChoiceLogprobs
-from openai.types.completion_choice import Logprobs
+from typing import TYPE_CHECKING, TypeVar
 
 from senseforge.llm.base import Completion, Failure, FailureKind, Loglikelihood, TopLogprobs
+
+if TYPE_CHECKING:  # the SDK is imported where an answer is read (a cached rebuild never imports it: a second)
+    import openai
+    from openai.types import Completion as SdkCompletion
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletion
+    from openai.types.chat.chat_completion import ChoiceLogprobs
+    from openai.types.completion_choice import Logprobs
+
+    _A = TypeVar("_A", ChatCompletion, SdkCompletion)
 
 __all__ = [
     "Echoed",
@@ -120,6 +123,8 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
 
 def classify(exc: BaseException) -> Problem:
     """Map an exception raised by one attempt to a failure kind, and whether to retry."""
+    import openai
+
     if isinstance(exc, Fatal):
         return exc.problem
     dropped = _dropped(exc)
@@ -158,6 +163,8 @@ def _dropped(exc: BaseException) -> BaseException | None:
     """The connection error under an SDK timeout that was none: the aiohttp transport (see
     :mod:`.openai_sending`) hands every ``aiohttp.ClientConnectionError``, a refused or dropped connection too, on as
     a connect timeout; ``None`` for a real timeout or another transport."""
+    import openai
+
     if not isinstance(exc, openai.APITimeoutError) or exc.__cause__ is None:
         return None
     cause = exc.__cause__.__cause__
@@ -168,6 +175,8 @@ def _dropped(exc: BaseException) -> BaseException | None:
 
 def from_chat(response: object) -> Completion:
     """A chat.completion answer (an SDK object, or its JSON from a batch's output file) as a completion."""
+    from openai.types.chat import ChatCompletion
+
     chat = _answer(response, ChatCompletion, "chat.completion")
     choice = chat.choices[0]
     return _completion(choice.message.content, choice.finish_reason, chat.usage, _chat_top(choice.logprobs))
@@ -175,6 +184,8 @@ def from_chat(response: object) -> Completion:
 
 def from_completion(response: object) -> Completion:
     """A text_completion answer (an SDK object, or its JSON from a batch's output file) as a completion."""
+    from openai.types import Completion as SdkCompletion
+
     completion = _answer(response, SdkCompletion, "text_completion")
     choice = completion.choices[0]
     return _completion(choice.text, choice.finish_reason, completion.usage, _completion_top(choice.logprobs))
@@ -213,9 +224,6 @@ def _completion_top(logprobs: Logprobs | None) -> TopLogprobs | None:
 def _ranked(alternatives: Sequence[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
     """The alternatives, the most likely first (ties in the order given)."""
     return tuple(sorted(alternatives, key=lambda pair: -pair[1]))
-
-
-_A = TypeVar("_A", ChatCompletion, SdkCompletion)
 
 
 def _answer(response: object, kind: type[_A], name: str) -> _A:
@@ -294,6 +302,8 @@ def from_echo(response: object, prompt: str, start: int) -> Loglikelihood:
         Undecodable: the answer is not a text completion.
         Fatal: it holds no log-probabilities of the prompt, or none for the continuation's first token.
     """
+    from openai.types import Completion as SdkCompletion
+
     if not isinstance(response, SdkCompletion) or not getattr(response, "choices", None):
         raise Undecodable(f"expected a text_completion object, got {one_line(response)[:80]!r}")
     logprobs = response.choices[0].logprobs

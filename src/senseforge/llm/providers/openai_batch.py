@@ -20,11 +20,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
-
-import openai
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from senseforge.llm.base import Completion, Failure, FailureKind, GenerateRequest
+
+if TYPE_CHECKING:  # the client is made by the provider
+    import openai
 
 __all__ = ["SUBMISSION_KEY", "BatchClient", "BatchState"]
 

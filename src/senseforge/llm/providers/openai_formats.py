@@ -31,12 +31,13 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
-
-import openai
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from senseforge.llm.base import ReplyShape
 from senseforge.llm.schemas import strict_schema
+
+if TYPE_CHECKING:  # imported where a request is sent (see openai_answers)
+    import openai
 
 __all__ = ["FORMS", "Form", "FormMemory", "format_refusal", "memory_for", "probe", "response_format"]
 
@@ -89,6 +90,8 @@ def format_refusal(exc: BaseException) -> str | None:
     """The endpoint's message when ``exc`` refuses a request's response format, else ``None``: a 400 or 422 that
     names it, or a 500 that reports a validation error of it (llama-cpp-python's server 0.3.36 answers an unknown
     ``response_format`` type so)."""
+    import openai
+
     if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 422, 500):
         return None
     message = " ".join(str(exc.message).split())
@@ -159,6 +162,8 @@ def probe(memory: FormMemory, shape: ReplyShape, client: Callable[[], openai.Ope
     batch then goes in the form known."""
     if shape.json_schema is None or memory.confirmed:
         return
+    import openai
+
     form = first_form(shape, memory.form)
     with client() as endpoint:
         while form != "none":

@@ -30,15 +30,15 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import httpx
-import openai
-from openai._models import FinalRequestOptions
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from senseforge.llm.base import GenerateRequest, Progress
 from senseforge.llm.limits import Limiter
 from senseforge.llm.providers.openai_answers import Problem, classify
+
+if TYPE_CHECKING:  # the SDK and httpx are imported where a client is made (see openai_answers)
+    import openai
+    from openai._models import FinalRequestOptions
 
 _RETRY_AFTER_MAX_S = 60.0
 
@@ -54,13 +54,6 @@ OnResult = Callable[[int, _R], None]
 """Called with a request's index in the batch and its result, as soon as that request is done."""
 
 
-_AUTH: openai.RequestOptions = (
-    {"security": {"bearer_auth": True}} if "security" in openai.RequestOptions.__annotations__ else {}
-)
-"""What the SDK's own ``create`` asks for: the API key as bearer token (an SDK without security options sends it
-by default)."""
-
-
 async def post(client: openai.AsyncOpenAI, path: str, body: dict[str, Any], answer: type[_T]) -> _T:
     """``body`` posted to ``path`` as is, its answer read as the SDK's ``answer`` type: what the SDK's ``create``
     does, less its walk of the body against the parameters' typed dictionaries (a sixth of the client's CPU at
@@ -74,15 +67,28 @@ async def post(client: openai.AsyncOpenAI, path: str, body: dict[str, Any], answ
 
 
 @functools.cache
+def _auth() -> openai.RequestOptions:
+    """What the SDK's own ``create`` asks for: the API key as bearer token (an SDK without security options sends it
+    by default)."""
+    import openai
+
+    return {"security": {"bearer_auth": True}} if "security" in openai.RequestOptions.__annotations__ else {}
+
+
+@functools.cache
 def _posting() -> FinalRequestOptions:
     """The options ``client.post`` builds for a JSON body (its path and body left to fill in)."""
-    return FinalRequestOptions.construct(method="post", url="", json_data={}, files=None, **_AUTH)
+    from openai._models import FinalRequestOptions
+
+    return FinalRequestOptions.construct(method="post", url="", json_data={}, files=None, **_auth())
 
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """The process's TLS context, shared by every batch's client: each new one reads every CA certificate (about
     40 ms of CPU, which a streamed build paying it per batch of 16 requests felt)."""
+    import httpx
+
     return httpx.create_ssl_context()
 
 
@@ -95,6 +101,8 @@ def async_http_client(event_hooks: dict[str, list[Callable[..., Any]]]) -> opena
     parser take about a third less CPU per call in all (``benchmarks/paper_scale.py``; see
     ``docs/design/benchmarks.md``). Requests keep their bytes: the SDK builds them, with httpx, either way.
     """
+    import openai
+
     if _HAS_AIOHTTP:
         with contextlib.suppress(RuntimeError):  # an SDK whose aiohttp transport is not installed says so
             return openai.DefaultAioHttpClient(verify=tls_context(), event_hooks=event_hooks)
