@@ -133,6 +133,35 @@ def test_a_result_reads_back_as_json_would_read_its_stored_payload(tmp_path: Pat
     assert store.put("ask", []) == []
 
 
+def test_a_record_passed_on_unchanged_is_kept_as_the_store_would_hand_it_back(tmp_path: Path) -> None:
+    """A stage that passes on a record the run store handed it, as it came: ``as_read(unchanged=True)`` keeps the
+    record instead of reading its payload again, and gives what reading it gives (data, fields set, calls in stored
+    order, review); a record with evidence, or of another model, is read as before."""
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    early = CallEntry(key="k1", model="m", tokens_in=1, tokens_out=2)
+    late = CallEntry(key="k2", model="m", tokens_in=3, tokens_out=None)
+    asked = Asked(q="Where?", item=None).with_(votes=[True])
+    [stored] = store.put("ask", [StageResult("a", "ok", asked, calls={"judge": (early,)})])
+    came = StageResult("a", "ok", asked).as_read(Asked, stored)  # what the stage was handed
+    passed = StageResult("a", "ok", came.data, calls={"vote": (late,), "judge": (early,)}, review="lm")
+    [text] = store.put("vote", [passed])
+    read, kept = passed.as_read(Asked, text), passed.as_read(Asked, text, unchanged=True)
+    assert kept.data is came.data and read.data is not came.data
+    assert (
+        (kept.data, kept.data.model_fields_set)
+        == (read.data, read.data.model_fields_set)
+        == (asked, {"q", "item", "votes"})
+    )
+    assert list(kept.calls) == list(read.calls) == ["judge", "vote"] and kept.calls == read.calls
+    assert (kept.review, kept.evidence, kept.reason) == (read.review, read.evidence, read.reason) == ("lm", None, None)
+    assert kept.payload == read.payload == json.loads(text)
+    flagged = StageResult("b", "ok", came.data, evidence={"near": (1, 2)})
+    [flagged_text] = store.put("vote", [flagged])
+    again = flagged.as_read(Asked, flagged_text, unchanged=True)  # evidence reads back as JSON: read, not kept
+    assert again.data is not came.data and again.evidence == {"near": [1, 2]}
+    assert passed.as_read(Loose, text, unchanged=True).data is not came.data  # another model: read
+
+
 def test_a_record_that_does_not_fit_the_model_is_refused_in_one_line(tmp_path: Path) -> None:
     store = RunStore(sqlite_url(tmp_path / "run.db"))
     store.put("ask", [StageResult.from_payload("r7", "ok", {"q": "Why?", "colour": "red"}, Loose)])

@@ -9,6 +9,7 @@ to may be one of them; :mod:`senseforge.pipelines.stage` builds the stage bases 
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -245,6 +246,12 @@ class Said:
     """What the model said: its reply, or its log-likelihoods of " yes" and " no"."""
 
 
+@functools.cache
+def _yes_no_shape(words: tuple[tuple[str, str], ...]) -> ReplyShape:
+    """:attr:`YesNo.shape` for ``words``: made once per set of words (a frozen shape, shared by every request)."""
+    return ReplyShape.one_of("yes_no", dict.fromkeys(word for pair in words for word in pair))
+
+
 @dataclass(frozen=True)
 class YesNo:
     """A yes/no question, asked as the model can answer it (:func:`in_chat`).
@@ -269,7 +276,7 @@ class YesNo:
     @property
     def shape(self) -> ReplyShape:
         """The shape of a chat reply: one of :attr:`words` (every pair's, in turn), the answer alone."""
-        return ReplyShape.one_of("yes_no", dict.fromkeys(word for pair in self.words for word in pair))
+        return _yes_no_shape(self.words)
 
     def requests(self, chat: bool) -> list[Request]:
         """One chat request (its reply shaped as :attr:`shape`), or the log-likelihood requests (" yes", " no";

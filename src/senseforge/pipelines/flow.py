@@ -235,14 +235,21 @@ def run_stages(
             for i, lane in enumerate(lanes[:index])
         )
 
-    def hand_on(index: int, results: Sequence[StageResult], stored: Sequence[str]) -> None:
+    def hand_on(batch: _Batch, results: Sequence[StageResult], stored: Sequence[str]) -> None:
         """Stream a stage's new ok results (``stored``: their payloads as stored) to the next stage (held at a stage
-        that pauses the run until it is through with none waiting)."""
+        that pauses the run until it is through with none waiting). A record the stage passed on as it came keeps
+        its data when it came from the run store (every stage's but the first's)."""
+        index = batch.lane
         if index + 1 >= len(lanes):
             return
         assert model is not None
         lane = lanes[index]
-        passed = [r.as_read(model, payload) for r, payload in zip(results, stored, strict=True) if r.status == "ok"]
+        came = {r.record_id: r.data for r in batch.records} if index else {}
+        passed = [
+            r.as_read(model, payload, unchanged=came.get(r.record_id) is r.data)
+            for r, payload in zip(results, stored, strict=True)
+            if r.status == "ok"
+        ]
         if not lane.stage.pauses_run:
             lanes[index + 1].offer(passed)
             return
@@ -320,7 +327,7 @@ def run_stages(
         done = len(batch.records) - awaiting - retry - parked
         lane.bars[batch.attempt].records(done=done, queued=awaiting, retry=retry, batch=parked)
         if stream:
-            hand_on(batch.lane, results, stored)
+            hand_on(batch, results, stored)
             release_held()
         close_bars()
         if not stream and lane.failing and lane.idle:

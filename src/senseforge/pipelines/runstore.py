@@ -50,8 +50,8 @@ from senseforge.pipelines.payloads import EVIDENCE as EVIDENCE
 from senseforge.pipelines.payloads import REVIEW as REVIEW
 from senseforge.pipelines.payloads import CallEntry as CallEntry  # re-exported: the stages' modules
 from senseforge.pipelines.payloads import dumps as _dumps
+from senseforge.pipelines.payloads import engine_fields, read, split, stored_entry
 from senseforge.pipelines.payloads import loads as _loads
-from senseforge.pipelines.payloads import read, split, stored_entry
 from senseforge.pipelines.runwrites import CHUNK as _CHUNK
 from senseforge.pipelines.runwrites import JudgementSource as JudgementSource  # re-exported: the records' modules
 from senseforge.pipelines.runwrites import insert_rows, put_judgements
@@ -144,9 +144,25 @@ class StageResult(Generic[D]):
     evidence: Mapping[str, Any] | None = None
     """What the check that rejected the record found."""
 
-    def as_read(self, model: type[R], stored: str | None = None) -> StageResult[R]:
+    def as_read(self, model: type[R], stored: str | None = None, *, unchanged: bool = False) -> StageResult[R]:
         """This result as the run store hands it back once stored: its payload through JSON (``stored``: as
-        :meth:`RunStore.put` wrote it), read as ``model``."""
+        :meth:`RunStore.put` wrote it), read as ``model``.
+
+        ``unchanged``: the data is a record the run store handed back (read, or made by this method) that the stage
+        passed on as it was. Such a record reads back as itself, so it is kept, not parsed and validated again (a
+        third of the records a stage hands on in a build, each a payload read)."""
+        if unchanged and type(self.data) is model and not self.evidence:
+            calls = {stage: tuple(self.calls[stage]) for stage in sorted(self.calls)} if self.calls else None
+            kept: Any = self.data
+            return StageResult(
+                self.record_id,
+                self.status,
+                kept,
+                reason=self.reason,
+                prompt=self.prompt,
+                response=self.response,
+                **engine_fields(calls, self.review, None),
+            )
         data, engine = read(_dumps(self._stored()) if stored is None else stored, model, self.calls)
         return StageResult(
             self.record_id, self.status, data, reason=self.reason, prompt=self.prompt, response=self.response, **engine
