@@ -292,3 +292,31 @@ def test_batches_remember_their_run_stage_size_and_last_status_also_in_an_old_ta
     assert store.batches(run="r") == []  # collected: no longer open
     (closed,) = store.batches(run="r", open_only=False)
     assert closed.status == "collected"
+
+
+def test_a_store_opened_while_another_process_creates_its_tables_opens(tmp_path: Path) -> None:
+    """Two processes opening a new store at once both find a table missing, and the later ``CREATE`` fails ("table
+    llm_cache already exists": evaluation replicas on Ray did so). Here another connection creates the table just
+    after this store checked for it: the store checks again and opens, and the table is there once."""
+    from senseforge.store.schema import llm_cache, metadata
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    other = sa.create_engine(url)
+    raced: list[bool] = []
+
+    def another_process_first(target: sa.Table, connection: sa.Connection, **kw: object) -> None:
+        if not raced:  # the first attempt only: the other process got there between the check and the create
+            raced.append(True)
+            llm_cache.to_metadata(sa.MetaData()).create(other)
+
+    sa.event.listen(llm_cache, "before_create", another_process_first)
+    try:
+        store = Store(url)
+    finally:
+        sa.event.remove(llm_cache, "before_create", another_process_first)
+        other.dispose()
+    assert raced == [True]
+    with store.engine.connect() as conn:
+        names = [row[0] for row in conn.execute(sa.text("SELECT name FROM sqlite_master WHERE type = 'table'"))]
+    assert names.count("llm_cache") == 1 and set(metadata.tables) <= set(names)
+    store.close()

@@ -57,7 +57,7 @@ from senseforge.pipelines.runwrites import JudgementSource as JudgementSource  #
 from senseforge.pipelines.runwrites import insert_rows, put_judgements
 from senseforge.pipelines.runwrites import put_judgement as put_judgement  # re-exported: the annotation app
 from senseforge.pipelines.tables import judgements, metadata, run_meta, stage_results
-from senseforge.store.db import connect
+from senseforge.store.db import connect, create_tables
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ class RunStore:
         self.url = url
         try:
             self._engine: Engine = connect(url)
-            metadata.create_all(self._engine)
+            create_tables(self._engine, metadata)
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the run store {url}: {exc}") from exc
 

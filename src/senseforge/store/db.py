@@ -81,6 +81,21 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def create_tables(engine: Engine, tables: sa.MetaData, tries: int = 5) -> None:
+    """``tables.create_all`` on ``engine``, safe against other processes opening the same new database at once: each
+    checks for a table and then creates it, so two can both find it missing and the later one's ``CREATE`` fails
+    (SQLite: "already exists"; PostgreSQL: that, or a duplicate key of its catalogue). That one checks again and
+    finds the table made, rather than failing (several evaluation replicas opened a new store together so)."""
+    for attempt in range(tries):
+        try:
+            tables.create_all(engine)
+            return
+        except SQLAlchemyError as exc:
+            said = str(exc).lower()
+            if attempt + 1 == tries or not ("already exists" in said or "duplicate key" in said):
+                raise
+
+
 def connect(url: str) -> Engine:
     """An engine for ``url``; SQLite gets its folder created, WAL, and a 30 s busy timeout."""
     parsed = sa.engine.make_url(url)
@@ -112,7 +127,7 @@ class Store:
         self.url = url or default_store_url()
         try:
             self.engine: Engine = connect(self.url)
-            metadata.create_all(self.engine)
+            create_tables(self.engine, metadata)
             self._add_missing_columns()
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the store at {self.url}: {exc.__class__.__name__}: {exc}") from exc
