@@ -114,15 +114,37 @@ class Sender:
         self.llm.close()
 
 
+class Gate:
+    """A responder that holds each answer until the server has had ``reach`` requests in flight at once, or until
+    ``wait_s`` has passed: two processes' requests then overlap however slowly either starts (it imports the SDK
+    when it sends its first request), rather than only when their starts happen to fall close together."""
+
+    def __init__(self, reach: int, wait_s: float) -> None:
+        self.reach, self.wait_s = reach, wait_s
+        self.server: LoopbackOpenAI | None = None
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        deadline = time.monotonic() + self.wait_s
+        while self.server is not None and self.server.max_in_flight < self.reach and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "ok"
+
+
 @pytest.mark.xdist_group("ray")
 @pytest.mark.parametrize("governed", [True, False], ids=["governed", "each-its-own"])
 def test_two_processes_keep_to_one_endpoint_limit(local_ray: Any, governed: bool) -> None:
     """With the governor, two processes asking for 2 at once have at most 2 in flight together; each on its own
-    limiter, they have 4 (what the test would miss if it could not fail)."""
+    limiter, they have 4 (what the test would miss if it could not fail).
+
+    Answers are held until a request beyond the limit is in flight (a short wait when governed, where none should
+    come; a long one otherwise, where the other process's requests do come), so the count does not hang on how the
+    two processes' starts fall."""
     pytest.importorskip("openai")
     ray = import_ray()
     limits.start()
-    with LoopbackOpenAI(lambda body: "ok", latency_s=0.1) as server:
+    gate = Gate(reach=3, wait_s=0.2) if governed else Gate(reach=4, wait_s=25.0)
+    with LoopbackOpenAI(gate) as server:
+        gate.server = server
         senders = [ray.remote(Sender).options(num_cpus=0).remote(server.base_url, governed) for _ in range(2)]
         try:
             assert gather([sender.send.remote(f"p{n}", 12) for n, sender in enumerate(senders)]) == [12, 12]
