@@ -99,8 +99,18 @@ def test_injected_faults_are_retried_to_the_fault_free_answers() -> None:
 
 
 def test_in_flight_reaches_the_client_bound_and_never_exceeds_it() -> None:
-    with LoopbackOpenAI(shout, latency_s=0.2) as server:
-        results = client(server, max_concurrency=8, timeout_s=5.0).generate(questions(16))
+    # an answer waits (bounded) until 8 have been in the server at once, so reaching the bound does not hang on how
+    # fast the client opens its first connections; a client holding more than 8 would still show it
+    server: LoopbackOpenAI
+
+    def held(body: dict[str, Any]) -> str:
+        deadline = time.monotonic() + 4.0
+        while server.max_in_flight < 8 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return shout(body)
+
+    with LoopbackOpenAI(held, latency_s=0.05) as server:
+        results = client(server, max_concurrency=8, timeout_s=10.0).generate(questions(16))
     assert all(done.ok for done in results)
     assert server.max_in_flight == 8
     assert server.in_flight == 0
