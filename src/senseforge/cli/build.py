@@ -182,9 +182,20 @@ def _common_params(recipe: Recipe) -> list[inspect.Parameter]:
                 "with this machine's cores.",
             ),
         ),
+        (
+            "replay",
+            bool,
+            typer.Option(
+                True,
+                "--replay/--no-replay",
+                help="Store what a stage made of a record before as it is when the same record, stage settings, "
+                "models and senseforge come again, its calls answered from the cache (the default); --no-replay "
+                "runs every stage again.",
+            ),
+        ),
     ]
     if "model" in recipe.config_model.unused:  # a recipe that calls no model offers no model options
-        skipped = ("stage_model", "option", "base_url", "store", "wait", "poll", "executor", "ray_address")
+        skipped = ("stage_model", "option", "base_url", "store", "wait", "poll", "executor", "ray_address", "replay")
         common = [entry for entry in common if entry[0] not in skipped]
     return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a) for n, a, d in common]
 
@@ -369,6 +380,7 @@ def _build_one(
         responders=dry_run_authors(),
         executor=values.get("executor") or "local",
         manifest=manifest,
+        replay=values.get("replay", True),
     )
     if values.get("wait") and summary.state == "awaiting_batch":
         return summary

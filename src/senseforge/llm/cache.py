@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
+from pydantic_core import from_json
 
 from senseforge.llm.base import (
     LLM,
@@ -245,6 +246,30 @@ class CachedLLM:
         self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
     ) -> list[Loglikelihood]:
         return self._through(requests, "loglikelihood", Loglikelihood, self.inner.loglikelihood, progress)
+
+    def ledger_hits(self, found: Sequence[tuple[str, str, str]]) -> None:
+        """Ledger cached answers as hits, one row each (repeats included), as :meth:`generate` and
+        :meth:`loglikelihood` would for requests answered from the cache, without the requests: for a stage outcome
+        replayed whole (:mod:`senseforge.pipelines.replay`). ``found``: (key, kind, cached JSON) each.
+        """
+        by_kind: dict[str, list[tuple[str, Completion | Loglikelihood]]] = {}
+        for key, kind, response in found:
+            kept = Loglikelihood if kind == "loglikelihood" else Completion
+            # a cache row holds a result this wrapper validated before it stored it: built again unvalidated
+            hit = kept.model_construct(**{**from_json(response), **_AS_HIT})
+            by_kind.setdefault(kind, []).append((key, hit))
+        for kind, hits in by_kind.items():
+            self._write("loglikelihood" if kind == "loglikelihood" else "generate", (), hits=hits)
+        with self._lock:
+            for _, result in by_kind.get("generate", ()):
+                assert isinstance(result, Completion)
+                if not result.ok:
+                    continue
+                self.stats.replies += 1
+                self.stats.replies_cut += result.finish_reason == "length"
+                family = template_marker(result.text)
+                if family is not None:
+                    self.stats.replies_marked[family] = self.stats.replies_marked.get(family, 0) + 1
 
     def _through(
         self,

@@ -93,23 +93,41 @@ class ModelPool:
 
 
 @dataclass
+class Tally:
+    """Requests sent through a batch's models, and how many came back failed."""
+
+    asked: int = 0
+    failed: int = 0
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def add(self, results: Sequence[Completion | Loglikelihood]) -> None:
+        with self._lock:
+            self.asked += len(results)
+            self.failed += sum(not result.ok for result in results)
+
+
+@dataclass
 class _Context:
     pool: ModelPool
     judgements: Mapping[str, Sequence[StoredJudgement]]
     answered: Progress | None = None
+    tally: Tally | None = None
 
     def llm(self, spec: str) -> LLM:
         llm = self.pool.get(spec)
-        return llm if self.answered is None else Counted(llm, self.answered)
+        return llm if self.answered is None and self.tally is None else Counted(llm, self.answered, self.tally)
 
 
 class Counted:
     """A model that also tells ``answered`` of every request it answers, as the backend reports them (as they
     arrive from a concurrent API, one by one from a local model), besides any progress callback it is given."""
 
-    def __init__(self, inner: LLM, answered: Progress) -> None:
+    def __init__(self, inner: LLM, answered: Progress | None, tally: Tally | None = None) -> None:
         self.inner = inner
         self.answered = answered
+        self.tally = tally
 
     @property
     def name(self) -> str:
@@ -122,22 +140,29 @@ class Counted:
         return chat_template(self.inner)
 
     def generate(self, requests: Sequence[GenerateRequest], progress: Progress | None = None) -> list[Completion]:
-        return self.inner.generate(requests, self._both(progress))
+        results = self.inner.generate(requests, self._both(progress))
+        if self.tally is not None:
+            self.tally.add(results)
+        return results
 
     def loglikelihood(
         self, requests: Sequence[LoglikelihoodRequest], progress: Progress | None = None
     ) -> list[Loglikelihood]:
-        return self.inner.loglikelihood(requests, self._both(progress))
+        scores = self.inner.loglikelihood(requests, self._both(progress))
+        if self.tally is not None:
+            self.tally.add(scores)
+        return scores
 
     def close(self) -> None:
         self.inner.close()
 
-    def _both(self, progress: Progress | None) -> Progress:
-        if progress is None:
-            return self.answered
+    def _both(self, progress: Progress | None) -> Progress | None:
+        answered = self.answered
+        if progress is None or answered is None:
+            return progress or answered
 
         def both(n: int) -> None:
-            self.answered(n)
+            answered(n)
             progress(n)
 
         return both
@@ -177,7 +202,10 @@ class LocalExecutor:
         judgements: Mapping[str, Sequence[StoredJudgement]],
         answered: Progress | None = None,
     ) -> StageOutput:
-        return stage.run(batch, _Context(self.pool, judgements, answered))
+        tally = Tally()
+        output = stage.run(batch, _Context(self.pool, judgements, answered, tally))
+        output.asked, output.failed = tally.asked, tally.failed
+        return output
 
     def width(self, stages: Sequence[Stage]) -> int:
         return 1

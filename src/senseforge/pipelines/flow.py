@@ -36,7 +36,7 @@ import bisect
 import concurrent.futures as cf
 import operator
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,7 @@ from senseforge.pipelines.executor import Executor
 from senseforge.pipelines.outcomes import NO_OUTPUT, Children, RunIncomplete, StageOutput, rejected
 from senseforge.pipelines.progress import ProgressSink, StageTally
 from senseforge.pipelines.quality import counted, excluded_annotators
+from senseforge.pipelines.replay import Replay, Replayer
 from senseforge.pipelines.runstore import Record, RunStore, StageResult, StoredJudgement
 from senseforge.pipelines.stage import InOrder, Stage
 from senseforge.pipelines.taskqueue import QueuedTask, queue_tasks
@@ -68,6 +69,10 @@ class _Batch:
     lane: int
     attempt: int
     records: list[StageResult]
+    keys: list[str] | None = None
+    """Each record's key for its kept outcome at the stage (:mod:`senseforge.pipelines.replay`); ``None``: none kept."""
+    replay: Replay = field(default_factory=Replay)
+    """The outcomes replayed for it; the stage runs on the other records."""
 
 
 class _Lane:
@@ -161,6 +166,7 @@ def run_stages(
     progress: ProgressSink | None = None,
     causes: Callable[[], str] | None = None,
     awaiting_batches: Callable[[], bool] | None = None,
+    replayer: Replayer | None = None,
 ) -> list[StageReport]:
     """Run the segment ``stages`` over ``inputs`` (the first stage's records), skipping what is stored.
 
@@ -181,6 +187,8 @@ def run_stages(
         awaiting_batches: whether the models wait for batches at an API (``-o batch=true``) that are not answered
             yet: a batch's pending records then wait for the run to be resumed, as the records that keep failing
             do, without another round (which would only find the batch still running).
+        replayer: keeps what the stages make of each record, and replays it when a record comes again (see
+            :mod:`senseforge.pipelines.replay`; ``None``: every stage runs).
 
     Raises:
         RunIncomplete: records whose calls kept failing transiently after ``rounds`` passes (streaming: once
@@ -235,7 +243,9 @@ def run_stages(
             for i, lane in enumerate(lanes[:index])
         )
 
-    def hand_on(batch: _Batch, results: Sequence[StageResult], stored: Sequence[str]) -> None:
+    def hand_on(
+        batch: _Batch, results: Sequence[StageResult], stored: Sequence[str], replayed: Collection[int] = ()
+    ) -> None:
         """Stream a stage's new ok results (``stored``: their payloads as stored) to the next stage (held at a stage
         that pauses the run until it is through with none waiting). A record the stage passed on as it came keeps
         its data when it came from the run store (every stage's but the first's)."""
@@ -244,9 +254,9 @@ def run_stages(
             return
         assert model is not None
         lane = lanes[index]
-        came = {r.record_id: r.data for r in batch.records} if index else {}
+        came = {r.record_id: r for r in batch.records} if index else {}
         passed = [
-            r.as_read(model, payload, unchanged=came.get(r.record_id) is r.data)
+            r if id(r) in replayed else r.as_read(model, payload, unchanged=_same_data(came.get(r.record_id), r))
             for r, payload in zip(results, stored, strict=True)
             if r.status == "ok"
         ]
@@ -308,18 +318,39 @@ def run_stages(
         lane = lanes[batch.lane]
         lane.running[batch.attempt] += 1
         answered = open_bar(batch).requests
-        judged = counted(_judgements(lane.stage, store, [r.record_id for r in batch.records]), lane.below_bar)
+        records = batch.records
+        if replayer is not None and model is not None:
+            batch.keys = replayer.keys(lane.stage, records)
+            if batch.keys is not None:
+                batch.replay = replayer.replay(records, batch.keys)
+                if len(batch.replay.outcomes) == len(records):
+                    return StageOutput(
+                        list(batch.replay.outcomes[i] for i in range(len(records))), batch.replay.judgements
+                    )
+                records = [r for i, r in enumerate(records) if i not in batch.replay.outcomes]
+        judged = counted(_judgements(lane.stage, store, [r.record_id for r in records]), lane.below_bar)
         if workers is None:
-            return executor.run(lane.stage, batch.records, judged, answered)
-        return workers.submit(_ranked, batch.lane, executor, lane.stage, batch.records, judged, answered)
+            return executor.run(lane.stage, records, judged, answered)
+        return workers.submit(_ranked, batch.lane, executor, lane.stage, records, judged, answered)
 
     def settle(batch: _Batch, output: StageOutput) -> None:
         lane = lanes[batch.lane]
         lane.running[batch.attempt] -= 1
         before = lane.parked
+        if batch.replay.outcomes and len(batch.replay.outcomes) < len(batch.records):
+            output = batch.replay.merged(len(batch.records), output)
         results = _stored_results(lane, batch, output, awaiting_batches)
         parked = lane.parked - before  # not done: they wait for an API's batch
-        stored = store.put(lane.stage.name, results, judgements=output.judgements)
+        replayed = batch.replay.results()
+        stored = store.put(
+            lane.stage.name,
+            results,
+            judgements=output.judgements,
+            replayed=[i for i, r in enumerate(results) if id(r) in replayed],
+        )
+        if replayer is not None and batch.keys is not None and len(batch.replay.outcomes) < len(batch.records):
+            payloads = {id(r): payload for r, payload in zip(results, stored, strict=True)}
+            replayer.remember(batch.keys, batch.records, output, payloads, batch.replay)
         queue_tasks(store.engine, output.tasks)
         lane.report.stored += len(results)
         awaiting = sum(outcome is AWAITING for outcome in output.outcomes)
@@ -327,7 +358,7 @@ def run_stages(
         done = len(batch.records) - awaiting - retry - parked
         lane.bars[batch.attempt].records(done=done, queued=awaiting, retry=retry, batch=parked)
         if stream:
-            hand_on(batch, results, stored)
+            hand_on(batch, results, stored, replayed)
             release_held()
         close_bars()
         if not stream and lane.failing and lane.idle:
@@ -372,6 +403,11 @@ def _ranked(
     rank, so the earliest stage's calls go first (see :mod:`senseforge.llm.limits`)."""
     with ranked(rank):
         return executor.run(stage, records, judgements, answered)
+
+
+def _same_data(came: StageResult | None, result: StageResult) -> bool:
+    """Whether ``result`` holds the very data its record came to the stage with."""
+    return came is not None and came.data is result.data
 
 
 _record_id = operator.attrgetter("record_id")

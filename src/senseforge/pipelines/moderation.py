@@ -131,6 +131,10 @@ class WordListModerator:
         self._bundled = bundled
         self._matchers: dict[tuple[str, bool], _Matcher] = {}
 
+    def __replay__(self) -> dict[str, object]:
+        """What decides its verdicts besides the shipped lists (:func:`senseforge.pipelines.replay.plain`)."""
+        return {"extra": self._extra, "bundled": self._bundled}
+
     def terms(self, lang: str) -> tuple[str, ...]:
         """Every term checked for ``lang``: shipped, then extra for it, then extra for all languages."""
         key = _list_key(lang)

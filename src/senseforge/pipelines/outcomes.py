@@ -47,6 +47,10 @@ class StageOutput:
     tasks: Sequence[QueuedTask] = field(default_factory=list)
     """Tasks for people: those the :data:`AWAITING` records wait for, and any a stage hands out for records it
     passed (nobody waits for those). The runner queues them all in the annotation app with the batch."""
+    asked: int | None = None
+    """Requests the stage's models were sent for the batch, as the executor counted them (``None``: not counted)."""
+    failed: int = 0
+    """Of those, the ones that came back failed."""
 
 
 Data = Record

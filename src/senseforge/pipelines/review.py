@@ -92,6 +92,12 @@ class Review(PeopleStage[R]):
     """The annotation app's group of its tasks (``<recipe>-review``)."""
     pauses_run = True
 
+    @property
+    def replayable(self) -> bool:
+        """With LM judges whose word is final no record goes to people: the stage's outcome for a record is its
+        judges' answers' (:mod:`senseforge.pipelines.replay`)."""
+        return self.lm_final and bool(self.judges)
+
     @classmethod
     def configured(cls, name: str, task: str, config: ReviewedConfig) -> Self:
         """The stage as a run's review settings describe it (judges, their policy, people, k, seed)."""

@@ -55,6 +55,7 @@ from senseforge.pipelines.outcomes import RunIncomplete
 from senseforge.pipelines.progress import ProgressSink
 from senseforge.pipelines.recheck import RECHECK_TASK, recheck_judgements
 from senseforge.pipelines.recipe import Recipe, Source
+from senseforge.pipelines.replay import Replayer
 from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
@@ -254,6 +255,7 @@ def build(
     executor: str = "local",
     streaming: bool | None = None,
     manifest: dict[str, Any] | None = None,
+    replay: bool = True,
 ) -> BuildSummary:
     """Run (or resume) ``recipe`` with ``config`` in ``run_dir``.
 
@@ -280,6 +282,8 @@ def build(
             (``None``: where every model of the stages is behind an API; see :func:`stream_width`).
         manifest: on a resume, the run's manifest when the caller has read it already (the CLI reads it once per
             command); read here otherwise.
+        replay: keep what each stage makes of each record, and store a kept outcome as it is when the same record
+            comes to the same stage again (:mod:`senseforge.pipelines.replay`; only with the ``local`` executor).
 
     Raises:
         ConfigError: a fresh build over an existing run, a resume with a changed config …
@@ -310,6 +314,8 @@ def build(
     pool = ModelPool(config, store, run_label, llms, {**recipe.authors, **(responders or {})})
     causes = _failure_hint(store, run_label, run_dir, store.ledger_last_id())
     work = make_executor(executor, pool)
+    # a stage's outcomes are kept and replayed where its models run in this process (see .replay)
+    replayer = Replayer(store, recipe.record, pool.get) if replay and executor == "local" else None
     run: RunStore | None = None
     lease: WriterLease | None = None
     heartbeat: Heartbeat | None = None
@@ -373,6 +379,7 @@ def build(
                     progress=progress,
                     causes=causes,
                     awaiting_batches=lambda: bool(pool.awaiting_batches()),
+                    replayer=replayer,
                 )
             except RunIncomplete:
                 batches = pool.awaiting_batches()

@@ -29,7 +29,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, Self
@@ -143,6 +143,14 @@ class StageResult(Generic[D]):
     """Who accepted the record in a review (``lm`` or ``human``); ``None`` when it was not reviewed."""
     evidence: Mapping[str, Any] | None = None
     """What the check that rejected the record found."""
+    stored: str | None = field(default=None, init=False, compare=False, repr=False)
+    """The payload as the run store holds it, on a result read from it (:meth:`RunStore.results`, :meth:`as_read`,
+    a replayed outcome); ``None`` on one made since (``dataclasses.replace`` does not carry it over)."""
+
+    def keep_stored(self, payload: str) -> StageResult[D]:
+        """This result, marked as the one ``payload`` reads back as (:attr:`stored`)."""
+        object.__setattr__(self, "stored", payload)
+        return self
 
     def as_read(self, model: type[R], stored: str | None = None, *, unchanged: bool = False) -> StageResult[R]:
         """This result as the run store hands it back once stored: its payload through JSON (``stored``: as
@@ -154,7 +162,7 @@ class StageResult(Generic[D]):
         if unchanged and type(self.data) is model and not self.evidence:
             calls = {stage: tuple(self.calls[stage]) for stage in sorted(self.calls)} if self.calls else None
             kept: Any = self.data
-            return StageResult(
+            same = StageResult(
                 self.record_id,
                 self.status,
                 kept,
@@ -163,10 +171,12 @@ class StageResult(Generic[D]):
                 response=self.response,
                 **engine_fields(calls, self.review, None),
             )
-        data, engine = read(_dumps(self._stored()) if stored is None else stored, model, self.calls)
+            return same if stored is None else same.keep_stored(stored)
+        payload = _dumps(self._stored()) if stored is None else stored
+        data, engine = read(payload, model, self.calls)
         return StageResult(
             self.record_id, self.status, data, reason=self.reason, prompt=self.prompt, response=self.response, **engine
-        )
+        ).keep_stored(payload)
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -252,10 +262,13 @@ class RunStore:
         results: Sequence[StageResult[Any]],
         *,
         judgements: Sequence[tuple[Judgement, JudgementSource]] = (),
+        replayed: Collection[int] = (),
     ) -> list[str]:
         """Store results of one stage, and the judgements made for them, in one transaction.
 
-        A record already stored is an error; a judgement already stored is replaced.
+        A record already stored is an error; a judgement already stored is replaced. ``replayed``: the indices of
+        results replayed as a run stored them (:mod:`senseforge.pipelines.replay`), stored as their :attr:`stored`
+        payload, not dumped again.
 
         Returns:
             The results' payloads as stored (JSON), in order: what :meth:`StageResult.as_read` reads back.
@@ -263,7 +276,9 @@ class RunStore:
         if not results and not judgements:
             return []
         now = time.time()
-        payloads = [_dumps(r._stored()) for r in results]
+        payloads = [
+            r.stored if r.stored is not None and i in replayed else _dumps(r._stored()) for i, r in enumerate(results)
+        ]
         rows = [
             {
                 "stage": stage,
@@ -317,7 +332,7 @@ class RunStore:
                         prompt=row["prompt"],
                         response=row["response"],
                         **engine,
-                    )
+                    ).keep_stored(row["payload"])
                 )
             except ValidationError as exc:
                 problem = exc.errors()[0]

@@ -160,6 +160,9 @@ class ModelStage(_Applying[R]):
     barrier = False
     people_tasks = ()
     pauses_run = False
+    replayable = True
+    """Its outcome for a record depends on its settings, the record and its calls' answers alone: a rebuild may
+    replay it (:mod:`senseforge.pipelines.replay`). A subclass that reads anything else says ``False``."""
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -281,6 +284,9 @@ class RuleStage(_Applying[R]):
     barrier = False
     people_tasks = ()
     pauses_run = False
+    replayable = False
+    """See :attr:`ModelStage.replayable`: a rule may read anything (other records, files), so only the check
+    bases say ``True``."""
 
     @property
     def specs(self) -> tuple[str, ...]:
@@ -297,6 +303,8 @@ class RuleStage(_Applying[R]):
 @dataclass
 class CheckStage(RuleStage[R]):
     """A stage that keeps a record as it is or rejects it for the reason a rule gives (with its evidence)."""
+
+    replayable = True
 
     def reason(self, data: R) -> str | None:
         """Why the record's data fails the rule, or ``None``."""
@@ -331,6 +339,10 @@ class Route:
     others: Stage
     barrier = False
     pauses_run = False
+
+    @property
+    def replayable(self) -> bool:
+        return bool(getattr(self.chosen, "replayable", False) and getattr(self.others, "replayable", False))
 
     @property
     def specs(self) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ from senseforge.store.ledger import (
     ledger_rows,
     ledger_summary,
 )
-from senseforge.store.schema import ADDED_COLUMNS, file_digests, llm_cache, metadata
+from senseforge.store.schema import ADDED_COLUMNS, file_digests, llm_cache, metadata, stage_replays
 
 _CHUNK = 500
 
@@ -113,6 +113,12 @@ _CACHE_GET = sa.select(llm_cache.c.key, llm_cache.c.response).where(
 )
 """The cache lookup, built once (SQLAlchemy compiles it once too; the keys expand into it per call): a cached
 rebuild looks up every request of every batch."""
+_CACHE_ROWS = sa.select(llm_cache.c.key, llm_cache.c.kind, llm_cache.c.response).where(
+    llm_cache.c.key.in_(sa.bindparam("keys", expanding=True))
+)
+_REPLAYS_GET = sa.select(stage_replays.c.key, stage_replays.c.outcome).where(
+    stage_replays.c.key.in_(sa.bindparam("keys", expanding=True))
+)
 
 
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
@@ -199,6 +205,46 @@ class Store:
             for chunk in _chunks(list(dict.fromkeys(keys))):
                 found.update(conn.execute(_CACHE_GET, {"keys": chunk}).all())
         return found
+
+    def cache_rows(self, keys: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``{key: (kind, response JSON)}`` of those of ``keys`` that are cached."""
+        found: dict[str, tuple[str, str]] = {}
+        with self.engine.connect() as conn:
+            for chunk in _chunks(list(dict.fromkeys(keys))):
+                found.update(
+                    (key, (kind, response)) for key, kind, response in conn.execute(_CACHE_ROWS, {"keys": chunk})
+                )
+        return found
+
+    def replays_get(self, keys: Sequence[str]) -> dict[str, str]:
+        """The stage outcomes kept under those of ``keys`` that are present (JSON text; see
+        :mod:`senseforge.pipelines.replay`)."""
+        found: dict[str, str] = {}
+        with self.engine.connect() as conn:
+            for chunk in _chunks(list(dict.fromkeys(keys))):
+                found.update(conn.execute(_REPLAYS_GET, {"keys": chunk}).all())
+        return found
+
+    def replays_put(self, outcomes: Mapping[str, str]) -> None:
+        """Keep stage outcomes by key; a key already present keeps its first outcome."""
+        if not outcomes:
+            return
+        now = time.time()
+        values = [{"key": key, "outcome": outcome, "created_at": now} for key, outcome in outcomes.items()]
+        with self.engine.begin() as conn:
+            dialect = conn.dialect.name
+            if dialect in ("sqlite", "postgresql"):
+                insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+                statement = insert(stage_replays).on_conflict_do_nothing(index_elements=[stage_replays.c.key])
+                for chunk in _chunks(values):
+                    conn.execute(statement, list(chunk))
+                return
+            existing: set[str] = set()
+            for chunk in _chunks(list(outcomes)):
+                existing.update(conn.scalars(sa.select(stage_replays.c.key).where(stage_replays.c.key.in_(chunk))))
+            fresh = [value for value in values if value["key"] not in existing]
+            if fresh:
+                conn.execute(sa.insert(stage_replays), fresh)
 
     def cache_put(self, rows: Iterable[CacheRow]) -> None:
         """Store responses; a key already present keeps its first response."""

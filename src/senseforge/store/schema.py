@@ -74,6 +74,14 @@ llm_batches = sa.Table(
     sa.Column("polled_at", sa.Float, nullable=True),
 )
 
+stage_replays = sa.Table(
+    "stage_replays",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),  # digest of the code, the stage and one input record
+    sa.Column("outcome", sa.Text, nullable=False),  # JSON: what the stage made of that record (see pipelines.replay)
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
 
 ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = (
     (llm_ledger, "retry_errors"),

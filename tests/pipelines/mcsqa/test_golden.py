@@ -137,5 +137,6 @@ def test_todays_requests_have_the_cache_keys_stored_before(tmp_path: Path, monke
 
     monkeypatch.setattr(mcsqa_templates, "DISTRACTORS_SHAPE", None)
     monkeypatch.setattr(verification, "score_mc", _without_letter_shape)
-    assert build(MCSQA, config, Path("unshaped"), store=Store()).state == "awaiting_review"
+    # the patches stand for older code: the outcomes the first build kept are not replayed (code of one digest)
+    assert build(MCSQA, config, Path("unshaped"), store=Store(), replay=False).state == "awaiting_review"
     assert _call_keys(tmp_path / "unshaped" / "run.db") == before
