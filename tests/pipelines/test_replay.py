@@ -14,7 +14,7 @@ from senseforge.data.schema import judgement
 from senseforge.errors import SenseforgeError
 from senseforge.kb.conceptnet import import_dump
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
-from senseforge.pipelines.mcsqa.stages import Refine
+from senseforge.pipelines.mcsqa.stages import Refine, Shuffle
 from senseforge.pipelines.outcomes import StageOutput, ok
 from senseforge.pipelines.payloads import dumps
 from senseforge.pipelines.replay import Opaque, Replay, Replayer, plain, stage_prefix
@@ -132,6 +132,10 @@ class Upper(CheckStage[Item]):
         return None
 
 
+STAGE = Shuffle("shuffle", McsqaConfig(lang="en", n=4, model=AUTHOR))
+"""A stage of the package's own (a stage defined here is never kept: see the last test)."""
+
+
 def _replayer(tmp_path: Path) -> tuple[Replayer, Store]:
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
 
@@ -168,7 +172,7 @@ def test_only_clean_batches_are_kept(
     judgements = [(judgement(item_id=i, annotator="lm:x#0", task="verify", accept=True), "lm") for i in judged]
     output = StageOutput(made, judgements, asked=asked, failed=failed)
     keys = [f"{i}" * 64 for i in range(2)]
-    replayer.remember(keys, records, output, {id(r): f'{{"text":"{r.data.text}"}}' for r in made}, Replay())
+    replayer.remember(STAGE, keys, records, output, {id(r): f'{{"text":"{r.data.text}"}}' for r in made}, Replay())
     assert len(store.replays_get(keys)) == kept
 
 
@@ -177,16 +181,16 @@ def test_a_replayed_outcome_reads_its_payload_when_used(tmp_path: Path) -> None:
     records, made = _batch()
     keys = ["a" * 64, "b" * 64]
     output = StageOutput(made, [], asked=2, failed=0)
-    replayer.remember(keys, records, output, {id(r): dumps(r.payload) for r in made}, Replay())
+    replayer.remember(STAGE, keys, records, output, {id(r): dumps(r.payload) for r in made}, Replay())
     hits = _Hits()
     replayer._named["scripted/x"] = hits  # type: ignore[assignment]
-    assert replayer.replay(records, keys).outcomes == {}  # the cache row its call was answered from is missing
+    assert replayer.replay(STAGE, records, keys).outcomes == {}  # the cache row its call was answered from is missing
     with sqlite3.connect(store.url.removeprefix("sqlite:///")) as db:
         db.execute(
             "INSERT INTO llm_cache VALUES (?, 'scripted', 'scripted/x', 'generate', '{}', '{\"text\":\"T\"}', 0)",
             ("k" * 64,),
         )
-    replayed = replayer.replay(records, keys)
+    replayed = replayer.replay(STAGE, records, keys)
     assert sorted(replayed.outcomes) == [0, 1]
     assert hits.found == [("k" * 64, "generate", '{"text":"T"}')] * 2  # ledgered as hits, one per call
     first = replayed.outcomes[0]

@@ -314,3 +314,24 @@ def test_the_lease_of_a_killed_process_on_this_host_is_taken_over_at_once(db_url
         if holder.poll() is None:
             holder.kill()
             holder.wait()
+
+
+def test_values_are_picked_out_of_the_payloads_by_the_database(db_url: str) -> None:
+    store = RunStore(db_url)
+    try:
+        store.put(
+            "ask",
+            [
+                StageResult.from_payload("r2", "rejected", {"q": "Why?", "n": 2}, Loose, reason="bad"),
+                StageResult.from_payload("r1", "ok", {"q": "Wie?", "flag": True, "more": {"a": [1, "é"]}}, Loose),
+            ],
+        )
+        assert store.values("ask", ("q", "flag", "more")) == [
+            ("r1", "ok", {"q": "Wie?", "flag": True, "more": {"a": [1, "é"]}}),
+            ("r2", "rejected", {"q": "Why?", "flag": None, "more": None}),
+        ]
+        assert store.values("ask", ("n",), "rejected") == [("r2", "rejected", {"n": 2})]
+        with pytest.raises(ValueError, match="not a payload key"):
+            store.values("ask", ("q' OR 1=1 --",))
+    finally:
+        store.close()

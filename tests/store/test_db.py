@@ -320,3 +320,16 @@ def test_a_store_opened_while_another_process_creates_its_tables_opens(tmp_path:
         names = [row[0] for row in conn.execute(sa.text("SELECT name FROM sqlite_master WHERE type = 'table'"))]
     assert names.count("llm_cache") == 1 and set(metadata.tables) <= set(names)
     store.close()
+
+
+def test_kept_stage_outcomes_keep_their_first_value_and_cache_rows_name_their_kind(db_url: str) -> None:
+    store = Store(db_url)
+    try:
+        store.replays_put({"a" * 64: "first\n{}", "b" * 64: "other"})
+        store.replays_put({"a" * 64: "second"})  # kept already: the first stays
+        assert store.replays_get(["a" * 64, "c" * 64, "a" * 64]) == {"a" * 64: "first\n{}"}
+        row = CacheRow(key="k" * 64, provider="p", model="p/m", kind="loglikelihood", request="{}", response="{}")
+        store.cache_put([row])
+        assert store.cache_rows(["k" * 64, "z" * 64]) == {"k" * 64: ("loglikelihood", "{}")}
+    finally:
+        store.close()

@@ -322,7 +322,7 @@ def run_stages(
         if replayer is not None and model is not None:
             batch.keys = replayer.keys(lane.stage, records)
             if batch.keys is not None:
-                batch.replay = replayer.replay(records, batch.keys)
+                batch.replay = replayer.replay(lane.stage, records, batch.keys)
                 if len(batch.replay.outcomes) == len(records):
                     return StageOutput(
                         list(batch.replay.outcomes[i] for i in range(len(records))), batch.replay.judgements
@@ -350,7 +350,7 @@ def run_stages(
         )
         if replayer is not None and batch.keys is not None and len(batch.replay.outcomes) < len(batch.records):
             payloads = {id(r): payload for r, payload in zip(results, stored, strict=True)}
-            replayer.remember(batch.keys, batch.records, output, payloads, batch.replay)
+            replayer.remember(lane.stage, batch.keys, batch.records, output, payloads, batch.replay)
         queue_tasks(store.engine, output.tasks)
         lane.report.stored += len(results)
         awaiting = sum(outcome is AWAITING for outcome in output.outcomes)

@@ -289,6 +289,10 @@ class Replayer:
         self.llms = llms
         self._prefixes: dict[int, str | None] = {}
         self._named: dict[str, CachedLLM] = {}
+        self._known: dict[str, bool] = {}
+        """Per stage prefix, whether outcomes were kept before this run (asked once per run)."""
+        self._noted: set[str | None] = set()
+        """The stage prefixes this run noted as kept (:meth:`Store.replays_known`), each once."""
 
     def prefix(self, stage: Stage) -> str | None:
         """:func:`stage_prefix` of ``stage``, once per stage."""
@@ -308,8 +312,16 @@ class Replayer:
             return None
         return [record_key(prefix, r, r.stored if r.stored is not None else _payload(r)) for r in records]
 
-    def replay(self, records: Sequence[StageResult[Any]], keys: Sequence[str]) -> Replay:
-        """The outcomes kept for the records whose every call still has its cache row, their calls ledgered as hits."""
+    def replay(self, stage: Stage, records: Sequence[StageResult[Any]], keys: Sequence[str]) -> Replay:
+        """The outcomes kept for the records whose every call still has its cache row, their calls ledgered as hits
+        (none looked up for a stage of which nothing was kept before this run: a first build)."""
+        prefix = self.prefix(stage)
+        if prefix is None:
+            return Replay()
+        if prefix not in self._known:
+            self._known[prefix] = self.store.replays_known(prefix)
+        if not self._known[prefix]:
+            return Replay()
         kept = self.store.replays_get(keys)
         found: dict[int, tuple[Outcome, list[tuple[str, str]], list[tuple[Judgement, JudgementSource]]]] = {}
         for index, key in enumerate(keys):
@@ -357,6 +369,7 @@ class Replayer:
 
     def remember(
         self,
+        stage: Stage,
         keys: Sequence[str],
         records: Sequence[StageResult[Any]],
         output: StageOutput,
@@ -401,7 +414,9 @@ class Replayer:
             values[keys[i]] = "\n".join([json.dumps(value, ensure_ascii=False), *(payloads[id(r)] for r in results)])
         if recorded != output.asked:
             return  # calls the records did not record: a replay would ledger fewer than a run sends
-        self.store.replays_put(values)
+        prefix = self.prefix(stage)
+        self.store.replays_put(values, prefix if prefix not in self._noted else None)
+        self._noted.add(prefix)
 
 
 def _payload(record: StageResult[Any]) -> str:

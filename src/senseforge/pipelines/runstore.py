@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -222,6 +223,13 @@ class StoredJudgement:
     source: JudgementSource
 
 
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _picked(payload: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    return {key: payload.get(key) for key in keys}
+
+
 def sqlite_url(path: Path) -> str:
     """The SQLAlchemy URL of a SQLite file."""
     return f"sqlite:///{path.resolve()}"
@@ -346,10 +354,46 @@ class RunStore:
     def recorded_calls(self, stage: str) -> list[Mapping[str, list[Mapping[str, Any]]]]:
         """The LM calls each result of ``stage`` recorded (its payload's ``calls``: entries as stored, per stage
         that made them), sorted by record id: what the cost report sums, without reading the records' data."""
-        query = sa.select(stage_results.c.payload).where(stage_results.c.stage == stage)
+        return [found[CALLS] or {} for _, _, found in self.values(stage, (CALLS,))]
+
+    def values(
+        self, stage: str, keys: Sequence[str], status: Status | None = None
+    ) -> list[tuple[str, Status, dict[str, Any]]]:
+        """Record id, status and the payload's values under ``keys`` (top-level keys; ``None`` where missing) of each
+        result of ``stage`` (only ``status`` ones when given), sorted by record id: a figure or a report that needs
+        a field or two of every record reads them without reading the records (the database picks them out).
+
+        Raises:
+            ValueError: a key that is not a plain name.
+        """
+        for key in keys:
+            if not _KEY.fullmatch(key):
+                raise ValueError(f"not a payload key: {key!r}")
+        dialect = self._engine.dialect.name
+        picked: list[Any]
+        if dialect == "sqlite":
+            picked = [sa.literal_column(f"payload -> '$.{key}'") for key in keys]
+        elif dialect == "postgresql":
+            picked = [sa.literal_column(f"(CAST(payload AS JSONB) -> '{key}')::text") for key in keys]
+        else:
+            picked = [stage_results.c.payload]
+        query = sa.select(stage_results.c.record_id, stage_results.c.status, *picked).where(
+            stage_results.c.stage == stage
+        )
+        if status is not None:
+            query = query.where(stage_results.c.status == status)
         with self._engine.connect() as conn:
             rows = conn.execute(query.order_by(stage_results.c.record_id)).all()
-        return [_loads(row[0]).get(CALLS) or {} for row in rows]
+        if dialect not in ("sqlite", "postgresql"):
+            return [(row[0], row[1], _picked(_loads(row[2]), keys)) for row in rows]
+        return [
+            (
+                row[0],
+                row[1],
+                {key: None if text is None else _loads(text) for key, text in zip(keys, row[2:], strict=True)},
+            )
+            for row in rows
+        ]
 
     def stored(self) -> int:
         """How many stage results and judgements the run holds (0: nothing was stored yet)."""

@@ -38,7 +38,14 @@ from senseforge.store.ledger import (
     ledger_rows,
     ledger_summary,
 )
-from senseforge.store.schema import ADDED_COLUMNS, file_digests, llm_cache, metadata, stage_replays
+from senseforge.store.schema import (
+    ADDED_COLUMNS,
+    file_digests,
+    llm_cache,
+    metadata,
+    stage_replay_prefixes,
+    stage_replays,
+)
 
 _CHUNK = 500
 
@@ -116,6 +123,7 @@ rebuild looks up every request of every batch."""
 _CACHE_ROWS = sa.select(llm_cache.c.key, llm_cache.c.kind, llm_cache.c.response).where(
     llm_cache.c.key.in_(sa.bindparam("keys", expanding=True))
 )
+_SQLITE_KEEP = "INSERT OR IGNORE INTO stage_replays (key, outcome, created_at) VALUES (?, ?, ?)"
 _REPLAYS_GET = sa.select(stage_replays.c.key, stage_replays.c.outcome).where(
     stage_replays.c.key.in_(sa.bindparam("keys", expanding=True))
 )
@@ -209,33 +217,57 @@ class Store:
     def cache_rows(self, keys: Sequence[str]) -> dict[str, tuple[str, str]]:
         """``{key: (kind, response JSON)}`` of those of ``keys`` that are cached."""
         found: dict[str, tuple[str, str]] = {}
-        with self.engine.connect() as conn:
-            for chunk in _chunks(list(dict.fromkeys(keys))):
-                found.update(
-                    (key, (kind, response)) for key, kind, response in conn.execute(_CACHE_ROWS, {"keys": chunk})
-                )
+        for key, kind, response in self._by_keys(_CACHE_ROWS, "llm_cache", "key, kind, response", keys):
+            found[key] = (kind, response)
         return found
 
     def replays_get(self, keys: Sequence[str]) -> dict[str, str]:
-        """The stage outcomes kept under those of ``keys`` that are present (JSON text; see
+        """The stage outcomes kept under those of ``keys`` that are present (text; see
         :mod:`senseforge.pipelines.replay`)."""
-        found: dict[str, str] = {}
-        with self.engine.connect() as conn:
-            for chunk in _chunks(list(dict.fromkeys(keys))):
-                found.update(conn.execute(_REPLAYS_GET, {"keys": chunk}).all())
-        return found
+        return dict(self._by_keys(_REPLAYS_GET, "stage_replays", "key, outcome", keys))
 
-    def replays_put(self, outcomes: Mapping[str, str]) -> None:
-        """Keep stage outcomes by key; a key already present keeps its first outcome."""
+    def _by_keys(self, query: sa.Select[Any], table: str, columns: str, keys: Sequence[str]) -> list[tuple[Any, ...]]:
+        """The rows of ``query`` for ``keys`` (its table's key column), chunked; on SQLite through the driver: a
+        rebuild that replays looks up every record of every stage, and SQLAlchemy's rows cost more than the read."""
+        rows: list[tuple[Any, ...]] = []
+        with self.engine.connect() as conn:
+            sqlite_driver = conn.dialect.name == "sqlite"
+            for chunk in _chunks(list(dict.fromkeys(keys))):
+                if sqlite_driver:
+                    marks = ",".join("?" * len(chunk))
+                    statement = f"SELECT {columns} FROM {table} WHERE key IN ({marks})"
+                    rows += conn.exec_driver_sql(statement, tuple(chunk)).all()
+                else:
+                    rows += conn.execute(query, {"keys": chunk}).all()
+        return rows
+
+    def replays_known(self, prefix: str) -> bool:
+        """Whether outcomes of the stage ``prefix`` names were kept (:meth:`replays_put`) before."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(stage_replay_prefixes.c.prefix).where(stage_replay_prefixes.c.prefix == prefix)
+            )
+            return found.first() is not None
+
+    def replays_put(self, outcomes: Mapping[str, str], prefix: str | None = None) -> None:
+        """Keep stage outcomes by key (of the stage ``prefix`` names, noted once for :meth:`replays_known`); a key
+        already present keeps its first outcome."""
         if not outcomes:
             return
         now = time.time()
         values = [{"key": key, "outcome": outcome, "created_at": now} for key, outcome in outcomes.items()]
         with self.engine.begin() as conn:
+            if prefix is not None:
+                self._note_prefix(conn, prefix, now)
             dialect = conn.dialect.name
-            if dialect in ("sqlite", "postgresql"):
-                insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
-                statement = insert(stage_replays).on_conflict_do_nothing(index_elements=[stage_replays.c.key])
+            if dialect == "sqlite":  # through the driver: a build keeps an outcome per record of every such stage
+                rows = [(value["key"], value["outcome"], now) for value in values]
+                conn.exec_driver_sql(_SQLITE_KEEP, rows)
+                return
+            if dialect == "postgresql":
+                statement = postgresql.insert(stage_replays).on_conflict_do_nothing(
+                    index_elements=[stage_replays.c.key]
+                )
                 for chunk in _chunks(values):
                     conn.execute(statement, list(chunk))
                 return
@@ -245,6 +277,20 @@ class Store:
             fresh = [value for value in values if value["key"] not in existing]
             if fresh:
                 conn.execute(sa.insert(stage_replays), fresh)
+
+    @staticmethod
+    def _note_prefix(conn: sa.Connection, prefix: str, now: float) -> None:
+        dialect = conn.dialect.name
+        if dialect in ("sqlite", "postgresql"):
+            insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+            statement = insert(stage_replay_prefixes).on_conflict_do_nothing(
+                index_elements=[stage_replay_prefixes.c.prefix]
+            )
+            conn.execute(statement, [{"prefix": prefix, "created_at": now}])
+            return
+        known = conn.execute(sa.select(stage_replay_prefixes.c.prefix).where(stage_replay_prefixes.c.prefix == prefix))
+        if known.first() is None:
+            conn.execute(sa.insert(stage_replay_prefixes), [{"prefix": prefix, "created_at": now}])
 
     def cache_put(self, rows: Iterable[CacheRow]) -> None:
         """Store responses; a key already present keeps its first response."""

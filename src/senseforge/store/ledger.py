@@ -156,11 +156,30 @@ def retry_error_kind(line: str) -> str:
     return head[0] if head else "?"
 
 
+_COLUMNS = [column.name for column in llm_ledger.columns if column.name != "id"]
+_SQLITE_APPEND = f"INSERT INTO llm_ledger ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+"""The ledger's insert, written once for SQLite's driver: a cached rebuild appends a row per request of every stage,
+and SQLAlchemy's executemany spends more per row than the insert itself."""
+
+
 def append_ledger(conn: sa.Connection, rows: Iterable[LedgerRow]) -> None:
     """Append calls to the ledger on ``conn``'s open transaction."""
+    if conn.dialect.name == "sqlite":
+        tuples = [tuple(_driver_value(row, name) for name in _COLUMNS) for row in rows]
+        if tuples:
+            conn.exec_driver_sql(_SQLITE_APPEND, tuples)
+        return
     values = [_ledger_values(row) for row in rows]
     if values:
         conn.execute(sa.insert(llm_ledger), values)
+
+
+def _driver_value(row: LedgerRow, name: str) -> Any:
+    """A row's column as :func:`_ledger_values` writes it (its fields are plain values but ``retry_errors``)."""
+    value = getattr(row, name)
+    if name == "retry_errors":
+        return json.dumps(list(value), ensure_ascii=False) if value else None
+    return value
 
 
 def ledger_rows(engine: Engine, *, run: str | None = None, since_id: int = 0) -> list[LedgerRow]:

@@ -82,6 +82,13 @@ stage_replays = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
+stage_replay_prefixes = sa.Table(
+    "stage_replay_prefixes",
+    metadata,
+    sa.Column("prefix", sa.String(64), primary_key=True),  # a stage of whose outcomes some were kept
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
 
 ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = (
     (llm_ledger, "retry_errors"),

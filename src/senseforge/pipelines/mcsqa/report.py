@@ -7,15 +7,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from pydantic import ConfigDict
-
 from senseforge.data.adapters import item_to_csqa_row
 from senseforge.data.schema import MCItem
 from senseforge.data.splits import SPLIT_NAMES
 from senseforge.pipelines.mcsqa.config import McsqaConfig
 from senseforge.pipelines.mcsqa.records import McsqaRecord, have
 from senseforge.pipelines.release import Finished, Release, Splitting
-from senseforge.pipelines.runstore import Record, StageResult
+from senseforge.pipelines.runstore import StageResult
 from senseforge.pipelines.verification import panel_figures
 from senseforge.runfolder.figures import Counts, Figure, Share, Table
 
@@ -28,28 +26,17 @@ def item(record: StageResult[McsqaRecord], _group: str | None = None) -> MCItem:
     return found
 
 
-class _Refined(Record):
-    """What the figures read of a refined record: whether refine changed it (its other keys are skipped unread)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    refined_changed: bool | None = None
-
-
-class _Reviewed(Record):
-    """What the figures read of a reviewed record: nothing of its data (who accepted it is the engine's field)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-
 def figures(done: Finished[McsqaRecord]) -> list[Figure]:
     """Question sets drawn, the refined share, verification and review outcomes, Easy and Hard per split."""
     run = done.run
-    refined = run.results("refine", "ok", _Refined)
-    changed = sum(1 for r in refined if r.data.refined_changed)
-    verified = run.results("verify", None, McsqaRecord)  # read once: the outcomes and what a panel answered
-    outcomes = Counter[str](r.data.verify.outcome for r in verified if r.status == "ok" and r.data.verify)
-    reviewed = run.results("review", "ok", _Reviewed)  # who accepted each: the engine's field alone
+    # the fields the figures count, picked out of the stored records (read whole: only what a panel answered)
+    refined = run.values("refine", ("refined_changed",), "ok")
+    changed = sum(1 for _, _, found in refined if found["refined_changed"])
+    verified = run.values("verify", ("verify", "panel"))
+    outcomes = Counter[str](
+        found["verify"]["outcome"] for _, status, found in verified if status == "ok" and found["verify"]
+    )
+    reviewed = run.values("review", ("review",), "ok")  # who accepted each: the engine's field alone
     sets = {"sampled": done.facts.get("sampled"), **dict(done.facts.get("funnel", []))}
     out: list[Figure] = [Counts(name="question-sets", title="Question sets", values=sets, draw=False)]
     if refined:
@@ -68,9 +55,10 @@ def figures(done: Finished[McsqaRecord]) -> list[Figure]:
                 summary=True,
             )
         )
-    found = sorted((r for r in verified if r.data.panel), key=lambda r: r.record_id)
-    out += panel_counts(done, found) or verify_counts(outcomes)
-    by = Counter(r.review for r in reviewed)
+    answered = any(found["panel"] for _, _, found in verified)
+    panel = [r for r in run.results("verify", None, McsqaRecord) if r.data.panel] if answered else []
+    out += panel_counts(done, sorted(panel, key=lambda r: r.record_id)) or verify_counts(outcomes)
+    by = Counter(found["review"] for _, _, found in reviewed)
     out.append(
         Counts(name="review", title="Hard kept by", values={"humans": by["human"], "lm_panel": by["lm"]}, draw=False)
     )
