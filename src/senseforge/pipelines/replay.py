@@ -40,7 +40,6 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
-import senseforge
 from senseforge.data.schema import JUDGEMENT, Judgement
 from senseforge.llm.cache import CachedLLM
 from senseforge.pipelines.calls import AWAITING, PENDING
@@ -59,7 +58,7 @@ FORMAT = 3
 @functools.cache
 def code_digest() -> str:
     """A digest of every file of the installed package (its code and its data: prompts, word lists, literals)."""
-    root = Path(senseforge.__file__).parent
+    root = Path(__file__).resolve().parents[1]  # the package: pipelines/ is one of its folders
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):

@@ -136,6 +136,7 @@ class SpacyExtract(CheckStage[AdaptRecord]):
     """Names (``PERSON``) and places (``GPE``, ``LOC``, ``FAC``) found by an installed spaCy pipeline."""
 
     model: str = ""
+    replayable = False  # the spaCy pipeline's version is not in the package's digest: it always runs
 
     def run(self, records: Sequence[StageResult[AdaptRecord]], ctx: StageContext) -> StageOutput:
         from senseforge.pipelines.culture_adapt.spans import spacy_spans

@@ -177,6 +177,8 @@ class Dedup:
 class FlagLanguage(CheckStage[CultureRecord]):
     """Record the language CLD3 finds in the question (flagged, never rejected)."""
 
+    replayable = False  # the detector's version is not in the package's digest: it always runs
+
     def run(self, records: Sequence[StageResult[CultureRecord]], ctx: StageContext) -> StageOutput:
         return StageOutput([ok(r, _detected(r.data)) for r in records])
 
