@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from senseforge.kb.conceptnet import import_dump
+
 KillBuild = Callable[[str, Sequence[str], Path, Path, str, int], None]
 
 
@@ -81,3 +83,11 @@ def kill_build() -> KillBuild:
         assert not (run_dir / "funnel.json").exists(), "the build finished before the kill"
 
     return run
+
+
+@pytest.fixture(scope="session")
+def demo_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Our demo knowledge base (bundled, ConceptNet dump format) as a knowledge store."""
+    folder = tmp_path_factory.mktemp("kb") / "demo"
+    import_dump("demo", folder)
+    return folder

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from senseforge.errors import ConfigError
-from senseforge.kb.conceptnet import import_dump
 from senseforge.pipelines.contamination import CROSS_SPLIT, GATE, SELF_CHECK, SELF_DUPLICATE, SelfDuplicates
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.runner import build
@@ -19,13 +18,6 @@ from senseforge.registry.store import Registry, Unit
 from senseforge.store.db import Store
 
 from .mcsqa.test_recipe import config as mcsqa_config
-
-
-@pytest.fixture(scope="module")
-def demo_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("kb") / "demo"
-    import_dump("demo", folder)
-    return folder
 
 
 def config(kb: Path, **overrides: object) -> McsqaConfig:

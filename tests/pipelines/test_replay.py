@@ -12,7 +12,6 @@ import pytest
 
 from senseforge.data.schema import judgement
 from senseforge.errors import SenseforgeError
-from senseforge.kb.conceptnet import import_dump
 from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.mcsqa.stages import Refine, Shuffle
 from senseforge.pipelines.outcomes import StageOutput, ok
@@ -32,13 +31,6 @@ OUTPUTS = (
     "cost.json",
     "rejects.jsonl",
 )
-
-
-@pytest.fixture(scope="module")
-def demo_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("kb") / "demo"
-    import_dump("demo", folder)
-    return folder
 
 
 def _config(kb: Path, **changes: Any) -> McsqaConfig:

@@ -129,6 +129,23 @@ _REPLAYS_GET = sa.select(stage_replays.c.key, stage_replays.c.outcome).where(
 )
 
 
+def _insert_new(conn: sa.Connection, table: sa.Table, key: sa.Column[Any], values: list[dict[str, Any]]) -> None:
+    """Insert those of ``values`` whose ``key`` ``table`` does not hold yet, on ``conn``'s open transaction."""
+    dialect = conn.dialect.name
+    if dialect in ("sqlite", "postgresql"):
+        insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+        statement = insert(table).on_conflict_do_nothing(index_elements=[key])
+        for chunk in _chunks(values):
+            conn.execute(statement, list(chunk))
+        return
+    existing: set[Any] = set()
+    for chunk in _chunks([value[key.name] for value in values]):
+        existing.update(conn.scalars(sa.select(key).where(key.in_(chunk))))
+    fresh = [value for value in values if value[key.name] not in existing]
+    if fresh:
+        conn.execute(sa.insert(table), fresh)
+
+
 def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -258,39 +275,12 @@ class Store:
         values = [{"key": key, "outcome": outcome, "created_at": now} for key, outcome in outcomes.items()]
         with self.engine.begin() as conn:
             if prefix is not None:
-                self._note_prefix(conn, prefix, now)
-            dialect = conn.dialect.name
-            if dialect == "sqlite":  # through the driver: a build keeps an outcome per record of every such stage
-                rows = [(value["key"], value["outcome"], now) for value in values]
-                conn.exec_driver_sql(_SQLITE_KEEP, rows)
+                noted = [{"prefix": prefix, "created_at": now}]
+                _insert_new(conn, stage_replay_prefixes, stage_replay_prefixes.c.prefix, noted)
+            if conn.dialect.name == "sqlite":  # through the driver: a build keeps an outcome per record of a stage
+                conn.exec_driver_sql(_SQLITE_KEEP, [(value["key"], value["outcome"], now) for value in values])
                 return
-            if dialect == "postgresql":
-                statement = postgresql.insert(stage_replays).on_conflict_do_nothing(
-                    index_elements=[stage_replays.c.key]
-                )
-                for chunk in _chunks(values):
-                    conn.execute(statement, list(chunk))
-                return
-            existing: set[str] = set()
-            for chunk in _chunks(list(outcomes)):
-                existing.update(conn.scalars(sa.select(stage_replays.c.key).where(stage_replays.c.key.in_(chunk))))
-            fresh = [value for value in values if value["key"] not in existing]
-            if fresh:
-                conn.execute(sa.insert(stage_replays), fresh)
-
-    @staticmethod
-    def _note_prefix(conn: sa.Connection, prefix: str, now: float) -> None:
-        dialect = conn.dialect.name
-        if dialect in ("sqlite", "postgresql"):
-            insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
-            statement = insert(stage_replay_prefixes).on_conflict_do_nothing(
-                index_elements=[stage_replay_prefixes.c.prefix]
-            )
-            conn.execute(statement, [{"prefix": prefix, "created_at": now}])
-            return
-        known = conn.execute(sa.select(stage_replay_prefixes.c.prefix).where(stage_replay_prefixes.c.prefix == prefix))
-        if known.first() is None:
-            conn.execute(sa.insert(stage_replay_prefixes), [{"prefix": prefix, "created_at": now}])
+            _insert_new(conn, stage_replays, stage_replays.c.key, values)
 
     def cache_put(self, rows: Iterable[CacheRow]) -> None:
         """Store responses; a key already present keeps its first response."""

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from senseforge.kb.conceptnet import import_dump
-
 STAGES = (
     "select",
     "generate",
@@ -22,14 +18,6 @@ STAGES = (
     "split",
 )
 """The recipe's stages, in the order its funnel lists them."""
-
-
-@pytest.fixture(scope="session")
-def demo_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Our demo knowledge base (bundled, ConceptNet dump format) as a knowledge store."""
-    folder = tmp_path_factory.mktemp("kb") / "demo"
-    import_dump("demo", folder)
-    return folder
 
 
 def read_jsonl(path: Path) -> list[dict[str, object]]:
