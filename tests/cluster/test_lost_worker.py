@@ -20,7 +20,7 @@ from senseforge.pipelines.mcsqa.recipe import mcsqa_author
 from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
-from ..pipelines.mcsqa.conftest import demo_kb  # noqa: F401 (a fixture)
+from ..pipelines.conftest import demo_kb  # noqa: F401 (a fixture)
 from .test_recipes import outputs
 
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.usefixtures("local_ray")]

@@ -17,8 +17,8 @@ from senseforge.pipelines.mcsqa import MCSQA, McsqaConfig
 from senseforge.pipelines.runner import build
 from senseforge.store.db import Store
 
+from ..pipelines.conftest import demo_kb  # noqa: F401 (a fixture)
 from ..pipelines.golden import compare_with_golden
-from ..pipelines.mcsqa.conftest import demo_kb  # noqa: F401 (a fixture)
 from ..pipelines.mcsqa.test_golden import GOLDEN
 
 AUTHOR = "scripted/mcsqa-author"
