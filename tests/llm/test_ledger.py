@@ -80,3 +80,32 @@ def test_a_failed_write_ends_the_call_with_its_error() -> None:
 
     with pytest.raises(OSError, match="disk full"):
         write_as_reported(call, [GenerateRequest(prompt="p")], [("k", [0])], None, refuse)
+
+
+def test_hits_written_from_cached_values_are_the_rows_a_cached_call_writes(db_url: str) -> None:
+    """:meth:`LedgerWriter.write_cached` (a replayed stage's hits) writes, per answer, the row :meth:`write` writes for
+    a hit made of the same cached answer: a rebuild that replays leaves the ledger a cached rebuild leaves."""
+    store = Store(db_url)
+    answers = [
+        Completion(text="A", tokens_in=12, tokens_out=3, finish_reason="stop", constrained=True),
+        Completion(text="B", tokens_in=7, tokens_out=None, finish_reason="length", batched=True),
+        Completion(text="<|im_start|> C"),
+    ]
+    cached = [(f"k{i}", json.loads(cached_json(answer))) for i, answer in enumerate(answers)]
+    by_write, by_values = (
+        _writer(store),
+        LedgerWriter(store, provider="scripted", model="scripted/echo", run="r2", stats=CacheStats()),
+    )
+    hits = [(key, Completion.model_validate(values).model_copy(update={"cached": True})) for key, values in cached]
+    by_write.write("generate", [], Price(1.0, 2.0), hits=hits)
+    by_values.write_cached("generate", cached)
+    by_values.write_cached("loglikelihood", [("k9", {"logprob": -1.5, "is_greedy": True, "tokens_in": 4})])
+
+    def shown(run: str) -> list[dict[str, Any]]:
+        return [row.model_dump(exclude={"ts", "run"}) for row in store.ledger_rows(run=run)]
+
+    assert shown("r2")[:3] == shown("r1")
+    assert shown("r2")[1]["batched"] is True and shown("r2")[0]["constrained"] is True
+    assert shown("r2")[3]["kind"] == "loglikelihood" and shown("r2")[3]["tokens_in"] == 4
+    assert not shown("r2")[3]["batched"] and shown("r2")[3]["constrained"] is None
+    assert (by_values.stats.hits, by_values.stats.cost_usd) == (by_write.stats.hits + 1, by_write.stats.cost_usd)

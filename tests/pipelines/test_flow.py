@@ -295,3 +295,10 @@ def test_records_waiting_for_a_batch_at_an_api_get_no_retry_round(tmp_path: Path
         assert log == [("ask", ("r0", "r1", "r2", "r3")), ("ask", ("r0", "r2")), ("ask", ("r0", "r2"))]
         assert [label for label, *_ in last] == ["ask", "ask (retry 1)", "ask (retry 2)"] and len(asked) == 3
         assert all(batch == 0 for *_, batch in last)
+
+
+@pytest.mark.parametrize("width", [1, 4])
+def test_a_barrier_runs_once_over_every_record_whatever_the_batch_size(tmp_path: Path, width: int) -> None:
+    log: list[tuple[str, tuple[str, ...]]] = []
+    _run(RunStore(sqlite_url(tmp_path / "run.db")), [Step("whole", log, barrier=True)], IDS, width=width)
+    assert log == [("whole", IDS)]

@@ -34,9 +34,8 @@ OUTPUTS = (
 
 
 def _config(kb: Path, **changes: Any) -> McsqaConfig:
-    return McsqaConfig(
-        lang="en", n=20, kb=str(kb), model=AUTHOR, reviewers=(AUTHOR,), lm_review_as_hard=True, **changes
-    )
+    settings: dict[str, Any] = {"lang": "en", "n": 20, "kb": str(kb), "model": AUTHOR, "reviewers": (AUTHOR,)}
+    return McsqaConfig(**{**settings, "lm_review_as_hard": True, **changes})
 
 
 def _kept(store_path: Path) -> int:
@@ -81,6 +80,30 @@ def test_a_rebuild_replays_the_kept_stages_and_writes_the_bytes_of_a_run(
     assert second.ledger["calls"] == third.ledger["calls"] == first.ledger["calls"]
     assert second.ledger["cache_hits"] == third.ledger["cache_hits"] == second.ledger["calls"]
     assert second.ledger["tokens_in"] == third.ledger["tokens_in"]
+
+
+def test_a_rebuild_takes_more_records_a_batch_while_its_batches_replay_whole(
+    demo_kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looked_up: list[tuple[int, int]] = []  # refine's batches: records looked up, outcomes replayed
+    replay = Replayer.replay
+
+    def watched(self: Replayer, stage: Any, records: Any, keys: Any) -> Replay:
+        done = replay(self, stage, records, keys)
+        if stage.name == "refine":
+            looked_up.append((len(records), len(done.outcomes)))
+        return done
+
+    monkeypatch.setattr(Replayer, "replay", watched)
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    build(MCSQA, _config(demo_kb, n=30), tmp_path / "first", store=store)
+    assert max(size for size, _ in looked_up) == 8 and not any(done for _, done in looked_up)  # nothing kept yet
+    records = sum(size for size, _ in looked_up)
+    looked_up.clear()
+    build(MCSQA, _config(demo_kb, n=30), tmp_path / "second", store=store)
+    sizes = [size for size, _ in looked_up]
+    assert all(size == done for size, done in looked_up)
+    assert sizes == [8, 16, 32, records - 56] and records > 56  # a batch's worth, then twice as many while all replay
 
 
 def test_changed_settings_keep_new_outcomes_and_replay_none_of_the_old(demo_kb: Path, tmp_path: Path) -> None:

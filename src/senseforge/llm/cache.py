@@ -252,22 +252,21 @@ class CachedLLM:
         :meth:`loglikelihood` would for requests answered from the cache, without the requests: for a stage outcome
         replayed whole (:mod:`senseforge.pipelines.replay`). ``found``: (key, kind, cached JSON) each.
         """
-        by_kind: dict[str, list[tuple[str, Completion | Loglikelihood]]] = {}
+        by_kind: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for key, kind, response in found:
-            kept = Loglikelihood if kind == "loglikelihood" else Completion
-            # a cache row holds a result this wrapper validated before it stored it: built again unvalidated
-            hit = kept.model_construct(**{**from_json(response), **_AS_HIT})
-            by_kind.setdefault(kind, []).append((key, hit))
-        for kind, hits in by_kind.items():
-            self._write("loglikelihood" if kind == "loglikelihood" else "generate", (), hits=hits)
+            # a cache row holds a result this wrapper validated before it stored it: its values are read as they are
+            by_kind.setdefault("loglikelihood" if kind == "loglikelihood" else "generate", []).append(
+                (key, from_json(response))
+            )
         with self._lock:
-            for _, result in by_kind.get("generate", ()):
-                assert isinstance(result, Completion)
-                if not result.ok:
+            for kind, hits in by_kind.items():
+                self._ledger.write_cached(kind, hits)  # type: ignore[arg-type]
+            for _, values in by_kind.get("generate", ()):
+                if values.get("failure"):
                     continue
                 self.stats.replies += 1
-                self.stats.replies_cut += result.finish_reason == "length"
-                family = template_marker(result.text)
+                self.stats.replies_cut += values.get("finish_reason") == "length"
+                family = template_marker(values.get("text") or "")
                 if family is not None:
                     self.stats.replies_marked[family] = self.stats.replies_marked.get(family, 0) + 1
 

@@ -15,14 +15,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from senseforge.llm.base import Completion, Loglikelihood, Progress
 from senseforge.llm.prices import Price
 from senseforge.store.db import CacheRow, Store
-from senseforge.store.ledger import LedgerRow
+from senseforge.store.ledger import LEDGER_COLUMNS, LedgerRow
 
 Kind = Literal["generate", "loglikelihood"]
 """The kind of call a row is for."""
@@ -30,6 +30,9 @@ _Res = TypeVar("_Res", Completion, Loglikelihood)
 
 _NOT_CACHED = {"cached", "retry_errors", "concurrency", "service_s", "queue_s"}
 """Result fields that describe one call rather than the response, left out of the cache."""
+
+_PER_HIT = ("cache_key", "tokens_in", "tokens_out", "batched", "constrained", "failure_kind", "failure_message")
+"""The ledger columns a hit's row takes from its answer (:meth:`LedgerWriter.write_cached`)."""
 
 Answered = tuple[str, list[int], _Res]
 """A backend's answer to one distinct request: its cache key, its indices in the batch (the first one sent, the
@@ -103,6 +106,45 @@ class LedgerWriter:
             if result.ok:
                 cache.append(self._cache_row(kind, key, requests[indices[0]].model_dump_json(), result))
         self.store.record(cache=cache, ledger=ledger)
+
+    def write_cached(self, kind: Kind, found: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Ledger answers read from the cache as hits, a row each, in one transaction: the rows :meth:`write` writes
+        for them, built from each answer's cached values (key, values) without making a result or a
+        :class:`LedgerRow` of each (a rebuild that replays its stages ledgers a hit per request of every stage)."""
+        now = time.time()
+        hit: dict[str, Any] = {
+            "ts": now,
+            "run": self.run,
+            "provider": self.provider,
+            "model": self.model,
+            "kind": kind,
+            "cache_hit": True,
+            "latency_s": 0.0,
+            "attempts": 0,
+            "cost_usd": 0.0,
+            "retry_errors": None,
+            "concurrency": None,
+            "service_s": None,
+            "queue_s": None,
+        }
+        template = [hit.get(name) for name in LEDGER_COLUMNS]
+        at = {name: LEDGER_COLUMNS.index(name) for name in _PER_HIT}
+        completion = kind == "generate"
+        rows: list[tuple[Any, ...]] = []
+        for key, values in found:
+            row = list(template)
+            row[at["cache_key"]] = key
+            row[at["tokens_in"]] = values.get("tokens_in")
+            row[at["tokens_out"]] = values.get("tokens_out")
+            row[at["batched"]] = completion and bool(values.get("batched", False))
+            row[at["constrained"]] = values.get("constrained") if completion else None
+            failure = values.get("failure")
+            if failure:
+                row[at["failure_kind"]] = failure["kind"]
+                row[at["failure_message"]] = failure["message"]
+            rows.append(tuple(row))
+        self.store.ledger_add_values(rows)
+        self.stats.hits += len(rows)
 
     def collect(
         self, batch_id: str, held: Mapping[str, str], answers: Mapping[str, Completion], price: Price | None

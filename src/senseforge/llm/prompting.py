@@ -39,6 +39,7 @@ TEMPLATE_MARKERS: dict[str, tuple[str, ...]] = {
     "alpaca": ("### Instruction:", "### Response:"),
 }
 """Markup of the common chat-template families; a reply holding any of it echoes a template."""
+_MARKER_STARTS = frozenset(marker[0] for markers in TEMPLATE_MARKERS.values() for marker in markers)
 
 
 def chat_template(llm: object) -> str | None:
@@ -142,6 +143,8 @@ def template_marker(text: str) -> str | None:
     >>> template_marker("B") is None
     True
     """
+    if not any(start in text for start in _MARKER_STARTS):
+        return None  # most replies: none of the markers' first characters
     for family, markers in TEMPLATE_MARKERS.items():
         if any(marker in text for marker in markers):
             return family

@@ -81,6 +81,9 @@ class _Lane:
     def __init__(self, stage: Stage, size: int, rounds: int, done: set[str], below_bar: Mapping[str, Any]) -> None:
         self.stage = stage
         self.size = size
+        self.growth = 1
+        """Batches' worth of fresh records a batch takes: 1, or more while the stage's batches replay whole (see
+        :meth:`replayed`)."""
         self.done = done
         self.done_parents = {record_id.rsplit("/", 1)[0] for record_id in done}
         self.below_bar = below_bar
@@ -136,9 +139,17 @@ class _Lane:
                     return None
             elif not self.through(attempt - 1, upstream_idle):
                 return None
-            taken, self.queues[attempt] = queue[: self.size], queue[self.size :]
+            size = self.size * self.growth if attempt == 0 else self.size
+            taken, self.queues[attempt] = queue[:size], queue[size:]
             return attempt, taken
         return None
+
+    def replayed(self, whole: bool) -> None:
+        """A batch of fresh records was looked up for kept outcomes: replayed ``whole``, the next takes twice as many
+        records (up to :data:`_REPLAY_GROWTH` batches' worth: a rebuild's replayed stages cost a few lookups and
+        writes per thousand records, not per batch); not, it takes a batch's worth again (the records that run are
+        sent in batches of the stage's size)."""
+        self.growth = min(2 * self.growth, _REPLAY_GROWTH) if whole else 1
 
     def _next_in_order(self, upstream_idle: bool, floor: str | None) -> tuple[int, list[StageResult]] | None:
         queue = self.queues[0]  # in record-id order (see offer)
@@ -323,6 +334,8 @@ def run_stages(
             batch.keys = replayer.keys(lane.stage, records)
             if batch.keys is not None:
                 batch.replay = replayer.replay(lane.stage, records, batch.keys)
+                if batch.attempt == 0:
+                    lane.replayed(len(batch.replay.outcomes) == len(records))
                 if len(batch.replay.outcomes) == len(records):
                     return StageOutput(
                         list(batch.replay.outcomes[i] for i in range(len(records))), batch.replay.judgements
@@ -411,6 +424,8 @@ def _same_data(came: StageResult | None, result: StageResult) -> bool:
 
 
 _record_id = operator.attrgetter("record_id")
+_REPLAY_GROWTH = 32
+"""How many of a stage's batches one batch of a rebuild takes at most while the stage's batches replay whole."""
 _INSERTED = 64
 """Records offered at once up to which a stage deciding in order inserts each in place (more: its queue is sorted
 again): its queue stays in record-id order without sorting every record at every pick."""

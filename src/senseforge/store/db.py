@@ -32,6 +32,7 @@ from senseforge.store.ledger import (
     LedgerRow,
     LedgerSummary,
     append_ledger,
+    append_ledger_values,
     failure_causes,
     ledger_last_id,
     ledger_recent,
@@ -339,6 +340,13 @@ class Store:
     def ledger_add(self, rows: Iterable[LedgerRow]) -> None:
         """Append calls to the ledger."""
         self.record(ledger=rows)
+
+    def ledger_add_values(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Append calls given as plain values (see :func:`senseforge.store.ledger.append_ledger_values`), in one
+        transaction."""
+        if rows:
+            with self.engine.begin() as conn:
+                append_ledger_values(conn, rows)
 
     def ledger_rows(self, *, run: str | None = None, since_id: int = 0) -> list[LedgerRow]:
         """Ledger rows after ``since_id``, optionally for one run, oldest first."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypedDict
 
 import sqlalchemy as sa
@@ -157,6 +157,8 @@ def retry_error_kind(line: str) -> str:
 
 
 _COLUMNS = [column.name for column in llm_ledger.columns if column.name != "id"]
+LEDGER_COLUMNS: tuple[str, ...] = tuple(_COLUMNS)
+"""The ledger's columns as :func:`append_ledger_values` takes a row's values, in order."""
 _SQLITE_APPEND = f"INSERT INTO llm_ledger ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 """The ledger's insert, written once for SQLite's driver: a cached rebuild appends a row per request of every stage,
 and SQLAlchemy's executemany spends more per row than the insert itself."""
@@ -172,6 +174,18 @@ def append_ledger(conn: sa.Connection, rows: Iterable[LedgerRow]) -> None:
     values = [_ledger_values(row) for row in rows]
     if values:
         conn.execute(sa.insert(llm_ledger), values)
+
+
+def append_ledger_values(conn: sa.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Append calls given as plain values, each row in the order of :data:`LEDGER_COLUMNS` and as the table holds
+    them (``retry_errors``: JSON text or ``None``), on ``conn``'s open transaction: for rows built without a
+    :class:`LedgerRow` each (a rebuild's hits, a row per request of every stage)."""
+    if not rows:
+        return
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(_SQLITE_APPEND, list(rows))
+        return
+    conn.execute(sa.insert(llm_ledger), [dict(zip(_COLUMNS, row, strict=True)) for row in rows])
 
 
 def _driver_value(row: LedgerRow, name: str) -> Any:
