@@ -8,6 +8,7 @@ from pathlib import Path
 from senseforge.data.schema import Choice, MCItem
 from senseforge.llm.prices import PriceTable
 from senseforge.pipelines.report import (
+    calls_by_stage,
     cost,
     cost_by,
     funnel_rows,
@@ -89,3 +90,31 @@ def test_one_writer_for_datasets_rows_and_items(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "rows.jsonl", [{"ü": 1}, item])
     first, second = (tmp_path / "rows.jsonl").read_text(encoding="utf-8").splitlines()
     assert first == '{"ü": 1}' and json.loads(second)["id"] == "q1"
+
+
+def test_the_calls_of_a_run_are_counted_once_each_in_the_order_first_met(db_url: str) -> None:
+    """Records carry their calls through every later stage, a call can be shared by records, and a stage can record
+    calls under another stage's name: each call counts once, the first record met holding it says what it was."""
+    store = RunStore(db_url)
+
+    def entry(key: str, tokens: int) -> CallEntry:
+        return CallEntry(key=key, model="scripted/x", tokens_in=tokens, tokens_out=1)
+
+    ask = {"ask": (entry("k2", 2), entry("k1", 1))}
+    store.put("ask", [StageResult("b", "ok", Word(lang="id", category="x"), calls=ask)])
+    store.put(
+        "ask",
+        [StageResult("a", "ok", Word(lang="id", category="x"), calls={"ask": (entry("k3", 3), entry("k2", 9))})],
+    )
+    judged = {**ask, "judge": (entry("k4", 4),), "judge/second": (entry("k1", 5), entry("k5", 5))}
+    store.put("judge", [StageResult("b", "ok", Word(lang="id", category="x"), calls=judged)])
+    try:
+        found = calls_by_stage(store, ["ask", "judge"])
+        assert {stage: list(calls) for stage, calls in found.items()} == {
+            "ask": ["k3", "k2", "k1"],  # record a before b
+            "judge": ["k4"],
+            "judge/second": ["k1", "k5"],  # the same key under another stage is that stage's call
+        }
+        assert found["ask"]["k2"].tokens_in == 9  # first met, on record a
+    finally:
+        store.close()

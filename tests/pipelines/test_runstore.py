@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from senseforge.errors import RunBusy, StoreError
 from senseforge.pipelines.runlease import WriterLease, lease_holder
 from senseforge.pipelines.runstore import (
     HEARTBEAT_STALE_S,
+    PAGE_SIZE,
     Beat,
     CallEntry,
     Heartbeat,
@@ -335,3 +337,19 @@ def test_values_are_picked_out_of_the_payloads_by_the_database(db_url: str) -> N
             store.values("ask", ("q' OR 1=1 --",))
     finally:
         store.close()
+
+
+def test_a_new_sqlite_run_store_has_large_pages_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
+    def page_size(path: Path) -> int:
+        with sqlite3.connect(path) as db:
+            return int(db.execute("PRAGMA page_size").fetchone()[0])
+
+    RunStore(sqlite_url(tmp_path / "new.db")).close()
+    assert page_size(tmp_path / "new.db") == PAGE_SIZE
+    with sqlite3.connect(tmp_path / "old.db") as db:  # a run an older version made, with SQLite's pages
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE kept (x TEXT)")
+    store = RunStore(sqlite_url(tmp_path / "old.db"))
+    store.put("s", [StageResult("r1", "ok", Loose())])
+    store.close()
+    assert page_size(tmp_path / "old.db") == 4096

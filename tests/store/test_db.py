@@ -110,6 +110,10 @@ def test_an_old_ledger_table_gets_the_new_column(tmp_path: Path) -> None:
 
     store = Store(f"sqlite:///{path}")
     assert "retry_errors" in {c["name"] for c in sa.inspect(store.engine).get_columns("llm_ledger")}
+    assert "ix_llm_ledger_run" in {i["name"] for i in sa.inspect(store.engine).get_indexes("llm_ledger")}
+    with store.engine.connect() as conn:  # a run's totals read its rows by the index, not every run's
+        plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN SELECT count(*) FROM llm_ledger WHERE run = 'r'").all()
+    assert "ix_llm_ledger_run" in " ".join(str(row[-1]) for row in plan)
     store.ledger_add([_ledger(cache_key="new", attempts=2, retry_errors=("500 server_error: x",))])
     old, new = store.ledger_rows()
     assert old.cache_key == "old" and old.retry_errors == ()

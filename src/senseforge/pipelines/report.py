@@ -131,15 +131,19 @@ Calls = dict[str, dict[str, CallEntry]]
 
 
 def calls_by_stage(store: RunStore, stages: Sequence[str]) -> Calls:
-    """Per LM stage, the distinct calls (by cache key) any record recorded, in every stage's results."""
+    """Per LM stage, the distinct calls (by cache key) any record recorded, in every stage's results, in the order
+    first met (stage by stage, record by record)."""
     out: Calls = {}
+    met: set[tuple[str, str]] = set()
     for stage in stages:
-        for calls in store.recorded_calls(stage):
-            for call_stage, entries in calls.items():
-                found = out.setdefault(call_stage, {})
-                for entry in entries:
-                    if entry["key"] not in found:
-                        found[entry["key"]] = CallEntry.model_validate(entry)
+        for call_stage, text in store.recorded_calls(stage):
+            if (call_stage, text) in met:
+                continue  # the same list met before: its every call is counted already
+            met.add((call_stage, text))
+            found = out.setdefault(call_stage, {})
+            for entry in json.loads(text):
+                if entry["key"] not in found:
+                    found[entry["key"]] = CallEntry.model_validate(entry)
     return out
 
 

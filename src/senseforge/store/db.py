@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from senseforge.store.ledger import (
 )
 from senseforge.store.schema import (
     ADDED_COLUMNS,
+    ADDED_INDEXES,
     file_digests,
     llm_cache,
     metadata,
@@ -81,12 +82,19 @@ def default_store_url() -> str:
     return f"sqlite:///{senseforge_home() / 'senseforge.db'}"
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
+def _sqlite_pragmas(page_size: int | None, cache_kib: int | None) -> Callable[[Any, Any], None]:
+    def pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        if page_size is not None:  # before WAL: it sizes the pages of a database not written yet, and only that
+            cursor.execute(f"PRAGMA page_size={int(page_size)}")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        if cache_kib is not None:
+            cursor.execute(f"PRAGMA cache_size={-int(cache_kib)}")
+        cursor.close()
+
+    return pragmas
 
 
 def create_tables(engine: Engine, tables: sa.MetaData, tries: int = 5) -> None:
@@ -104,14 +112,15 @@ def create_tables(engine: Engine, tables: sa.MetaData, tries: int = 5) -> None:
                 raise
 
 
-def connect(url: str) -> Engine:
-    """An engine for ``url``; SQLite gets its folder created, WAL, and a 30 s busy timeout."""
+def connect(url: str, *, page_size: int | None = None, cache_kib: int | None = None) -> Engine:
+    """An engine for ``url``; SQLite gets its folder created, WAL, and a 30 s busy timeout, and for a new file pages of
+    ``page_size`` bytes, a page cache of ``cache_kib`` KiB per connection (default: SQLite's, 4 KiB and 2 MiB)."""
     parsed = sa.engine.make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = sa.create_engine(url, connect_args={"timeout": 30})
-        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        sa.event.listen(engine, "connect", _sqlite_pragmas(page_size, cache_kib))
         return engine
     return sa.create_engine(url, pool_pre_ping=True)
 
@@ -161,6 +170,7 @@ class Store:
             self.engine: Engine = connect(self.url)
             create_tables(self.engine, metadata)
             self._add_missing_columns()
+            self._add_missing_indexes()
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the store at {self.url}: {exc.__class__.__name__}: {exc}") from exc
 
@@ -177,6 +187,22 @@ class Store:
             except SQLAlchemyError:
                 if not self._has_column(table, name):  # not merely another process that got there first
                     raise
+
+    def _add_missing_indexes(self) -> None:
+        """Make the indexes a later version added to tables an older one created (once, when first opened so)."""
+        for index in ADDED_INDEXES:
+            assert index.table is not None
+            if self._has_index(index):
+                continue
+            try:
+                index.create(self.engine)
+            except SQLAlchemyError:
+                if not self._has_index(index):  # not merely another process that got there first
+                    raise
+
+    def _has_index(self, index: sa.Index) -> bool:
+        assert index.table is not None
+        return index.name in {found["name"] for found in sa.inspect(self.engine).get_indexes(index.table.name)}
 
     def _has_column(self, table: sa.Table, name: str) -> bool:
         return name in {column["name"] for column in sa.inspect(self.engine).get_columns(table.name)}

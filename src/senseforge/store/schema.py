@@ -48,6 +48,8 @@ llm_ledger = sa.Table(
     sa.Column("batched", sa.Boolean, nullable=True),  # NULL (older rows): read as not batched
     sa.Column("constrained", sa.Boolean, nullable=True),  # NULL: no reply shape asked (or an older row)
 )
+llm_ledger_by_run = sa.Index("ix_llm_ledger_run", llm_ledger.c.run)
+"""A run's rows without reading every run's: a store keeps the ledger of every build it served."""
 
 file_digests = sa.Table(
     "file_digests",
@@ -89,6 +91,9 @@ stage_replay_prefixes = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
 )
 
+
+ADDED_INDEXES: tuple[sa.Index, ...] = (llm_ledger_by_run,)
+"""Indexes a later version added to a table an older one created (made when a store opens)."""
 
 ADDED_COLUMNS: tuple[tuple[sa.Table, str], ...] = (
     (llm_ledger, "retry_errors"),
