@@ -134,21 +134,21 @@ class _Lane:
         for attempt, queue in enumerate(self.queues):
             if not queue:
                 continue
+            size = self.size * self.growth if attempt == 0 else self.size
             if attempt == 0:
-                if len(queue) < self.size and not upstream_idle:
-                    return None
+                if len(queue) < size and not upstream_idle:
+                    return None  # a batch is full first (while it replays whole: a grown one)
             elif not self.through(attempt - 1, upstream_idle):
                 return None
-            size = self.size * self.growth if attempt == 0 else self.size
             taken, self.queues[attempt] = queue[:size], queue[size:]
             return attempt, taken
         return None
 
     def replayed(self, whole: bool) -> None:
-        """A batch of fresh records was looked up for kept outcomes: replayed ``whole``, the next takes twice as many
-        records (up to :data:`_REPLAY_GROWTH` batches' worth: a rebuild's replayed stages cost a few lookups and
-        writes per thousand records, not per batch); not, it takes a batch's worth again (the records that run are
-        sent in batches of the stage's size)."""
+        """A batch of fresh records was looked up for kept outcomes: replayed ``whole``, the next waits for and takes
+        twice as many records (up to :data:`_REPLAY_GROWTH` batches' worth: a rebuild's replayed stages cost a few
+        lookups and writes per thousand records, not per batch); not, it takes a batch's worth again (the records
+        that run are sent in batches of the stage's size)."""
         self.growth = min(2 * self.growth, _REPLAY_GROWTH) if whole else 1
 
     def _next_in_order(self, upstream_idle: bool, floor: str | None) -> tuple[int, list[StageResult]] | None:
