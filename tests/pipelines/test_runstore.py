@@ -15,6 +15,8 @@ from sqlalchemy.exc import IntegrityError
 
 from senseforge.data.schema import MCItem, judgement
 from senseforge.errors import RunBusy, StoreError
+from senseforge.pipelines.outcomes import ok
+from senseforge.pipelines.payloads import dumps
 from senseforge.pipelines.runlease import WriterLease, lease_holder
 from senseforge.pipelines.runstore import (
     HEARTBEAT_STALE_S,
@@ -283,6 +285,8 @@ def test_a_holder_on_another_host_is_trusted_until_its_lease_lapses(tmp_path: Pa
 
 HOLD = """
 import sys
+from senseforge.pipelines.outcomes import ok
+from senseforge.pipelines.payloads import dumps
 from senseforge.pipelines.runlease import WriterLease
 from senseforge.pipelines.runstore import RunStore
 store = RunStore(sys.argv[1])
@@ -353,3 +357,17 @@ def test_a_new_sqlite_run_store_has_large_pages_and_an_old_one_keeps_its_own(tmp
     store.put("s", [StageResult("r1", "ok", Loose())])
     store.close()
     assert page_size(tmp_path / "old.db") == 4096
+
+
+def test_a_record_passed_on_as_it_came_is_stored_as_the_payload_it_was_read_from(tmp_path: Path) -> None:
+    store = RunStore(sqlite_url(tmp_path / "run.db"))
+    store.put("ask", [StageResult.from_payload("r1", "ok", {"q": "Wie?", "n": 1}, Loose)])
+    (came,) = store.results("ask", "ok")
+    assert came.stored is not None
+    passed, changed, reviewed = ok(came), ok(came, Loose(q="Wer?", n=1)), ok(came, review="lm")
+    assert passed.stored == came.stored and changed.stored is None and reviewed.stored is None
+    # the run store writes the payload held, so a payload that is not what the record dumps to shows it was used
+    marked = ok(StageResult("r2", "ok", Loose(q="x")).keep_stored('{"q":"held"}'))
+    assert store.put("check", [passed, marked]) == [came.stored, '{"q":"held"}']
+    assert store.put("change", [changed]) == [dumps(changed._stored())]
+    store.close()

@@ -355,12 +355,7 @@ def run_stages(
         results = _stored_results(lane, batch, output, awaiting_batches)
         parked = lane.parked - before  # not done: they wait for an API's batch
         replayed = batch.replay.results()
-        stored = store.put(
-            lane.stage.name,
-            results,
-            judgements=output.judgements,
-            replayed=[i for i, r in enumerate(results) if id(r) in replayed],
-        )
+        stored = store.put(lane.stage.name, results, judgements=output.judgements)
         if replayer is not None and batch.keys is not None and len(batch.replay.outcomes) < len(batch.records):
             payloads = {id(r): payload for r, payload in zip(results, stored, strict=True)}
             replayer.remember(lane.stage, batch.keys, batch.records, output, payloads, batch.replay)

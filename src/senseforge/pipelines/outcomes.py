@@ -70,11 +70,17 @@ def ok(
     response: str | None = None,
     review: JudgementSource | None = None,
 ) -> StageResult[Any]:
-    """The record passed: its new data (its data as it entered when none), with the calls it made so far."""
+    """The record passed: its new data (its data as it entered when none), with the calls it made so far.
+
+    Passed as it came (its data, its review, no evidence), it keeps the payload it was read from
+    (:attr:`StageResult.stored`): the run store writes that again rather than dumping the record anew."""
     kept = _with_data(record, data)
-    return replace(
+    passed = replace(
         kept, status="ok", reason=None, prompt=prompt, response=response, evidence=None, review=review or kept.review
     )
+    if data is None and record.stored is not None and not record.evidence and passed.review == record.review:
+        passed.keep_stored(record.stored)
+    return passed
 
 
 def rejected(

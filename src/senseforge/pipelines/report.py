@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from senseforge.data.io import atomic_open
 from senseforge.data.splits import SPLIT_NAMES
-from senseforge.llm.prices import PriceTable
+from senseforge.llm.prices import Price, PriceTable
 from senseforge.pipelines.runstore import CallEntry, Loose, Record, RunStore, StageResult
 from senseforge.runfolder.cost import Cost, HumanCost, StageCost
 from senseforge.runfolder.funnel import StageRow
@@ -223,13 +223,16 @@ def _priced(
     per_stage: dict[str, StageCost] = {}
     unknown: set[str] = set()
     total: float | None = 0.0
+    prices: dict[str, Price | None] = {}  # per model, looked up once
     for stage, entries in calls.items():  # totals in the order calls were found, as recorded
         money: float | None = 0.0
         tokens_in = tokens_out = 0
         for entry in entries.values():
             tokens_in += entry.tokens_in or 0
             tokens_out += entry.tokens_out or 0
-            price = table.lookup(entry.model)
+            if entry.model not in prices:
+                prices[entry.model] = table.lookup(entry.model)
+            price = prices[entry.model]
             priced = price.cost(entry.tokens_in or 0, entry.tokens_out or 0, batched=entry.batched) if price else None
             if priced is None:
                 unknown.add(entry.model)

@@ -29,7 +29,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, Self
@@ -282,13 +282,12 @@ class RunStore:
         results: Sequence[StageResult[Any]],
         *,
         judgements: Sequence[tuple[Judgement, JudgementSource]] = (),
-        replayed: Collection[int] = (),
     ) -> list[str]:
         """Store results of one stage, and the judgements made for them, in one transaction.
 
-        A record already stored is an error; a judgement already stored is replaced. ``replayed``: the indices of
-        results replayed as a run stored them (:mod:`senseforge.pipelines.replay`), stored as their :attr:`stored`
-        payload, not dumped again.
+        A record already stored is an error; a judgement already stored is replaced. A result that holds the
+        payload it reads back as (:attr:`StageResult.stored`: read from the store, replayed, or passed on as it came)
+        is stored as that payload, not dumped again.
 
         Returns:
             The results' payloads as stored (JSON), in order: what :meth:`StageResult.as_read` reads back.
@@ -296,9 +295,7 @@ class RunStore:
         if not results and not judgements:
             return []
         now = time.time()
-        payloads = [
-            r.stored if r.stored is not None and i in replayed else _dumps(r._stored()) for i, r in enumerate(results)
-        ]
+        payloads = [r.stored if r.stored is not None else _dumps(r._stored()) for r in results]
         rows = [
             {
                 "stage": stage,
