@@ -171,9 +171,11 @@ def cost(
     lang: str | None = None,
     prices: PriceTable | None = None,
     kept_unit: str = "item",
+    calls: Calls | None = None,
 ) -> Cost:
-    """Tokens and money per stage, human judgements per task type at their rate, and cost per kept item."""
-    calls = calls_by_stage(store, stages)
+    """Tokens and money per stage, human judgements per task type at their rate, and cost per kept item (``calls``:
+    :func:`calls_by_stage` of ``stages``, when read already)."""
+    calls = calls_by_stage(store, stages) if calls is None else calls
     return _priced(calls, stages, kept, human_judgements, human_rate, lang, prices or PriceTable.load(), kept_unit)
 
 

@@ -31,6 +31,7 @@ imported decisions (routed by their task type), the funnel and cost, and the sum
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import logging
 import uuid
@@ -56,7 +57,7 @@ from senseforge.pipelines.progress import ProgressSink
 from senseforge.pipelines.recheck import RECHECK_TASK, recheck_judgements
 from senseforge.pipelines.recipe import Recipe, Source
 from senseforge.pipelines.replay import Replayer
-from senseforge.pipelines.report import cost, funnel_rows, write_json, write_rejects
+from senseforge.pipelines.report import calls_by_stage, cost, funnel_rows, write_json, write_rejects
 from senseforge.pipelines.rundir import (
     DEFAULT_RUN_STORE,
     MANIFEST,
@@ -515,32 +516,37 @@ def _finish(
 ) -> BuildSummary:
     names = [source.name, *(stage.name for stage in stages)]
     facts = json.loads(run.meta(SOURCE_FACTS) or "{}")
-    rows = funnel_rows(run, names, recipe.splitting())
-    released = release(
-        recipe.release(config),
-        recipe.name,
-        run,
-        run_dir,
-        rows,
-        splitting=recipe.splitting(),
-        facts=facts,
-        human_rate=human_rate,
-        prices=prices,
-    )
-    funnel_doc = released.funnel
-    judged = {task: run.count_judgements(task, "human") for task in people_tasks(stages)}
-    if RECHECK_TASK in judged:  # re-checks come after the build: not its cost (see .recheck)
-        judged[RECHECK_TASK] -= recheck_judgements(run)
-    cost_doc = cost(
-        run,
-        names,
-        kept=funnel_doc.kept,
-        human_judgements=judged,
-        human_rate=human_rate,
-        lang=getattr(config, "lang", None),
-        prices=prices,
-        kept_unit=funnel_doc.kept_unit,
-    )
+    with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="senseforge-calls") as reader:
+        # the calls the cost report sums are read beside the release: the database takes them out of every stage's
+        # payloads, and lets go of the interpreter meanwhile
+        calls = reader.submit(calls_by_stage, run, names)
+        rows = funnel_rows(run, names, recipe.splitting())
+        released = release(
+            recipe.release(config),
+            recipe.name,
+            run,
+            run_dir,
+            rows,
+            splitting=recipe.splitting(),
+            facts=facts,
+            human_rate=human_rate,
+            prices=prices,
+        )
+        funnel_doc = released.funnel
+        judged = {task: run.count_judgements(task, "human") for task in people_tasks(stages)}
+        if RECHECK_TASK in judged:  # re-checks come after the build: not its cost (see .recheck)
+            judged[RECHECK_TASK] -= recheck_judgements(run)
+        cost_doc = cost(
+            run,
+            names,
+            kept=funnel_doc.kept,
+            human_judgements=judged,
+            human_rate=human_rate,
+            lang=getattr(config, "lang", None),
+            prices=prices,
+            kept_unit=funnel_doc.kept_unit,
+            calls=calls.result(),
+        )
     answered = _write_panels(run_dir, run, stages, recipe.record)
     if answered is not None and isinstance(config, ReviewedConfig):
         # the review's task: people's part of the stage the run pauses for (the runner names no kind of stage)
