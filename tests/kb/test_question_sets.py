@@ -6,6 +6,8 @@ import gzip
 import hashlib
 import json
 import random
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -271,3 +273,19 @@ def test_extraction_equals_oracle_on_random_graphs(
     import_dump(dump, folder / "kb")
     sets, _ = extract_question_sets(folder / "kb", "en", None, seed, relations=[*RELATIONS[:2], "IsA"])
     assert as_dicts(sets) == oracle(lines, "en", seed, {"AtLocation", "UsedFor", "IsA"})
+
+
+def test_extraction_binds_no_query_parameter_so_duckdb_imports_no_dataframe_library(rules_store: Path) -> None:
+    """DuckDB's Python binding imports pandas and pyarrow (over half a second of every build) the first time a query
+    binds a parameter; the extraction's queries hold their values as literals, quotes included."""
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from senseforge.kb.question_sets import extract_many, extract_question_sets\n"
+        f"sets, _ = extract_question_sets(Path({str(rules_store)!r}), 'en', None)\n"
+        f"extract_many(Path({str(rules_store)!r}), ['en', 'ja'], 3, relations=(\"it's\", 'IsA'))\n"
+        "assert sets, 'no sets'\n"
+        "print(sorted(name for name in ('pandas', 'pyarrow') if name in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"

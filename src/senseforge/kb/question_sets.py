@@ -162,10 +162,20 @@ def extract_question_sets(
     with open_edges(store) as con:
         con.execute(
             "CREATE TEMP TABLE e AS SELECT uri, relation, start_text AS s, end_text AS t FROM edges "
-            "WHERE start_lang = $1 AND end_lang = $1",
-            [code],
+            f"WHERE start_lang = {_text(code)} AND end_lang = {_text(code)}"
         )
         return _from_edges(con, tag, code, n, seed, relations, store=store)
+
+
+def _text(value: str) -> str:
+    """``value`` as an SQL text literal. The queries here hold their values as literals: DuckDB's Python binding
+    imports pandas and pyarrow (over half a second) the first time a query binds a parameter."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _texts(values: Sequence[str]) -> str:
+    """``values`` as an SQL list of text (see :func:`_text`)."""
+    return "[" + ", ".join(map(_text, values)) + "]::VARCHAR[]"
 
 
 def extract_many(
@@ -199,19 +209,17 @@ def extract_many(
     wanted = sorted(set(codes.values()))
     with open_edges(store) as con:
         counted = con.execute(
-            "SELECT start_lang, count(*) FROM edges WHERE start_lang = end_lang AND list_contains($1, start_lang) "
-            "GROUP BY 1",
-            [wanted],
+            "SELECT start_lang, count(*) FROM edges WHERE start_lang = end_lang "
+            f"AND list_contains({_texts(wanted)}, start_lang) GROUP BY 1"
         ).fetchall()
         in_language = {str(code): int(count) for code, count in counted}
         con.execute(
             "CREATE TEMP TABLE scanned AS SELECT start_lang AS code, uri, relation, start_text AS s, end_text AS t "
-            "FROM edges WHERE start_lang = end_lang AND list_contains($1, start_lang) "
-            "AND list_contains($2, relation)",
-            [wanted, sorted({*relations, "Synonym"})],
+            f"FROM edges WHERE start_lang = end_lang AND list_contains({_texts(wanted)}, start_lang) "
+            f"AND list_contains({_texts(sorted({*relations, 'Synonym'}))}, relation)"
         )
         for tag, code in codes.items():
-            con.execute("CREATE TEMP TABLE e AS SELECT uri, relation, s, t FROM scanned WHERE code = $1", [code])
+            con.execute(f"CREATE TEMP TABLE e AS SELECT uri, relation, s, t FROM scanned WHERE code = {_text(code)}")
             out[tag] = _from_edges(con, tag, code, n, seed, relations, in_language.get(code, 0), store=store)
             for table in _PER_LANGUAGE:
                 con.execute(f"DROP TABLE IF EXISTS {table}")
@@ -262,7 +270,7 @@ def _from_edges(
     funnel.edges_in_language = _int(con, "SELECT count(*) FROM e") if in_language is None else in_language
     if funnel.edges_in_language == 0:
         raise ConfigError(_no_edges(con, code, store))
-    con.execute("CREATE TEMP TABLE r AS SELECT * FROM e WHERE list_contains($1, relation)", [list(relations)])
+    con.execute(f"CREATE TEMP TABLE r AS SELECT * FROM e WHERE list_contains({_texts(list(relations))}, relation)")
     funnel.edges_kept = _int(con, "SELECT count(*) FROM r")
     funnel.edges_other_relation = funnel.edges_in_language - funnel.edges_kept
 
@@ -300,9 +308,8 @@ def _from_edges(
     )
     con.execute(
         "CREATE TEMP TABLE v AS "
-        "SELECT *, md5(concat_ws(chr(31), $1, $2, anchor, relation, direction, target)) AS k FROM g "
-        "WHERE anchor NOT IN (SELECT c FROM bad) AND target NOT IN (SELECT c FROM bad) AND target <> anchor",
-        [str(seed), code],
+        f"SELECT *, md5(concat_ws(chr(31), {_text(str(seed))}, {_text(code)}, anchor, relation, direction, target)) "
+        "AS k FROM g WHERE anchor NOT IN (SELECT c FROM bad) AND target NOT IN (SELECT c FROM bad) AND target <> anchor"
     )
     con.execute(
         "CREATE TEMP TABLE ranked AS SELECT *, "
@@ -345,11 +352,10 @@ def _from_edges(
     )
     # ids and the seeded sample in SQL (the same MD5s as question_set_id), then sources for the sample only
     con.execute(
-        "CREATE TEMP TABLE survivors AS SELECT *, md5(concat($2, chr(31), id)) AS sample_key FROM ("
-        "SELECT anchor, relation, direction, targets, 'qs-' || $1 || '-' || "
-        "md5(concat_ws(chr(31), $1, anchor, relation, direction, targets[1], targets[2], targets[3]))[1:16] AS id "
-        "FROM checked WHERE NOT synonym AND NOT substring)",
-        [tag, str(seed)],
+        f"CREATE TEMP TABLE survivors AS SELECT *, md5(concat({_text(str(seed))}, chr(31), id)) AS sample_key FROM ("
+        f"SELECT anchor, relation, direction, targets, 'qs-' || {_text(tag)} || '-' || "
+        f"md5(concat_ws(chr(31), {_text(tag)}, anchor, relation, direction, targets[1], targets[2], targets[3]))[1:16] "
+        "AS id FROM checked WHERE NOT synonym AND NOT substring)"
     )
     funnel.question_sets = _int(con, "SELECT count(*) FROM survivors")
     limit = "" if n is None else f" LIMIT {int(n)}"
@@ -389,9 +395,8 @@ def _load_strings(con: Any, table: str, values: list[str]) -> None:
         path = Path(folder) / "values.jsonl"
         path.write_text("".join(json.dumps({"c": v}, ensure_ascii=False) + "\n" for v in values), encoding="utf-8")
         con.execute(
-            f"CREATE TEMP TABLE {table} AS SELECT c FROM read_json(?, format='newline_delimited', "
-            "columns={'c': 'VARCHAR'})",
-            [str(path)],
+            f"CREATE TEMP TABLE {table} AS SELECT c FROM read_json({_text(str(path))}, format='newline_delimited', "
+            "columns={'c': 'VARCHAR'})"
         )
 
 
